@@ -1,0 +1,142 @@
+"""``create_tfrecords``: the BERT pretraining data generator (Cerebras-compatible options).
+
+Only the standard library is imported until the options are parsed, so ``--help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, Optional
+
+DESCRIPTION = """\
+Turn raw text into BERT pretraining data: TFRecord shards of tf.train.Example with input_ids,
+input_mask, segment_ids, masked_lm_positions, masked_lm_ids, masked_lm_weights and
+next_sentence_labels, exactly as Google's run_pretraining.py and Cerebras's
+BertTfRecordsProcessor read them. Same inputs, options and seed give the same bytes, whatever
+--num_workers is."""
+
+EPILOG = """\
+example:
+  create_tfrecords --metadata_files examples/sample/metadata.txt \\
+      --input_files_prefix examples/sample --vocab_file vocab/vocab.txt --do_lower_case \\
+      --output_dir ./tfrecords --overwrite
+
+output: OUTPUT_DIR/NAME-1.tfrecords .. NAME-N.tfrecords and OUTPUT_DIR/data_params.json
+(with a validation split: OUTPUT_DIR/train/ and OUTPUT_DIR/val/, each laid out like that)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="create_tfrecords",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    inputs = parser.add_argument_group("input")
+    inputs.add_argument("--metadata_files", nargs="+", required=True, metavar="FILE",
+                        help="files listing the documents, one path per line (relative to "
+                             "--input_files_prefix); several files are concatenated")
+    inputs.add_argument("--input_files_prefix", default="", metavar="DIR",
+                        help="directory the metadata paths are relative to (default: as written)")
+    inputs.add_argument("--multiple_docs_in_single_file", action="store_true",
+                        help="each file holds many documents, separated by --multiple_docs_separator")
+    inputs.add_argument("--multiple_docs_separator", default="\n", metavar="TEXT",
+                        help="a line holding this text separates documents; the default \\n (typed "
+                             "literally) means a blank line")
+    inputs.add_argument("--single_sentence_per_line", action="store_true",
+                        help="input is already one sentence per line (no spaCy); with "
+                             "--multiple_docs_in_single_file this reads Google's input format")
+    inputs.add_argument("--spacy_model", default=None, metavar="NAME_OR_PATH",
+                        help="installed spaCy pipeline for sentence splitting (default: built-in "
+                             "rule-based sentencizer, no download needed)")
+
+    tokens = parser.add_argument_group("tokens")
+    tokens.add_argument("--vocab_file", required=True, metavar="FILE",
+                        help="WordPiece vocabulary (vocab.txt) of the model you will train")
+    tokens.add_argument("--do_lower_case", action="store_true",
+                        help="lower-case and strip accents (use with uncased vocabularies)")
+
+    instances = parser.add_argument_group("instances and masking (as Google's create_pretraining_data.py)")
+    instances.add_argument("--max_seq_length", type=int, default=128, help="tokens per instance (default 128)")
+    instances.add_argument("--max_predictions_per_seq", type=int, default=20,
+                           help="most masked-LM predictions per instance (default 20)")
+    instances.add_argument("--masked_lm_prob", type=float, default=0.15,
+                           help="fraction of tokens to mask, in (0, 1] (default 0.15)")
+    instances.add_argument("--short_seq_prob", type=float, default=0.1,
+                           help="probability of a shorter target length (default 0.1)")
+    instances.add_argument("--min_short_seq_length", type=int, default=2,
+                           help="shortest target length when short, in [2, max_seq_length - 3) (default 2)")
+    instances.add_argument("--dupe_factor", type=int, default=10,
+                           help="passes over the data, each with different masks (default 10)")
+    instances.add_argument("--mask_whole_word", action="store_true",
+                           help="mask all WordPiece pieces of a word together")
+    instances.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+    output = parser.add_argument_group("output")
+    output.add_argument("--output_dir", default="./tfrecords/", metavar="DIR",
+                        help="where shards and data_params.json go (default ./tfrecords/)")
+    output.add_argument("--num_output_files", type=int, default=10, help="shards per split (default 10)")
+    output.add_argument("--name", default="examples", help="shard file name prefix (default examples)")
+    output.add_argument("--overwrite", action="store_true",
+                        help="replace output already in --output_dir (only files this tool writes)")
+    output.add_argument("--val_fraction", type=float, default=0.0,
+                        help="fraction of documents, chosen by a stable hash of path and seed, that "
+                             "go to OUTPUT_DIR/val (default 0: no validation split)")
+    output.add_argument("--val_metadata_files", nargs="+", default=[], metavar="FILE",
+                        help="metadata files listing validation documents (instead of --val_fraction)")
+
+    work = parser.add_argument_group("work")
+    work.add_argument("--split_num", type=int, default=1000,
+                      help="documents per unit of work; random-next sentences come from the same "
+                           "unit (default 1000)")
+    work.add_argument("--num_workers", type=int, default=None,
+                      help="worker processes (default: all cores); output is identical for any value")
+    work.add_argument("--skip_missing", action="store_true",
+                      help="skip (and count) metadata entries whose file is missing, instead of stopping")
+    work.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace):
+    from ..config import GeneratorConfig
+
+    options = vars(args).copy()
+    for key in ("skip_missing", "quiet"):
+        options.pop(key)
+    return GeneratorConfig(**options)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+
+    from ..config import ConfigError
+    from ..documents import InputError
+    from ..runner import GenerationError, generate
+    from ..sentences import SentenceSplitterError
+    from ..tokenization import VocabError
+
+    try:
+        config = config_from_args(args).validate()
+        summary = generate(config, progress=not args.quiet, skip_missing=args.skip_missing)
+    except (ConfigError, InputError, VocabError, SentenceSplitterError, GenerationError) as error:
+        print(f"create_tfrecords: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("create_tfrecords: interrupted; no complete-looking output was left", file=sys.stderr)
+        return 130
+    for split, manifest in summary.manifests.items():
+        skipped = manifest["documents_skipped"]["count"]
+        print(
+            f"{split}: {manifest['n_examples']} examples from {manifest['n_docs']} documents in "
+            f"{config.num_output_files} files under {config.output_dir}"
+            + (f" ({skipped} documents skipped, see data_params.json)" if skipped else ""),
+            file=sys.stderr,
+        )
+    print(f"done in {summary.seconds:.1f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""One configuration object for a generation run, validated once, before any work.
+
+The command line builds a :class:`GeneratorConfig`; the library API takes one directly.  Every
+stage and worker receives the same validated object, so no stage re-checks options.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+
+class ConfigError(ValueError):
+    """An option value that cannot work; the message is one line naming the option."""
+
+
+def decode_separator(text: str) -> str:
+    r"""Command lines cannot easily carry a newline: ``\n`` typed literally means newline."""
+    return text.replace("\\n", "\n")
+
+
+@dataclass
+class GeneratorConfig:
+    metadata_files: List[str]
+    vocab_file: str
+    input_files_prefix: str = ""
+    do_lower_case: bool = False
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    min_short_seq_length: int = 2
+    dupe_factor: int = 10
+    mask_whole_word: bool = False
+    multiple_docs_in_single_file: bool = False
+    multiple_docs_separator: str = "\n"
+    single_sentence_per_line: bool = False
+    spacy_model: Optional[str] = None
+    split_num: int = 1000
+    output_dir: str = "./tfrecords/"
+    num_output_files: int = 10
+    name: str = "examples"
+    seed: int = 0
+    num_workers: Optional[int] = None
+    val_fraction: float = 0.0
+    val_metadata_files: List[str] = field(default_factory=list)
+    overwrite: bool = False
+
+    # ------------------------------------------------------------------ derived values
+    @property
+    def max_num_tokens(self) -> int:
+        """Room for tokens in a pair: ``[CLS] A [SEP] B [SEP]`` takes three special tokens."""
+        return self.max_seq_length - 3
+
+    @property
+    def separator_line(self) -> Optional[str]:
+        """The text of a separator line, or None when documents are separated by blank lines."""
+        text = decode_separator(self.multiple_docs_separator).strip()
+        return text or None
+
+    @property
+    def has_validation(self) -> bool:
+        return self.val_fraction > 0 or bool(self.val_metadata_files)
+
+    @property
+    def workers(self) -> int:
+        return self.num_workers if self.num_workers else (os.cpu_count() or 1)
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> "GeneratorConfig":
+        """Check every option on its own and against the others; raise ConfigError on the first
+        problem.  Files are checked later, by the planner, which can name the metadata line."""
+        if isinstance(self.metadata_files, str):
+            self.metadata_files = [self.metadata_files]
+        if isinstance(self.val_metadata_files, str):
+            self.val_metadata_files = [self.val_metadata_files]
+        if not self.metadata_files:
+            raise ConfigError("--metadata_files: give at least one metadata file")
+        if not self.vocab_file:
+            raise ConfigError("--vocab_file is required")
+
+        def integer(name, minimum, maximum=None, why=""):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"--{name} must be a whole number, got {value!r}")
+            if value < minimum or (maximum is not None and value > maximum):
+                upper = f" and at most {maximum}" if maximum is not None else ""
+                raise ConfigError(f"--{name} must be at least {minimum}{upper}{why}, got {value}")
+
+        integer("max_seq_length", 6, why=" ([CLS] A [SEP] B [SEP] with room for a short pair)")
+        integer(
+            "max_predictions_per_seq", 1, self.max_seq_length, why=" (it cannot exceed --max_seq_length)"
+        )
+        integer(
+            "min_short_seq_length",
+            2,
+            self.max_seq_length - 4,
+            why=f" (allowed range is [2, max_seq_length - 3) = [2, {self.max_seq_length - 3}))",
+        )
+        integer("dupe_factor", 1)
+        integer("split_num", 1)
+        integer("num_output_files", 1)
+        integer("seed", 0, 2**63 - 1)
+        if self.num_workers is not None:
+            integer("num_workers", 1)
+
+        def probability(name, low_open: bool, high_open: bool):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"--{name} must be a number, got {value!r}")
+            low_ok = value > 0 if low_open else value >= 0
+            high_ok = value < 1 if high_open else value <= 1
+            if not (low_ok and high_ok):
+                interval = ("(" if low_open else "[") + "0, 1" + (")" if high_open else "]")
+                raise ConfigError(f"--{name} must be in {interval}, got {value}")
+
+        probability("masked_lm_prob", low_open=True, high_open=False)
+        probability("short_seq_prob", low_open=False, high_open=False)
+        probability("val_fraction", low_open=False, high_open=True)
+        if self.val_fraction > 0 and self.val_metadata_files:
+            raise ConfigError(
+                "--val_fraction and --val_metadata_files contradict each other: choose validation "
+                "documents by hash or list them, not both"
+            )
+        if not self.multiple_docs_separator:
+            raise ConfigError("--multiple_docs_separator must not be empty (\\n means a blank line)")
+        if self.separator_line is not None and "\n" in self.separator_line:
+            raise ConfigError(
+                "--multiple_docs_separator must fit on one line: documents are separated by a line "
+                f"that holds it, got {self.multiple_docs_separator!r}"
+            )
+        if not self.name or os.sep in self.name or (os.altsep and os.altsep in self.name):
+            raise ConfigError(f"--name must be a plain file name prefix, got {self.name!r}")
+        if not self.output_dir:
+            raise ConfigError("--output_dir must not be empty")
+        return self

@@ -1,0 +1,261 @@
+"""Stage 1: metadata files -> documents, grouped into units of work.
+
+A *unit* is a fixed group of ``split_num`` documents.  It is the grain of parallelism, of
+randomness (each unit has its own random stream) and of the random-next-sentence pool (as in
+the Cerebras tool).  Units are planned in the parent before any work, from file names and, for
+files holding many documents, from a scan of the separators; a unit records only byte ranges,
+so planning a corpus of any size needs memory proportional to the number of units, and a
+worker reads just its own bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+TRAIN = "train"
+VAL = "val"
+
+# How a unit's documents are assigned to splits.
+SPLIT_BY_HASH = "hash"  # --val_fraction: a stable hash of (seed, document) decides
+ALL_TRAIN = "train"
+ALL_VAL = "val"
+
+
+class InputError(ValueError):
+    """Bad input found while planning; the message is one line naming the file."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """A byte range of one input file holding ``n_docs`` whole documents."""
+
+    path: str  # as opened (prefix joined)
+    label: str  # as listed in the metadata file: names the document in messages and hashes
+    start: int
+    end: int  # exclusive; -1 means end of file
+    first_doc: int = 0  # index in the file of the first document of the range
+
+
+@dataclass
+class Unit:
+    index: int
+    split_mode: str
+    sources: List[Source] = field(default_factory=list)
+    n_docs: int = 0  # documents listed (before any are skipped)
+    n_bytes: int = 0
+
+
+@dataclass
+class MetadataEntry:
+    metadata_file: str
+    line_number: int
+    label: str
+    path: str
+
+
+def read_metadata(metadata_files: Sequence[str], prefix: str) -> List[MetadataEntry]:
+    """Document paths from metadata files: one per line, blank lines and surrounding spaces ignored."""
+    entries: List[MetadataEntry] = []
+    for metadata_file in metadata_files:
+        try:
+            with open(metadata_file, "rb") as handle:
+                raw = handle.read()
+        except OSError as error:
+            raise InputError(f"{metadata_file}: cannot read metadata file: {error.strerror}") from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            line = raw[: error.start].count(b"\n") + 1
+            raise InputError(f"{metadata_file}:{line}: metadata file is not UTF-8 text") from None
+        before = len(entries)
+        for line_number, line in enumerate(text.splitlines(), start=1):
+            label = line.strip()
+            if label:
+                path = os.path.join(prefix, label) if prefix else label
+                entries.append(MetadataEntry(metadata_file, line_number, label, path))
+        if len(entries) == before:
+            raise InputError(f"{metadata_file}: metadata file lists no documents")
+    return entries
+
+
+def check_documents_exist(entries: Sequence[MetadataEntry], skip_missing: bool = False):
+    """Stat every listed file before any work. Returns (usable entries, [(entry, reason)])."""
+    usable, missing = [], []
+    for entry in entries:
+        reason = None
+        if not os.path.exists(entry.path):
+            reason = "file not found"
+        elif not os.path.isfile(entry.path):
+            reason = "not a regular file"
+        elif not os.access(entry.path, os.R_OK):
+            reason = "file not readable"
+        if reason is None:
+            usable.append(entry)
+        elif skip_missing:
+            missing.append((entry, reason))
+        else:
+            raise InputError(
+                f"{entry.metadata_file}:{entry.line_number}: {reason}: {entry.path}"
+                + (" (use --skip_missing to skip such entries)" if reason != "not a regular file" else "")
+            )
+    return usable, missing
+
+
+# ---------------------------------------------------------------------------- separators
+
+def separator_pattern(separator_line: Optional[str]) -> "re.Pattern[bytes]":
+    """A regex matching one whole separator line (with its newline) in UTF-8 bytes.
+
+    ``None`` means documents are separated by blank (or white-space only) lines.
+    """
+    if separator_line is None:
+        return re.compile(rb"(?m)^[ \t\r\f\v]*(?:\n|\Z)")
+    return re.compile(
+        rb"(?m)^[ \t\r\f\v]*" + re.escape(separator_line.encode("utf-8")) + rb"[ \t\r\f\v]*(?:\n|\Z)"
+    )
+
+
+_NON_SPACE = re.compile(rb"\S")
+
+
+def document_spans(buffer, start: int, end: int, pattern) -> Iterator[Tuple[int, int]]:
+    """Byte spans of the non-blank documents in ``buffer[start:end]``.
+
+    The planner (over a memory map of the whole file) and the reader (over the bytes of one
+    unit) both call this, so they agree on what a document is.
+    """
+    position = start
+    for match in pattern.finditer(buffer, start, end):
+        if match.start() > position and _NON_SPACE.search(buffer, position, match.start()):
+            yield position, match.start()
+        position = max(position, match.end())
+    if end > position and _NON_SPACE.search(buffer, position, end):
+        yield position, end
+
+
+# ---------------------------------------------------------------------------- planning
+
+def plan_units(
+    entries: Sequence[MetadataEntry],
+    split_num: int,
+    split_mode: str,
+    first_index: int = 0,
+    multiple_docs_in_single_file: bool = False,
+    separator_line: Optional[str] = None,
+) -> List[Unit]:
+    """Group documents, in metadata order, into units of ``split_num`` documents."""
+    units: List[Unit] = []
+    current = Unit(first_index, split_mode)
+
+    def close_current():
+        nonlocal current
+        if current.n_docs:
+            units.append(current)
+            current = Unit(first_index + len(units), split_mode)
+
+    if not multiple_docs_in_single_file:
+        for entry in entries:
+            size = os.path.getsize(entry.path)
+            current.sources.append(Source(entry.path, entry.label, 0, -1, 0))
+            current.n_docs += 1
+            current.n_bytes += size
+            if current.n_docs >= split_num:
+                close_current()
+        close_current()
+        return units
+
+    pattern = separator_pattern(separator_line)
+    for entry in entries:
+        size = os.path.getsize(entry.path)
+        if size == 0:
+            continue
+        with open(entry.path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            range_start = None
+            range_first_doc = 0
+            range_end = 0
+            for doc_number, (doc_start, doc_end) in enumerate(document_spans(buf, 0, size, pattern)):
+                if range_start is None:
+                    range_start, range_first_doc = doc_start, doc_number
+                range_end = doc_end
+                current.n_docs += 1
+                if current.n_docs >= split_num:
+                    current.sources.append(Source(entry.path, entry.label, range_start, range_end, range_first_doc))
+                    current.n_bytes += range_end - range_start
+                    range_start = None
+                    close_current()
+            if range_start is not None:
+                current.sources.append(Source(entry.path, entry.label, range_start, range_end, range_first_doc))
+                current.n_bytes += range_end - range_start
+    close_current()
+    return units
+
+
+# ---------------------------------------------------------------------------- reading
+
+@dataclass
+class Document:
+    label: str  # "path" or "path#3" for the fourth document of a multi-document file
+    text: str
+    n_replaced: int = 0  # bytes that were not UTF-8, replaced by U+FFFD
+
+
+@dataclass
+class Skip:
+    reason: str
+    label: str
+
+
+BINARY = "binary file (NUL bytes)"
+EMPTY = "empty or white-space only"
+NO_SENTENCE = "no sentence with any token"
+MISSING = "file not found"
+
+
+def decode_text(data: bytes) -> Tuple[str, int]:
+    """UTF-8 with replacement; returns the text and how many replacements it took."""
+    try:
+        return data.decode("utf-8"), 0
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+        genuine = data.count("\ufffd".encode("utf-8"))
+        return text, text.count("\ufffd") - genuine
+
+
+def read_unit_documents(unit: Unit, separator_line: Optional[str], multiple_docs_in_single_file: bool,
+                        skips: List[Skip]) -> Iterator[Document]:
+    """The unit's documents, in order.  Empty and binary documents are recorded in ``skips``."""
+    pattern = separator_pattern(separator_line) if multiple_docs_in_single_file else None
+    for source in unit.sources:
+        with open(source.path, "rb") as handle:
+            handle.seek(source.start)
+            data = handle.read() if source.end < 0 else handle.read(source.end - source.start)
+        if pattern is None:
+            spans: Sequence[Tuple[int, int]] = [(0, len(data))]
+        else:
+            spans = list(document_spans(data, 0, len(data), pattern))
+        for offset, (doc_start, doc_end) in enumerate(spans):
+            label = source.label if pattern is None else f"{source.label}#{source.first_doc + offset}"
+            piece = data[doc_start:doc_end]
+            if b"\x00" in piece:
+                skips.append(Skip(BINARY, label))
+                continue
+            text, n_replaced = decode_text(piece)
+            if not text.strip():
+                skips.append(Skip(EMPTY, label))
+                continue
+            yield Document(label, text, n_replaced)
+        del data
+
+
+def is_validation_document(label: str, seed: int, val_fraction: float) -> bool:
+    """A stable choice: depends only on the document's label and the seed, so adding documents
+    to a corpus never moves others between train and validation."""
+    if val_fraction <= 0:
+        return False
+    digest = hashlib.blake2b(f"{seed}\x00{label}".encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64 < val_fraction
