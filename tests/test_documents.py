@@ -1,0 +1,98 @@
+import os
+
+import pytest
+
+from bert_data import documents as d
+
+
+def write(path, data):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
+    return path
+
+
+def texts(unit, separator_line=None, multi=False):
+    skips = []
+    found = [doc.text for doc in d.read_unit_documents(unit, separator_line, multi, skips)]
+    return found, skips
+
+
+def test_metadata_ignores_blank_lines_and_spaces_and_concatenates(tmp_path):
+    m1 = write(tmp_path / "m1.txt", "  a.txt \n\n b.txt\n")
+    m2 = write(tmp_path / "m2.txt", "c.txt")
+    entries = d.read_metadata([str(m1), str(m2)], "prefix")
+    assert [e.label for e in entries] == ["a.txt", "b.txt", "c.txt"]
+    assert entries[1].path == os.path.join("prefix", "b.txt") and entries[1].line_number == 3
+
+
+def test_empty_metadata_file_is_an_error(tmp_path):
+    m = write(tmp_path / "m.txt", "\n  \n")
+    with pytest.raises(d.InputError, match="m.txt: metadata file lists no documents"):
+        d.read_metadata([str(m)], "")
+
+
+def test_missing_document_names_metadata_file_and_line(tmp_path):
+    write(tmp_path / "a.txt", "x")
+    m = write(tmp_path / "m.txt", "a.txt\nmissing.txt\n")
+    entries = d.read_metadata([str(m)], str(tmp_path))
+    with pytest.raises(d.InputError, match=r"m.txt:2: file not found: .*missing.txt"):
+        d.check_documents_exist(entries)
+    usable, missing = d.check_documents_exist(entries, skip_missing=True)
+    assert [e.label for e in usable] == ["a.txt"] and missing[0][1] == "file not found"
+
+
+def test_one_document_per_file_units_of_split_num(tmp_path):
+    for i in range(7):
+        write(tmp_path / f"{i}.txt", f"doc {i}")
+    entries = d.read_metadata([str(write(tmp_path / "m.txt", "\n".join(f"{i}.txt" for i in range(7))))], str(tmp_path))
+    units = d.plan_units(entries, split_num=3, split_mode=d.ALL_TRAIN)
+    assert [u.n_docs for u in units] == [3, 3, 1]
+    assert [u.index for u in units] == [0, 1, 2]
+    assert texts(units[2])[0] == ["doc 6"]
+
+
+def test_blank_lines_separate_documents_google_format(tmp_path):
+    body = "s1 a\ns2 a\n\n\ns1 b\n  \t\ns1 c\ns2 c\n\n"
+    path = write(tmp_path / "f.txt", body)
+    entries = d.read_metadata([str(write(tmp_path / "m.txt", "f.txt"))], str(tmp_path))
+    units = d.plan_units(entries, 2, d.ALL_TRAIN, multiple_docs_in_single_file=True)
+    assert [u.n_docs for u in units] == [2, 1]
+    first, _ = texts(units[0], None, True)
+    second, _ = texts(units[1], None, True)
+    assert first == ["s1 a\ns2 a\n", "s1 b\n"]
+    assert second == ["s1 c\ns2 c\n"]
+    labels = [doc.label for doc in d.read_unit_documents(units[1], None, True, [])]
+    assert labels == ["f.txt#2"]
+    assert path.exists()
+
+
+def test_separator_line_and_units_spanning_files(tmp_path):
+    write(tmp_path / "a.txt", "one\n[SEP]\ntwo\n  [SEP]  \nthree")
+    write(tmp_path / "b.txt", "four\n[SEP]\n\n[SEP]\nfive [SEP] inline stays\n")
+    entries = d.read_metadata([str(write(tmp_path / "m.txt", "a.txt\nb.txt"))], str(tmp_path))
+    units = d.plan_units(entries, 4, d.ALL_TRAIN, multiple_docs_in_single_file=True, separator_line="[SEP]")
+    assert [u.n_docs for u in units] == [4, 1]
+    found = [texts(u, "[SEP]", True)[0] for u in units]
+    assert found == [["one\n", "two\n", "three", "four\n"], ["five [SEP] inline stays\n"]]
+
+
+def test_binary_empty_and_invalid_utf8_documents(tmp_path):
+    write(tmp_path / "bin.txt", b"abc\x00def")
+    write(tmp_path / "empty.txt", "  \n\t\n")
+    write(tmp_path / "latin1.txt", "caf\xe9 ok".encode("latin-1"))
+    entries = d.read_metadata([str(write(tmp_path / "m.txt", "bin.txt\nempty.txt\nlatin1.txt"))], str(tmp_path))
+    (unit,) = d.plan_units(entries, 10, d.ALL_TRAIN)
+    skips = []
+    docs = list(d.read_unit_documents(unit, None, False, skips))
+    assert [(s.reason, s.label) for s in skips] == [(d.BINARY, "bin.txt"), (d.EMPTY, "empty.txt")]
+    assert docs[0].text == "caf\ufffd ok" and docs[0].n_replaced == 1
+
+
+def test_validation_choice_is_stable_and_near_the_fraction():
+    labels = [f"docs/{i}.txt" for i in range(5000)]
+    chosen = [d.is_validation_document(label, 0, 0.2) for label in labels]
+    assert abs(sum(chosen) / len(labels) - 0.2) < 0.02
+    # Adding documents never moves others; the seed changes the choice.
+    assert chosen[:100] == [d.is_validation_document(label, 0, 0.2) for label in labels[:100]]
+    assert chosen != [d.is_validation_document(label, 1, 0.2) for label in labels]
+    assert not any(d.is_validation_document(label, 0, 0.0) for label in labels)
