@@ -43,11 +43,36 @@ class Source:
 
 @dataclass
 class Unit:
+    """``split_num`` documents: one random stream, one next-sentence pool, one piece of output.
+
+    Its sources are grouped in *slices*, the grain at which documents are read, split into
+    sentences and tokenized (in parallel, even within a unit); ``n_docs`` counts documents
+    listed, before any are skipped.
+    """
+
     index: int
     split_mode: str
-    sources: List[Source] = field(default_factory=list)
-    n_docs: int = 0  # documents listed (before any are skipped)
+    slices: List[List[Source]] = field(default_factory=list)
+    n_docs: int = 0
     n_bytes: int = 0
+    slice_docs: List[int] = field(default_factory=list)
+    slice_bytes: List[int] = field(default_factory=list)
+
+    @property
+    def sources(self) -> List[Source]:
+        return [source for group in self.slices for source in group]
+
+    def add(self, source: Source, n_docs: int, n_bytes: int, max_slice_docs: int, max_slice_bytes: int) -> None:
+        if (not self.slices or self.slice_docs[-1] + n_docs > max_slice_docs
+                or self.slice_bytes[-1] + n_bytes > max_slice_bytes):
+            self.slices.append([])
+            self.slice_docs.append(0)
+            self.slice_bytes.append(0)
+        self.slices[-1].append(source)
+        self.slice_docs[-1] += n_docs
+        self.slice_bytes[-1] += n_bytes
+        self.n_docs += n_docs
+        self.n_bytes += n_bytes
 
 
 @dataclass
@@ -147,8 +172,11 @@ def plan_units(
     first_index: int = 0,
     multiple_docs_in_single_file: bool = False,
     separator_line: Optional[str] = None,
+    slice_docs: int = 64,
+    slice_bytes: int = 1 << 21,
 ) -> List[Unit]:
-    """Group documents, in metadata order, into units of ``split_num`` documents."""
+    """Group documents, in metadata order, into units of ``split_num`` documents, and each
+    unit's documents into slices of at most ``slice_docs`` documents or about ``slice_bytes``."""
     units: List[Unit] = []
     current = Unit(first_index, split_mode)
 
@@ -160,10 +188,8 @@ def plan_units(
 
     if not multiple_docs_in_single_file:
         for entry in entries:
-            size = os.path.getsize(entry.path)
-            current.sources.append(Source(entry.path, entry.label, 0, -1, 0))
-            current.n_docs += 1
-            current.n_bytes += size
+            current.add(Source(entry.path, entry.label, 0, -1, 0), 1, os.path.getsize(entry.path),
+                        slice_docs, slice_bytes)
             if current.n_docs >= split_num:
                 close_current()
         close_current()
@@ -175,22 +201,27 @@ def plan_units(
         if size == 0:
             continue
         with open(entry.path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            range_start = None
-            range_first_doc = 0
-            range_end = 0
+            range_start = range_end = None
+            range_first = range_docs = 0
+
+            def close_range():
+                nonlocal range_start, range_docs
+                if range_start is not None:
+                    source = Source(entry.path, entry.label, range_start, range_end, range_first)
+                    current.add(source, range_docs, range_end - range_start, slice_docs, slice_bytes)
+                range_start, range_docs = None, 0
+
             for doc_number, (doc_start, doc_end) in enumerate(document_spans(buf, 0, size, pattern)):
                 if range_start is None:
-                    range_start, range_first_doc = doc_start, doc_number
+                    range_start, range_first = doc_start, doc_number
                 range_end = doc_end
-                current.n_docs += 1
-                if current.n_docs >= split_num:
-                    current.sources.append(Source(entry.path, entry.label, range_start, range_end, range_first_doc))
-                    current.n_bytes += range_end - range_start
-                    range_start = None
+                range_docs += 1
+                if current.n_docs + range_docs >= split_num:
+                    close_range()
                     close_current()
-            if range_start is not None:
-                current.sources.append(Source(entry.path, entry.label, range_start, range_end, range_first_doc))
-                current.n_bytes += range_end - range_start
+                elif range_docs >= slice_docs or range_end - range_start >= slice_bytes:
+                    close_range()
+            close_range()
     close_current()
     return units
 
@@ -226,11 +257,11 @@ def decode_text(data: bytes) -> Tuple[str, int]:
         return text, text.count("\ufffd") - genuine
 
 
-def read_unit_documents(unit: Unit, separator_line: Optional[str], multiple_docs_in_single_file: bool,
-                        skips: List[Skip]) -> Iterator[Document]:
-    """The unit's documents, in order.  Empty and binary documents are recorded in ``skips``."""
+def read_documents(sources: Sequence[Source], separator_line: Optional[str], multiple_docs_in_single_file: bool,
+                   skips: List[Skip]) -> Iterator[Document]:
+    """The documents of some sources, in order.  Empty and binary ones are recorded in ``skips``."""
     pattern = separator_pattern(separator_line) if multiple_docs_in_single_file else None
-    for source in unit.sources:
+    for source in sources:
         with open(source.path, "rb") as handle:
             handle.seek(source.start)
             data = handle.read() if source.end < 0 else handle.read(source.end - source.start)

@@ -1,18 +1,18 @@
 """Stage 4: tokenized documents -> next-sentence-prediction pairs.
 
 This follows ``create_instances_from_document`` of Google's ``create_pretraining_data.py``
-step for step (target length, chunk accumulation, random split point, random-next with unused
-sentences put back, truncation of the longer side from a random end); see the README's
-"Faithful to the reference" section.  It works on lists of token ids, never on strings, and
-writes every pair straight into one flat list, which the next stage turns into arrays.
+step for step (target length drawn once per document, chunk accumulation, random split point,
+random-next with unused sentences put back, truncation of the longer side from a random end).
 
-Two implementation choices keep the distribution of Google's algorithm while saving time:
+It never touches a token.  A and B are always contiguous runs of one document's tokens (whole
+sentences, then trimmed at the ends), so a pair is four numbers: where A and B start in the
+pool's token array and how long they are.  The pairing loop works on sentence boundaries
+only, and the next stage gathers the ids of a batch of pairs with one numpy indexing step.
 
-* truncation removes the same *number* of tokens from each side as Google's one-at-a-time
-  loop (that number depends on lengths only), and splits each side's removals between front
-  and back with one Binomial(n, 1/2) draw -- the distribution of Google's n coin flips;
-* documents are lists of sentences, each a list of ids, so joining sentences is list
-  concatenation in C.
+One implementation choice keeps the distribution of Google's algorithm while saving time:
+truncation removes the same *number* of tokens from each side as Google's one-at-a-time loop
+(that number depends on the lengths only), and splits each side's removals between front and
+back with one Binomial(n, 1/2) draw -- the distribution of Google's n coin flips.
 """
 
 from __future__ import annotations
@@ -23,21 +23,67 @@ from typing import List, Sequence
 
 import numpy as np
 
-Sentence = List[int]
-Document = List[Sentence]
+
+@dataclass
+class TokenPool:
+    """The documents that can pair with each other (one split of one unit), end to end.
+
+    ``bounds[d]`` lists where each sentence of document ``d`` starts in ``tokens``, followed by
+    where its last sentence ends.
+    """
+
+    tokens: np.ndarray
+    bounds: List[List[int]]
+
+    def __len__(self) -> int:
+        return len(self.bounds)
+
+    @classmethod
+    def from_documents(cls, documents: Sequence[Sequence[Sequence[int]]], dtype=np.int32) -> "TokenPool":
+        """From lists of sentences of ids (tests and small inputs)."""
+        flat, bounds, position = [], [], 0
+        for document in documents:
+            starts = [position]
+            for sentence in document:
+                flat.extend(sentence)
+                position += len(sentence)
+                starts.append(position)
+            bounds.append(starts)
+        return cls(np.asarray(flat, dtype=dtype), bounds)
 
 
 @dataclass
 class PairBatch:
-    """Pairs laid end to end: ``tokens`` holds ``[CLS] A [SEP] B [SEP]`` of every pair."""
+    """Pairs as token ranges into a TokenPool."""
 
-    tokens: List[int] = field(default_factory=list)
-    lengths: List[int] = field(default_factory=list)  # len of [CLS] A [SEP] B [SEP]
-    a_lengths: List[int] = field(default_factory=list)  # len of A
+    a_start: List[int] = field(default_factory=list)
+    a_length: List[int] = field(default_factory=list)
+    b_start: List[int] = field(default_factory=list)
+    b_length: List[int] = field(default_factory=list)
     is_random_next: List[int] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return len(self.lengths)
+        return len(self.a_start)
+
+    def arrays(self) -> "PairArrays":
+        return PairArrays(*(np.asarray(column, dtype=np.int64) for column in (
+            self.a_start, self.a_length, self.b_start, self.b_length, self.is_random_next)))
+
+
+@dataclass
+class PairArrays:
+    a_start: np.ndarray
+    a_length: np.ndarray
+    b_start: np.ndarray
+    b_length: np.ndarray
+    is_random_next: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.a_start)
+
+    def take(self, rows) -> "PairArrays":
+        return PairArrays(self.a_start[rows], self.a_length[rows], self.b_start[rows], self.b_length[rows],
+                          self.is_random_next[rows])
 
 
 def truncation_counts(len_a: int, len_b: int, max_num_tokens: int):
@@ -62,123 +108,112 @@ def truncation_counts(len_a: int, len_b: int, max_num_tokens: int):
     return remove_a, remove_b
 
 
-def _trim(tokens: List[int], count: int, rng: random.Random) -> List[int]:
-    if count == 0:
-        return tokens
-    from_front = bin(rng.getrandbits(count)).count("1")  # Binomial(count, 1/2)
-    return tokens[from_front : len(tokens) - (count - from_front)]
-
-
 def add_pairs_from_document(
-    documents: Sequence[Document],
+    pool: TokenPool,
     document_index: int,
     max_num_tokens: int,
     short_seq_prob: float,
     min_short_seq_length: int,
-    cls_id: int,
-    sep_id: int,
     rng: random.Random,
     out: PairBatch,
 ) -> None:
-    """Append the pairs of one document to ``out`` (Google's create_instances_from_document)."""
-    document = documents[document_index]
-    n_sentences = len(document)
+    """Append the pairs of one document to ``out`` (Google's create_instances_from_document).
+
+    The hot loop of the generator: uniform integers are drawn as ``int(random() * n)``
+    (``randint`` costs four Python calls per draw; the bias of the float draw is below 2**-32).
+    """
+    uniform = rng.random
+    all_bounds = pool.bounds
+    bounds = all_bounds[document_index]
+    n_sentences = len(bounds) - 1
+    n_documents = len(all_bounds)
 
     # Usually fill the whole sequence; sometimes a shorter one, to narrow the gap between
-    # pre-training and fine-tuning on short inputs.
+    # pre-training and fine-tuning on short inputs.  Drawn once per document, as Google does.
     target_length = max_num_tokens
-    if rng.random() < short_seq_prob:
-        target_length = rng.randint(min_short_seq_length, max_num_tokens)
+    if uniform() < short_seq_prob:
+        target_length = min_short_seq_length + int(uniform() * (max_num_tokens - min_short_seq_length + 1))
 
-    chunk: List[Sentence] = []
-    chunk_length = 0
+    chunk_first = 0  # the chunk is sentences chunk_first..i
     i = 0
-    tokens, lengths, a_lengths, random_next = out.tokens, out.lengths, out.a_lengths, out.is_random_next
     while i < n_sentences:
-        sentence = document[i]
-        chunk.append(sentence)
-        chunk_length += len(sentence)
-        if i == n_sentences - 1 or chunk_length >= target_length:
-            # A ends after a random number of the chunk's sentences.
-            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-            tokens_a: List[int] = []
-            for part in chunk[:a_end]:
-                tokens_a += part
+        if i == n_sentences - 1 or bounds[i + 1] - bounds[chunk_first] >= target_length:
+            chunk_size = i - chunk_first + 1
+            # A ends after a random number (1 .. chunk_size - 1) of the chunk's sentences.
+            a_end = chunk_first + (1 + int(uniform() * (chunk_size - 1)) if chunk_size >= 2 else 1)
+            a_start = bounds[chunk_first]
+            len_a = bounds[a_end] - a_start
 
-            tokens_b: List[int] = []
-            if len(chunk) == 1 or rng.random() < 0.5:
+            if chunk_size == 1 or uniform() < 0.5:
                 is_random = 1
-                target_b_length = target_length - len(tokens_a)
+                target_b_length = target_length - len_a
                 # Ten tries to find another document (a one-document pool falls back to itself).
                 for _ in range(10):
-                    random_index = rng.randint(0, len(documents) - 1)
+                    random_index = int(uniform() * n_documents)
                     if random_index != document_index:
                         break
-                random_document = documents[random_index]
-                for j in range(rng.randint(0, len(random_document) - 1), len(random_document)):
-                    tokens_b += random_document[j]
-                    if len(tokens_b) >= target_b_length:
-                        break
+                random_bounds = all_bounds[random_index]
+                last_sentence = len(random_bounds) - 2
+                first = int(uniform() * (last_sentence + 1))
+                b_start = random_bounds[first]
+                # Whole sentences until B reaches its target, or the document ends.
+                last = first
+                while last < last_sentence and random_bounds[last + 1] - b_start < target_b_length:
+                    last += 1
+                len_b = random_bounds[last + 1] - b_start
                 # The chunk's sentences after A were not used: put them back.
-                i -= len(chunk) - a_end
+                i = a_end - 1
             else:
                 is_random = 0
-                for part in chunk[a_end:]:
-                    tokens_b += part
+                b_start = bounds[a_end]
+                len_b = bounds[i + 1] - b_start
 
-            remove_a, remove_b = truncation_counts(len(tokens_a), len(tokens_b), max_num_tokens)
-            tokens_a = _trim(tokens_a, remove_a, rng)
-            tokens_b = _trim(tokens_b, remove_b, rng)
+            if len_a + len_b > max_num_tokens:
+                remove_a, remove_b = truncation_counts(len_a, len_b, max_num_tokens)
+                if remove_a:
+                    a_start += bin(rng.getrandbits(remove_a)).count("1")  # Binomial(remove_a, 1/2) from the front
+                    len_a -= remove_a
+                if remove_b:
+                    b_start += bin(rng.getrandbits(remove_b)).count("1")
+                    len_b -= remove_b
 
-            tokens.append(cls_id)
-            tokens += tokens_a
-            tokens.append(sep_id)
-            tokens += tokens_b
-            tokens.append(sep_id)
-            lengths.append(len(tokens_a) + len(tokens_b) + 3)
-            a_lengths.append(len(tokens_a))
-            random_next.append(is_random)
-            chunk = []
-            chunk_length = 0
+            out.a_start.append(a_start)
+            out.a_length.append(len_a)
+            out.b_start.append(b_start)
+            out.b_length.append(len_b)
+            out.is_random_next.append(is_random)
+            chunk_first = i + 1
         i += 1
 
 
 def create_pairs(
-    documents: Sequence[Document],
+    pool: TokenPool,
     dupe_factor: int,
     max_num_tokens: int,
     short_seq_prob: float,
     min_short_seq_length: int,
-    cls_id: int,
-    sep_id: int,
     rng: random.Random,
-) -> PairBatch:
-    """All pairs of a pool of documents: ``dupe_factor`` passes over every document."""
+) -> PairArrays:
+    """All pairs of a pool: ``dupe_factor`` passes over every document."""
     out = PairBatch()
     for _ in range(dupe_factor):
-        for document_index in range(len(documents)):
-            add_pairs_from_document(
-                documents, document_index, max_num_tokens, short_seq_prob, min_short_seq_length,
-                cls_id, sep_id, rng, out,
-            )
-    return out
+        for document_index in range(len(pool)):
+            add_pairs_from_document(pool, document_index, max_num_tokens, short_seq_prob, min_short_seq_length,
+                                    rng, out)
+    return out.arrays()
 
 
 @dataclass
 class InstanceArrays:
-    """Pairs as padded arrays, one row per instance (before masking)."""
+    """Pairs as padded ``[CLS] A [SEP] B [SEP]`` rows (before masking)."""
 
     input_ids: np.ndarray  # (n, max_seq_length) int32, 0-padded
-    lengths: np.ndarray  # (n,) int32
-    a_lengths: np.ndarray  # (n,) int32
-    is_random_next: np.ndarray  # (n,) int8
+    lengths: np.ndarray  # (n,) int64, tokens including the three specials
+    a_lengths: np.ndarray  # (n,) int64
+    is_random_next: np.ndarray  # (n,)
 
     def __len__(self) -> int:
         return len(self.lengths)
-
-    def take(self, rows: np.ndarray) -> "InstanceArrays":
-        return InstanceArrays(self.input_ids[rows], self.lengths[rows], self.a_lengths[rows],
-                              self.is_random_next[rows])
 
     @property
     def input_mask(self) -> np.ndarray:
@@ -191,15 +226,21 @@ class InstanceArrays:
         return ((positions >= b_start) & (positions < self.lengths[:, None])).astype(np.int32)
 
 
-def to_arrays(pairs: PairBatch, max_seq_length: int) -> InstanceArrays:
+def gather_instances(pool_tokens: np.ndarray, pairs: PairArrays, max_seq_length: int, cls_id: int,
+                     sep_id: int) -> InstanceArrays:
+    """Lay out ``[CLS] A [SEP] B [SEP]`` for a batch of pairs with one gather."""
     n = len(pairs)
-    lengths = np.asarray(pairs.lengths, dtype=np.int32).reshape(n)
-    input_ids = np.zeros((n, max_seq_length), dtype=np.int32)
-    if n:
-        input_ids[np.arange(max_seq_length) < lengths[:, None]] = np.asarray(pairs.tokens, dtype=np.int32)
-    return InstanceArrays(
-        input_ids,
-        lengths,
-        np.asarray(pairs.a_lengths, dtype=np.int32).reshape(n),
-        np.asarray(pairs.is_random_next, dtype=np.int8).reshape(n),
-    )
+    column = np.arange(max_seq_length)[None, :]
+    a_length = pairs.a_length[:, None]
+    b_first = a_length + 2
+    b_end = b_first + pairs.b_length[:, None]
+    in_a = (column >= 1) & (column <= a_length)
+    in_b = (column >= b_first) & (column < b_end)
+    source = np.where(in_a, pairs.a_start[:, None] + column - 1, pairs.b_start[:, None] + column - b_first)
+    source = np.where(in_a | in_b, source, 0)
+    input_ids = np.where(in_a | in_b, pool_tokens[source] if len(pool_tokens) else 0, 0).astype(np.int32)
+    rows = np.arange(n)
+    input_ids[:, 0] = cls_id
+    input_ids[rows, pairs.a_length + 1] = sep_id
+    input_ids[rows, b_end[:, 0]] = sep_id
+    return InstanceArrays(input_ids, b_end[:, 0] + 1, pairs.a_length, pairs.is_random_next)

@@ -28,7 +28,7 @@ from . import documents as docs_mod
 from .config import ConfigError, GeneratorConfig
 from .documents import TRAIN, VAL, InputError, Unit
 from .features import feature_specs
-from .pipeline import UnitError, UnitResult, process_unit
+from .pipeline import UnitError, UnitResult, build_unit, tokenize_slice
 
 MANIFEST = "data_params.json"
 WORK_DIR = ".bert_data_work"
@@ -213,7 +213,7 @@ class RunSummary:
     seconds: float
 
 
-def _progress(total_docs: int, total_bytes: int, enabled: bool):
+def _progress(total_docs: int, enabled: bool):
     from tqdm import tqdm
 
     tqdm.monitor_interval = 0  # no monitor thread: worker processes are forked
@@ -221,12 +221,71 @@ def _progress(total_docs: int, total_bytes: int, enabled: bool):
                 desc="documents")
 
 
+class _Scheduler:
+    """Submits tokenize tasks (one per slice) and build tasks (one per unit) to an executor.
+
+    Build tasks go first when ready, and at most ``open_units`` units are between their first
+    tokenize task and their merge, so the tokenized data held here stays bounded.
+    """
+
+    def __init__(self, plan: Plan, config: GeneratorConfig, executor: cf.Executor, work_dir: str):
+        self.plan, self.config, self.executor, self.work_dir = plan, config, executor, work_dir
+        self.window = config.workers + 2  # tasks in flight: every worker busy, one queued behind
+        self.open_units = config.workers + 2
+        self.in_flight: Dict[cf.Future, tuple] = {}
+        self.slices: Dict[int, list] = {}
+        self.missing: Dict[int, int] = {}
+        self.ready_to_build: List[int] = []
+        self.next_unit = 0  # next unit whose slices are to be submitted
+        self.next_slice = 0
+        self.unmerged_units = 0
+
+    def fill(self) -> None:
+        while len(self.in_flight) < self.window:
+            if self.ready_to_build:
+                index = self.ready_to_build.pop(0)
+                unit = self.plan.units[index]
+                future = self.executor.submit(build_unit, unit, self.slices.pop(index), self.config, self.work_dir)
+                self.in_flight[future] = ("build", index, None)
+                continue
+            if self.next_unit >= len(self.plan.units):
+                return
+            unit = self.plan.units[self.next_unit]
+            if self.next_slice == 0:
+                if self.unmerged_units >= self.open_units:
+                    return
+                self.unmerged_units += 1
+                self.slices[unit.index] = [None] * len(unit.slices)
+                self.missing[unit.index] = len(unit.slices)
+            future = self.executor.submit(tokenize_slice, unit.slices[self.next_slice], self.config)
+            self.in_flight[future] = ("tokenize", unit.index, self.next_slice)
+            self.next_slice += 1
+            if self.next_slice == len(unit.slices):
+                self.next_unit, self.next_slice = self.next_unit + 1, 0
+
+    def completed(self):
+        """Wait for tasks; yield ("tokenize", unit index, TokenizedSlice) or ("build", unit index, UnitResult)."""
+        done, _ = cf.wait(list(self.in_flight), return_when=cf.FIRST_COMPLETED)
+        for future in done:
+            kind, index, slice_number = self.in_flight.pop(future)
+            value = future.result()
+            if kind == "tokenize":
+                self.slices[index][slice_number] = value
+                self.missing[index] -= 1
+                if not self.missing[index]:
+                    del self.missing[index]
+                    self.ready_to_build.append(index)
+            yield kind, index, value
+
+    def merged(self) -> None:
+        self.unmerged_units -= 1
+
+
 def generate(
     config: GeneratorConfig,
     executor: Optional[cf.Executor] = None,
     progress: bool = True,
     skip_missing: bool = False,
-    log: Callable[[str], None] = lambda message: print(message, file=sys.stderr),
 ) -> RunSummary:
     """Run the whole generator. Raises ConfigError/InputError/VocabError before any work."""
     started = time.perf_counter()
@@ -237,42 +296,39 @@ def generate(
 
     own_executor = executor is None
     if own_executor:
-        executor = default_executor(min(config.workers, len(plan.units)))
-    window = max(2, 2 * config.workers)
+        executor = default_executor(min(config.workers, sum(len(u.slices) for u in plan.units)))
+    scheduler = _Scheduler(plan, config, executor, work_dir)
     assembler = ShardAssembler(config)
-    results: List[UnitResult] = []
-    bar = _progress(sum(u.n_docs for u in plan.units), sum(u.n_bytes for u in plan.units), progress)
-    in_flight: Dict[int, cf.Future] = {}
-    next_to_submit = next_to_merge = 0
-    merged_bytes = 0
+    results: Dict[int, UnitResult] = {}
+    merged: List[UnitResult] = []
+    bar = _progress(sum(u.n_docs for u in plan.units), progress)
+    read_bytes = instances = 0
     try:
-        while next_to_merge < len(plan.units):
-            while next_to_submit < len(plan.units) and len(in_flight) < window:
-                unit = plan.units[next_to_submit]
-                in_flight[unit.index] = executor.submit(process_unit, unit, config, work_dir)
-                next_to_submit += 1
-            future = in_flight.pop(plan.units[next_to_merge].index)
-            try:
-                result = future.result()
-            except UnitError as error:
-                raise GenerationError(str(error)) from error
-            except cf.process.BrokenProcessPool as error:
-                raise GenerationError(f"a worker process died ({error}); no output was written") from error
-            assembler.append(result)
-            results.append(result)
-            next_to_merge += 1
-            merged_bytes += result.n_bytes
-            elapsed = time.perf_counter() - started
-            bar.update(plan.units[next_to_merge - 1].n_docs)
-            bar.set_postfix(instances=sum(sum(r.n_instances.values()) for r in results),
-                            MBps=f"{merged_bytes / 1e6 / max(elapsed, 1e-9):.1f}", refresh=False)
+        while len(merged) < len(plan.units):
+            scheduler.fill()
+            for kind, index, value in scheduler.completed():
+                if kind == "tokenize":
+                    read_bytes += value.n_bytes
+                    bar.update(value.n_docs_seen)
+                    continue
+                results[index] = value
+                while len(merged) in results:
+                    result = results.pop(len(merged))
+                    assembler.append(result)
+                    merged.append(result)
+                    scheduler.merged()
+                    instances += sum(result.n_instances.values())
+            elapsed = max(time.perf_counter() - started, 1e-9)
+            bar.set_postfix(instances=instances, MBps=f"{read_bytes / 1e6 / elapsed:.1f}", refresh=False)
         assembler.finish()
+    except UnitError as error:
+        _abandon(assembler, scheduler, executor, own_executor)
+        raise GenerationError(str(error)) from error
+    except cf.process.BrokenProcessPool as error:
+        _abandon(assembler, scheduler, executor, own_executor)
+        raise GenerationError(f"a worker process died ({error}); no output was written") from error
     except BaseException:
-        assembler.abandon()
-        for future in in_flight.values():
-            future.cancel()
-        if own_executor:
-            executor.shutdown(wait=False, cancel_futures=True)
+        _abandon(assembler, scheduler, executor, own_executor)
         raise
     finally:
         bar.close()
@@ -280,9 +336,16 @@ def generate(
         executor.shutdown()
     shutil.rmtree(work_dir, ignore_errors=True)
 
-    seconds = time.perf_counter() - started
-    manifests = write_manifests(config, plan, results, assembler)
-    return RunSummary(manifests, seconds)
+    manifests = write_manifests(config, plan, merged, assembler)
+    return RunSummary(manifests, time.perf_counter() - started)
+
+
+def _abandon(assembler, scheduler, executor, own_executor) -> None:
+    assembler.abandon()
+    for future in scheduler.in_flight:
+        future.cancel()
+    if own_executor:
+        executor.shutdown(wait=False, cancel_futures=True)
 
 
 def write_manifests(config, plan: Plan, results: List[UnitResult], assembler: ShardAssembler):

@@ -13,7 +13,7 @@ def write(path, data):
 
 def texts(unit, separator_line=None, multi=False):
     skips = []
-    found = [doc.text for doc in d.read_unit_documents(unit, separator_line, multi, skips)]
+    found = [doc.text for doc in d.read_documents(unit.sources, separator_line, multi, skips)]
     return found, skips
 
 
@@ -61,7 +61,7 @@ def test_blank_lines_separate_documents_google_format(tmp_path):
     second, _ = texts(units[1], None, True)
     assert first == ["s1 a\ns2 a\n", "s1 b\n"]
     assert second == ["s1 c\ns2 c\n"]
-    labels = [doc.label for doc in d.read_unit_documents(units[1], None, True, [])]
+    labels = [doc.label for doc in d.read_documents(units[1].sources, None, True, [])]
     assert labels == ["f.txt#2"]
     assert path.exists()
 
@@ -83,7 +83,7 @@ def test_binary_empty_and_invalid_utf8_documents(tmp_path):
     entries = d.read_metadata([str(write(tmp_path / "m.txt", "bin.txt\nempty.txt\nlatin1.txt"))], str(tmp_path))
     (unit,) = d.plan_units(entries, 10, d.ALL_TRAIN)
     skips = []
-    docs = list(d.read_unit_documents(unit, None, False, skips))
+    docs = list(d.read_documents(unit.sources, None, False, skips))
     assert [(s.reason, s.label) for s in skips] == [(d.BINARY, "bin.txt"), (d.EMPTY, "empty.txt")]
     assert docs[0].text == "caf\ufffd ok" and docs[0].n_replaced == 1
 
@@ -96,3 +96,22 @@ def test_validation_choice_is_stable_and_near_the_fraction():
     assert chosen[:100] == [d.is_validation_document(label, 0, 0.2) for label in labels[:100]]
     assert chosen != [d.is_validation_document(label, 1, 0.2) for label in labels]
     assert not any(d.is_validation_document(label, 0, 0.0) for label in labels)
+
+
+def test_units_are_sliced_for_parallel_tokenization(tmp_path):
+    lines = []
+    for i in range(300):
+        lines += [f"sentence {i}", ""]
+    write(tmp_path / "big.txt", "\n".join(lines))
+    for i in range(5):
+        write(tmp_path / f"{i}.txt", "x" * 1000)
+    m = write(tmp_path / "m.txt", "big.txt")
+    entries = d.read_metadata([str(m)], str(tmp_path))
+    units = d.plan_units(entries, 100, d.ALL_TRAIN, multiple_docs_in_single_file=True, slice_docs=30)
+    assert [u.n_docs for u in units] == [100, 100, 100]
+    assert [len(u.slices) for u in units] == [4, 4, 4] and units[0].slice_docs == [30, 30, 30, 10]
+    found = [doc.text.strip() for doc in d.read_documents(units[1].sources, None, True, [])]
+    assert found == [f"sentence {i}" for i in range(100, 200)]
+    entries = d.read_metadata([str(write(tmp_path / "m2.txt", "\n".join(f"{i}.txt" for i in range(5))))], str(tmp_path))
+    (unit,) = d.plan_units(entries, 10, d.ALL_TRAIN, slice_docs=64, slice_bytes=2500)
+    assert unit.slice_docs == [2, 2, 1] and unit.n_bytes == 5000

@@ -2,7 +2,7 @@ import random
 
 import numpy as np
 
-from bert_data.instances import PairBatch, to_arrays
+from bert_data.instances import PairBatch, gather_instances
 from bert_data.masking import candidate_mask, mask_instances, num_to_predict
 
 CLS, SEP, MASK = 2, 3, 4
@@ -16,6 +16,7 @@ IS_CONTINUATION[500:] = True
 def random_instances(n, max_seq_length=128, seed=0, continuation_rate=0.0):
     rng = random.Random(seed)
     pairs = PairBatch()
+    tokens = []
     for _ in range(n):
         total = rng.randint(2, max_seq_length - 3)
         len_a = rng.randint(1, total - 1)
@@ -26,11 +27,14 @@ def random_instances(n, max_seq_length=128, seed=0, continuation_rate=0.0):
                 return rng.randint(500, 999)
             return rng.randint(10, 499)
 
-        pairs.tokens += [CLS] + [piece() for _ in range(len_a)] + [SEP] + [piece() for _ in range(len_b)] + [SEP]
-        pairs.lengths.append(total + 3)
-        pairs.a_lengths.append(len_a)
+        pairs.a_start.append(len(tokens))
+        pairs.a_length.append(len_a)
+        tokens += [piece() for _ in range(len_a)]
+        pairs.b_start.append(len(tokens))
+        pairs.b_length.append(len_b)
+        tokens += [piece() for _ in range(len_b)]
         pairs.is_random_next.append(rng.random() < 0.5)
-    return to_arrays(pairs, max_seq_length)
+    return gather_instances(np.asarray(tokens), pairs.arrays(), max_seq_length, CLS, SEP)
 
 
 def run(instances, seed=0, whole_word=False, prob=0.15, max_predictions=20):
@@ -135,8 +139,8 @@ def test_same_seed_same_masks_and_different_seed_differs():
 
 
 def test_tiny_instances_get_one_prediction():
-    pairs = PairBatch(tokens=[CLS, 11, SEP, 12, SEP], lengths=[5], a_lengths=[1], is_random_next=[1])
-    batch = run(to_arrays(pairs, 8))
+    pairs = PairBatch(a_start=[0], a_length=[1], b_start=[1], b_length=[1], is_random_next=[1])
+    batch = run(gather_instances(np.array([11, 12]), pairs.arrays(), 8, CLS, SEP))
     assert batch.masked_lm_weights.sum() == 1
     assert batch.masked_lm_positions[0, 0] in (1, 3)
     assert batch.next_sentence_labels.tolist() == [[1]]
