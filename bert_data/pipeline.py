@@ -3,14 +3,17 @@
 ``tokenize_slice``: documents -> sentences -> token ids, for one slice of a unit.  Slices are
 small, so every core stays busy even when a unit's documents are few and large.
 
-``build_unit``: token ids -> pairs -> masked instances -> encoded examples -> a piece file, for
-one unit, from its tokenized slices.
+``pair_unit``: token ids -> shuffled next-sentence pairs, for one unit (the pool that random
+next sentences come from), from its tokenized slices.  Pairs are token ranges: small to send.
 
-Both are pure functions of the configuration and their input: the random streams come from
-(seed, unit index, split), so the bytes written do not depend on which worker runs a task,
-when, or how many workers there are.  A unit's piece file holds, for each split and output
-shard, that shard's records contiguously; the orchestrator appends pieces to the shards in unit
-order.  Nothing here imports TensorFlow.
+``encode_shards``: pairs -> masked instances -> encoded, framed examples, for one unit and some
+of the output shards, into a piece file.
+
+All are pure functions of the configuration and their input: every random stream comes from
+(seed, unit, split, purpose[, shard]), so the bytes written do not depend on which worker runs a
+task, when, or how many workers there are.  A piece file holds each of its shards' records
+contiguously; the orchestrator appends pieces to the shards in unit order.  Nothing here
+imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from .config import GeneratorConfig
 from .documents import TRAIN, VAL, Skip, Source, Unit
 from .example_codec import encode_examples
 from .features import feature_specs
-from .instances import TokenPool, create_pairs, gather_instances
+from .instances import PairArrays, TokenPool, create_pairs, gather_instances
 from .masking import mask_instances
 from .tfrecord import frame_records
 
@@ -152,38 +155,42 @@ def tokenize_slice(sources: Sequence[Source], config: GeneratorConfig) -> Tokeni
     )
 
 
-# ---------------------------------------------------------------------------- build_unit
+# ---------------------------------------------------------------------------- pair_unit
+
+def random_streams(seed: int, unit_index: int, split: str, *purpose: int) -> np.random.SeedSequence:
+    """Every random choice of a unit comes from (seed, unit, split, purpose), never from who runs it."""
+    return np.random.SeedSequence([seed, unit_index, SPLIT_CODES[split], *purpose])
+
+
+PAIRING, SHUFFLING, MASKING = 0, 1, 2
+
+
+def python_random(sequence: np.random.SeedSequence) -> random.Random:
+    return random.Random(int.from_bytes(sequence.generate_state(4, np.uint32).tobytes(), "little"))
+
 
 @dataclass
-class Segment:
-    """Where one output shard's records from one unit lie in the unit's piece file."""
+class SplitPairs:
+    """One split of one unit, paired and shuffled: what the encode tasks need."""
 
-    split: str
-    shard: int
-    offset: int
-    length: int
-    n_records: int
+    tokens: np.ndarray
+    pairs: PairArrays  # in output order
 
 
 @dataclass
-class UnitResult:
+class UnitPairs:
     unit_index: int
-    piece_path: str
-    segments: List[Segment] = field(default_factory=list)
+    splits: Dict[str, SplitPairs] = field(default_factory=dict)
     n_docs: Dict[str, int] = field(default_factory=lambda: {TRAIN: 0, VAL: 0})
-    n_instances: Dict[str, int] = field(default_factory=lambda: {TRAIN: 0, VAL: 0})
     n_sentences: int = 0
     n_tokens: int = 0
     n_bytes: int = 0
     n_replaced: int = 0
     skips: List[Skip] = field(default_factory=list)
 
-
-def unit_random_streams(seed: int, unit_index: int, split: str) -> Tuple[random.Random, np.random.Generator]:
-    """Independent streams for pairing (Python's, fast per draw) and masking (numpy's, fast per batch)."""
-    pairing_seq, masking_seq = np.random.SeedSequence([seed, unit_index, SPLIT_CODES[split]]).spawn(2)
-    pairing_seed = int.from_bytes(pairing_seq.generate_state(4, np.uint32).tobytes(), "little")
-    return random.Random(pairing_seed), np.random.Generator(np.random.PCG64(masking_seq))
+    @property
+    def n_instances(self) -> Dict[str, int]:
+        return {split: len(self.splits[split].pairs) if split in self.splits else 0 for split in (TRAIN, VAL)}
 
 
 def split_pools(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorConfig) -> Dict[str, TokenPool]:
@@ -201,7 +208,7 @@ def split_pools(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorC
                 split = unit.split_mode
             start = int(sentence_ends[first_sentence - 1]) if first_sentence else 0
             ends = sentence_ends[first_sentence : first_sentence + n_sentences]
-            offset = sizes[split] - start
+            offset = sizes[split] - start  # where this document starts in its split's pool
             bounds[split].append([start + offset] + (ends + offset).tolist())
             parts[split].append(piece.tokens[start : int(ends[-1])])
             sizes[split] += int(ends[-1]) - start
@@ -213,47 +220,77 @@ def split_pools(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorC
     }
 
 
-def build_unit(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorConfig, work_dir: str) -> UnitResult:
-    context = _WorkerContext.get(config)
-    vocab = context.vocab
-    result = UnitResult(unit.index, os.path.join(work_dir, f"unit-{unit.index:07d}.piece"))
+def pair_unit(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorConfig) -> UnitPairs:
+    result = UnitPairs(unit.index)
     for piece in slices:
         result.skips += piece.skips
         result.n_bytes += piece.n_bytes
         result.n_replaced += piece.n_replaced
         result.n_sentences += len(piece.sentence_lengths)
         result.n_tokens += len(piece.tokens)
-    pools = split_pools(unit, slices, config)
-    specs = feature_specs(config.max_seq_length, config.max_predictions_per_seq)
-    shards = config.num_output_files
-
-    with open(result.piece_path + ".tmp", "wb") as piece_file:
-        for split in (TRAIN, VAL):
-            pool = pools[split]
-            result.n_docs[split] = len(pool)
-            if not len(pool):
-                continue
-            pairing_rng, masking_rng = unit_random_streams(config.seed, unit.index, split)
-            # Validation data gets one mask per instance: evaluation needs no duplicates.
-            passes = config.dupe_factor if split == TRAIN else 1
-            pairs = create_pairs(pool, passes, config.max_num_tokens, config.short_seq_prob,
-                                 config.min_short_seq_length, pairing_rng)
-            result.n_instances[split] = len(pairs)
-            order = masking_rng.permutation(len(pairs))  # instances are shuffled within a unit
-            for shard in range(shards):
-                # Record j of the unit goes to shard (unit + j) mod N: balanced shards, and the
-                # rotation spreads each unit's remainder over different shards.
-                rows = order[(shard - unit.index) % shards :: shards]
-                offset = piece_file.tell()
-                for start in range(0, len(rows), CHUNK_ROWS):
-                    instances = gather_instances(pool.tokens, pairs.take(rows[start : start + CHUNK_ROWS]),
-                                                 config.max_seq_length, vocab.cls_id, vocab.sep_id)
-                    batch = mask_instances(
-                        instances, masking_rng, config.masked_lm_prob, config.max_predictions_per_seq,
-                        vocab.mask_id, vocab.ordinary_ids, vocab.is_continuation, config.mask_whole_word,
-                    )
-                    piece_file.write(frame_records(encode_examples(batch.columns(), specs)))
-                if len(rows):
-                    result.segments.append(Segment(split, shard, offset, piece_file.tell() - offset, len(rows)))
-    os.replace(result.piece_path + ".tmp", result.piece_path)
+    for split, pool in split_pools(unit, slices, config).items():
+        result.n_docs[split] = len(pool)
+        if not len(pool):
+            continue
+        # Validation data gets one mask per instance: evaluation needs no duplicates.
+        passes = config.dupe_factor if split == TRAIN else 1
+        pairs = create_pairs(pool, passes, config.max_num_tokens, config.short_seq_prob,
+                             config.min_short_seq_length, python_random(random_streams(config.seed, unit.index, split, PAIRING)))
+        # Instances are shuffled within a unit (the reference shuffles all of them at the end).
+        order = np.random.default_rng(random_streams(config.seed, unit.index, split, SHUFFLING)).permutation(len(pairs))
+        result.splits[split] = SplitPairs(pool.tokens, pairs.take(order))
     return result
+
+
+# ---------------------------------------------------------------------------- encode_shards
+
+@dataclass
+class Segment:
+    """Where one output shard's records from one unit lie in a piece file."""
+
+    split: str
+    shard: int
+    path: str
+    offset: int
+    length: int
+    n_records: int
+
+
+def shard_rows(n_records: int, unit_index: int, shard: int, n_shards: int) -> np.ndarray:
+    """Record j of a unit goes to shard (unit + j) mod N: balanced shards, and the rotation
+    spreads each unit's remainder over different shards."""
+    return np.arange((shard - unit_index) % n_shards, n_records, n_shards)
+
+
+def encode_shards(unit_index: int, split: str, data: SplitPairs, shards: Sequence[int], config: GeneratorConfig,
+                  work_dir: str) -> List[Segment]:
+    """Mask, encode and frame one split's records for some output shards, into one piece file."""
+    context = _WorkerContext.get(config)
+    vocab = context.vocab
+    specs = feature_specs(config.max_seq_length, config.max_predictions_per_seq)
+    path = os.path.join(work_dir, f"unit-{unit_index:07d}-{split}-{shards[0]:05d}.piece")
+    segments = []
+    with open(path + ".tmp", "wb") as piece_file:
+        for shard in shards:
+            rows = shard_rows(len(data.pairs), unit_index, shard, config.num_output_files)
+            masking_rng = np.random.default_rng(random_streams(config.seed, unit_index, split, MASKING, shard))
+            offset = piece_file.tell()
+            for start in range(0, len(rows), CHUNK_ROWS):
+                instances = gather_instances(data.tokens, data.pairs.take(rows[start : start + CHUNK_ROWS]),
+                                             config.max_seq_length, vocab.cls_id, vocab.sep_id)
+                batch = mask_instances(
+                    instances, masking_rng, config.masked_lm_prob, config.max_predictions_per_seq,
+                    vocab.mask_id, vocab.ordinary_ids, vocab.is_continuation, config.mask_whole_word,
+                )
+                piece_file.write(frame_records(encode_examples(batch.columns(), specs)))
+            if len(rows):
+                segments.append(Segment(split, shard, path, offset, piece_file.tell() - offset, len(rows)))
+    os.replace(path + ".tmp", path)
+    return segments
+
+
+def shard_groups(n_records: int, n_shards: int, records_per_task: int = 16384) -> List[List[int]]:
+    """Output shards grouped into encode tasks of about ``records_per_task`` records.  The
+    grouping changes only how work is spread, never the bytes: each shard has its own stream."""
+    n_tasks = max(1, min(n_shards, round(n_records / records_per_task)))
+    return [list(range(n_shards))[task::n_tasks] for task in range(n_tasks)]

@@ -28,7 +28,7 @@ from . import documents as docs_mod
 from .config import ConfigError, GeneratorConfig
 from .documents import TRAIN, VAL, InputError, Unit
 from .features import feature_specs
-from .pipeline import UnitError, UnitResult, build_unit, tokenize_slice
+from .pipeline import Segment, UnitError, UnitPairs, encode_shards, pair_unit, shard_groups, tokenize_slice
 
 MANIFEST = "data_params.json"
 WORK_DIR = ".bert_data_work"
@@ -159,7 +159,7 @@ def default_executor(workers: int) -> cf.Executor:
 # ---------------------------------------------------------------------------- shard assembly
 
 class ShardAssembler:
-    """Appends unit pieces to ``*.tmp`` shards in unit order; renames them when all are in."""
+    """Appends piece segments to ``*.tmp`` shards in unit order; renames shards when all are in."""
 
     def __init__(self, config: GeneratorConfig):
         self.config = config
@@ -172,21 +172,28 @@ class ShardAssembler:
         self.records = Counter()
         self.bytes = Counter()
 
-    def append(self, result: UnitResult) -> None:
-        with open(result.piece_path, "rb") as piece:
-            for segment in result.segments:
+    def append(self, segments: List[Segment]) -> None:
+        """One unit's segments, in (split, shard) order; their piece files are removed after."""
+        pieces = {}
+        try:
+            for segment in sorted(segments, key=lambda s: (s.split != TRAIN, s.shard)):
+                piece = pieces.get(segment.path) or pieces.setdefault(segment.path, open(segment.path, "rb"))
                 target = self.handles[(segment.split, segment.shard)]
                 piece.seek(segment.offset)
                 remaining = segment.length
                 while remaining:
                     block = piece.read(min(remaining, 1 << 22))
                     if not block:
-                        raise GenerationError(f"{result.piece_path}: piece file is shorter than recorded")
+                        raise GenerationError(f"{segment.path}: piece file is shorter than recorded")
                     target.write(block)
                     remaining -= len(block)
                 self.records[(segment.split, segment.shard)] += segment.n_records
                 self.bytes[(segment.split, segment.shard)] += segment.length
-        os.remove(result.piece_path)
+        finally:
+            for piece in pieces.values():
+                piece.close()
+        for path in pieces:
+            os.remove(path)
 
     def finish(self) -> None:
         for (split, shard), handle in self.handles.items():
@@ -221,32 +228,46 @@ def _progress(total_docs: int, enabled: bool):
                 desc="documents")
 
 
-class _Scheduler:
-    """Submits tokenize tasks (one per slice) and build tasks (one per unit) to an executor.
+@dataclass
+class UnitResult:
+    """What the manifest needs from one finished unit."""
 
-    Build tasks go first when ready, and at most ``open_units`` units are between their first
-    tokenize task and their merge, so the tokenized data held here stays bounded.
+    pairs: UnitPairs
+    segments: List[Segment] = field(default_factory=list)
+    encode_tasks_left: int = 0
+
+
+class _Scheduler:
+    """Runs the three kinds of task on an executor, in dependency order:
+
+    tokenize (one per slice) -> pair (one per unit) -> encode (a few per unit and split).
+
+    Ready pair and encode tasks go before new tokenize tasks, and at most ``open_units`` units
+    are between their first task and their merge, so the data held here stays bounded.
+    Yields units, as each one's pieces are all written, in any order.
     """
 
     def __init__(self, plan: Plan, config: GeneratorConfig, executor: cf.Executor, work_dir: str):
         self.plan, self.config, self.executor, self.work_dir = plan, config, executor, work_dir
-        self.window = config.workers + 2  # tasks in flight: every worker busy, one queued behind
+        self.window = config.workers + 2  # tasks in flight: every worker busy, some queued behind
         self.open_units = config.workers + 2
         self.in_flight: Dict[cf.Future, tuple] = {}
         self.slices: Dict[int, list] = {}
-        self.missing: Dict[int, int] = {}
-        self.ready_to_build: List[int] = []
+        self.slices_missing: Dict[int, int] = {}
+        self.ready: List[tuple] = []  # (kind, args) of pair and encode tasks whose inputs are here
+        self.units: Dict[int, UnitResult] = {}
         self.next_unit = 0  # next unit whose slices are to be submitted
         self.next_slice = 0
         self.unmerged_units = 0
+        self.docs_done = 0
+        self.bytes_done = 0
 
     def fill(self) -> None:
         while len(self.in_flight) < self.window:
-            if self.ready_to_build:
-                index = self.ready_to_build.pop(0)
-                unit = self.plan.units[index]
-                future = self.executor.submit(build_unit, unit, self.slices.pop(index), self.config, self.work_dir)
-                self.in_flight[future] = ("build", index, None)
+            if self.ready:
+                kind, index, args = self.ready.pop(0)
+                function = pair_unit if kind == "pair" else encode_shards
+                self.in_flight[self.executor.submit(function, *args)] = (kind, index, None)
                 continue
             if self.next_unit >= len(self.plan.units):
                 return
@@ -256,26 +277,42 @@ class _Scheduler:
                     return
                 self.unmerged_units += 1
                 self.slices[unit.index] = [None] * len(unit.slices)
-                self.missing[unit.index] = len(unit.slices)
+                self.slices_missing[unit.index] = len(unit.slices)
             future = self.executor.submit(tokenize_slice, unit.slices[self.next_slice], self.config)
             self.in_flight[future] = ("tokenize", unit.index, self.next_slice)
             self.next_slice += 1
             if self.next_slice == len(unit.slices):
                 self.next_unit, self.next_slice = self.next_unit + 1, 0
 
-    def completed(self):
-        """Wait for tasks; yield ("tokenize", unit index, TokenizedSlice) or ("build", unit index, UnitResult)."""
+    def finished_units(self):
+        """Wait for some tasks; yield the units whose output is all written."""
         done, _ = cf.wait(list(self.in_flight), return_when=cf.FIRST_COMPLETED)
         for future in done:
             kind, index, slice_number = self.in_flight.pop(future)
             value = future.result()
             if kind == "tokenize":
+                self.docs_done += value.n_docs_seen
+                self.bytes_done += value.n_bytes
                 self.slices[index][slice_number] = value
-                self.missing[index] -= 1
-                if not self.missing[index]:
-                    del self.missing[index]
-                    self.ready_to_build.append(index)
-            yield kind, index, value
+                self.slices_missing[index] -= 1
+                if not self.slices_missing[index]:
+                    del self.slices_missing[index]
+                    unit = self.plan.units[index]
+                    self.ready.append(("pair", index, (unit, self.slices.pop(index), self.config)))
+            elif kind == "pair":
+                result = self.units[index] = UnitResult(value)
+                for split, data in value.splits.items():
+                    for shards in shard_groups(len(data.pairs), self.config.num_output_files):
+                        self.ready.append(("encode", index, (index, split, data, shards, self.config, self.work_dir)))
+                        result.encode_tasks_left += 1
+                if not result.encode_tasks_left:
+                    yield self.units.pop(index)
+            else:
+                result = self.units[index]
+                result.segments += value
+                result.encode_tasks_left -= 1
+                if not result.encode_tasks_left:
+                    yield self.units.pop(index)
 
     def merged(self) -> None:
         self.unmerged_units -= 1
@@ -299,27 +336,24 @@ def generate(
         executor = default_executor(min(config.workers, sum(len(u.slices) for u in plan.units)))
     scheduler = _Scheduler(plan, config, executor, work_dir)
     assembler = ShardAssembler(config)
-    results: Dict[int, UnitResult] = {}
+    finished: Dict[int, UnitResult] = {}
     merged: List[UnitResult] = []
     bar = _progress(sum(u.n_docs for u in plan.units), progress)
-    read_bytes = instances = 0
+    instances = 0
     try:
         while len(merged) < len(plan.units):
             scheduler.fill()
-            for kind, index, value in scheduler.completed():
-                if kind == "tokenize":
-                    read_bytes += value.n_bytes
-                    bar.update(value.n_docs_seen)
-                    continue
-                results[index] = value
-                while len(merged) in results:
-                    result = results.pop(len(merged))
-                    assembler.append(result)
-                    merged.append(result)
-                    scheduler.merged()
-                    instances += sum(result.n_instances.values())
+            for result in scheduler.finished_units():
+                finished[result.pairs.unit_index] = result
+            while len(merged) in finished:  # strictly in unit order: the bytes do not depend on timing
+                result = finished.pop(len(merged))
+                assembler.append(result.segments)
+                merged.append(result)
+                scheduler.merged()
+                instances += sum(result.pairs.n_instances.values())
+            bar.update(scheduler.docs_done - bar.n)
             elapsed = max(time.perf_counter() - started, 1e-9)
-            bar.set_postfix(instances=instances, MBps=f"{read_bytes / 1e6 / elapsed:.1f}", refresh=False)
+            bar.set_postfix(instances=instances, MBps=f"{scheduler.bytes_done / 1e6 / elapsed:.1f}", refresh=False)
         assembler.finish()
     except UnitError as error:
         _abandon(assembler, scheduler, executor, own_executor)
@@ -349,6 +383,7 @@ def _abandon(assembler, scheduler, executor, own_executor) -> None:
 
 
 def write_manifests(config, plan: Plan, results: List[UnitResult], assembler: ShardAssembler):
+    results = [result.pairs for result in results]
     skips = [(skip.reason, skip.label) for result in results for skip in result.skips]
     skips += [(reason, entry.label) for entry, reason in plan.missing]
     by_reason = Counter(reason for reason, _ in skips)
