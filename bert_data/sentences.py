@@ -1,0 +1,379 @@
+"""Document text -> sentences.
+
+Two splitters share one interface, ``split(texts) -> Iterator[list[str]]``: one list of sentence
+strings per input document, in input order, streamed (documents are consumed lazily).
+
+``LineSentenceSplitter`` (``--single_sentence_per_line``)
+    Every non-empty line (after ``strip()``) is a sentence.  Lines are what ``str.splitlines``
+    calls lines.
+
+``SpacySentenceSplitter``
+    spaCy sentence segmentation.  Without a model it uses an embedded rule-based pipeline,
+    ``spacy.blank("en")`` + ``sentencizer`` (punctuation-based, nothing to download); with a model
+    it loads an installed pipeline package or a pipeline directory and disables the components
+    that take no part in sentence boundaries (ner, lemmatizer, tagger, attribute_ruler, ...).
+    spaCy is imported only when one of these is constructed.
+
+Line breaks (unlike the Cerebras tool, which deletes ``"\\n"`` and so glues the last word of a
+line to the first word of the next):
+
+* a *blank line* (empty or whitespace-only) separates paragraphs, and a paragraph break is always
+  a sentence boundary: a heading followed by a blank line stays its own sentence;
+* inside a paragraph a line break is just whitespace.
+
+How: before spaCy sees a piece of text, each line is stripped, the lines of a paragraph are
+joined with one space and the paragraphs with ``"\\n\\n"``.  So every sentence comes out in
+single-line form (``"The quick\\nbrown fox."`` -> ``"The quick brown fox."``), the text spaCy
+tokenizes is never longer than the original (and has fewer whitespace tokens), and the only
+newlines left are paragraph separators.  A small component placed first in the pipeline marks the
+token after each separator as a sentence start -- the sentencizer, senter and parser all keep
+preset boundaries, so a parser works under the constraint instead of having its output patched --
+and, as a guarantee, a sentence text is also split at any separator left inside it.  Sentence
+texts are sliced from the piece by character offsets (``.strip()``-ed, empty ones dropped), which
+is the same text as ``Span.text.strip()`` but avoids building a Python object per token.
+
+Long documents: a document is fed to spaCy in *pieces* of at most ``max_piece_chars`` characters
+(default 100,000, and never more than ``nlp.max_length``).  A piece ends after the last paragraph
+break that fits; failing that (one huge paragraph) after the last line break; failing that after
+the last whitespace; failing that (100,000 characters without whitespace) it is cut hard.  Pieces
+of all documents stream through one ``nlp.pipe``, and a document's sentences are those of its
+pieces, in order.  At most about ``batch_size`` pieces' spaCy ``Doc`` objects exist at a time, so
+memory is bounded by ``batch_size * max_piece_chars`` (plus the text itself) whatever the document
+length.  A piece cut is a sentence boundary: a sentence spanning a cut (only possible inside a
+paragraph longer than ``max_piece_chars``) is split there; words are never split unless a whole
+piece has no whitespace.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any, Optional, Union
+
+__all__ = [
+    "SentenceSplitterError",
+    "LineSentenceSplitter",
+    "SpacySentenceSplitter",
+    "make_sentence_splitter",
+    "DEFAULT_MAX_PIECE_CHARS",
+    "DEFAULT_BATCH_SIZE",
+]
+
+DEFAULT_MAX_PIECE_CHARS = 100_000
+# Pieces can be DEFAULT_MAX_PIECE_CHARS long, so this bounds the spaCy objects alive at once
+# (~64 * 100k chars); the rule-based sentencizer gains nothing from bigger batches.
+DEFAULT_BATCH_SIZE = 64
+
+# The separator put between paragraphs in the text given to spaCy.  Lines are stripped and joined
+# with spaces, so "\n" occurs in that text only inside separators.
+_PARAGRAPH_SEP = "\n\n"
+
+# What str.splitlines() treats as line breaks, for the searches that choose where to cut.
+_LB = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_NL = rf"(?:\r\n|[{_LB}])"
+_HWS = rf"[^\S{_LB}]"  # whitespace that is not a line break
+# ``match(text, lo, hi)`` with a greedy ``.*`` prefix finds the *last* occurrence in [lo, hi);
+# each pattern is linear in the window (no two unbounded repeats compete for the same chars).
+_LAST_PARAGRAPH_BREAK = re.compile(rf"(?s:.*){_NL}(?:{_HWS}*{_NL})+")
+_LAST_LINE_BREAK = re.compile(rf"(?s:.*){_NL}")
+_LAST_WHITESPACE = re.compile(r"(?s:.*)\s")
+_ANY_LINE_BREAK = re.compile(rf"[{_LB}]")
+
+_COMPONENT_NAME = "bert_data_paragraph_breaks"
+
+# Components (by factory) that set no sentence boundaries and that nothing sentence-related
+# depends on: disabled on loaded pipelines, for speed.
+_UNNEEDED_FACTORIES = frozenset(
+    {
+        "ner",
+        "beam_ner",
+        "entity_ruler",
+        "entity_linker",
+        "span_ruler",
+        "spancat",
+        "spancat_singlelabel",
+        "span_finder",
+        "textcat",
+        "textcat_multilabel",
+        "tagger",
+        "morphologizer",
+        "attribute_ruler",
+        "lemmatizer",
+        "trainable_lemmatizer",
+        "merge_entities",
+        "merge_noun_chunks",
+        "merge_subtokens",
+        "doc_cleaner",
+    }
+)
+_BOUNDARY_FACTORIES = frozenset({"parser", "beam_parser", "senter", "sentencizer"})
+
+
+class SentenceSplitterError(ValueError):
+    """A sentence splitter cannot be built or used (one-line message)."""
+
+
+def _check_positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SentenceSplitterError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _check_text(text: Any) -> str:
+    if not isinstance(text, str):
+        raise SentenceSplitterError(f"documents must be str, got {type(text).__name__}")
+    return text
+
+
+class LineSentenceSplitter:
+    """One sentence per line: each non-empty line (after ``strip()``) is a sentence."""
+
+    def split(self, texts: Iterable[str]) -> Iterator[list[str]]:
+        """Yield the sentences of each document of ``texts``, in order."""
+        for text in texts:
+            yield self.split_text(text)
+
+    def split_text(self, text: str) -> list[str]:
+        """The sentences of one document."""
+        return [s for s in (line.strip() for line in _check_text(text).splitlines()) if s]
+
+    def __reduce__(self):
+        return (type(self), ())
+
+    def __repr__(self) -> str:
+        return "LineSentenceSplitter()"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+
+# -- text preparation -------------------------------------------------------------------------------
+
+
+def _normalise(piece: str) -> str:
+    """Strip lines, join a paragraph's lines with " " and paragraphs with ``_PARAGRAPH_SEP``.
+
+    The result is never longer than ``piece``.
+    """
+    if _ANY_LINE_BREAK.search(piece) is None:
+        return piece.strip()
+    paragraphs = []
+    lines: list[str] = []
+    for line in piece.splitlines():
+        line = line.strip()
+        if line:
+            lines.append(line)
+        elif lines:
+            paragraphs.append(" ".join(lines))
+            lines = []
+    if lines:
+        paragraphs.append(" ".join(lines))
+    return _PARAGRAPH_SEP.join(paragraphs)
+
+
+def _iter_raw_pieces(text: str, limit: int) -> Iterator[str]:
+    """Cut ``text`` into consecutive pieces of at most ``limit`` characters (module docstring)."""
+    n = len(text)
+    lo = 0
+    while n - lo > limit:
+        hi = lo + limit
+        cut = -1
+        if _ANY_LINE_BREAK.search(text, lo, hi) is not None:
+            m = _LAST_PARAGRAPH_BREAK.match(text, lo, hi) or _LAST_LINE_BREAK.match(text, lo, hi)
+            if m is not None:
+                cut = m.end()
+        if cut <= lo:
+            m = _LAST_WHITESPACE.match(text, lo, hi)
+            cut = m.end() if m is not None else hi
+        yield text[lo:cut]
+        lo = cut
+    yield text[lo:] if lo else text
+
+
+# -- spaCy pipeline ---------------------------------------------------------------------------------
+
+
+def _paragraph_breaks_component(doc):
+    """Mark the token after each paragraph separator token as a sentence start.
+
+    Vectorised: ``Doc.text`` or a per-token Python loop would cost about as much as tokenizing.
+    """
+    import numpy as np
+    from spacy.attrs import ORTH, SENT_START
+
+    if len(doc) > 2:
+        arr = doc.to_array([ORTH, SENT_START])
+        after_sep = np.flatnonzero(arr[:-1, 0] == doc.vocab.strings[_PARAGRAPH_SEP]) + 1
+        if after_sep.size:
+            # (Token.is_sent_start's setter scans the whole Doc on every call.)
+            sent_start = arr[:, 1]
+            sent_start[after_sep] = 1
+            doc.from_array([SENT_START], sent_start)
+    return doc
+
+
+def _register_component() -> None:
+    from spacy.language import Language
+
+    if not Language.has_factory(_COMPONENT_NAME):
+        Language.component(_COMPONENT_NAME, func=_paragraph_breaks_component)
+
+
+_RULES_HINT = "or omit --spacy_model to use the built-in rule-based sentencizer"
+
+
+def _load_error(model: str, exc: BaseException) -> SentenceSplitterError:
+    detail = " ".join(str(exc).split())
+    if len(detail) > 300:
+        detail = detail[:297] + "..."
+    if os.path.exists(model):
+        if not os.path.isfile(os.path.join(model, "config.cfg")):
+            return SentenceSplitterError(
+                f"spaCy model path '{model}' is not a spaCy pipeline directory (no config.cfg): give "
+                f"an installed spaCy pipeline package name or a pipeline directory, {_RULES_HINT}"
+            )
+        return SentenceSplitterError(f"could not load spaCy pipeline '{model}': {detail}")
+    if any(sep and sep in model for sep in (os.sep, os.altsep)) or model.startswith("."):
+        return SentenceSplitterError(
+            f"spaCy model path '{model}' does not exist: give an installed spaCy pipeline package "
+            f"name or the path of a pipeline directory, {_RULES_HINT}"
+        )
+    if isinstance(exc, OSError):
+        return SentenceSplitterError(
+            f"spaCy model '{model}' is not installed: install it with "
+            f"'python -m spacy download {model}' (or pip install the model package), {_RULES_HINT}"
+        )
+    return SentenceSplitterError(f"could not load spaCy model '{model}': {detail}")
+
+
+def _build_nlp(model: Optional[str]):
+    import spacy
+
+    _register_component()
+    if model is None:
+        nlp = spacy.blank("en")
+        nlp.add_pipe("sentencizer")
+    else:
+        try:
+            nlp = spacy.load(model)
+        except (OSError, ValueError, KeyError, ImportError) as exc:
+            raise _load_error(model, exc) from None
+        boundary = False
+        for name in list(nlp.pipe_names):
+            factory = nlp.get_pipe_meta(name).factory
+            if factory in _UNNEEDED_FACTORIES:
+                nlp.disable_pipe(name)
+            elif factory in _BOUNDARY_FACTORIES:
+                boundary = True
+        if not boundary:
+            # e.g. a pipeline whose senter ships disabled and that has no parser.
+            senters = [n for n in nlp.disabled if nlp.get_pipe_meta(n).factory == "senter"]
+            if senters:
+                nlp.enable_pipe(senters[0])
+            else:
+                nlp.add_pipe("sentencizer")
+    nlp.add_pipe(_COMPONENT_NAME, first=True)
+    return nlp
+
+
+class SpacySentenceSplitter:
+    """spaCy sentence splitter; see the module docstring for the semantics.
+
+    ``model=None`` uses ``spacy.blank("en")`` + ``sentencizer``; otherwise ``spacy.load(model)``
+    (an installed package name or a pipeline directory).  ``batch_size`` is the number of pieces
+    per ``nlp.pipe`` batch, ``max_piece_chars`` the longest text given to spaCy at once.
+    ``self.nlp`` is the spaCy pipeline (pieces are also kept within ``nlp.max_length``).
+    """
+
+    def __init__(
+        self,
+        model: Optional[Union[str, os.PathLike]] = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_piece_chars: int = DEFAULT_MAX_PIECE_CHARS,
+    ) -> None:
+        if isinstance(model, os.PathLike):
+            model = os.fspath(model)
+        if model is not None and (not isinstance(model, str) or not model.strip()):
+            raise SentenceSplitterError(
+                f"spaCy model must be a package name, a path or None, got {model!r}"
+            )
+        self.model = model
+        self.batch_size = _check_positive_int("batch_size", batch_size)
+        self.max_piece_chars = _check_positive_int("max_piece_chars", max_piece_chars)
+        self.nlp = _build_nlp(model)
+
+    def _pieces(self, texts: Iterable[str]) -> Iterator[tuple[str, tuple[str, bool]]]:
+        """``(piece, (piece, is_last_piece_of_its_document))``; each document gives >= 1 piece."""
+        limit = max(1, min(self.max_piece_chars, self.nlp.max_length))
+        for text in texts:
+            _check_text(text)
+            if len(text) <= limit:
+                piece = _normalise(text)
+                yield piece, (piece, True)
+                continue
+            previous = None
+            for raw in _iter_raw_pieces(text, limit):
+                if previous is not None:
+                    yield previous, (previous, False)
+                previous = _normalise(raw)
+            yield previous, (previous, True)
+
+    def split(self, texts: Iterable[str]) -> Iterator[list[str]]:
+        """Yield the sentences of each document of ``texts``, in order, streaming."""
+        import numpy as np
+        from spacy.attrs import IDX, SENT_START
+
+        sentences: list[str] = []
+        docs = self.nlp.pipe(self._pieces(texts), as_tuples=True, batch_size=self.batch_size)
+        for doc, (piece, last) in docs:
+            if len(doc):
+                arr = doc.to_array([IDX, SENT_START])
+                # Token i > 0 starts a sentence iff SENT_START == 1, exactly as in Doc.sents.
+                starts = arr[np.flatnonzero(arr[1:, 1] == 1) + 1, 0].tolist()
+                starts.append(len(piece))
+                begin = 0
+                for end in starts:
+                    s = piece[begin:end].strip()
+                    begin = end
+                    if s:
+                        if "\n" in s:  # a paragraph separator inside a sentence: a boundary
+                            sentences.extend(p for p in (p.strip() for p in s.split("\n")) if p)
+                        else:
+                            sentences.append(s)
+            if last:
+                yield sentences
+                sentences = []
+
+    def split_text(self, text: str) -> list[str]:
+        """The sentences of one document."""
+        return next(self.split([text]))
+
+    # Pickling rebuilds from the constructor arguments; the spaCy object is never pickled.
+    def __reduce__(self):
+        return (type(self), (self.model, self.batch_size, self.max_piece_chars))
+
+    def __repr__(self) -> str:
+        return (
+            f"SpacySentenceSplitter(model={self.model!r}, batch_size={self.batch_size}, "
+            f"max_piece_chars={self.max_piece_chars})"
+        )
+
+
+def make_sentence_splitter(
+    single_sentence_per_line: bool,
+    spacy_model: Optional[str] = None,
+    **spacy_options: Any,
+) -> Union[LineSentenceSplitter, SpacySentenceSplitter]:
+    """The splitter for a configuration.
+
+    ``single_sentence_per_line`` -> ``LineSentenceSplitter`` (``spacy_model`` is then unused);
+    otherwise ``SpacySentenceSplitter(spacy_model, **spacy_options)`` (``batch_size``,
+    ``max_piece_chars``); ``spacy_model=None`` is the built-in rule-based sentencizer.
+    """
+    if single_sentence_per_line:
+        return LineSentenceSplitter()
+    return SpacySentenceSplitter(spacy_model, **spacy_options)

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Measure create_tfrecords on a real corpus: speed, memory, and the floor it is compared with.
+
+    python scripts/benchmark.py                         # ../shared/corpus, sentence a line, dupe 10
+    python scripts/benchmark.py --input raw --dupe_factor 1 --num_workers 1 2
+    python scripts/benchmark.py --repeat 4 --json       # a 4x larger corpus: memory must not grow
+
+Each run is a real ``create_tfrecords`` process; peak memory is the largest sum of resident
+memory over the whole process tree (parent and workers), sampled every 20 ms.  The *floor* is
+measured in the same invocation, in a separate single-threaded process: the same WordPiece
+tokenizer over the same sentences (ids only, batched), plus, for raw input, spaCy's blank("en")
++ sentencizer over the same documents.  ``time/floor`` stays comparable across machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_CORPUS = REPO.parent / "shared" / "corpus"
+DEFAULT_VOCAB = REPO.parent / "shared" / "vocab" / "bert-base-uncased-vocab.txt"
+
+FLOOR_SCRIPT = r"""
+import json, os, sys, time
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+paths, raw, vocab, lower = json.loads(sys.argv[1])
+from bert_data.tokenization import WordPieceTokenizer
+tokenizer = WordPieceTokenizer(vocab, lower)
+texts = [open(p, encoding="utf-8", errors="replace").read() for p in paths]
+spacy_seconds = 0.0
+if raw:
+    from bert_data.sentences import make_sentence_splitter
+    splitter = make_sentence_splitter(False, None)
+    started = time.perf_counter()
+    sentences = [s for doc in splitter.split(texts) for s in doc]
+    spacy_seconds = time.perf_counter() - started
+else:
+    sentences = [line.strip() for text in texts for line in text.split("\n") if line.strip()]
+started = time.perf_counter()
+n_tokens = 0
+for start in range(0, len(sentences), 4096):
+    n_tokens += sum(len(ids) for ids in tokenizer.encode_ids(sentences[start:start + 4096]))
+tokenizer_seconds = time.perf_counter() - started
+print(json.dumps({"sentences": len(sentences), "tokens": n_tokens, "tokenizer_seconds": tokenizer_seconds,
+                  "spacy_seconds": spacy_seconds}))
+"""
+
+
+def tree_rss(process) -> int:
+    import psutil
+
+    total = 0
+    try:
+        members = [process] + process.children(recursive=True)
+    except psutil.Error:
+        return 0
+    for member in members:
+        try:
+            total += member.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_generator(arguments, env) -> dict:
+    import psutil
+
+    started = time.perf_counter()
+    process = subprocess.Popen(arguments, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    watched = psutil.Process(process.pid)
+    peak = 0
+    while process.poll() is None:
+        peak = max(peak, tree_rss(watched))
+        time.sleep(0.02)
+    seconds = time.perf_counter() - started
+    stdout, stderr = process.communicate()
+    if process.returncode:
+        sys.exit(f"benchmark: create_tfrecords failed:\n{stderr}")
+    return {"seconds": seconds, "peak_rss_mb": peak / 1e6}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", default=str(DEFAULT_CORPUS), help="folder with metadata.txt, metadata_sents.txt")
+    parser.add_argument("--vocab_file", default=str(DEFAULT_VOCAB))
+    parser.add_argument("--cased", action="store_true", help="do not pass --do_lower_case")
+    parser.add_argument("--input", choices=["sents", "raw"], default="sents",
+                        help="sents: one sentence a line (metadata_sents.txt); raw: documents through spaCy")
+    parser.add_argument("--num_workers", type=int, nargs="+", default=[1], help="one run per value")
+    parser.add_argument("--dupe_factor", type=int, default=10)
+    parser.add_argument("--max_seq_length", type=int, default=128)
+    parser.add_argument("--max_predictions_per_seq", type=int, default=20)
+    parser.add_argument("--split_num", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=1, help="list every document K times (a K-times larger corpus)")
+    parser.add_argument("--exclude", nargs="*", default=[], help="skip documents whose path contains any of these")
+    parser.add_argument("--no_floor", action="store_true", help="skip the floor measurement")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    args = parser.parse_args(argv)
+
+    corpus = Path(args.corpus)
+    metadata = corpus / ("metadata_sents.txt" if args.input == "sents" else "metadata.txt")
+    if not metadata.exists():
+        sys.exit(f"benchmark: {metadata} not found (give --corpus)")
+    labels = [line.strip() for line in metadata.read_text().splitlines() if line.strip()]
+    labels = [label for label in labels if not any(part in label for part in args.exclude)]
+    paths = [str(corpus / label) for label in labels]
+    input_bytes = sum(os.path.getsize(p) for p in paths)
+
+    workdir = Path(tempfile.mkdtemp(prefix="bert_data_bench_"))
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    try:
+        run_metadata = workdir / "metadata.txt"
+        run_metadata.write_text("\n".join(labels * args.repeat) + "\n")
+
+        floor = None
+        if not args.no_floor:
+            payload = json.dumps([paths, args.input == "raw", args.vocab_file, not args.cased])
+            out = subprocess.run([sys.executable, "-c", FLOOR_SCRIPT, payload], capture_output=True, text=True, env=env)
+            if out.returncode:
+                sys.exit(f"benchmark: floor measurement failed:\n{out.stderr}")
+            floor = json.loads(out.stdout)
+            # One pass was measured; a repeated corpus costs that many passes.
+            floor["seconds"] = args.repeat * (floor["tokenizer_seconds"] + floor["spacy_seconds"])
+
+        runs = []
+        for workers in args.num_workers:
+            output = workdir / f"out-{workers}"
+            command = [
+                sys.executable, "-m", "bert_data.cli.create_tfrecords",
+                "--metadata_files", str(run_metadata), "--input_files_prefix", str(corpus),
+                "--vocab_file", args.vocab_file, "--output_dir", str(output), "--quiet",
+                "--dupe_factor", str(args.dupe_factor), "--max_seq_length", str(args.max_seq_length),
+                "--max_predictions_per_seq", str(args.max_predictions_per_seq), "--split_num", str(args.split_num),
+                "--num_workers", str(workers),
+            ]
+            command += [] if args.cased else ["--do_lower_case"]
+            command += ["--single_sentence_per_line"] if args.input == "sents" else []
+            measured = run_generator(command, env)
+            manifest = json.loads((output / "data_params.json").read_text())
+            output_bytes = sum(f.stat().st_size for f in output.glob("*.tfrecords"))
+            seconds = measured["seconds"]
+            row = {
+                "num_workers": workers,
+                "wall_seconds": round(seconds, 2),
+                "docs_per_s": round(manifest["n_docs"] / seconds, 1),
+                "input_mb_per_s": round(args.repeat * input_bytes / 1e6 / seconds, 2),
+                "instances_per_s": round(manifest["n_examples"] / seconds),
+                "output_mb": round(output_bytes / 1e6, 1),
+                "peak_rss_mb": round(measured["peak_rss_mb"], 1),
+                "n_examples": manifest["n_examples"],
+            }
+            if floor:
+                row["time_over_floor"] = round(seconds / floor["seconds"], 2)
+            runs.append(row)
+            shutil.rmtree(output)
+        if len(runs) > 1:
+            base = runs[0]["wall_seconds"]
+            for row in runs:
+                row["speedup_vs_first"] = round(base / row["wall_seconds"], 2)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    report = {
+        "corpus": str(corpus), "input": args.input, "documents": len(labels) * args.repeat,
+        "input_mb": round(args.repeat * input_bytes / 1e6, 1), "dupe_factor": args.dupe_factor,
+        "max_seq_length": args.max_seq_length, "repeat": args.repeat, "floor": floor, "runs": runs,
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"corpus {corpus} ({args.input}): {report['documents']} documents, {report['input_mb']} MB, "
+          f"dupe_factor {args.dupe_factor}, max_seq_length {args.max_seq_length}")
+    if floor:
+        parts = f"tokenizer {args.repeat} x {floor['tokenizer_seconds']:.2f} s"
+        if args.input == "raw":
+            parts += f" + spaCy {args.repeat} x {floor['spacy_seconds']:.2f} s"
+        print(f"floor: {floor['seconds']:.2f} s ({parts}; {floor['sentences']} sentences, single thread)")
+    columns = ["num_workers", "wall_seconds", "docs_per_s", "input_mb_per_s", "instances_per_s", "output_mb",
+               "peak_rss_mb", "time_over_floor", "speedup_vs_first"]
+    columns = [c for c in columns if c in runs[0]]
+    widths = [max(len(c), *(len(str(r[c])) for r in runs)) for c in columns]
+    print("  ".join(c.rjust(w) for c, w in zip(columns, widths)))
+    for row in runs:
+        print("  ".join(str(row[c]).rjust(w) for c, w in zip(columns, widths)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
