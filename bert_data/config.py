@@ -47,6 +47,7 @@ class GeneratorConfig:
     val_fraction: float = 0.0
     val_metadata_files: List[str] = field(default_factory=list)
     overwrite: bool = False
+    resume: bool = False
 
     # ------------------------------------------------------------------ derived values
     @property
@@ -136,6 +137,8 @@ class GeneratorConfig:
             )
         if not self.name or os.sep in self.name or (os.altsep and os.altsep in self.name):
             raise ConfigError(f"--name must be a plain file name prefix, got {self.name!r}")
+        if self.overwrite and self.resume:
+            raise ConfigError("--overwrite and --resume contradict each other: start again or continue, not both")
         if not self.output_dir:
             raise ConfigError("--output_dir must not be empty")
         return self

@@ -80,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--name", default="examples", help="shard file name prefix (default examples)")
     output.add_argument("--overwrite", action="store_true",
                         help="replace output already in --output_dir (only files this tool writes)")
+    output.add_argument("--resume", action="store_true",
+                        help="continue an interrupted run in --output_dir (same options, vocabulary and "
+                             "documents): finished units are kept, and the result is byte-identical to an "
+                             "uninterrupted run")
     output.add_argument("--val_fraction", type=float, default=0.0,
                         help="fraction of documents, chosen by a stable hash of path and seed, that "
                              "go to OUTPUT_DIR/val (default 0: no validation split)")
@@ -124,7 +128,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"create_tfrecords: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("create_tfrecords: interrupted; no complete-looking output was left", file=sys.stderr)
+        print(f"create_tfrecords: interrupted; no shard was completed. Run the same command with --resume "
+              f"to continue from the last finished unit", file=sys.stderr)
         return 130
     for split, manifest in summary.manifests.items():
         skipped = manifest["documents_skipped"]["count"]
@@ -134,7 +139,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             + (f" ({skipped} documents skipped, see data_params.json)" if skipped else ""),
             file=sys.stderr,
         )
-    print(f"done in {summary.seconds:.1f} s", file=sys.stderr)
+    resumed = f" (resumed after unit {summary.resumed_from_unit})" if summary.resumed_from_unit else ""
+    print(f"done in {summary.seconds:.1f} s{resumed}", file=sys.stderr)
     return 0
 
 
