@@ -264,10 +264,27 @@ class InlineExecutor(cf.Executor):
         return future
 
 
-def _worker_init():
+def _worker_init(parent_pid: int):
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     # Ctrl-C goes to the whole process group: the parent alone decides what happens.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # forked after the parent's handler: stop quietly
+    _die_with_parent(parent_pid)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """A parent killed with SIGKILL cannot stop its workers; on Linux the kernel can (no orphans)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(1)
 
 
 def default_executor(workers: int) -> cf.Executor:
@@ -275,7 +292,8 @@ def default_executor(workers: int) -> cf.Executor:
         return InlineExecutor()
     # fork: workers start at once and inherit what the parent imported (never TensorFlow).
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    return cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method), initializer=_worker_init)
+    return cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method), initializer=_worker_init,
+                                  initargs=(os.getpid(),))
 
 
 def stop_executor(executor: cf.Executor) -> None:

@@ -1,0 +1,282 @@
+"""Nothing lost, nothing silent: bad input, failures and interruptions (issue: robustness)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bert_data.cli.create_tfrecords import main
+from bert_data.runner import OutputLock
+
+from conftest import file_hashes, make_corpus
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def cli(capsys, corpus, output, *extra, metadata=None):
+    argv = [
+        "--metadata_files", str(metadata or corpus.metadata), "--input_files_prefix", str(corpus.root),
+        "--vocab_file", str(corpus.vocab), "--do_lower_case", "--output_dir", str(output),
+        "--dupe_factor", "1", "--quiet", "--num_workers", "1", "--max_seq_length", "64",
+        "--max_predictions_per_seq", "10", "--num_output_files", "2", *extra,
+    ]
+    code = main(argv)
+    return code, capsys.readouterr().err
+
+
+def manifest_of(output):
+    return json.loads((Path(output) / "data_params.json").read_text())
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    return make_corpus(tmp_path / "corpus", n_docs=8, min_sentences=5, max_sentences=12)
+
+
+def add_documents(corpus, files: dict) -> Path:
+    """Write extra documents and a metadata file listing the corpus plus them."""
+    for name, data in files.items():
+        path = corpus.root / name
+        path.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
+    metadata = corpus.root / "with_extra.txt"
+    metadata.write_text(corpus.metadata.read_text() + "\n".join(files) + "\n")
+    return metadata
+
+
+def test_missing_file_is_an_error_naming_metadata_line_or_a_counted_skip(capsys, corpus, tmp_path):
+    metadata = corpus.root / "m.txt"
+    metadata.write_text(corpus.metadata.read_text() + "docs/nope.txt\n")
+    code, err = cli(capsys, corpus, tmp_path / "out", metadata=metadata)
+    assert code == 2 and f"{metadata}:9: file not found" in err and "--skip_missing" in err
+    assert not (tmp_path / "out").exists()
+    code, err = cli(capsys, corpus, tmp_path / "out", "--skip_missing", metadata=metadata)
+    assert code == 0 and "skipped: file not found" in err
+    skipped = manifest_of(tmp_path / "out")["documents_skipped"]
+    assert skipped["count"] == 1 and skipped["first"] == [{"path": "docs/nope.txt", "reason": "file not found"}]
+
+
+def test_empty_metadata_and_corpus_without_text_are_errors(capsys, corpus, tmp_path):
+    empty = corpus.root / "empty_meta.txt"
+    empty.write_text("\n\n")
+    code, err = cli(capsys, corpus, tmp_path / "out", metadata=empty)
+    assert code == 2 and "metadata file lists no documents" in err
+    (corpus.root / "blank1.txt").write_text("")
+    (corpus.root / "blank2.txt").write_text("   \n\n\t ")
+    only_blank = corpus.root / "blank_meta.txt"
+    only_blank.write_text("blank1.txt\nblank2.txt\n")
+    code, err = cli(capsys, corpus, tmp_path / "out2", metadata=only_blank)
+    assert code == 2 and "no document with any text" in err
+    assert not list((tmp_path / "out2").glob("*.tfrecords*")) and not (tmp_path / "out2" / "data_params.json").exists()
+
+
+def test_bad_documents_are_skipped_and_counted(capsys, corpus, tmp_path):
+    metadata = add_documents(corpus, {
+        "empty.txt": "",
+        "spaces.txt": " \n\t\n  ",
+        "control.txt": "\x07\x07 \x01\n",  # no character survives BERT's text cleaning
+        "binary.bin": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
+        "latin1.txt": "Caf\xe9 noir et cr\xe8me. Encore une phrase ici.".encode("latin-1"),
+    })
+    code, err = cli(capsys, corpus, tmp_path / "out", metadata=metadata)
+    assert code == 0, err
+    assert "binary.bin: skipped: binary file (NUL bytes)" in err
+    manifest = manifest_of(tmp_path / "out")
+    skipped = manifest["documents_skipped"]
+    assert skipped["by_reason"] == {"binary file (NUL bytes)": 1, "empty or white-space only": 2,
+                                    "no sentence with any token": 1}
+    assert {entry["path"] for entry in skipped["first"]} == {"empty.txt", "spaces.txt", "control.txt", "binary.bin"}
+    assert manifest["invalid_utf8_replaced"] == 2
+    assert manifest["n_docs"] == 9  # the 8 documents and the Latin-1 one
+
+
+def test_edge_shapes_follow_the_reference_without_crashing(capsys, corpus, tmp_path):
+    words = " ".join(["bada"] * 300)  # one sentence far longer than max_seq_length
+    metadata = corpus.root / "edge.txt"
+    (corpus.root / "long.txt").write_text(words + ".")
+    (corpus.root / "one.txt").write_text("Bada beda.")
+    metadata.write_text("long.txt\n")
+    code, err = cli(capsys, corpus, tmp_path / "a", metadata=metadata)
+    assert code == 0, err
+    assert manifest_of(tmp_path / "a")["n_examples"] == 1  # one chunk, one sentence: one pair
+    metadata.write_text("one.txt\n")  # a corpus of one document of one sentence
+    code, err = cli(capsys, corpus, tmp_path / "b", "--dupe_factor", "3", metadata=metadata)
+    assert code == 0, err
+    assert manifest_of(tmp_path / "b")["n_examples"] == 3
+
+
+def test_vocabulary_problems_are_named(capsys, corpus, tmp_path):
+    broken = tmp_path / "vocab.txt"
+    broken.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n")
+    argv = ["--metadata_files", str(corpus.metadata), "--input_files_prefix", str(corpus.root), "--quiet",
+            "--vocab_file", str(broken), "--output_dir", str(tmp_path / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "[MASK]" in err and "vocab.txt" in err and len(err.strip().splitlines()) == 1
+
+
+def test_cased_text_with_lowercase_vocabulary_warns_with_unk_rate(capsys, corpus, tmp_path):
+    argv = ["--metadata_files", str(corpus.metadata), "--input_files_prefix", str(corpus.root), "--quiet",
+            "--vocab_file", str(corpus.vocab), "--output_dir", str(tmp_path / "out"), "--dupe_factor", "1",
+            "--num_workers", "1"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "warning" in err and "do_lower_case" in err and "[UNK]" in err
+
+
+def test_uninstalled_spacy_model_is_named_with_advice(capsys, corpus, tmp_path):
+    code, err = cli(capsys, corpus, tmp_path / "out", "--spacy_model", "en_core_web_nonexistent")
+    assert code == 2
+    assert "en_core_web_nonexistent" in err and "python -m spacy download" in err
+    assert "--spacy_model" in err  # how to fall back to the built-in sentencizer
+
+
+def test_second_run_into_the_same_directory_is_refused(capsys, corpus, tmp_path):
+    output = tmp_path / "out"
+    output.mkdir()
+    lock = OutputLock(str(output))
+    lock.acquire()  # as a running generator holds it
+    try:
+        code, err = cli(capsys, corpus, output)
+        assert code == 2 and "is in use by another run" in err
+    finally:
+        lock.release()
+    assert cli(capsys, corpus, output)[0] == 0
+
+
+def test_full_disk_gives_a_clear_error_and_removes_temporary_files(capsys, corpus, tmp_path, monkeypatch):
+    import bert_data.runner as runner
+
+    real_append = runner.ShardAssembler.append
+
+    def append_to_a_full_disk(self, segments):
+        real_append(self, segments)
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out" / "examples-1.tfrecords.tmp"))
+
+    monkeypatch.setattr(runner.ShardAssembler, "append", append_to_a_full_disk)
+    code, err = cli(capsys, corpus, tmp_path / "out")
+    assert code == 2 and "No space left on device" in err and "temporary files removed" in err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
+
+
+def test_unwritable_output_directory(capsys, corpus, tmp_path):
+    target = tmp_path / "file-not-dir"
+    target.write_text("x")
+    code, err = cli(capsys, corpus, target / "out")
+    assert code == 2 and "cannot be created" in err
+
+
+def test_an_exception_in_a_worker_names_the_document_and_leaves_no_process(corpus, tmp_path):
+    (corpus.root / "poison.txt").write_text("Kaboom here. Another sentence.")
+    metadata = corpus.root / "poisoned.txt"
+    metadata.write_text(corpus.metadata.read_text() + "poison.txt\n")
+    script = f"""
+import sys
+import bert_data.tokenization as t
+real = t.WordPieceTokenizer.encode_ids
+def encode_ids(self, texts):
+    if any("Kaboom" in text for text in texts):
+        raise RuntimeError("tokenizer exploded")
+    return real(self, texts)
+t.WordPieceTokenizer.encode_ids = encode_ids
+from bert_data.cli.create_tfrecords import main
+sys.exit(main(["--metadata_files", {str(metadata)!r}, "--input_files_prefix", {str(corpus.root)!r},
+               "--vocab_file", {str(corpus.vocab)!r}, "--do_lower_case", "--output_dir", {str(tmp_path / 'out')!r},
+               "--num_workers", "2", "--split_num", "3", "--quiet"]))
+"""
+    started = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "poison.txt" in result.stderr and "tokenizer exploded" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert time.perf_counter() - started < 60
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name != ".bert_data.lock"]
+    leftovers = [p for p in psutil.process_iter(["cmdline"]) if "poisoned.txt" in " ".join(p.info["cmdline"] or [])]
+    assert not leftovers
+
+
+# ---------------------------------------------------------------------------- interruptions
+
+@pytest.fixture(scope="module")
+def long_run(tmp_path_factory):
+    """A corpus whose generation takes a few seconds, and its uninterrupted output."""
+    root = tmp_path_factory.mktemp("long")
+    corpus = make_corpus(root / "corpus", n_docs=240, min_sentences=20, max_sentences=40, words_per_doc=20)
+    reference = root / "reference"
+    assert subprocess.run(generator_command(corpus, reference), cwd=REPO, capture_output=True).returncode == 0
+    return corpus, file_hashes(reference)
+
+
+def generator_command(corpus, output, *extra):
+    return [sys.executable, "-m", "bert_data.cli.create_tfrecords", "--metadata_files", str(corpus.metadata),
+            "--input_files_prefix", str(corpus.root), "--vocab_file", str(corpus.vocab), "--do_lower_case",
+            "--output_dir", str(output), "--dupe_factor", "30", "--split_num", "8", "--num_output_files", "4",
+            "--num_workers", "2", "--quiet", *extra]
+
+
+def interrupt_after_first_units(corpus, output, send):
+    """Start a run, wait until it has finished some units, interrupt it; returns (code, stderr, seconds to stop)."""
+    process = subprocess.Popen(generator_command(corpus, output), cwd=REPO, stderr=subprocess.PIPE, text=True)
+    journal = output / ".bert_data_work" / "journal.json"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if journal.exists():
+            try:
+                if json.loads(journal.read_text())["totals"]["units_done"] >= 2:
+                    break
+            except (ValueError, KeyError):
+                pass
+        assert process.poll() is None, "the run finished before it could be interrupted"
+        time.sleep(0.01)
+    sent = time.perf_counter()
+    send(process)
+    _, err = process.communicate(timeout=30)
+    return process.returncode, err, time.perf_counter() - sent
+
+
+def looks_complete(output):
+    return sorted(p.name for p in output.rglob("*") if p.name.endswith(".tfrecords") or p.name == "data_params.json")
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGKILL"])
+def test_interrupted_run_leaves_nothing_complete_looking_and_resumes_to_the_same_bytes(long_run, tmp_path, how):
+    corpus, reference = long_run
+    output = tmp_path / "out"
+    code, err, stop_seconds = interrupt_after_first_units(corpus, output, lambda p: p.send_signal(getattr(signal, how)))
+    assert looks_complete(output) == []
+    if how != "SIGKILL":
+        assert code == 130 and "--resume" in err
+        assert stop_seconds < 5
+        journal = json.loads((output / ".bert_data_work" / "journal.json").read_text())
+        assert 2 <= journal["totals"]["units_done"] < 30
+    time.sleep(0.2)  # a killed parent's workers notice and exit
+    assert not [p for p in psutil.process_iter(["cmdline"]) if str(output) in " ".join(p.info["cmdline"] or [])]
+
+    resumed = subprocess.run(generator_command(corpus, output, "--resume"), cwd=REPO, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed after unit" in resumed.stderr
+    assert file_hashes(output) == reference
+    assert not (output / ".bert_data_work").exists()
+
+
+def test_resume_refuses_other_options_and_finished_runs(long_run, tmp_path):
+    corpus, _ = long_run
+    output = tmp_path / "out"
+    code, _, _ = interrupt_after_first_units(corpus, output, lambda p: p.send_signal(signal.SIGINT))
+    assert code == 130
+    other = subprocess.run(generator_command(corpus, output, "--resume", "--masked_lm_prob", "0.2"), cwd=REPO,
+                           capture_output=True, text=True)
+    assert other.returncode == 2 and "started with other options" in other.stderr
+    plain = subprocess.run(generator_command(corpus, output), cwd=REPO, capture_output=True, text=True)
+    assert plain.returncode == 2 and "--resume" in plain.stderr
+    assert subprocess.run(generator_command(corpus, output, "--resume"), cwd=REPO, capture_output=True).returncode == 0
+    again = subprocess.run(generator_command(corpus, output, "--resume"), cwd=REPO, capture_output=True, text=True)
+    assert again.returncode == 2 and "nothing to resume" in again.stderr
