@@ -5,7 +5,11 @@ The generation path (``bert_data.runner.generate``) never imports TensorFlow; th
 
 __version__ = "0.1.0"
 
-__all__ = ["GeneratorConfig", "generate", "__version__"]
+# TorchDataset is not in __all__: `from bert_data import *` must work without torch.
+__all__ = ["GeneratorConfig", "generate", "load_dataset", "read_examples", "read_batches", "__version__"]
+
+# Readers and loaders (bert_data.loaders): TensorFlow / torch are imported only when used.
+_LOADER_NAMES = ("load_dataset", "read_examples", "read_batches", "TorchDataset")
 
 
 def __getattr__(name):
@@ -18,4 +22,8 @@ def __getattr__(name):
         from .runner import generate
 
         return generate
+    if name in _LOADER_NAMES:
+        from . import loaders
+
+        return getattr(loaders, name)
     raise AttributeError(f"module 'bert_data' has no attribute {name!r}")

@@ -66,7 +66,8 @@ class PairBatch:
         return len(self.a_start)
 
     def arrays(self) -> "PairArrays":
-        return PairArrays(*(np.asarray(column, dtype=np.int64) for column in (
+        # int32: a unit's pool never nears 2**31 tokens, and pairs travel between processes.
+        return PairArrays(*(np.asarray(column, dtype=np.int32) for column in (
             self.a_start, self.a_length, self.b_start, self.b_length, self.is_random_next)))
 
 

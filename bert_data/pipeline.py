@@ -182,15 +182,12 @@ class UnitPairs:
     unit_index: int
     splits: Dict[str, SplitPairs] = field(default_factory=dict)
     n_docs: Dict[str, int] = field(default_factory=lambda: {TRAIN: 0, VAL: 0})
+    n_instances: Dict[str, int] = field(default_factory=lambda: {TRAIN: 0, VAL: 0})
     n_sentences: int = 0
     n_tokens: int = 0
     n_bytes: int = 0
     n_replaced: int = 0
     skips: List[Skip] = field(default_factory=list)
-
-    @property
-    def n_instances(self) -> Dict[str, int]:
-        return {split: len(self.splits[split].pairs) if split in self.splits else 0 for split in (TRAIN, VAL)}
 
 
 def split_pools(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorConfig) -> Dict[str, TokenPool]:
@@ -239,6 +236,7 @@ def pair_unit(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorCon
         # Instances are shuffled within a unit (the reference shuffles all of them at the end).
         order = np.random.default_rng(random_streams(config.seed, unit.index, split, SHUFFLING)).permutation(len(pairs))
         result.splits[split] = SplitPairs(pool.tokens, pairs.take(order))
+        result.n_instances[split] = len(pairs)
     return result
 
 
@@ -262,29 +260,52 @@ def shard_rows(n_records: int, unit_index: int, shard: int, n_shards: int) -> np
     return np.arange((shard - unit_index) % n_shards, n_records, n_shards)
 
 
-def encode_shards(unit_index: int, split: str, data: SplitPairs, shards: Sequence[int], config: GeneratorConfig,
-                  work_dir: str) -> List[Segment]:
+@dataclass
+class EncodeTask:
+    """The records of one unit and split bound for some output shards: the pool's tokens, and
+    the pairs of each shard one after the other (only what the task needs travels)."""
+
+    unit_index: int
+    split: str
+    tokens: np.ndarray
+    pairs: PairArrays
+    shards: List[int]
+    shard_sizes: List[int]
+
+
+def make_encode_tasks(unit_index: int, split: str, data: SplitPairs, n_shards: int) -> List[EncodeTask]:
+    tasks = []
+    for shards in shard_groups(len(data.pairs), n_shards):
+        rows = [shard_rows(len(data.pairs), unit_index, shard, n_shards) for shard in shards]
+        tasks.append(EncodeTask(unit_index, split, data.tokens, data.pairs.take(np.concatenate(rows)), shards,
+                                [len(r) for r in rows]))
+    return tasks
+
+
+def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> List[Segment]:
     """Mask, encode and frame one split's records for some output shards, into one piece file."""
     context = _WorkerContext.get(config)
     vocab = context.vocab
     specs = feature_specs(config.max_seq_length, config.max_predictions_per_seq)
-    path = os.path.join(work_dir, f"unit-{unit_index:07d}-{split}-{shards[0]:05d}.piece")
+    path = os.path.join(work_dir, f"unit-{task.unit_index:07d}-{task.split}-{task.shards[0]:05d}.piece")
     segments = []
+    first_row = 0
     with open(path + ".tmp", "wb") as piece_file:
-        for shard in shards:
-            rows = shard_rows(len(data.pairs), unit_index, shard, config.num_output_files)
-            masking_rng = np.random.default_rng(random_streams(config.seed, unit_index, split, MASKING, shard))
+        for shard, size in zip(task.shards, task.shard_sizes):
+            masking_rng = np.random.default_rng(random_streams(config.seed, task.unit_index, task.split, MASKING, shard))
             offset = piece_file.tell()
-            for start in range(0, len(rows), CHUNK_ROWS):
-                instances = gather_instances(data.tokens, data.pairs.take(rows[start : start + CHUNK_ROWS]),
-                                             config.max_seq_length, vocab.cls_id, vocab.sep_id)
+            for start in range(first_row, first_row + size, CHUNK_ROWS):
+                rows = slice(start, min(start + CHUNK_ROWS, first_row + size))
+                instances = gather_instances(task.tokens, task.pairs.take(rows), config.max_seq_length,
+                                             vocab.cls_id, vocab.sep_id)
                 batch = mask_instances(
                     instances, masking_rng, config.masked_lm_prob, config.max_predictions_per_seq,
                     vocab.mask_id, vocab.ordinary_ids, vocab.is_continuation, config.mask_whole_word,
                 )
                 piece_file.write(frame_records(encode_examples(batch.columns(), specs)))
-            if len(rows):
-                segments.append(Segment(split, shard, path, offset, piece_file.tell() - offset, len(rows)))
+            first_row += size
+            if size:
+                segments.append(Segment(task.split, shard, path, offset, piece_file.tell() - offset, size))
     os.replace(path + ".tmp", path)
     return segments
 

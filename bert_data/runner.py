@@ -40,7 +40,7 @@ from . import documents as docs_mod
 from .config import ConfigError, GeneratorConfig
 from .documents import BINARY, TRAIN, VAL, InputError, Unit
 from .features import feature_specs
-from .pipeline import Segment, UnitError, UnitPairs, encode_shards, pair_unit, shard_groups, tokenize_slice
+from .pipeline import Segment, UnitError, UnitPairs, encode_shards, make_encode_tasks, pair_unit, tokenize_slice
 
 MANIFEST = "data_params.json"
 WORK_DIR = ".bert_data_work"
@@ -311,6 +311,30 @@ def stop_executor(executor: cf.Executor) -> None:
 
 # ---------------------------------------------------------------------------- shard assembly
 
+def copy_range(source, offset: int, length: int, target, name: str) -> None:
+    """Append ``length`` bytes of ``source`` from ``offset`` to ``target``; in the kernel where
+    the system allows (no trip through Python for hundreds of MB)."""
+    target.flush()
+    copied = 0
+    if hasattr(os, "copy_file_range"):
+        try:
+            while copied < length:
+                step = os.copy_file_range(source.fileno(), target.fileno(), length - copied, offset + copied)
+                if step == 0:
+                    break
+                copied += step
+            target.seek(0, os.SEEK_END)  # the kernel moved the file offset; keep Python's in step
+        except OSError as error:
+            if error.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+    source.seek(offset + copied)
+    while copied < length:
+        block = source.read(min(length - copied, 1 << 22))
+        if not block:
+            raise GenerationError(f"{name}: piece file is shorter than recorded")
+        target.write(block)
+        copied += len(block)
+
 class ShardAssembler:
     """Appends piece segments to ``*.tmp`` shards in unit order; renames shards when all are in."""
 
@@ -340,14 +364,7 @@ class ShardAssembler:
             for segment in sorted(segments, key=lambda s: (s.split != TRAIN, s.shard)):
                 piece = pieces.get(segment.path) or pieces.setdefault(segment.path, open(segment.path, "rb"))
                 target = self.handles[f"{segment.split}/{segment.shard}"]
-                piece.seek(segment.offset)
-                remaining = segment.length
-                while remaining:
-                    block = piece.read(min(remaining, 1 << 22))
-                    if not block:
-                        raise GenerationError(f"{segment.path}: piece file is shorter than recorded")
-                    target.write(block)
-                    remaining -= len(block)
+                copy_range(piece, segment.offset, segment.length, target, segment.path)
         finally:
             for piece in pieces.values():
                 piece.close()
@@ -465,7 +482,9 @@ class _Scheduler:
     def __init__(self, plan: Plan, config: GeneratorConfig, executor: cf.Executor, work_dir: str,
                  first_unit: int = 0):
         self.plan, self.config, self.executor, self.work_dir = plan, config, executor, work_dir
-        self.window = config.workers + 2  # tasks in flight: every worker busy, some queued behind
+        # Tasks in flight: every worker busy, and enough queued that workers do not wait while
+        # the parent appends a unit to the shards.
+        self.window = 2 * config.workers + 2
         self.open_units = config.workers + 2
         self.in_flight: Dict[cf.Future, tuple] = {}
         self.slices: Dict[int, list] = {}
@@ -518,9 +537,10 @@ class _Scheduler:
             elif kind == "pair":
                 result = self.units[index] = UnitResult(value)
                 for split, data in value.splits.items():
-                    for shards in shard_groups(len(data.pairs), self.config.num_output_files):
-                        self.ready.append(("encode", index, (index, split, data, shards, self.config, self.work_dir)))
+                    for task in make_encode_tasks(index, split, data, self.config.num_output_files):
+                        self.ready.append(("encode", index, (task, self.config, self.work_dir)))
                         result.encode_tasks_left += 1
+                value.splits = {}  # the tasks hold what is needed; keep the parent lean
                 if not result.encode_tasks_left:
                     yield self.units.pop(index)
             else:

@@ -31,7 +31,7 @@ DEFAULT_VOCAB = REPO.parent / "shared" / "vocab" / "bert-base-uncased-vocab.txt"
 FLOOR_SCRIPT = r"""
 import json, os, sys, time
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
-paths, raw, vocab, lower = json.loads(sys.argv[1])
+paths, raw, vocab, lower = json.load(open(sys.argv[1]))
 from bert_data.tokenization import WordPieceTokenizer
 tokenizer = WordPieceTokenizer(vocab, lower)
 texts = [open(p, encoding="utf-8", errors="replace").read() for p in paths]
@@ -122,8 +122,10 @@ def main(argv=None) -> int:
 
         floor = None
         if not args.no_floor:
-            payload = json.dumps([paths, args.input == "raw", args.vocab_file, not args.cased])
-            out = subprocess.run([sys.executable, "-c", FLOOR_SCRIPT, payload], capture_output=True, text=True, env=env)
+            payload = workdir / "floor.json"
+            payload.write_text(json.dumps([paths, args.input == "raw", args.vocab_file, not args.cased]))
+            out = subprocess.run([sys.executable, "-c", FLOOR_SCRIPT, str(payload)], capture_output=True, text=True,
+                                 env=env)
             if out.returncode:
                 sys.exit(f"benchmark: floor measurement failed:\n{out.stderr}")
             floor = json.loads(out.stdout)

@@ -1,0 +1,178 @@
+"""``bert-data``: inspect, verify and describe generated TFRecords; build a vocabulary.
+
+Only the standard library is imported until a subcommand runs, so ``bert-data --help`` is
+instant.  The work is done by ``bert_data.inspection``, ``bert_data.verify``,
+``bert_data.stats`` and ``bert_data.vocab_builder``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, Optional
+
+DESCRIPTION = """\
+Tools for BERT pretraining TFRecords made by create_tfrecords (or Google's
+create_pretraining_data.py): look at records, check every one of them, summarise them,
+and train a WordPiece vocabulary."""
+
+EPILOG = """\
+examples:
+  bert-data inspect ./tfrecords/examples-1.tfrecords -n 3
+  bert-data verify ./tfrecords
+  bert-data stats ./tfrecords --plot stats.png
+  bert-data build-vocab --metadata_files metadata.txt --vocab_size 30522 --out vocab.txt
+
+run 'bert-data COMMAND --help' for a command's options."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bert-data", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("inspect", help="decode records to readable text",
+                       description="Show records as text: segments A and B, the next-sentence label, "
+                                   "and each masked-LM position as shown{original}: [MASK]{cat} was "
+                                   "masked, cat{=} kept, dog{cat} replaced by a random token.")
+    p.add_argument("shard", help="a .tfrecords file (or an output directory: its first shard)")
+    p.add_argument("--vocab_file", default=None,
+                   help="vocabulary to show tokens (default: the manifest's vocab_file; else ids)")
+    p.add_argument("-n", "--num_records", type=int, default=5, help="records to show (default 5)")
+    p.add_argument("--start", type=int, default=0, help="first record to show (default 0)")
+    p.add_argument("--json", action="store_true", help="one JSON object per record")
+
+    p = sub.add_parser("verify", help="check every record (exit status 0 only if all is well)",
+                       description="Check framing and CRCs, the feature layout, token ids, positions, "
+                                   "weights, segments, [CLS]/[SEP] and the counts in data_params.json, "
+                                   "for every record. Exit status 0 only if everything holds, 1 with "
+                                   "the first problems (FILE: record N: problem) otherwise.")
+    p.add_argument("paths", nargs="+", metavar="OUT_DIR_OR_FILES",
+                   help="output directories (with data_params.json; train/ and val/ are both checked), "
+                        ".tfrecords files or globs")
+    p.add_argument("--vocab_file", default=None,
+                   help="vocabulary for the id checks (default: the manifest's vocab_file)")
+    p.add_argument("--max_problems", type=int, default=20, help="problems to list (default 20)")
+    p.add_argument("-v", "--verbose", action="store_true", help="one line per file")
+
+    p = sub.add_parser("stats", help="summarise the records (lengths, masking, NSP, [UNK], top tokens)",
+                       description="Tokens per instance, short sequences, predictions per instance, the "
+                                   "[MASK]/kept/random split, NSP balance, [UNK] rate and top tokens.")
+    p.add_argument("paths", nargs="+", metavar="OUT_DIR", help="output directory (or .tfrecords files)")
+    p.add_argument("--vocab_file", default=None, help="vocabulary (default: the manifest's vocab_file)")
+    p.add_argument("--plot", default=None, metavar="PNG",
+                   help="also write histograms to this PNG (needs matplotlib: pip install 'bert_data[plot]')")
+    p.add_argument("--limit", type=int, default=None, help="only the first N records of each dataset")
+    p.add_argument("--top", type=int, default=20, help="most frequent tokens to list (default 20)")
+    p.add_argument("--json", action="store_true", help="print the statistics as JSON")
+
+    sub.add_parser("build-vocab", help="train a WordPiece vocab.txt with Hugging Face tokenizers",
+                   add_help=False)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "build-vocab":
+        from ..vocab_builder import build_vocab_main
+
+        return build_vocab_main(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return {"inspect": _inspect, "verify": _verify, "stats": _stats}[args.command](args)
+    except BrokenPipeError:  # e.g. piped into head
+        sys.stderr.close()
+        return 0
+
+
+def _error(command: str, message: str) -> int:
+    print(f"bert-data {command}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _inspect(args) -> int:
+    from ..inspection import LEGEND, format_record, inspect_records, record_json
+    from ..tfrecord import CorruptRecordError
+    from ..tokenization import VocabError
+
+    if args.num_records < 0 or args.start < 0:
+        return _error("inspect", "-n and --start must not be negative")
+    try:
+        import json
+
+        shown = 0
+        for rec in inspect_records(args.shard, args.vocab_file, args.num_records, args.start):
+            if args.json:
+                print(json.dumps(record_json(rec)))
+            else:
+                if shown == 0:
+                    if not rec.tokens or rec.tokens[0].isdigit():
+                        print("note: no vocabulary found (pass --vocab_file): showing token ids",
+                              file=sys.stderr)
+                    print(LEGEND)
+                print(format_record(rec))
+            shown += 1
+        if shown == 0:
+            print(f"{args.shard}: no records from {args.start}", file=sys.stderr)
+    except (CorruptRecordError, VocabError, ValueError, OSError) as error:
+        return _error("inspect", str(error))
+    return 0
+
+
+def _verify(args) -> int:
+    from ..tokenization import VocabError
+    from ..verify import verify
+
+    def on_file(result):
+        if args.verbose:
+            expected = f" (manifest: {result.expected})" if result.expected is not None else ""
+            status = "OK" if not result.problems else f"{result.problems} problem(s)"
+            print(f"{result.path}: {result.records} records{expected}, {result.bytes / 1e6:.1f} MB: {status}",
+                  file=sys.stderr)
+
+    try:
+        report = verify(args.paths, vocab_file=args.vocab_file, max_problems=args.max_problems,
+                        on_file=on_file)
+    except (VocabError, ValueError, OSError) as error:
+        return _error("verify", str(error))
+    for note in report.notes:
+        print(f"note: {note}")
+    for warning in report.warnings:
+        print(f"warning: {warning}")
+    for problem in report.problems:
+        print(problem)
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
+def _stats(args) -> int:
+    from ..stats import compute_stats, format_stats, plot_stats
+    from ..tfrecord import CorruptRecordError
+    from ..tokenization import VocabError
+
+    try:
+        stats = compute_stats(args.paths, vocab_file=args.vocab_file, limit=args.limit)
+    except (CorruptRecordError, VocabError, ValueError, OSError) as error:
+        return _error("stats", str(error))
+    if args.json:
+        import json
+
+        out = [st.to_dict(args.top) for st in stats]
+        print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
+    else:
+        print("\n\n".join(format_stats(st, args.top) for st in stats))
+    if args.plot:
+        try:
+            plot_stats(stats, args.plot)
+        except RuntimeError as error:
+            return _error("stats", str(error))
+        print(f"wrote {args.plot}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

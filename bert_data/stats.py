@@ -1,0 +1,322 @@
+"""``bert-data stats``: what the records hold, in numbers (and optionally a PNG of histograms).
+
+Computed over every record (or the first ``limit``), vectorised over decoded batches:
+
+* tokens per instance (``input_mask`` sum, with [CLS] and both [SEP]s): histogram, mean,
+  quantiles, the fraction of padded (shorter than ``max_seq_length``) and of short (at most half
+  of ``max_seq_length``) instances; lengths of segments A and B;
+* predictions per instance (``masked_lm_weights`` sum) and how the predicted positions were
+  corrupted: replaced by [MASK], kept, or replaced by a random token;
+* next-sentence balance (label 1 = B is a random sentence);
+* the [UNK] rate and the most frequent tokens of the original text (masked positions restored
+  from ``masked_lm_ids``; [CLS]/[SEP] not counted).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from .features import feature_specs
+from .loaders import ShardGroup, _iter_chunks, dataset_info, shard_groups
+
+__all__ = ["DatasetStats", "compute_stats", "format_stats", "plot_stats"]
+
+
+@dataclass
+class DatasetStats:
+    name: str
+    files: List[str]
+    max_seq_length: int
+    max_predictions_per_seq: int
+    n_records: int = 0
+    length_hist: np.ndarray = None  # [msl + 1] counts of tokens per instance
+    predictions_hist: np.ndarray = None  # [mpp + 1]
+    a_hist: np.ndarray = None  # [msl + 1] tokens in segment A (without specials)
+    b_hist: np.ndarray = None
+    n_mask: int = 0
+    n_kept: int = 0
+    n_random: int = 0
+    nsp_random: int = 0
+    token_counts: np.ndarray = None  # by id, original text tokens without [CLS]/[SEP]
+    unk_id: Optional[int] = None
+    mask_id: Optional[int] = None
+    tokens: Optional[tuple] = None
+    notes: List[str] = field(default_factory=list)
+
+    # -- derived
+    @property
+    def n_tokens(self) -> int:
+        return int(self.token_counts.sum()) if self.token_counts is not None else 0
+
+    @property
+    def n_predictions(self) -> int:
+        return self.n_mask + self.n_kept + self.n_random
+
+    def mean(self, hist: np.ndarray) -> float:
+        total = hist.sum()
+        return float((hist * np.arange(len(hist))).sum() / total) if total else 0.0
+
+    def quantile(self, hist: np.ndarray, q: float) -> int:
+        total = hist.sum()
+        if not total:
+            return 0
+        return int(np.searchsorted(np.cumsum(hist), q * total))
+
+    def token_name(self, token_id: int) -> str:
+        if self.tokens is not None and token_id < len(self.tokens):
+            return self.tokens[token_id]
+        return f"id {token_id}"
+
+    def top_tokens(self, k: int = 20):
+        if self.token_counts is None or not self.token_counts.any():
+            return []
+        order = np.argsort(-self.token_counts, kind="stable")[:k]
+        total = self.n_tokens
+        return [(int(i), self.token_name(int(i)), int(self.token_counts[i]), self.token_counts[i] / total)
+                for i in order if self.token_counts[i]]
+
+    def to_dict(self, top: int = 20) -> dict:
+        n = max(self.n_records, 1)
+        npred = max(self.n_predictions, 1)
+        lengths = self.length_hist
+        return {
+            "name": self.name,
+            "files": len(self.files),
+            "records": self.n_records,
+            "max_seq_length": self.max_seq_length,
+            "max_predictions_per_seq": self.max_predictions_per_seq,
+            "tokens_per_instance": {
+                "mean": self.mean(lengths),
+                "min": int(np.flatnonzero(lengths)[0]) if lengths.any() else 0,
+                "p10": self.quantile(lengths, 0.10), "median": self.quantile(lengths, 0.5),
+                "p90": self.quantile(lengths, 0.90),
+                "max": int(np.flatnonzero(lengths)[-1]) if lengths.any() else 0,
+                "histogram": lengths.tolist(),
+            },
+            "fraction_full": float(lengths[self.max_seq_length] / n),
+            "fraction_padded": float(lengths[: self.max_seq_length].sum() / n),
+            "fraction_short": float(lengths[: self.max_seq_length // 2 + 1].sum() / n),
+            "segment_a_mean": self.mean(self.a_hist),
+            "segment_b_mean": self.mean(self.b_hist),
+            "predictions_per_instance": {
+                "mean": self.mean(self.predictions_hist),
+                "histogram": self.predictions_hist.tolist(),
+            },
+            "fraction_at_max_predictions": float(self.predictions_hist[-1] / n),
+            "masking": None if self.mask_id is None else {
+                "mask": self.n_mask / npred, "kept": self.n_kept / npred, "random": self.n_random / npred,
+            },
+            "nsp_random_next": self.nsp_random / n,
+            "unk_rate": None if self.unk_id is None else (
+                float(self.token_counts[self.unk_id] / max(self.n_tokens, 1))
+                if self.unk_id < len(self.token_counts) else 0.0),
+            "text_tokens": self.n_tokens,
+            "distinct_tokens": int((self.token_counts > 0).sum()) if self.token_counts is not None else 0,
+            "top_tokens": [{"id": i, "token": t, "count": c, "fraction": float(f)}
+                           for i, t, c, f in self.top_tokens(top)],
+            "notes": self.notes,
+        }
+
+
+def _accumulate(st: DatasetStats, cols: Dict[str, np.ndarray]) -> None:
+    ids = cols["input_ids"]
+    mask = cols["input_mask"]
+    seg = cols["segment_ids"]
+    pos = cols["masked_lm_positions"]
+    lab = cols["masked_lm_ids"]
+    w = cols["masked_lm_weights"]
+    nsp = cols["next_sentence_labels"][:, 0]
+    n, msl = ids.shape
+    mpp = pos.shape[1]
+    length = np.clip(mask.sum(axis=1), 0, msl)
+    k = np.clip((w > 0).sum(axis=1), 0, mpp)
+    n_b = np.where(mask == 1, seg, 0).sum(axis=1)  # B tokens + its [SEP]
+    a_len = np.clip(length - n_b - 2, 0, msl)
+    b_len = np.clip(n_b - 1, 0, msl)
+    st.n_records += n
+    st.length_hist += np.bincount(length, minlength=msl + 1)[: msl + 1]
+    st.predictions_hist += np.bincount(k, minlength=mpp + 1)[: mpp + 1]
+    st.a_hist += np.bincount(a_len, minlength=msl + 1)[: msl + 1]
+    st.b_hist += np.bincount(b_len, minlength=msl + 1)[: msl + 1]
+    st.nsp_random += int((nsp == 1).sum())
+
+    active = (w > 0) & (pos >= 0) & (pos < msl)
+    rows = np.broadcast_to(np.arange(n)[:, None], pos.shape)
+    shown = ids[rows[active], pos[active]]
+    original = lab[active]
+    if st.mask_id is not None:
+        is_mask = shown == st.mask_id
+        kept = ~is_mask & (shown == original)
+        st.n_mask += int(is_mask.sum())
+        st.n_kept += int(kept.sum())
+        st.n_random += int((~is_mask & ~kept).sum())
+    else:
+        st.n_kept += int((shown == original).sum())
+
+    restored = ids.copy()
+    restored[rows[active], pos[active]] = original
+    text = mask.astype(bool)
+    text[:, 0] = False  # [CLS]
+    r = np.arange(n)
+    text[r, np.clip(length - 1, 0, msl - 1)] = False  # final [SEP]
+    text[r, np.clip(a_len + 1, 0, msl - 1)] = False  # [SEP] after A
+    values = restored[text]
+    values = values[values >= 0]
+    counts = np.bincount(values)
+    if len(counts) > len(st.token_counts):
+        st.token_counts = np.concatenate([st.token_counts, np.zeros(len(counts) - len(st.token_counts), np.int64)])
+    st.token_counts[: len(counts)] += counts
+
+
+def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] = None) -> List[DatasetStats]:
+    """Statistics per dataset (one per output directory or train/val split) under ``paths``."""
+    from .tokenization import load_vocab
+
+    out = []
+    for group in shard_groups(paths):
+        info = dataset_info(group.files) if group.manifest is None else None
+        msl = group.manifest["max_seq_length"] if group.manifest else info.max_seq_length
+        mpp = group.manifest["max_predictions_per_seq"] if group.manifest else info.max_predictions_per_seq
+        st = DatasetStats(group.name, list(group.files), msl, mpp)
+        st.length_hist = np.zeros(msl + 1, np.int64)
+        st.predictions_hist = np.zeros(mpp + 1, np.int64)
+        st.a_hist = np.zeros(msl + 1, np.int64)
+        st.b_hist = np.zeros(msl + 1, np.int64)
+        st.token_counts = np.zeros(0, np.int64)
+        vpath = vocab_file or _manifest_vocab(group)
+        vocab = load_vocab(vpath) if vpath else None
+        if vocab is not None:
+            st.unk_id, st.mask_id, st.tokens = vocab.unk_id, vocab.mask_id, vocab.tokens
+            st.token_counts = np.zeros(vocab.size, np.int64)
+        else:
+            st.notes.append("no vocabulary (pass --vocab_file): token ids shown as numbers, [MASK] id "
+                            "taken as the most frequent id at masked positions, no [UNK] rate")
+        specs = feature_specs(msl, mpp)
+        mask_guess_pending = vocab is None
+        for cols in _iter_chunks(group.files, specs, 4096, verify_crc=False):
+            if limit is not None:
+                room = limit - st.n_records
+                if room <= 0:
+                    break
+                if room < len(cols["input_ids"]):
+                    cols = {k: v[:room] for k, v in cols.items()}
+            if mask_guess_pending:
+                st.mask_id = _guess_mask_id(cols)
+                mask_guess_pending = False
+            _accumulate(st, cols)
+        if limit is not None and st.n_records >= limit:
+            st.notes.append(f"first {st.n_records:,} records only (--limit)")
+        out.append(st)
+    return out
+
+
+def _manifest_vocab(group: ShardGroup) -> Optional[str]:
+    path = (group.manifest or {}).get("vocab_file")
+    return path if path and os.path.isfile(path) else None
+
+
+def _guess_mask_id(cols) -> Optional[int]:
+    pos, w, ids = cols["masked_lm_positions"], cols["masked_lm_weights"], cols["input_ids"]
+    active = w > 0
+    if not active.any():
+        return None
+    rows = np.broadcast_to(np.arange(len(ids))[:, None], pos.shape)
+    shown = ids[rows[active], np.clip(pos[active], 0, ids.shape[1] - 1)]
+    return int(np.bincount(shown[shown >= 0]).argmax())
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def format_stats(st: DatasetStats, top: int = 20) -> str:
+    d = st.to_dict(top)
+    t = d["tokens_per_instance"]
+    lines = [
+        f"{st.name}: {st.n_records:,} records in {len(st.files)} file(s), "
+        f"max_seq_length {st.max_seq_length}, max_predictions_per_seq {st.max_predictions_per_seq}",
+        f"  tokens per instance   mean {t['mean']:.1f}  min {t['min']}  p10 {t['p10']}  median {t['median']}  "
+        f"p90 {t['p90']}  max {t['max']}",
+        f"  full length           {_pct(d['fraction_full'])}   padded (< {st.max_seq_length}) "
+        f"{_pct(d['fraction_padded'])}   short (<= {st.max_seq_length // 2}) {_pct(d['fraction_short'])}",
+        f"  segment A / B         mean {d['segment_a_mean']:.1f} / {d['segment_b_mean']:.1f} tokens",
+        f"  predictions/instance  mean {d['predictions_per_instance']['mean']:.2f}  "
+        f"at max ({st.max_predictions_per_seq}) {_pct(d['fraction_at_max_predictions'])}",
+    ]
+    if d["masking"]:
+        m = d["masking"]
+        lines.append(f"  masked positions      [MASK] {_pct(m['mask'])}  kept {_pct(m['kept'])}  "
+                     f"random {_pct(m['random'])}  ({st.n_predictions:,} predictions)")
+    lines.append(f"  next sentence         random {_pct(d['nsp_random_next'])}  actual "
+                 f"{_pct(1 - d['nsp_random_next'])}")
+    if d["unk_rate"] is not None:
+        n_unk = int(round(d["unk_rate"] * d["text_tokens"]))
+        lines.append(f"  [UNK] rate            {100 * d['unk_rate']:.4f}% ({n_unk:,} of {d['text_tokens']:,} text "
+                     f"tokens, {d['distinct_tokens']:,} distinct)")
+    lines.append("  length histogram (tokens per instance):")
+    lines.extend("    " + row for row in _text_histogram(st.length_hist))
+    if d["top_tokens"]:
+        lines.append(f"  top {len(d['top_tokens'])} tokens:")
+        cells = [f"{x['token']} {100 * x['fraction']:.2f}%" for x in d["top_tokens"]]
+        for i in range(0, len(cells), 5):
+            lines.append("    " + "   ".join(cells[i:i + 5]))
+    for note in st.notes:
+        lines.append(f"  note: {note}")
+    return "\n".join(lines)
+
+
+def _text_histogram(hist: np.ndarray, bins: int = 8, width: int = 40) -> List[str]:
+    msl = len(hist) - 1
+    edges = np.linspace(0, msl + 1, bins + 1).round().astype(int)
+    total = max(int(hist.sum()), 1)
+    sums = [int(hist[edges[i]:edges[i + 1]].sum()) for i in range(bins)]
+    peak = max(max(sums), 1)
+    rows = []
+    for i, s in enumerate(sums):
+        label = f"{edges[i]:>4}-{edges[i + 1] - 1:<4}"
+        rows.append(f"{label} {'#' * int(round(width * s / peak)):<{width}} {100 * s / total:5.1f}%")
+    return rows
+
+
+def plot_stats(stats: List[DatasetStats], path: str) -> None:
+    """Write a PNG: tokens per instance, segment lengths, predictions per instance, masking and NSP."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise RuntimeError("--plot needs matplotlib: pip install 'bert_data[plot]' (or matplotlib)") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(stats), 4, figsize=(18, 3.8 * len(stats)), squeeze=False)
+    for row, st in zip(axes, stats):
+        msl, mpp = st.max_seq_length, st.max_predictions_per_seq
+        title = os.path.basename(os.path.normpath(st.name)) or st.name
+        ax = row[0]
+        ax.bar(np.arange(msl + 1), st.length_hist, width=1.0, color="tab:blue")
+        ax.set(title=f"{title}: tokens per instance", xlabel="tokens (incl. [CLS]/[SEP])",
+               ylabel="instances (log scale)")
+        ax.set_yscale("log")
+        ax = row[1]
+        ax.step(np.arange(msl + 1), st.a_hist, where="mid", label="segment A", color="tab:green")
+        ax.step(np.arange(msl + 1), st.b_hist, where="mid", label="segment B", color="tab:orange")
+        ax.set(title="segment lengths (without [CLS]/[SEP])", xlabel="tokens", ylabel="instances")
+        ax.legend()
+        ax = row[2]
+        ax.bar(np.arange(mpp + 1), st.predictions_hist, width=0.8, color="tab:purple")
+        ax.set(title="predictions per instance", xlabel="masked positions", ylabel="instances (log scale)")
+        ax.set_yscale("log")
+        ax = row[3]
+        npred = max(st.n_predictions, 1)
+        labels = ["[MASK]", "kept", "random", "NSP\nrandom", "NSP\nactual"]
+        n = max(st.n_records, 1)
+        values = [st.n_mask / npred, st.n_kept / npred, st.n_random / npred,
+                  st.nsp_random / n, 1 - st.nsp_random / n]
+        ax.bar(labels, values, color=["tab:red", "tab:gray", "tab:olive", "tab:cyan", "tab:blue"])
+        ax.set(title="masking split / NSP balance", ylabel="fraction", ylim=(0, 1))
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

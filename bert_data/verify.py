@@ -1,0 +1,522 @@
+"""``bert-data verify``: check every record of a dataset before training on it.
+
+Checked, for every record (numpy, vectorised over batches of decoded records; no TensorFlow):
+
+* framing: length and data CRCs, truncation (a record whose data CRC fails is reported and
+  skipped, reading goes on; a bad length header or truncation ends the file);
+* layout: exactly the seven features of :mod:`bert_data.features`, with their types and lengths
+  (from ``data_params.json``, else inferred from the first record);
+* ``input_ids`` inside the vocabulary, padding 0; ``[CLS]`` first, ``[SEP]`` closing segment A
+  and segment B; ``input_mask`` 1s then 0s; ``segment_ids`` 0s, then 1s, then padding 0s, with
+  both segments non-empty;
+* ``masked_lm_weights`` 1s then 0s; active ``masked_lm_positions`` strictly increasing, inside
+  the sequence and pointing at a token (never padding, ``[CLS]`` or ``[SEP]``); their
+  ``masked_lm_ids`` inside the vocabulary and not special tokens; inactive slots 0;
+  no ``[MASK]`` outside the masked positions; ``next_sentence_labels`` 0 or 1;
+* against the manifest: the feature table, every listed shard present, record counts per
+  file and in total, file sizes.
+
+The vocabulary comes from ``vocab_file=`` or else the manifest's ``vocab_file``.  Without one,
+the ``[CLS]`` and ``[SEP]`` ids are taken from the first record (and then required of every
+record), ids are range-checked against the manifest's ``vocab_size`` if there is one, and the
+checks needing ``[PAD]``/``[MASK]`` ids are skipped; a note says so.  A vocabulary whose SHA-256
+differs from the manifest's ``vocab_sha256`` gives a warning (not a failure).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from .features import FEATURE_NAMES, feature_specs
+from .loaders import ShardGroup, infer_layout, shard_groups
+
+__all__ = ["Problem", "VerifyReport", "verify", "check_batch", "VocabIds"]
+
+BATCH = 4096
+
+
+@dataclass
+class Problem:
+    path: str
+    record: Optional[int]  # record number within the file (0-based), None for file-level problems
+    message: str
+
+    def __str__(self) -> str:
+        if self.record is None:
+            return f"{self.path}: {self.message}"
+        return f"{self.path}: record {self.record}: {self.message}"
+
+
+@dataclass
+class FileResult:
+    path: str
+    records: int = 0
+    bytes: int = 0
+    problems: int = 0
+    expected: Optional[int] = None  # from the manifest
+    complete: bool = True  # False when a framing error stopped the reading
+
+
+@dataclass
+class VerifyReport:
+    files: List[FileResult] = field(default_factory=list)
+    problems: List[Problem] = field(default_factory=list)  # the first max_problems
+    n_problems: int = 0
+    bad_records: int = 0
+    warnings: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+    seconds: float = 0.0
+    max_problems: int = 20
+
+    @property
+    def ok(self) -> bool:
+        return self.n_problems == 0
+
+    @property
+    def n_records(self) -> int:
+        return sum(f.records for f in self.files)
+
+    @property
+    def n_bytes(self) -> int:
+        return sum(f.bytes for f in self.files)
+
+    def add(self, problem: Problem, n: int = 1) -> None:
+        self.n_problems += n
+        if len(self.problems) < self.max_problems:
+            self.problems.append(problem)
+
+    def summary(self) -> str:
+        mb = self.n_bytes / 1e6
+        speed = f", {mb / self.seconds:.0f} MB/s" if self.seconds > 0 else ""
+        read = (f"{self.n_records:,} records in {len(self.files)} file(s), {mb:,.1f} MB, "
+                f"{self.seconds:.1f} s{speed}")
+        if self.ok:
+            return f"OK: {read}"
+        shown = f" (first {len(self.problems)} shown)" if self.n_problems > len(self.problems) else ""
+        return (f"FAILED: {self.n_problems:,} problem(s) in {len(self.files)} file(s), "
+                f"{self.bad_records:,} bad record(s){shown}; {read}")
+
+
+@dataclass
+class VocabIds:
+    """The ids the checks need; None when unknown (the check is then skipped)."""
+
+    size: Optional[int]
+    cls_id: int
+    sep_id: int
+    pad_id: Optional[int] = None
+    mask_id: Optional[int] = None
+    tokens: Optional[Sequence[str]] = None
+
+    def name(self, token_id: int) -> str:
+        if self.tokens is not None and 0 <= token_id < len(self.tokens):
+            return f"{token_id} ({self.tokens[token_id]})"
+        return str(token_id)
+
+
+# --------------------------------------------------------------------------------------------
+# The per-record checks, vectorised
+# --------------------------------------------------------------------------------------------
+
+Check = tuple  # (bad: (n,) bool, describe: row -> str)
+
+
+def check_batch(cols: Dict[str, np.ndarray], ids: VocabIds) -> List[Check]:
+    """Checks on one batch of decoded records: a list of ``(bad_rows, describe(row))``.
+
+    Checks that depend on a well-formed ``input_mask`` or ``segment_ids`` only look at the rows
+    where those are well formed, so one broken record gives one or two messages, not twenty.
+    """
+    input_ids = cols["input_ids"]
+    mask = cols["input_mask"]
+    seg = cols["segment_ids"]
+    pos = cols["masked_lm_positions"]
+    lab = cols["masked_lm_ids"]
+    w = cols["masked_lm_weights"]
+    nsp = cols["next_sentence_labels"][:, 0]
+    n, msl = input_ids.shape
+    mpp = pos.shape[1]
+    rows = np.arange(n)
+    col = np.arange(msl)
+    checks: List[Check] = []
+
+    def add(bad, describe):
+        if bad.any():
+            checks.append((bad, describe))
+
+    def first_col(matrix_bad, row):
+        return int(np.flatnonzero(matrix_bad[row])[0])
+
+    # ---- input_mask: 1s then 0s, at least [CLS] a [SEP] b [SEP]
+    length = mask.sum(axis=1)
+    mask_ok = (mask == (col < length[:, None])).all(axis=1)
+    add(~mask_ok, lambda r: f"input_mask is not 1s then 0s: {_short(mask[r])}")
+    too_short = mask_ok & (length < 5)
+    add(too_short, lambda r: f"sequence has {int(length[r])} tokens; [CLS] A [SEP] B [SEP] needs at least 5")
+    ok = mask_ok & ~too_short
+    length_c = np.clip(length, 1, msl)  # safe indices for the rows that are not ok
+
+    # ---- input_ids: vocabulary range, padding
+    if ids.size is not None:
+        out = (input_ids < 0) | (input_ids >= ids.size)
+    else:
+        out = input_ids < 0
+    out_rows = out.any(axis=1)
+    limit = f"[0, {ids.size})" if ids.size is not None else "[0, ...)"
+    add(out_rows, lambda r: f"input_ids[{first_col(out, r)}] = {int(input_ids[r, first_col(out, r)])} "
+                            f"is outside the vocabulary {limit}")
+    pad_bad = mask_ok[:, None] & (col >= length[:, None]) & (input_ids != 0)
+    add(pad_bad.any(axis=1), lambda r: f"input_ids[{first_col(pad_bad, r)}] = "
+                                       f"{int(input_ids[r, first_col(pad_bad, r)])} in the padding (must be 0)")
+
+    # ---- [CLS] first, [SEP] last
+    add(ok & (input_ids[:, 0] != ids.cls_id),
+        lambda r: f"input_ids[0] is {ids.name(int(input_ids[r, 0]))}, expected [CLS] = {ids.name(ids.cls_id)}")
+    last = input_ids[rows, length_c - 1]
+    add(ok & (last != ids.sep_id),
+        lambda r: f"input_ids[{int(length[r]) - 1}] (last token) is {ids.name(int(last[r]))}, "
+                  f"expected [SEP] = {ids.name(ids.sep_id)}")
+
+    # ---- segment_ids: 0s then 1s then padding 0s; both segments non-empty
+    n_b = np.where(mask == 1, seg, 0).sum(axis=1)
+    b_start = length - n_b
+    expected_seg = (col >= b_start[:, None]) & (col < length[:, None])
+    seg_ok = mask_ok & (seg == expected_seg).all(axis=1)
+    add(mask_ok & ~seg_ok, lambda r: f"segment_ids are not 0s, then 1s, then padding 0s: {_short(seg[r])}")
+    seg_ok &= ok
+    empty_b = seg_ok & (n_b < 2)
+    add(empty_b, lambda r: "segment B is empty (segment_ids has no 1 before the final [SEP])")
+    empty_a = seg_ok & (b_start < 3)
+    add(empty_a, lambda r: "segment A is empty ([CLS] [SEP] with nothing between)")
+    seg_ok &= ~empty_a & ~empty_b
+    sep_a = np.clip(b_start - 1, 0, msl - 1)
+    first_sep = input_ids[rows, sep_a]
+    add(seg_ok & (first_sep != ids.sep_id),
+        lambda r: f"input_ids[{int(sep_a[r])}] (end of segment A) is {ids.name(int(first_sep[r]))}, "
+                  f"expected [SEP] = {ids.name(ids.sep_id)}")
+
+    # ---- masked_lm_weights: 1s then 0s
+    k = (w == 1).sum(axis=1)
+    kcol = np.arange(mpp)
+    active = kcol < k[:, None]
+    w_ok = (w == active).all(axis=1)
+    add(~w_ok, lambda r: f"masked_lm_weights are not 1.0s then 0.0s: {_short(w[r])}")
+
+    # ---- masked_lm_positions / ids
+    pw = w_ok & ok
+    at_pad = active & (pos >= length[:, None])
+    below = active & (pos < 0)
+    bad_pos = pw[:, None] & (at_pad | below)
+    add(bad_pos.any(axis=1),
+        lambda r: f"masked_lm_positions[{first_col(bad_pos, r)}] = {int(pos[r, first_col(bad_pos, r)])} "
+                  f"is outside the sequence of {int(length[r])} tokens (points at padding)")
+    special = active & ((pos == 0) | (pos == (length - 1)[:, None]) | (seg_ok[:, None] & (pos == sep_a[:, None])))
+    special &= pw[:, None] & ~bad_pos
+    add(special.any(axis=1),
+        lambda r: f"masked_lm_positions[{first_col(special, r)}] = {int(pos[r, first_col(special, r)])} "
+                  f"points at [CLS] or [SEP]")
+    if mpp > 1:
+        not_inc = pw[:, None] & active[:, 1:] & (pos[:, 1:] <= pos[:, :-1])
+        add(not_inc.any(axis=1),
+            lambda r: f"masked_lm_positions are not strictly increasing: {_short(pos[r, :int(k[r])])}")
+    tail = w_ok[:, None] & ~active & ((pos != 0) | (lab != 0))
+    add(tail.any(axis=1),
+        lambda r: f"unused masked_lm slot {first_col(tail, r)} (weight 0) has position "
+                  f"{int(pos[r, first_col(tail, r)])} and id {int(lab[r, first_col(tail, r)])}, expected 0 and 0")
+    if ids.size is not None:
+        lab_out = active & ((lab < 0) | (lab >= ids.size))
+    else:
+        lab_out = active & (lab < 0)
+    add(lab_out.any(axis=1),
+        lambda r: f"masked_lm_ids[{first_col(lab_out, r)}] = {int(lab[r, first_col(lab_out, r)])} "
+                  f"is outside the vocabulary {limit}")
+    specials = [ids.cls_id, ids.sep_id] + [x for x in (ids.pad_id, ids.mask_id) if x is not None]
+    lab_special = active & ~lab_out & np.isin(lab, specials)
+    add(lab_special.any(axis=1),
+        lambda r: f"masked_lm_ids[{first_col(lab_special, r)}] is {ids.name(int(lab[r, first_col(lab_special, r)]))}: "
+                  f"a special token cannot be a masked-LM target")
+    if ids.mask_id is not None:
+        masked_here = np.zeros((n, msl), dtype=bool)
+        r_idx = np.broadcast_to(rows[:, None], pos.shape)
+        inside = active & (pos >= 0) & (pos < msl)
+        masked_here[r_idx[inside], pos[inside]] = True
+        stray = (input_ids == ids.mask_id) & ~masked_here & w_ok[:, None]
+        add(stray.any(axis=1),
+            lambda r: f"input_ids[{first_col(stray, r)}] is [MASK] but is not a masked_lm position")
+
+    # ---- next sentence label
+    add((nsp != 0) & (nsp != 1), lambda r: f"next_sentence_labels is {int(nsp[r])}, expected 0 or 1")
+    return checks
+
+
+def _short(values: np.ndarray, limit: int = 24) -> str:
+    shown = [str(int(v)) if float(v).is_integer() else f"{float(v):g}" for v in values[:limit]]
+    return "[" + " ".join(shown) + (" ...]" if len(values) > limit else "]")
+
+
+# --------------------------------------------------------------------------------------------
+# Driving the checks over files
+# --------------------------------------------------------------------------------------------
+
+
+class _FileChecker:
+    def __init__(self, report: VerifyReport, specs, ids_holder: dict, display: str):
+        self.report = report
+        self.specs = specs
+        self.ids_holder = ids_holder  # {"ids": VocabIds or None, "infer": bool}
+        self.display = display
+        self.records: List[bytes] = []
+        self.indices: List[int] = []
+        self.result = FileResult(display)
+
+    def problem(self, record: Optional[int], message: str, n: int = 1) -> None:
+        self.result.problems += n
+        self.report.add(Problem(self.display, record, message), n)
+
+    def add(self, index: int, record: bytes) -> None:
+        self.records.append(record)
+        self.indices.append(index)
+        if len(self.records) >= BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.records:
+            return
+        from .example_codec import decode_examples
+
+        records, indices = self.records, np.asarray(self.indices)
+        self.records, self.indices = [], []
+        try:
+            cols = decode_examples(records, self.specs)
+        except ValueError:
+            # Find the undecodable records one by one; check the others.
+            good = []
+            for j, record in enumerate(records):
+                try:
+                    decode_examples([record], self.specs)
+                    good.append(j)
+                except ValueError as error:
+                    message = re.sub(r"^record \d+: ", "", str(error))
+                    self.problem(int(indices[j]), message)
+                    self.report.bad_records += 1
+            if not good:
+                return
+            cols = decode_examples([records[j] for j in good], self.specs)
+            indices = indices[good]
+        ids = self.ids_holder["ids"]
+        if ids is None:  # no vocabulary: take [CLS]/[SEP] from the first record
+            ids = self.ids_holder["ids"] = _infer_ids(cols, self.ids_holder)
+        checks = check_batch(cols, ids)
+        if not checks:
+            return
+        bad_any = np.zeros(len(indices), dtype=bool)
+        found = []
+        room = self.report.max_problems - len(self.report.problems)
+        for order, (bad, describe) in enumerate(checks):
+            bad_any |= bad
+            rows = np.flatnonzero(bad)
+            self.result.problems += len(rows)
+            self.report.n_problems += len(rows)
+            for r in rows[:max(room, 0)]:
+                found.append((int(indices[r]), order, describe, int(r)))
+        self.report.bad_records += int(bad_any.sum())
+        found.sort(key=lambda t: (t[0], t[1]))
+        for record, _, describe, r in found[:max(room, 0)]:
+            self.report.problems.append(Problem(self.display, record, describe(r)))
+
+
+def _infer_ids(cols, holder) -> VocabIds:
+    mask = cols["input_mask"][0]
+    length = int(mask.sum())
+    cls_id = int(cols["input_ids"][0, 0])
+    sep_id = int(cols["input_ids"][0, max(length - 1, 0)])
+    holder["notes"].append(
+        f"no vocabulary: [CLS] = {cls_id} and [SEP] = {sep_id} taken from the first record and required "
+        f"of every record; {'ids checked against vocab_size ' + str(holder['size']) + ' from the manifest' if holder['size'] else 'ids not range-checked'}"
+        f"; [PAD]/[MASK] checks skipped (pass --vocab_file for all checks)")
+    return VocabIds(holder["size"], cls_id, sep_id)
+
+
+def _vocab_for(group: ShardGroup, vocab_file: Optional[str], report: VerifyReport, cache: dict):
+    """The Vocab for a group (or None), with warnings/notes about where it came from."""
+    from .tokenization import VocabError, load_vocab
+
+    manifest = group.manifest or {}
+    path = vocab_file
+    if path is None:
+        listed = manifest.get("vocab_file")
+        if listed and os.path.isfile(listed):
+            path = listed
+        elif listed:
+            report.notes.append(f"{group.name}: the manifest's vocab_file {listed} does not exist")
+    if path is None:
+        return None
+    if path not in cache:
+        try:
+            cache[path] = load_vocab(path)
+        except VocabError as error:
+            raise ValueError(str(error)) from None
+    vocab = cache[path]
+    sha = manifest.get("vocab_sha256")
+    if sha and sha != vocab.sha256:
+        report.warnings.append(
+            f"{group.name}: vocabulary {path} (sha256 {vocab.sha256[:12]}..., {vocab.size} tokens) is not "
+            f"the one the data was made with (manifest: sha256 {sha[:12]}..., "
+            f"{manifest.get('vocab_size', '?')} tokens)")
+    return vocab
+
+
+def _check_manifest(group: ShardGroup, report: VerifyReport) -> Optional[tuple]:
+    """Manifest-level checks; returns (msl, mpp) or None when the manifest is unusable."""
+    manifest, name = group.manifest, group.manifest_path
+    try:
+        msl, mpp = int(manifest["max_seq_length"]), int(manifest["max_predictions_per_seq"])
+    except (KeyError, TypeError, ValueError):
+        report.add(Problem(name, None, "no usable max_seq_length / max_predictions_per_seq"))
+        return None
+    expected = {s.name: {"dtype": s.dtype, "length": s.length} for s in feature_specs(msl, mpp)}
+    features = manifest.get("features")
+    if features is not None and features != expected:
+        report.add(Problem(name, None, f"features {features} differ from the layout of "
+                                       f"max_seq_length={msl}, max_predictions_per_seq={mpp}: {expected}"))
+    per_file = manifest.get("examples_per_file", {})
+    total = sum(per_file.values())
+    if "n_examples" in manifest and manifest["n_examples"] != total:
+        report.add(Problem(name, None, f"n_examples is {manifest['n_examples']} but examples_per_file "
+                                       f"adds up to {total}"))
+    for path in group.unlisted:
+        report.warnings.append(f"{path}: not listed in {name} (not part of the dataset; ignored)")
+    return msl, mpp
+
+
+def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
+           on_file: Optional[Callable[[FileResult], None]] = None) -> VerifyReport:
+    """Check every record under ``paths`` (output directories, shard files or globs).
+
+    Returns a :class:`VerifyReport`; ``report.ok`` is True only if every check held.  Raises
+    ``ValueError`` for paths that name nothing or an unreadable vocabulary.
+    """
+    from .tfrecord import CorruptRecordError, iter_records
+
+    started = time.perf_counter()
+    report = VerifyReport(max_problems=max_problems)
+    vocab_cache: dict = {}
+    for group in shard_groups(paths):
+        layout = None
+        if group.manifest is not None:
+            layout = _check_manifest(group, report)
+            if layout is None:
+                continue
+        else:
+            report.notes.append(f"{', '.join(os.path.basename(f) for f in group.files[:3])}"
+                                f"{' ...' if len(group.files) > 3 else ''}: no data_params.json "
+                                f"lists these files: manifest checks (counts, sizes, vocabulary hash) skipped, "
+                                f"layout inferred from the first record")
+            for path in group.files:
+                try:
+                    layout = infer_layout(path)
+                except CorruptRecordError:
+                    layout = None  # reported when the file is read
+                except ValueError as error:
+                    report.add(Problem(path, 0, f"not a BERT example ({error}); cannot infer the layout"))
+                    layout = None
+                    break
+                if layout:
+                    report.notes.append(f"layout from {os.path.basename(path)} record 0: "
+                                        f"max_seq_length={layout[0]}, max_predictions_per_seq={layout[1]}")
+                    break
+            if layout is None:
+                for path in group.files:  # framing only
+                    _read_framing_only(path, report, on_file)
+                continue
+        msl, mpp = layout
+        specs = feature_specs(msl, mpp)
+        vocab = _vocab_for(group, vocab_file, report, vocab_cache)
+        manifest = group.manifest or {}
+        holder = {"ids": None, "size": manifest.get("vocab_size"), "notes": report.notes}
+        if vocab is not None:
+            holder["ids"] = VocabIds(vocab.size, vocab.cls_id, vocab.sep_id, vocab.pad_id, vocab.mask_id,
+                                     vocab.tokens)
+        per_file = manifest.get("examples_per_file", {})
+        sizes = manifest.get("bytes_per_file", {})
+        for path in group.files:
+            base = os.path.basename(path)
+            if not os.path.isfile(path):
+                report.add(Problem(path, None, "listed in the manifest but missing"))
+                report.files.append(FileResult(path, complete=False))
+                continue
+            checker = _FileChecker(report, specs, holder, path)
+            result = checker.result
+            result.expected = per_file.get(base)
+            result.bytes = os.path.getsize(path)
+            _read_file(path, checker, iter_records, CorruptRecordError)
+            checker.flush()
+            if result.complete:
+                if result.expected is not None and result.records != result.expected:
+                    checker.problem(None, f"{result.records} records, the manifest says {result.expected}")
+                if base in sizes and sizes[base] != result.bytes:
+                    checker.problem(None, f"{result.bytes} bytes, the manifest says {sizes[base]}")
+            report.files.append(result)
+            if on_file:
+                on_file(result)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _read_file(path: str, checker: _FileChecker, iter_records, CorruptRecordError) -> None:
+    """Feed every record to ``checker``; a data CRC failure skips that record, anything else
+    that breaks the framing stops the file."""
+    result = checker.result
+    with open(path, "rb", buffering=1 << 20) as handle:
+        base_index = 0
+        base_offset = 0
+        while True:
+            index = base_index
+            try:
+                for record in iter_records(handle):
+                    checker.add(index, record)
+                    index += 1
+                    result.records += 1
+                return
+            except CorruptRecordError as error:
+                offset = base_offset + error.offset
+                checker.flush()  # earlier records first
+                if error.reason == "data CRC mismatch":
+                    checker.problem(index, f"data CRC mismatch (record at byte {offset}); record skipped")
+                    checker.report.bad_records += 1
+                    result.records += 1
+                    handle.seek(offset)
+                    length = int.from_bytes(handle.read(8), "little")
+                    base_offset = offset + 12 + length + 4
+                    handle.seek(base_offset)
+                    base_index = index + 1
+                    continue
+                checker.problem(index, f"{error.reason} (at byte {offset}); the rest of the file is unreadable")
+                checker.report.bad_records += 1
+                result.complete = False
+                return
+
+
+def _read_framing_only(path: str, report: VerifyReport, on_file) -> None:
+    from .tfrecord import CorruptRecordError, iter_records
+
+    checker = _FileChecker(report, None, {"ids": None}, path)
+    checker.add = lambda index, record: None  # no layout: framing only
+    checker.result.bytes = os.path.getsize(path) if os.path.isfile(path) else 0
+    # count records by hand, since add() is a no-op
+    result = checker.result
+    try:
+        for _ in iter_records(path):
+            result.records += 1
+    except CorruptRecordError as error:
+        checker.problem(error.record_index, f"{error.reason} (at byte {error.offset})")
+        result.complete = False
+    report.files.append(result)
+    if on_file:
+        on_file(result)
