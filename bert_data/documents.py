@@ -101,7 +101,8 @@ def read_metadata(metadata_files: Sequence[str], prefix: str) -> List[MetadataEn
         for line_number, line in enumerate(text.splitlines(), start=1):
             label = line.strip()
             if label:
-                path = os.path.join(prefix, label) if prefix else label
+                # Absolute: workers (local or on a cluster) may run in another directory.
+                path = os.path.abspath(os.path.join(prefix, label) if prefix else label)
                 entries.append(MetadataEntry(metadata_file, line_number, label, path))
         if len(entries) == before:
             raise InputError(f"{metadata_file}: metadata file lists no documents")

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 import random
+import threading
+import uuid
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Dict, List, Sequence, Tuple
@@ -67,7 +69,9 @@ class _WorkerContext:
 
     @classmethod
     def get(cls, config: GeneratorConfig) -> "_WorkerContext":
-        key = (config.vocab_file, config.do_lower_case, config.single_sentence_per_line, config.spacy_model)
+        # Per thread too: a Dask worker may run several tasks at once in threads.
+        key = (threading.get_ident(), config.vocab_file, config.do_lower_case, config.single_sentence_per_line,
+               config.spacy_model)
         if key not in cls._cached:
             cls._cached[key] = cls(config)
         return cls._cached[key]
@@ -290,7 +294,10 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
     path = os.path.join(work_dir, f"unit-{task.unit_index:07d}-{task.split}-{task.shards[0]:05d}.piece")
     segments = []
     first_row = 0
-    with open(path + ".tmp", "wb") as piece_file:
+    # A task may run twice (a cluster worker thought lost finishes anyway): each run writes its
+    # own temporary file, and the identical results replace each other atomically.
+    temporary = f"{path}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+    with open(temporary, "wb") as piece_file:
         for shard, size in zip(task.shards, task.shard_sizes):
             masking_rng = np.random.default_rng(random_streams(config.seed, task.unit_index, task.split, MASKING, shard))
             offset = piece_file.tell()
@@ -306,7 +313,7 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
             first_row += size
             if size:
                 segments.append(Segment(task.split, shard, path, offset, piece_file.tell() - offset, size))
-    os.replace(path + ".tmp", path)
+    os.replace(temporary, path)
     return segments
 
 

@@ -480,12 +480,12 @@ class _Scheduler:
     """
 
     def __init__(self, plan: Plan, config: GeneratorConfig, executor: cf.Executor, work_dir: str,
-                 first_unit: int = 0):
+                 first_unit: int = 0, parallelism: int = 1):
         self.plan, self.config, self.executor, self.work_dir = plan, config, executor, work_dir
         # Tasks in flight: every worker busy, and enough queued that workers do not wait while
         # the parent appends a unit to the shards.
-        self.window = 2 * config.workers + 2
-        self.open_units = config.workers + 2
+        self.window = 2 * parallelism + 2
+        self.open_units = parallelism + 2
         self.in_flight: Dict[cf.Future, tuple] = {}
         self.slices: Dict[int, list] = {}
         self.slices_missing: Dict[int, int] = {}
@@ -559,9 +559,15 @@ def generate(
     executor: Optional[cf.Executor] = None,
     progress: bool = True,
     skip_missing: bool = False,
+    parallelism: Optional[int] = None,
 ) -> RunSummary:
     """Run the whole generator. Raises ConfigError/InputError/VocabError before any work,
-    GenerationError for a failure during it, KeyboardInterrupt when interrupted (resumable)."""
+    GenerationError for a failure during it, KeyboardInterrupt when interrupted (resumable).
+
+    ``executor``: any ``concurrent.futures`` executor (default: a local process pool of
+    ``config.num_workers``); ``parallelism``: how many tasks it runs at once (default
+    ``config.workers``), which sets how many tasks are kept in flight.
+    """
     started = time.perf_counter()
     config.validate()
     plan = make_plan(config, skip_missing)
@@ -574,14 +580,15 @@ def generate(
     lock = OutputLock(config.output_dir)
     lock.acquire()
     try:
-        return _run_locked(config, plan, executor, progress, started)
+        return _run_locked(config, plan, executor, progress, started, parallelism or config.workers)
     finally:
         lock.release()
 
 
-def _run_locked(config, plan: Plan, executor, progress: bool, started: float) -> RunSummary:
+def _run_locked(config, plan: Plan, executor, progress: bool, started: float, parallelism: int) -> RunSummary:
     journal = prepare_output_dir(config, plan)
-    work_dir = os.path.join(config.output_dir, WORK_DIR)
+    # Absolute: workers, here or on a cluster, may run in another directory.
+    work_dir = os.path.abspath(os.path.join(config.output_dir, WORK_DIR))
     totals = RunTotals.from_json(journal["totals"]) if journal else RunTotals()
     if not journal:
         for entry, reason in plan.missing:
@@ -593,7 +600,7 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float) ->
     if own_executor:
         remaining_slices = sum(len(u.slices) for u in plan.units[first_unit:])
         executor = default_executor(max(1, min(config.workers, remaining_slices)))
-    scheduler = _Scheduler(plan, config, executor, work_dir, first_unit)
+    scheduler = _Scheduler(plan, config, executor, work_dir, first_unit, parallelism)
     finished: Dict[int, UnitResult] = {}
     done_docs = sum(u.n_docs for u in plan.units[:first_unit])
     bar = _progress(sum(u.n_docs for u in plan.units), progress, initial=done_docs)

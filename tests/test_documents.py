@@ -22,7 +22,7 @@ def test_metadata_ignores_blank_lines_and_spaces_and_concatenates(tmp_path):
     m2 = write(tmp_path / "m2.txt", "c.txt")
     entries = d.read_metadata([str(m1), str(m2)], "prefix")
     assert [e.label for e in entries] == ["a.txt", "b.txt", "c.txt"]
-    assert entries[1].path == os.path.join("prefix", "b.txt") and entries[1].line_number == 3
+    assert entries[1].path == os.path.abspath(os.path.join("prefix", "b.txt")) and entries[1].line_number == 3
 
 
 def test_empty_metadata_file_is_an_error(tmp_path):

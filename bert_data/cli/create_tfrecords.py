@@ -96,6 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
                            "unit (default 1000)")
     work.add_argument("--num_workers", type=int, default=None,
                       help="worker processes (default: all cores); output is identical for any value")
+    cluster = work.add_mutually_exclusive_group()
+    cluster.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                         help="run the work on the Dask cluster whose scheduler is at ADDRESS "
+                              "(tcp://host:8786); inputs and --output_dir must be on a file system "
+                              "every worker reaches. Needs pip install -e \".[dask]\"")
+    cluster.add_argument("--dask", action="store_true",
+                         help="run the work on a local Dask cluster of --num_workers processes")
     work.add_argument("--skip_missing", action="store_true",
                       help="skip (and count) metadata entries whose file is missing, instead of stopping")
     work.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -106,7 +113,7 @@ def config_from_args(args: argparse.Namespace):
     from ..config import GeneratorConfig
 
     options = vars(args).copy()
-    for key in ("skip_missing", "quiet"):
+    for key in ("skip_missing", "quiet", "scheduler", "dask"):
         options.pop(key)
     return GeneratorConfig(**options)
 
@@ -123,7 +130,14 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     try:
         config = config_from_args(args).validate()
-        summary = generate(config, progress=not args.quiet, skip_missing=args.skip_missing)
+        if args.scheduler or args.dask:
+            from ..dask_cluster import dask_executor
+
+            with dask_executor(args.scheduler, config.workers) as (executor, parallelism):
+                summary = generate(config, executor=executor, parallelism=parallelism,
+                                   progress=not args.quiet, skip_missing=args.skip_missing)
+        else:
+            summary = generate(config, progress=not args.quiet, skip_missing=args.skip_missing)
     except (ConfigError, InputError, VocabError, SentenceSplitterError, GenerationError) as error:
         print(f"create_tfrecords: error: {error}", file=sys.stderr)
         return 2
