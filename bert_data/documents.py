@@ -272,7 +272,7 @@ def read_documents(sources: Sequence[Source], separator_line: Optional[str], mul
             spans = list(document_spans(data, 0, len(data), pattern))
         for offset, (doc_start, doc_end) in enumerate(spans):
             label = source.label if pattern is None else f"{source.label}#{source.first_doc + offset}"
-            piece = data[doc_start:doc_end]
+            piece = data if (doc_start, doc_end) == (0, len(data)) else data[doc_start:doc_end]
             if b"\x00" in piece:
                 skips.append(Skip(BINARY, label))
                 continue

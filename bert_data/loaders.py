@@ -210,7 +210,7 @@ class DatasetInfo:
     max_predictions_per_seq: int
     manifest: Optional[dict] = None  # the (first) manifest listing the files, if any
     manifest_path: Optional[str] = None
-    layout_source: str = "manifest"  # "manifest", "arguments" or "first record"
+    layout_source: str = "manifest"  # "manifest", "arguments" (no manifest) or "first record"
     manifests: Dict[str, dict] = field(default_factory=dict)  # manifest path -> manifest
 
     @property
@@ -219,24 +219,29 @@ class DatasetInfo:
 
     def vocab_file(self) -> Optional[str]:
         """The manifest's vocabulary file, if it still exists."""
-        if not self.manifest:
-            return None
-        path = self.manifest.get("vocab_file")
-        if path and os.path.isfile(path):
-            return path
-        if path and self.manifest_path and not os.path.isabs(path):
-            # A relative path in the manifest: try it relative to the output directory too.
-            alt = os.path.join(os.path.dirname(self.manifest_path), path)
-            if os.path.isfile(alt):
-                return alt
+        return manifest_vocab_file(self.manifest, self.manifest_path)
+
+
+def manifest_vocab_file(manifest: Optional[dict], manifest_path: Optional[str]) -> Optional[str]:
+    """The ``vocab_file`` a manifest names, if it exists: as written (relative to the current
+    directory), else relative to the manifest's directory.  None otherwise."""
+    path = (manifest or {}).get("vocab_file")
+    if not path:
         return None
+    if os.path.isfile(path):
+        return path
+    if manifest_path and not os.path.isabs(path):
+        alt = os.path.join(os.path.dirname(manifest_path), path)
+        if os.path.isfile(alt):
+            return alt
+    return None
 
 
 def dataset_info(paths: Paths, max_seq_length: Optional[int] = None,
                  max_predictions_per_seq: Optional[int] = None) -> DatasetInfo:
-    """Resolve ``paths`` and find the record layout: explicit arguments, else the manifest(s)
-    next to the shards, else the first record.  Raises ``ValueError`` if the manifests of the
-    shards disagree or contradict the arguments."""
+    """Resolve ``paths`` and find the record layout: the manifest(s) next to the shards, else
+    the arguments, else the first record.  Raises ``ValueError`` if the manifests of the shards
+    disagree, or the arguments contradict the manifest (or the first record)."""
     files = resolve_shards(paths)
     manifests: Dict[str, dict] = {}
     for shard in files:
@@ -249,20 +254,23 @@ def dataset_info(paths: Paths, max_seq_length: Optional[int] = None,
                          f"max_predictions_per_seq): {sorted(layouts)}")
     manifest_path = next(iter(manifests), None)
     manifest = manifests.get(manifest_path) if manifest_path else None
-    if max_seq_length is not None and max_predictions_per_seq is not None:
-        if layouts and layouts != {(max_seq_length, max_predictions_per_seq)}:
-            (msl, mpp), = layouts
+    given = (max_seq_length, max_predictions_per_seq)
+    if layouts:
+        (msl, mpp), = layouts
+        if any(g is not None and g != have for g, have in zip(given, (msl, mpp))):
             raise ValueError(
                 f"max_seq_length={max_seq_length}, max_predictions_per_seq={max_predictions_per_seq} "
                 f"do not match the data ({manifest_path} says {msl}, {mpp})")
-        return DatasetInfo(files, max_seq_length, max_predictions_per_seq, manifest, manifest_path,
-                           "arguments", manifests)
-    if layouts:
-        (msl, mpp), = layouts
         return DatasetInfo(files, msl, mpp, manifest, manifest_path, "manifest", manifests)
+    if None not in given:
+        return DatasetInfo(files, max_seq_length, max_predictions_per_seq, None, None, "arguments", manifests)
     for shard in files:
         layout = infer_layout(shard)
         if layout:
+            if any(g is not None and g != have for g, have in zip(given, layout)):
+                raise ValueError(
+                    f"max_seq_length={max_seq_length}, max_predictions_per_seq={max_predictions_per_seq} "
+                    f"do not match the data ({shard} record 0 has {layout[0]}, {layout[1]})")
             return DatasetInfo(files, layout[0], layout[1], None, None, "first record", manifests)
     raise ValueError("the input files hold no records, so the record layout is unknown: "
                      "pass max_seq_length and max_predictions_per_seq")

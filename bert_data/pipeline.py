@@ -40,8 +40,10 @@ from .tfrecord import frame_records
 # Rows masked and encoded together: large enough for numpy to pay, small enough to keep a
 # worker's temporary arrays to a few MB.
 CHUNK_ROWS = 2048
-# Sentences tokenized in one call.
+# Sentences tokenized in one call, and at most about this many characters (the ids come back as
+# Python lists: a huge document must not become one huge list).
 TOKENIZE_BATCH = 4096
+TOKENIZE_CHARS = 4_000_000
 SPLIT_CODES = {TRAIN: 0, VAL: 1}
 
 
@@ -136,13 +138,14 @@ def tokenize_slice(sources: Sequence[Source], config: GeneratorConfig) -> Tokeni
         pending.clear()
 
     try:
-        n_pending = 0
+        n_pending = chars_pending = 0
         for index, sentences in enumerate(context.splitter.split(texts())):
             pending.append((seen[index], sentences))
             n_pending += len(sentences)
-            if n_pending >= TOKENIZE_BATCH:
+            chars_pending += sum(map(len, sentences))
+            if n_pending >= TOKENIZE_BATCH or chars_pending >= TOKENIZE_CHARS:
                 flush()
-                n_pending = 0
+                n_pending = chars_pending = 0
         flush()
     except Exception as error:  # name the document: the first thing a user needs to know
         where = seen[-1] if seen else (sources[0].label if sources else "?")

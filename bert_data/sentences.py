@@ -280,6 +280,18 @@ def _build_nlp(model: Optional[str]):
     return nlp
 
 
+def _punctuation_free_test(nlp):
+    """For the rule-based sentencizer: a test that a text holds none of its punctuation
+    characters (so the sentencizer would find no boundary in it), or None if not applicable."""
+    if "sentencizer" not in nlp.pipe_names:
+        return None
+    characters = getattr(nlp.get_pipe("sentencizer"), "punct_chars", None) or ()
+    if not characters or any(len(c) != 1 for c in characters):
+        return None
+    pattern = re.compile("[" + "".join(re.escape(c) for c in sorted(characters)) + "]")
+    return lambda text: pattern.search(text) is None
+
+
 class SpacySentenceSplitter:
     """spaCy sentence splitter; see the module docstring for the semantics.
 
@@ -305,22 +317,32 @@ class SpacySentenceSplitter:
         self.batch_size = _check_positive_int("batch_size", batch_size)
         self.max_piece_chars = _check_positive_int("max_piece_chars", max_piece_chars)
         self.nlp = _build_nlp(model)
+        self._no_boundary_possible = _punctuation_free_test(self.nlp) if model is None else None
 
-    def _pieces(self, texts: Iterable[str]) -> Iterator[tuple[str, tuple[str, bool]]]:
-        """``(piece, (piece, is_last_piece_of_its_document))``; each document gives >= 1 piece."""
+    def _pieces(self, texts: Iterable[str]) -> Iterator[tuple[str, tuple[str, bool, Optional[list]]]]:
+        """``(text for spaCy, (piece, is_last_piece_of_its_document, sentences or None))``; each
+        document gives >= 1 piece.  With the built-in sentencizer, a piece with no sentence
+        punctuation at all can only split at paragraph breaks: its sentences are known without
+        spaCy (its cost is the tokenizer, and such text can be hundreds of MB), and spaCy gets ""."""
         limit = max(1, min(self.max_piece_chars, self.nlp.max_length))
+
+        def item(piece: str, last: bool):
+            if self._no_boundary_possible is not None and self._no_boundary_possible(piece):
+                known = [p for p in (p.strip() for p in piece.split("\n")) if p]
+                return "", (piece, last, known)
+            return piece, (piece, last, None)
+
         for text in texts:
             _check_text(text)
             if len(text) <= limit:
-                piece = _normalise(text)
-                yield piece, (piece, True)
+                yield item(_normalise(text), True)
                 continue
             previous = None
             for raw in _iter_raw_pieces(text, limit):
                 if previous is not None:
-                    yield previous, (previous, False)
+                    yield item(previous, False)
                 previous = _normalise(raw)
-            yield previous, (previous, True)
+            yield item(previous, True)
 
     def split(self, texts: Iterable[str]) -> Iterator[list[str]]:
         """Yield the sentences of each document of ``texts``, in order, streaming."""
@@ -329,8 +351,10 @@ class SpacySentenceSplitter:
 
         sentences: list[str] = []
         docs = self.nlp.pipe(self._pieces(texts), as_tuples=True, batch_size=self.batch_size)
-        for doc, (piece, last) in docs:
-            if len(doc):
+        for doc, (piece, last, known) in docs:
+            if known is not None:
+                sentences.extend(known)
+            elif len(doc):
                 arr = doc.to_array([IDX, SENT_START])
                 # Token i > 0 starts a sentence iff SENT_START == 1, exactly as in Doc.sents.
                 starts = arr[np.flatnonzero(arr[1:, 1] == 1) + 1, 0].tolist()

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from .features import feature_specs
-from .loaders import ShardGroup, _iter_chunks, dataset_info, shard_groups
+from .loaders import ShardGroup, _iter_chunks, dataset_info, manifest_vocab_file, shard_groups
 
 __all__ = ["DatasetStats", "compute_stats", "format_stats", "plot_stats"]
 
@@ -215,8 +215,7 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
 
 
 def _manifest_vocab(group: ShardGroup) -> Optional[str]:
-    path = (group.manifest or {}).get("vocab_file")
-    return path if path and os.path.isfile(path) else None
+    return manifest_vocab_file(group.manifest, group.manifest_path)
 
 
 def _guess_mask_id(cols) -> Optional[int]:
@@ -271,7 +270,8 @@ def format_stats(st: DatasetStats, top: int = 20) -> str:
 
 def _text_histogram(hist: np.ndarray, bins: int = 8, width: int = 40) -> List[str]:
     msl = len(hist) - 1
-    edges = np.linspace(0, msl + 1, bins + 1).round().astype(int)
+    step = max(1, msl // bins)
+    edges = np.array([min(i * step, msl) for i in range(bins)] + [msl + 1])  # last bin ends at msl
     total = max(int(hist.sum()), 1)
     sums = [int(hist[edges[i]:edges[i + 1]].sum()) for i in range(bins)]
     peak = max(max(sums), 1)

@@ -17,9 +17,10 @@ Checked, for every record (numpy, vectorised over batches of decoded records; no
   file and in total, file sizes.
 
 The vocabulary comes from ``vocab_file=`` or else the manifest's ``vocab_file``.  Without one,
-the ``[CLS]`` and ``[SEP]`` ids are taken from the first record (and then required of every
-record), ids are range-checked against the manifest's ``vocab_size`` if there is one, and the
-checks needing ``[PAD]``/``[MASK]`` ids are skipped; a note says so.  A vocabulary whose SHA-256
+the ``[CLS]`` and ``[SEP]`` ids are the most common first and last tokens of the first batch of
+records (and are then required of every record), ids are range-checked against the manifest's
+``vocab_size`` if there is one, and the checks needing the ``[PAD]``/``[MASK]`` ids are skipped;
+a note says so.  This is not a failure: the layout checks still run.  A vocabulary whose SHA-256
 differs from the manifest's ``vocab_sha256`` gives a warning (not a failure).
 """
 
@@ -34,7 +35,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from .features import FEATURE_NAMES, feature_specs
-from .loaders import ShardGroup, infer_layout, shard_groups
+from .loaders import ShardGroup, infer_layout, manifest_vocab_file, shard_groups
 
 __all__ = ["Problem", "VerifyReport", "verify", "check_batch", "VocabIds"]
 
@@ -269,7 +270,7 @@ class _FileChecker:
     def __init__(self, report: VerifyReport, specs, ids_holder: dict, display: str):
         self.report = report
         self.specs = specs
-        self.ids_holder = ids_holder  # {"ids": VocabIds or None, "infer": bool}
+        self.ids_holder = ids_holder  # {"ids": VocabIds or None (infer), "size": int or None, "notes": list}
         self.display = display
         self.records: List[bytes] = []
         self.indices: List[int] = []
@@ -310,7 +311,7 @@ class _FileChecker:
             cols = decode_examples([records[j] for j in good], self.specs)
             indices = indices[good]
         ids = self.ids_holder["ids"]
-        if ids is None:  # no vocabulary: take [CLS]/[SEP] from the first record
+        if ids is None:  # no vocabulary: take [CLS]/[SEP] from the data
             ids = self.ids_holder["ids"] = _infer_ids(cols, self.ids_holder)
         checks = check_batch(cols, ids)
         if not checks:
@@ -332,12 +333,16 @@ class _FileChecker:
 
 
 def _infer_ids(cols, holder) -> VocabIds:
-    mask = cols["input_mask"][0]
-    length = int(mask.sum())
-    cls_id = int(cols["input_ids"][0, 0])
-    sep_id = int(cols["input_ids"][0, max(length - 1, 0)])
+    """[CLS]/[SEP] ids without a vocabulary: the most common first and last token of the first
+    batch (so one bad record at the start does not condemn all the others)."""
+    ids = cols["input_ids"]
+    length = np.clip(cols["input_mask"].sum(axis=1), 1, ids.shape[1])
+    firsts = ids[:, 0]
+    lasts = ids[np.arange(len(ids)), length - 1]
+    cls_id = int(np.bincount(firsts[firsts >= 0]).argmax()) if (firsts >= 0).any() else 0
+    sep_id = int(np.bincount(lasts[lasts >= 0]).argmax()) if (lasts >= 0).any() else 0
     holder["notes"].append(
-        f"no vocabulary: [CLS] = {cls_id} and [SEP] = {sep_id} taken from the first record and required "
+        f"no vocabulary: [CLS] = {cls_id} and [SEP] = {sep_id} taken from the data (first and last token) and required "
         f"of every record; {'ids checked against vocab_size ' + str(holder['size']) + ' from the manifest' if holder['size'] else 'ids not range-checked'}"
         f"; [PAD]/[MASK] checks skipped (pass --vocab_file for all checks)")
     return VocabIds(holder["size"], cls_id, sep_id)
@@ -351,9 +356,8 @@ def _vocab_for(group: ShardGroup, vocab_file: Optional[str], report: VerifyRepor
     path = vocab_file
     if path is None:
         listed = manifest.get("vocab_file")
-        if listed and os.path.isfile(listed):
-            path = listed
-        elif listed:
+        path = manifest_vocab_file(manifest, group.manifest_path)
+        if listed and path is None:
             report.notes.append(f"{group.name}: the manifest's vocab_file {listed} does not exist")
     if path is None:
         return None
@@ -488,7 +492,7 @@ def _read_file(path: str, checker: _FileChecker, iter_records, CorruptRecordErro
                 offset = base_offset + error.offset
                 checker.flush()  # earlier records first
                 if error.reason == "data CRC mismatch":
-                    checker.problem(index, f"data CRC mismatch (record at byte {offset}); record skipped")
+                    checker.problem(index, f"data CRC mismatch, record at byte {offset}; record skipped")
                     checker.report.bad_records += 1
                     result.records += 1
                     handle.seek(offset)
@@ -497,26 +501,25 @@ def _read_file(path: str, checker: _FileChecker, iter_records, CorruptRecordErro
                     handle.seek(base_offset)
                     base_index = index + 1
                     continue
-                checker.problem(index, f"{error.reason} (at byte {offset}); the rest of the file is unreadable")
+                checker.problem(index, f"{error.reason}, record at byte {offset}; the rest of the file is unreadable")
                 checker.report.bad_records += 1
                 result.complete = False
                 return
 
 
 def _read_framing_only(path: str, report: VerifyReport, on_file) -> None:
+    """Framing and CRCs only: for files whose record layout could not be found."""
     from .tfrecord import CorruptRecordError, iter_records
 
-    checker = _FileChecker(report, None, {"ids": None}, path)
-    checker.add = lambda index, record: None  # no layout: framing only
-    checker.result.bytes = os.path.getsize(path) if os.path.isfile(path) else 0
-    # count records by hand, since add() is a no-op
-    result = checker.result
+    result = FileResult(path, bytes=os.path.getsize(path) if os.path.isfile(path) else 0)
     try:
         for _ in iter_records(path):
             result.records += 1
     except CorruptRecordError as error:
-        checker.problem(error.record_index, f"{error.reason} (at byte {error.offset})")
+        result.problems += 1
         result.complete = False
+        report.bad_records += 1
+        report.add(Problem(path, error.record_index, f"{error.reason}, record at byte {error.offset}"))
     report.files.append(result)
     if on_file:
         on_file(result)

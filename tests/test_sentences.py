@@ -346,3 +346,19 @@ def test_pickle_round_trip():
     assert clone.nlp is not sp.nlp
     docs = ["Title\n\nFirst one. Second\none.", "", "Another doc!"]
     assert list(clone.split(docs)) == list(sp.split(docs))
+
+
+def test_text_without_punctuation_skips_spacy_with_the_same_result():
+    """The shortcut for punctuation-free pieces gives exactly what the sentencizer gives."""
+    import random
+
+    rng = random.Random(0)
+    words = ["alpha", "beta", "gamma", "delta", "\n", "\n\n", "  ", "\t"]
+    splitter = SpacySentenceSplitter(max_piece_chars=300)
+    slow = SpacySentenceSplitter(max_piece_chars=300)
+    slow._no_boundary_possible = None
+    texts = ["".join(rng.choice(words) + " " for _ in range(rng.randint(0, 400))) for _ in range(60)]
+    texts += ["One sentence. And another one", "no punctuation here\n\nsecond paragraph"]
+    assert list(splitter.split(texts)) == list(slow.split(texts))
+    assert splitter.split_text("no punctuation here\n\nsecond paragraph") == ["no punctuation here",
+                                                                            "second paragraph"]

@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write histograms to this PNG (needs matplotlib: pip install 'bert_data[plot]')")
     p.add_argument("--limit", type=int, default=None, help="only the first N records of each dataset")
     p.add_argument("--top", type=int, default=20, help="most frequent tokens to list (default 20)")
-    p.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print the statistics as JSON (one object; a list for train/ and val/)")
 
     sub.add_parser("build-vocab", help="train a WordPiece vocab.txt with Hugging Face tokenizers",
                    add_help=False)
@@ -162,7 +163,7 @@ def _stats(args) -> int:
         import json
 
         out = [st.to_dict(args.top) for st in stats]
-        print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
+        print(json.dumps(out[0] if len(out) == 1 else out))
     else:
         print("\n\n".join(format_stats(st, args.top) for st in stats))
     if args.plot:
