@@ -32,13 +32,14 @@ class InputError(ValueError):
 
 @dataclass(frozen=True)
 class Source:
-    """A byte range of one input file holding ``n_docs`` whole documents."""
+    """A byte range of one input file: whole documents, or one part of a large document."""
 
     path: str  # as opened (prefix joined)
     label: str  # as listed in the metadata file: names the document in messages and hashes
     start: int
     end: int  # exclusive; -1 means end of file
     first_doc: int = 0  # index in the file of the first document of the range
+    continues: bool = False  # a later part of the document the previous source began
 
 
 @dataclass
@@ -166,6 +167,39 @@ def document_spans(buffer, start: int, end: int, pattern) -> Iterator[Tuple[int,
 
 # ---------------------------------------------------------------------------- planning
 
+def document_parts(path: str, size: int, part_bytes: int) -> List[Tuple[int, int]]:
+    """Byte ranges of about ``part_bytes`` covering a one-document file, cut after a blank line
+    (a paragraph break: a sentence boundary in every mode) where the last quarter of a part
+    has one, else after a line break, else after a space, so that a part cut changes sentences
+    as little as the splitter's own long-text pieces do.  Cuts fall on ASCII bytes, so never
+    inside a UTF-8 character."""
+    if size <= part_bytes:
+        return [(0, size)]
+    parts = []
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        start = 0
+        while size - start > part_bytes:
+            target = start + part_bytes
+            window = max(start + 1, target - part_bytes // 4)
+            cut = -1
+            for separator in (b"\n\n", b"\n", b" ", b"\t"):
+                found = buf.rfind(separator, window, target)
+                if found >= 0:
+                    cut = found + len(separator)
+                    break
+            if cut < 0:  # no white space near: the first after the target, else a character boundary
+                match = re.compile(rb"[ \t\n]").search(buf, target)
+                cut = match.end() if match else target
+                while cut < size and buf[cut] & 0xC0 == 0x80:
+                    cut += 1
+            if cut >= size:
+                break
+            parts.append((start, cut))
+            start = cut
+    parts.append((start, size))
+    return parts
+
+
 def plan_units(
     entries: Sequence[MetadataEntry],
     split_num: int,
@@ -175,6 +209,7 @@ def plan_units(
     separator_line: Optional[str] = None,
     slice_docs: int = 64,
     slice_bytes: int = 1 << 21,
+    part_bytes: int = 1 << 22,
 ) -> List[Unit]:
     """Group documents, in metadata order, into units of ``split_num`` documents, and each
     unit's documents into slices of at most ``slice_docs`` documents or about ``slice_bytes``."""
@@ -189,8 +224,12 @@ def plan_units(
 
     if not multiple_docs_in_single_file:
         for entry in entries:
-            current.add(Source(entry.path, entry.label, 0, -1, 0), 1, os.path.getsize(entry.path),
-                        slice_docs, slice_bytes)
+            size = os.path.getsize(entry.path)
+            for number, (start, end) in enumerate(document_parts(entry.path, size, part_bytes)):
+                # Each part of a large document is a slice of its own (tokenized in parallel);
+                # only the first counts as a document.
+                current.add(Source(entry.path, entry.label, start, end, 0, continues=number > 0),
+                            0 if number else 1, end - start, slice_docs, slice_bytes)
             if current.n_docs >= split_num:
                 close_current()
         close_current()
@@ -234,6 +273,7 @@ class Document:
     label: str  # "path" or "path#3" for the fourth document of a multi-document file
     text: str
     n_replaced: int = 0  # bytes that were not UTF-8, replaced by U+FFFD
+    continues: bool = False  # a later part of a large document (see document_parts)
 
 
 @dataclass
@@ -267,21 +307,27 @@ def read_documents(sources: Sequence[Source], separator_line: Optional[str], mul
             handle.seek(source.start)
             data = handle.read() if source.end < 0 else handle.read(source.end - source.start)
         if pattern is None:
-            spans: Sequence[Tuple[int, int]] = [(0, len(data))]
-        else:
-            spans = list(document_spans(data, 0, len(data), pattern))
-        for offset, (doc_start, doc_end) in enumerate(spans):
-            label = source.label if pattern is None else f"{source.label}#{source.first_doc + offset}"
-            piece = data if (doc_start, doc_end) == (0, len(data)) else data[doc_start:doc_end]
-            if b"\x00" in piece:
-                skips.append(Skip(BINARY, label))
-                continue
-            text, n_replaced = decode_text(piece)
-            if not text.strip():
-                skips.append(Skip(EMPTY, label))
-                continue
-            yield Document(label, text, n_replaced)
-        del data
+            document = _decoded(data, source.label, skips)
+            del data  # never hold a large text's bytes and its characters at once for long
+            if document is not None:
+                document.continues = source.continues
+                yield document
+            continue
+        for offset, (doc_start, doc_end) in enumerate(list(document_spans(data, 0, len(data), pattern))):
+            document = _decoded(data[doc_start:doc_end], f"{source.label}#{source.first_doc + offset}", skips)
+            if document is not None:
+                yield document
+
+
+def _decoded(data: bytes, label: str, skips: List[Skip]) -> Optional[Document]:
+    if b"\x00" in data:
+        skips.append(Skip(BINARY, label))
+        return None
+    text, n_replaced = decode_text(data)
+    if not text.strip():
+        skips.append(Skip(EMPTY, label))
+        return None
+    return Document(label, text, n_replaced)
 
 
 def is_validation_document(label: str, seed: int, val_fraction: float) -> bool:

@@ -89,13 +89,14 @@ class TokenizedSlice:
     tokens: np.ndarray  # every token of every kept document, end to end
     sentence_lengths: np.ndarray  # tokens per sentence, all documents end to end
     sentences_per_doc: np.ndarray
+    continues: List[bool] = field(default_factory=list)  # per document: a later part of the one before
     skips: List[Skip] = field(default_factory=list)
     n_bytes: int = 0  # characters of text read
     n_replaced: int = 0
 
     @property
     def n_docs_seen(self) -> int:
-        return len(self.labels) + len(self.skips)
+        return len(self.labels) - sum(self.continues) + len(self.skips)
 
 
 def tokenize_slice(sources: Sequence[Source], config: GeneratorConfig) -> TokenizedSlice:
@@ -114,33 +115,54 @@ def tokenize_slice(sources: Sequence[Source], config: GeneratorConfig) -> Tokeni
             counts["bytes"] += len(document.text)
             counts["replaced"] += document.n_replaced
             seen.append(document.label)
+            seen_continues.append(document.continues)
             yield document.text
 
-    pending: List[Tuple[str, List[str]]] = []
+    pending: List[Tuple[str, List[str], bool]] = []
+    seen_continues: List[bool] = []
+    continues: List[bool] = []
 
     def flush():
-        batch = [sentence for _, sentences in pending for sentence in sentences]
-        ids = context.tokenizer.encode_ids(batch) if batch else []
-        position = 0
-        for label, sentences in pending:
+        batch = [sentence for _, sentences, _ in pending for sentence in sentences]
+        lengths = np.zeros(len(batch), dtype=np.int64)
+        parts: List[np.ndarray] = []
+        # In bounded calls: the ids come back as Python objects, a few hundred bytes a token.
+        start = 0
+        while start < len(batch):
+            end, chars = start, 0
+            while end < len(batch) and end - start < TOKENIZE_BATCH and chars < TOKENIZE_CHARS:
+                chars += len(batch[end])
+                end += 1
+            ids = context.tokenizer.encode_ids(batch[start:end])
+            counts = [len(sentence) for sentence in ids]
+            lengths[start:end] = counts
+            parts.append(np.fromiter(chain.from_iterable(ids), dtype=context.token_dtype, count=sum(counts)))
+            del ids
+            start = end
+        tokens = np.concatenate(parts) if parts else np.zeros(0, dtype=context.token_dtype)
+        ends = np.cumsum(lengths)
+        first = 0
+        for label, sentences, is_continuation in pending:
+            doc_lengths = lengths[first : first + len(sentences)]
             # Sentences with no token (only characters the normaliser drops) are dropped, and a
             # document left with no sentence is skipped, as the reference does.
-            kept = [sentence for sentence in ids[position : position + len(sentences)] if sentence]
-            position += len(sentences)
-            if not kept:
+            kept = doc_lengths[doc_lengths > 0]
+            if not len(kept):
                 skips.append(Skip(docs_mod.NO_SENTENCE, label))
-                continue
-            labels.append(label)
-            lengths = [len(sentence) for sentence in kept]
-            sentence_lengths.extend(lengths)
-            sentences_per_doc.append(len(kept))
-            token_parts.append(np.fromiter(chain.from_iterable(kept), dtype=context.token_dtype, count=sum(lengths)))
+            else:
+                labels.append(label)
+                continues.append(is_continuation)
+                sentence_lengths.extend(kept.tolist())
+                sentences_per_doc.append(len(kept))
+                begin = int(ends[first - 1]) if first else 0
+                token_parts.append(tokens[begin : int(ends[first + len(sentences) - 1])])
+            first += len(sentences)
         pending.clear()
 
     try:
         n_pending = chars_pending = 0
         for index, sentences in enumerate(context.splitter.split(texts())):
-            pending.append((seen[index], sentences))
+            pending.append((seen[index], sentences, seen_continues[index]))
             n_pending += len(sentences)
             chars_pending += sum(map(len, sentences))
             if n_pending >= TOKENIZE_BATCH or chars_pending >= TOKENIZE_CHARS:
@@ -156,6 +178,7 @@ def tokenize_slice(sources: Sequence[Source], config: GeneratorConfig) -> Tokeni
         tokens=np.concatenate(token_parts) if token_parts else np.zeros(0, dtype=context.token_dtype),
         sentence_lengths=np.asarray(sentence_lengths, dtype=np.int32),
         sentences_per_doc=np.asarray(sentences_per_doc, dtype=np.int32),
+        continues=continues,
         skips=skips,
         n_bytes=counts["bytes"],
         n_replaced=counts["replaced"],
@@ -202,10 +225,12 @@ def split_pools(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorC
     parts: Dict[str, List[np.ndarray]] = {TRAIN: [], VAL: []}
     bounds: Dict[str, List[List[int]]] = {TRAIN: [], VAL: []}
     sizes = {TRAIN: 0, VAL: 0}
+    last_label = {TRAIN: None, VAL: None}
     for piece in slices:
         sentence_ends = np.cumsum(piece.sentence_lengths)
         first_sentence = 0
-        for label, n_sentences in zip(piece.labels, piece.sentences_per_doc.tolist()):
+        for label, n_sentences, continues in zip(piece.labels, piece.sentences_per_doc.tolist(),
+                                                 piece.continues or [False] * len(piece.labels)):
             if unit.split_mode == docs_mod.SPLIT_BY_HASH:
                 split = VAL if docs_mod.is_validation_document(label, config.seed, config.val_fraction) else TRAIN
             else:
@@ -213,7 +238,11 @@ def split_pools(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorC
             start = int(sentence_ends[first_sentence - 1]) if first_sentence else 0
             ends = sentence_ends[first_sentence : first_sentence + n_sentences]
             offset = sizes[split] - start  # where this document starts in its split's pool
-            bounds[split].append([start + offset] + (ends + offset).tolist())
+            if continues and last_label[split] == label:  # a later part of a large document
+                bounds[split][-1] += (ends + offset).tolist()
+            else:
+                bounds[split].append([start + offset] + (ends + offset).tolist())
+            last_label[split] = label
             parts[split].append(piece.tokens[start : int(ends[-1])])
             sizes[split] += int(ends[-1]) - start
             first_sentence += n_sentences
@@ -226,8 +255,15 @@ def split_pools(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorC
 
 def pair_unit(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorConfig) -> UnitPairs:
     result = UnitPairs(unit.index)
+    kept = {label for piece in slices for label in piece.labels}
+    seen_skips = set()
     for piece in slices:
-        result.skips += piece.skips
+        for skip in piece.skips:
+            # A part of a large document that is blank does not make the document blank.
+            if (skip.reason, skip.label) in seen_skips or (skip.reason != docs_mod.BINARY and skip.label in kept):
+                continue
+            seen_skips.add((skip.reason, skip.label))
+            result.skips.append(skip)
         result.n_bytes += piece.n_bytes
         result.n_replaced += piece.n_replaced
         result.n_sentences += len(piece.sentence_lengths)

@@ -115,3 +115,23 @@ def test_units_are_sliced_for_parallel_tokenization(tmp_path):
     entries = d.read_metadata([str(write(tmp_path / "m2.txt", "\n".join(f"{i}.txt" for i in range(5))))], str(tmp_path))
     (unit,) = d.plan_units(entries, 10, d.ALL_TRAIN, slice_docs=64, slice_bytes=2500)
     assert unit.slice_docs == [2, 2, 1] and unit.n_bytes == 5000
+
+
+def test_large_documents_are_cut_into_parts_at_paragraph_line_or_space(tmp_path):
+    text = ("word " * 30 + "\n") * 50 + "\n" + ("mot " * 40 + "\n") * 50  # about 15.5 KB
+    path = write(tmp_path / "big.txt", text)
+    data = path.read_bytes()
+    parts = d.document_parts(str(path), len(data), 4000)
+    assert parts[0][0] == 0 and parts[-1][1] == len(data)
+    assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+    assert all(data[end - 1 : end] in (b"\n", b" ") for _, end in parts[:-1])
+    assert len(parts) >= 4
+    no_space = write(tmp_path / "dense.txt", "\u00e9" * 5000)  # two bytes a character, no white space
+    cuts = d.document_parts(str(no_space), 10000, 3001)
+    assert all((end - start) % 2 == 0 for start, end in cuts)  # never inside a character
+    entries = d.read_metadata([str(write(tmp_path / "m.txt", "big.txt"))], str(tmp_path))
+    (unit,) = d.plan_units(entries, 10, d.ALL_TRAIN, part_bytes=4000, slice_bytes=2000)
+    assert unit.n_docs == 1 and len(unit.slices) == len(parts)
+    assert [s.continues for s in unit.sources] == [False] + [True] * (len(parts) - 1)
+    texts = [doc.text for doc in d.read_documents(unit.sources, None, False, [])]
+    assert "".join(texts) == text

@@ -244,3 +244,23 @@ def test_help_is_fast_and_imports_nothing_heavy():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_documents_split_into_parts_give_the_same_bytes(synthetic_corpus, tmp_path, monkeypatch, generated):
+    """Large documents are tokenized in parallel parts; cut at paragraph breaks, the parts
+    change nothing in the output."""
+    import bert_data.runner as runner
+
+    _, _, _, whole = generated
+    planned = []
+    original = runner.docs_mod.plan_units
+
+    def plan_in_small_parts(*args, **kwargs):
+        units = original(*args, part_bytes=1500, **kwargs)
+        planned.extend(units)
+        return units
+
+    monkeypatch.setattr(runner.docs_mod, "plan_units", plan_in_small_parts)
+    generate(make_config(synthetic_corpus, tmp_path), progress=False)
+    assert sum(source.continues for unit in planned for source in unit.sources) > 20
+    assert file_hashes(tmp_path) == file_hashes(whole)
