@@ -43,7 +43,7 @@ CHUNK_ROWS = 2048
 # Sentences tokenized in one call, and at most about this many characters (the ids come back as
 # Python lists: a huge document must not become one huge list).
 TOKENIZE_BATCH = 4096
-TOKENIZE_CHARS = 4_000_000
+TOKENIZE_CHARS = 1_000_000
 SPLIT_CODES = {TRAIN: 0, VAL: 1}
 
 

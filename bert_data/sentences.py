@@ -250,8 +250,27 @@ def _load_error(model: str, exc: BaseException) -> SentenceSplitterError:
     return SentenceSplitterError(f"could not load spaCy model '{model}': {detail}")
 
 
+def _import_spacy(allow_torch: bool):
+    """Import spaCy.  Its machine-learning layer (thinc) imports PyTorch whenever PyTorch is
+    installed -- about 250 MB in every worker process -- though the rule-based sentencizer never
+    uses it.  So, unless a loaded model may need it, PyTorch is hidden during the import (and only
+    then: a later ``import torch`` elsewhere works as usual)."""
+    import sys
+
+    if allow_torch or "spacy" in sys.modules or "torch" in sys.modules:
+        import spacy
+
+        return spacy
+    sys.modules["torch"] = None  # makes `import torch` raise ImportError
+    try:
+        import spacy
+    finally:
+        del sys.modules["torch"]
+    return spacy
+
+
 def _build_nlp(model: Optional[str]):
-    import spacy
+    spacy = _import_spacy(allow_torch=model is not None)
 
     _register_component()
     if model is None:

@@ -35,7 +35,7 @@ def out(synthetic_corpus, tmp_path_factory):
 @pytest.fixture(scope="module")
 def reference(out):
     """Every record, through TensorFlow's own reader and Google's parse spec (independent of our codec)."""
-    tf = pytest.importorskip("tensorflow")
+    import tensorflow as tf
     from bert_data.features import tf_feature_description
 
     files = [str(out / f"examples-{i}.tfrecords") for i in (1, 2, 3)]
@@ -152,7 +152,7 @@ def test_load_dataset_eval_matches_numpy_reader(out, reference):
 
 
 def test_load_dataset_training(out, reference):
-    tf = pytest.importorskip("tensorflow")
+    import tensorflow as tf
     d = bert_data.load_dataset(str(out / "*.tfrecords"), batch_size=16, is_training=True, seed=7)
     spec = d.element_spec
     assert spec["input_ids"].shape == (16, MSL) and spec["masked_lm_positions"].shape == (16, MPP)
@@ -171,7 +171,7 @@ def test_load_dataset_training(out, reference):
 
 
 def test_load_dataset_options(out, reference):
-    tf = pytest.importorskip("tensorflow")
+    import tensorflow as tf
     d = bert_data.load_dataset(out, batch_size=32, is_training=False, invert_input_mask=True, int32=False)
     batch = next(iter(d))
     assert batch["input_ids"].dtype == tf.int64
@@ -207,7 +207,7 @@ def test_torch_dataset_without_torch(out, monkeypatch):
 
 
 def test_torch_dataset(out, reference):
-    torch = pytest.importorskip("torch")
+    import torch
     from torch.utils.data import DataLoader, IterableDataset
 
     from bert_data.loaders import TorchDataset

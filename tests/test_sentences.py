@@ -362,3 +362,17 @@ def test_text_without_punctuation_skips_spacy_with_the_same_result():
     assert list(splitter.split(texts)) == list(slow.split(texts))
     assert splitter.split_text("no punctuation here\n\nsecond paragraph") == ["no punctuation here",
                                                                             "second paragraph"]
+
+
+def test_builtin_sentencizer_does_not_load_pytorch():
+    """thinc imports PyTorch when it is installed (250 MB a worker); the rule-based path hides it."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom bert_data.sentences import make_sentence_splitter\n"
+            "splitter = make_sentence_splitter(False, None)\n"
+            "assert splitter.split_text('One. Two.') == ['One.', 'Two.']\n"
+            "print('torch' in sys.modules)\nimport torch\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
