@@ -81,12 +81,28 @@ class _WorkerContext:
 
 # ---------------------------------------------------------------------------- tokenize_slice
 
+def save_array(array: np.ndarray, path: str) -> None:
+    """Write atomically, through a temporary name of this run's own: a task that runs twice (a
+    cluster worker thought lost) writes the same bytes, and the copies replace each other."""
+    temporary = f"{path}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+    with open(temporary, "wb") as handle:
+        np.save(handle, array, allow_pickle=False)
+    os.replace(temporary, path)
+
+
+def load_array(path: str) -> np.ndarray:
+    # Memory-mapped: the pages are shared and reclaimable, whatever the document sizes.
+    return np.load(path, mmap_mode="r", allow_pickle=False)
+
+
 @dataclass
 class TokenizedSlice:
-    """The documents of one slice as token ids: compact, cheap to send between processes."""
+    """The documents of one slice: token ids in a file of the work directory (tasks on any
+    machine read it; the orchestrator never carries them), the rest here."""
 
     labels: List[str]
-    tokens: np.ndarray  # every token of every kept document, end to end
+    tokens_path: str  # every token of every kept document, end to end (.npy)
+    n_tokens: int
     sentence_lengths: np.ndarray  # tokens per sentence, all documents end to end
     sentences_per_doc: np.ndarray
     continues: List[bool] = field(default_factory=list)  # per document: a later part of the one before
@@ -99,7 +115,7 @@ class TokenizedSlice:
         return len(self.labels) - sum(self.continues) + len(self.skips)
 
 
-def tokenize_slice(sources: Sequence[Source], config: GeneratorConfig) -> TokenizedSlice:
+def tokenize_slice(sources: Sequence[Source], config: GeneratorConfig, tokens_path: str) -> TokenizedSlice:
     context = _WorkerContext.get(config)
     skips: List[Skip] = []
     labels: List[str] = []
@@ -173,9 +189,12 @@ def tokenize_slice(sources: Sequence[Source], config: GeneratorConfig) -> Tokeni
         where = seen[-1] if seen else (sources[0].label if sources else "?")
         raise UnitError(f"{where}: {type(error).__name__}: {error}") from error
 
+    tokens = np.concatenate(token_parts) if token_parts else np.zeros(0, dtype=context.token_dtype)
+    save_array(tokens, tokens_path)
     return TokenizedSlice(
         labels=labels,
-        tokens=np.concatenate(token_parts) if token_parts else np.zeros(0, dtype=context.token_dtype),
+        tokens_path=tokens_path,
+        n_tokens=len(tokens),
         sentence_lengths=np.asarray(sentence_lengths, dtype=np.int32),
         sentences_per_doc=np.asarray(sentences_per_doc, dtype=np.int32),
         continues=continues,
@@ -203,8 +222,8 @@ def python_random(sequence: np.random.SeedSequence) -> random.Random:
 class SplitPairs:
     """One split of one unit, paired and shuffled: what the encode tasks need."""
 
-    tokens: np.ndarray
-    pairs: PairArrays  # in output order
+    tokens_path: str  # the split's token pool (.npy in the work directory)
+    pairs: PairArrays  # token ranges into the pool, in output order
 
 
 @dataclass
@@ -220,13 +239,15 @@ class UnitPairs:
     skips: List[Skip] = field(default_factory=list)
 
 
-def split_pools(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorConfig) -> Dict[str, TokenPool]:
-    """The unit's documents as one token pool per split (train, and validation if any)."""
-    parts: Dict[str, List[np.ndarray]] = {TRAIN: [], VAL: []}
+def split_pools(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorConfig,
+                pool_paths: Dict[str, str]) -> Dict[str, TokenPool]:
+    """The unit's documents as one token pool per split (train, and validation if any), each
+    written to its file in ``pool_paths`` and memory-mapped from there."""
+    chosen: Dict[str, List[Tuple[int, int, int]]] = {TRAIN: [], VAL: []}  # (slice, first, end token)
     bounds: Dict[str, List[List[int]]] = {TRAIN: [], VAL: []}
     sizes = {TRAIN: 0, VAL: 0}
     last_label = {TRAIN: None, VAL: None}
-    for piece in slices:
+    for number, piece in enumerate(slices):
         sentence_ends = np.cumsum(piece.sentence_lengths)
         first_sentence = 0
         for label, n_sentences, continues in zip(piece.labels, piece.sentences_per_doc.tolist(),
@@ -243,17 +264,35 @@ def split_pools(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorC
             else:
                 bounds[split].append([start + offset] + (ends + offset).tolist())
             last_label[split] = label
-            parts[split].append(piece.tokens[start : int(ends[-1])])
+            chosen[split].append((number, start, int(ends[-1])))
             sizes[split] += int(ends[-1]) - start
             first_sentence += n_sentences
-    dtype = slices[0].tokens.dtype if slices else np.int32
-    return {
-        split: TokenPool(np.concatenate(parts[split]) if parts[split] else np.zeros(0, dtype), bounds[split])
-        for split in (TRAIN, VAL)
-    }
+
+    pools = {}
+    sources = [load_array(piece.tokens_path) for piece in slices]
+    dtype = sources[0].dtype if sources else np.int32
+    for split in (TRAIN, VAL):
+        if not bounds[split]:
+            pools[split] = TokenPool(np.zeros(0, dtype), [])
+            continue
+        temporary = f"{pool_paths[split]}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+        pool = np.lib.format.open_memmap(temporary, mode="w+", dtype=dtype, shape=(sizes[split],))
+        position = 0
+        for number, start, end in chosen[split]:
+            pool[position : position + end - start] = sources[number][start:end]
+            position += end - start
+        pool.flush()
+        del pool
+        os.replace(temporary, pool_paths[split])
+        pools[split] = TokenPool(load_array(pool_paths[split]), bounds[split])
+    return pools
 
 
-def pair_unit(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorConfig) -> UnitPairs:
+def pool_path(work_dir: str, unit_index: int, split: str) -> str:
+    return os.path.join(work_dir, f"unit-{unit_index:07d}-{split}.pool.npy")
+
+
+def pair_unit(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorConfig, work_dir: str) -> UnitPairs:
     result = UnitPairs(unit.index)
     kept = {label for piece in slices for label in piece.labels}
     seen_skips = set()
@@ -267,8 +306,13 @@ def pair_unit(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorCon
         result.n_bytes += piece.n_bytes
         result.n_replaced += piece.n_replaced
         result.n_sentences += len(piece.sentence_lengths)
-        result.n_tokens += len(piece.tokens)
-    for split, pool in split_pools(unit, slices, config).items():
+        result.n_tokens += piece.n_tokens
+    paths = {split: pool_path(work_dir, unit.index, split) for split in (TRAIN, VAL)}
+    pools = split_pools(unit, slices, config, paths)
+    for piece in slices:  # the pools hold these tokens now
+        if os.path.exists(piece.tokens_path):
+            os.remove(piece.tokens_path)
+    for split, pool in pools.items():
         result.n_docs[split] = len(pool)
         if not len(pool):
             continue
@@ -278,7 +322,7 @@ def pair_unit(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorCon
                              config.min_short_seq_length, python_random(random_streams(config.seed, unit.index, split, PAIRING)))
         # Instances are shuffled within a unit (the reference shuffles all of them at the end).
         order = np.random.default_rng(random_streams(config.seed, unit.index, split, SHUFFLING)).permutation(len(pairs))
-        result.splits[split] = SplitPairs(pool.tokens, pairs.take(order))
+        result.splits[split] = SplitPairs(paths[split], pairs.take(order))
         result.n_instances[split] = len(pairs)
     return result
 
@@ -310,7 +354,7 @@ class EncodeTask:
 
     unit_index: int
     split: str
-    tokens: np.ndarray
+    tokens_path: str
     pairs: PairArrays
     shards: List[int]
     shard_sizes: List[int]
@@ -320,7 +364,7 @@ def make_encode_tasks(unit_index: int, split: str, data: SplitPairs, n_shards: i
     tasks = []
     for shards in shard_groups(len(data.pairs), n_shards):
         rows = [shard_rows(len(data.pairs), unit_index, shard, n_shards) for shard in shards]
-        tasks.append(EncodeTask(unit_index, split, data.tokens, data.pairs.take(np.concatenate(rows)), shards,
+        tasks.append(EncodeTask(unit_index, split, data.tokens_path, data.pairs.take(np.concatenate(rows)), shards,
                                 [len(r) for r in rows]))
     return tasks
 
@@ -331,6 +375,7 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
     vocab = context.vocab
     specs = feature_specs(config.max_seq_length, config.max_predictions_per_seq)
     path = os.path.join(work_dir, f"unit-{task.unit_index:07d}-{task.split}-{task.shards[0]:05d}.piece")
+    tokens = load_array(task.tokens_path)
     segments = []
     first_row = 0
     # A task may run twice (a cluster worker thought lost finishes anyway): each run writes its
@@ -342,7 +387,7 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
             offset = piece_file.tell()
             for start in range(first_row, first_row + size, CHUNK_ROWS):
                 rows = slice(start, min(start + CHUNK_ROWS, first_row + size))
-                instances = gather_instances(task.tokens, task.pairs.take(rows), config.max_seq_length,
+                instances = gather_instances(tokens, task.pairs.take(rows), config.max_seq_length,
                                              vocab.cls_id, vocab.sep_id)
                 batch = mask_instances(
                     instances, masking_rng, config.masked_lm_prob, config.max_predictions_per_seq,

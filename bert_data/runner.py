@@ -40,7 +40,8 @@ from . import documents as docs_mod
 from .config import ConfigError, GeneratorConfig
 from .documents import BINARY, TRAIN, VAL, InputError, Unit
 from .features import feature_specs
-from .pipeline import Segment, UnitError, UnitPairs, encode_shards, make_encode_tasks, pair_unit, tokenize_slice
+from .pipeline import (Segment, UnitError, UnitPairs, encode_shards, make_encode_tasks, pair_unit, pool_path,
+                       tokenize_slice)
 
 MANIFEST = "data_params.json"
 WORK_DIR = ".bert_data_work"
@@ -235,6 +236,10 @@ def prepare_output_dir(config: GeneratorConfig, plan: Plan) -> Optional[dict]:
                     f"--resume: {config.output_dir} was started with other options, another vocabulary or "
                     "other documents; resume with the same ones, or use --overwrite to start again"
                 )
+            work_dir = os.path.dirname(journal_path)
+            for name in os.listdir(work_dir):  # pieces of units the journal does not vouch for
+                if name != JOURNAL:
+                    os.remove(os.path.join(work_dir, name))
     found = existing_outputs(config)
     if found and journal is None:
         if not (config.overwrite or config.resume):
@@ -513,7 +518,8 @@ class _Scheduler:
                 self.unmerged_units += 1
                 self.slices[unit.index] = [None] * len(unit.slices)
                 self.slices_missing[unit.index] = len(unit.slices)
-            future = self.executor.submit(tokenize_slice, unit.slices[self.next_slice], self.config)
+            tokens_path = os.path.join(self.work_dir, f"unit-{unit.index:07d}-slice-{self.next_slice:05d}.tokens.npy")
+            future = self.executor.submit(tokenize_slice, unit.slices[self.next_slice], self.config, tokens_path)
             self.in_flight[future] = ("tokenize", unit.index, self.next_slice)
             self.next_slice += 1
             if self.next_slice == len(unit.slices):
@@ -533,7 +539,7 @@ class _Scheduler:
                 if not self.slices_missing[index]:
                     del self.slices_missing[index]
                     unit = self.plan.units[index]
-                    self.ready.append(("pair", index, (unit, self.slices.pop(index), self.config)))
+                    self.ready.append(("pair", index, (unit, self.slices.pop(index), self.config, self.work_dir)))
             elif kind == "pair":
                 result = self.units[index] = UnitResult(value)
                 for split, data in value.splits.items():
@@ -614,6 +620,10 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
             while totals.units_done in finished:  # strictly in unit order: bytes do not depend on timing
                 result = finished.pop(totals.units_done)
                 assembler.append(result.segments)
+                for split in (TRAIN, VAL):  # the unit's token pools are no longer needed
+                    path = pool_path(work_dir, result.pairs.unit_index, split)
+                    if os.path.exists(path):
+                        os.remove(path)
                 totals.add(result)
                 scheduler.merged()
                 for skip in result.pairs.skips:
@@ -636,7 +646,7 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
         stop_executor(executor) if own_executor else _cancel(scheduler)
         assembler.close()
         for name in os.listdir(work_dir):  # units not yet appended are redone by --resume
-            if ".piece" in name:
+            if name != JOURNAL:
                 os.remove(os.path.join(work_dir, name))
         raise
     except BaseException as error:
