@@ -401,7 +401,7 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
     return segments
 
 
-def shard_groups(n_records: int, n_shards: int, records_per_task: int = 16384) -> List[List[int]]:
+def shard_groups(n_records: int, n_shards: int, records_per_task: int = 8192) -> List[List[int]]:
     """Output shards grouped into encode tasks of about ``records_per_task`` records.  The
     grouping changes only how work is spread, never the bytes: each shard has its own stream."""
     n_tasks = max(1, min(n_shards, round(n_records / records_per_task)))
