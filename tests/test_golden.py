@@ -1,0 +1,36 @@
+"""The exact bytes for a fixed corpus, options and seed.
+
+An optimisation that changes these bytes must say why in its commit and update the values here,
+with the statistical tests (test_end_to_end.py, test_masking.py) still passing.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bert_data.config import GeneratorConfig
+from bert_data.runner import generate
+
+from conftest import file_hashes, make_corpus
+
+GOLDEN = {
+    False: {
+        "examples-1.tfrecords": "c36344ca64407ff8cdb9fcf5a293d92c2b127122431d98ab196a124b312be137",
+        "examples-2.tfrecords": "4b1135dcaa0a290d8f05b6a400c194004468e27318ae4ee1c3c5f2a136098661",
+    },
+    True: {
+        "examples-1.tfrecords": "4c7f95d47bf129c5d8940ab0f81fd60d635be3cbf4781190305724b5237c1308",
+        "examples-2.tfrecords": "3df170194db2218779440663e04f3a7cf112ebf113bfa427fe36783703886f41",
+    },
+}
+
+
+@pytest.mark.parametrize("whole_word", [False, True])
+def test_output_bytes_are_pinned(tmp_path, whole_word):
+    corpus = make_corpus(tmp_path / "c", n_docs=12, min_sentences=5, max_sentences=15)
+    out = tmp_path / "out"
+    generate(GeneratorConfig(metadata_files=[str(corpus.metadata)], input_files_prefix=str(corpus.root),
+                             vocab_file=str(corpus.vocab), do_lower_case=True, max_seq_length=32,
+                             max_predictions_per_seq=5, dupe_factor=2, split_num=5, num_output_files=2,
+                             output_dir=str(out), num_workers=1, seed=7, mask_whole_word=whole_word), progress=False)
+    assert file_hashes(out) == GOLDEN[whole_word]
