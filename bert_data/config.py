@@ -31,12 +31,13 @@ class GeneratorConfig:
     max_predictions_per_seq: int = 20
     masked_lm_prob: float = 0.15
     short_seq_prob: float = 0.1
-    min_short_seq_length: int = 2
+    min_short_seq_length: Optional[int] = None  # see short_min
     dupe_factor: int = 10
     mask_whole_word: bool = False
     multiple_docs_in_single_file: bool = False
     multiple_docs_separator: str = "\n"
     single_sentence_per_line: bool = False
+    jsonl_text_key: Optional[str] = None  # input is JSON Lines: one document a line, its text at this key
     spacy_model: Optional[str] = None
     split_num: int = 1000
     output_dir: str = "./tfrecords/"
@@ -48,12 +49,35 @@ class GeneratorConfig:
     val_metadata_files: List[str] = field(default_factory=list)
     overwrite: bool = False
     resume: bool = False
+    # Recipes after BERT (issue: MLM-only, n-gram masking, formats).
+    mlm_only: bool = False
+    allow_cross_document_examples: bool = False
+    document_separator_token: str = "[SEP]"
+    overlap_size: Optional[int] = None
+    disable_masking: bool = False
+    max_ngram_size: int = 1
+    v2_feature_names: bool = False
+    compression: Optional[str] = None
 
     # ------------------------------------------------------------------ derived values
     @property
     def max_num_tokens(self) -> int:
-        """Room for tokens in a pair: ``[CLS] A [SEP] B [SEP]`` takes three special tokens."""
-        return self.max_seq_length - 3
+        """Room for tokens in a pair: ``[CLS] A [SEP] B [SEP]`` takes three special tokens;
+        an MLM-only ``[CLS] tokens [SEP]`` two."""
+        return self.max_seq_length - (2 if self.mlm_only else 3)
+
+    @property
+    def short_min(self) -> int:
+        """The shortest target length: --min_short_seq_length, by default 2 (Google), or for
+        MLM-only windows the overlap + 2 (Cerebras), so that a short window still moves on."""
+        if self.min_short_seq_length is not None:
+            return self.min_short_seq_length
+        return min(self.window_overlap + 2, self.max_num_tokens) if self.mlm_only else 2
+
+    @property
+    def window_overlap(self) -> int:
+        """MLM-only: tokens a window shares with the one before (Cerebras: max_seq_length / 4)."""
+        return self.overlap_size if self.overlap_size is not None else self.max_seq_length // 4
 
     @property
     def separator_line(self) -> Optional[str]:
@@ -97,12 +121,13 @@ class GeneratorConfig:
         integer(
             "max_predictions_per_seq", 1, self.max_seq_length, why=" (it cannot exceed --max_seq_length)"
         )
-        integer(
-            "min_short_seq_length",
-            2,
-            self.max_seq_length - 4,
-            why=f" (allowed range is [2, max_seq_length - 3) = [2, {self.max_seq_length - 3}))",
-        )
+        if self.min_short_seq_length is not None:
+            integer(
+                "min_short_seq_length",
+                2,
+                self.max_seq_length - 4,
+                why=f" (allowed range is [2, max_seq_length - 3) = [2, {self.max_seq_length - 3}))",
+            )
         integer("dupe_factor", 1)
         integer("split_num", 1)
         integer("num_output_files", 1)
@@ -135,10 +160,48 @@ class GeneratorConfig:
                 "--multiple_docs_separator must fit on one line: documents are separated by a line "
                 f"that holds it, got {self.multiple_docs_separator!r}"
             )
+        if self.jsonl_text_key is not None:
+            if not isinstance(self.jsonl_text_key, str) or not self.jsonl_text_key:
+                raise ConfigError(f"--jsonl_text_key must be a non-empty key name, got {self.jsonl_text_key!r}")
+            if self.multiple_docs_in_single_file:
+                raise ConfigError(
+                    "--jsonl_text_key and --multiple_docs_in_single_file contradict each other: a JSON Lines "
+                    "file always holds one document a line"
+                )
         if not self.name or os.sep in self.name or (os.altsep and os.altsep in self.name):
             raise ConfigError(f"--name must be a plain file name prefix, got {self.name!r}")
+        self._validate_recipes(integer)
         if self.overwrite and self.resume:
             raise ConfigError("--overwrite and --resume contradict each other: start again or continue, not both")
         if not self.output_dir:
             raise ConfigError("--output_dir must not be empty")
         return self
+
+    def _validate_recipes(self, integer) -> None:
+        integer("max_ngram_size", 1, 10)
+        if self.compression not in (None, "gzip", "zlib"):
+            raise ConfigError(f"--compression must be gzip or zlib, got {self.compression!r}")
+        if not self.mlm_only:
+            for flag, value in (("--allow_cross_document_examples", self.allow_cross_document_examples),
+                                ("--overlap_size", self.overlap_size is not None),
+                                ("--disable_masking", self.disable_masking)):
+                if value:
+                    raise ConfigError(f"{flag} applies to --mlm_only data only; add --mlm_only or drop {flag}")
+            return
+        if self.overlap_size is not None:
+            integer("overlap_size", 0, self.max_num_tokens - 1,
+                    why=" (a window must move on: less than max_seq_length - 2)")
+        if self.short_seq_prob > 0 and self.short_min <= self.window_overlap:
+            raise ConfigError(
+                f"--min_short_seq_length {self.min_short_seq_length} must exceed the window overlap "
+                f"{self.window_overlap} (--overlap_size, default max_seq_length / 4) with --short_seq_prob > 0"
+            )
+        if not self.document_separator_token.strip():
+            raise ConfigError("--document_separator_token must be a vocabulary token, e.g. [SEP]")
+        if self.disable_masking:
+            if self.dupe_factor != 1:
+                raise ConfigError("--disable_masking writes unmasked records (masks are drawn at load time): "
+                                  "use --dupe_factor 1")
+            if self.mask_whole_word or self.max_ngram_size > 1:
+                raise ConfigError("--mask_whole_word and --max_ngram_size choose masks: with --disable_masking "
+                                  "they belong to the loader's masking function")

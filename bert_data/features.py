@@ -44,28 +44,60 @@ FEATURE_NAMES = (
 )
 
 
-def feature_specs(max_seq_length: int, max_predictions_per_seq: int) -> List[FeatureSpec]:
-    """The features of one record, in the order the writer emits them."""
-    return [
-        FeatureSpec("input_ids", INT64, max_seq_length),
-        FeatureSpec("input_mask", INT64, max_seq_length),
-        FeatureSpec("segment_ids", INT64, max_seq_length),
-        FeatureSpec("masked_lm_positions", INT64, max_predictions_per_seq),
-        FeatureSpec("masked_lm_ids", INT64, max_predictions_per_seq),
-        FeatureSpec("masked_lm_weights", FLOAT32, max_predictions_per_seq),
-        FeatureSpec("next_sentence_labels", INT64, 1),
-    ]
+V2_NAMES = {"input_ids": "input_word_ids", "segment_ids": "input_type_ids"}
 
 
-def tf_feature_description(max_seq_length: int, max_predictions_per_seq: int):
-    """``tf.io.parse_single_example`` spec, identical to Google's run_pretraining.py input_fn.
+def feature_specs(
+    max_seq_length: int,
+    max_predictions_per_seq: int,
+    mlm_only: bool = False,
+    masked: bool = True,
+    v2_feature_names: bool = False,
+) -> List[FeatureSpec]:
+    """The features of one record, in the order the writer emits them.
+
+    ``mlm_only``: no next-sentence task, so no ``segment_ids`` and no ``next_sentence_labels``
+    (Cerebras's MLM-only layout).  ``masked=False``: unmasked token ids only, for masking at load
+    time (no ``masked_lm_*``).  ``v2_feature_names``: TF Model Garden's names, ``input_word_ids``
+    and ``input_type_ids``.
+    """
+    specs = [FeatureSpec("input_ids", INT64, max_seq_length), FeatureSpec("input_mask", INT64, max_seq_length)]
+    if not mlm_only:
+        specs.append(FeatureSpec("segment_ids", INT64, max_seq_length))
+    if masked:
+        specs += [
+            FeatureSpec("masked_lm_positions", INT64, max_predictions_per_seq),
+            FeatureSpec("masked_lm_ids", INT64, max_predictions_per_seq),
+            FeatureSpec("masked_lm_weights", FLOAT32, max_predictions_per_seq),
+        ]
+    if not mlm_only:
+        specs.append(FeatureSpec("next_sentence_labels", INT64, 1))
+    if v2_feature_names:
+        specs = [FeatureSpec(V2_NAMES.get(spec.name, spec.name), spec.dtype, spec.length) for spec in specs]
+    return specs
+
+
+def specs_from_manifest(manifest: dict) -> List[FeatureSpec]:
+    """The layout a dataset was written with, as its ``data_params.json`` records it."""
+    return [FeatureSpec(name, entry["dtype"], int(entry["length"])) for name, entry in manifest["features"].items()]
+
+
+def canonical_name(name: str) -> str:
+    """``input_word_ids`` -> ``input_ids`` and ``input_type_ids`` -> ``segment_ids``."""
+    for canonical, v2 in V2_NAMES.items():
+        if name == v2:
+            return canonical
+    return name
+
+
+def tf_feature_description(max_seq_length: int, max_predictions_per_seq: int, specs=None):
+    """``tf.io.parse_single_example`` spec, identical to Google's run_pretraining.py input_fn
+    (or to the given layout, e.g. ``specs_from_manifest``).
 
     Imports TensorFlow, so only verification and tf.data loading call it.
     """
     import tensorflow as tf
 
     dtypes = {INT64: tf.int64, FLOAT32: tf.float32}
-    return {
-        spec.name: tf.io.FixedLenFeature([spec.length], dtypes[spec.dtype])
-        for spec in feature_specs(max_seq_length, max_predictions_per_seq)
-    }
+    specs = specs if specs is not None else feature_specs(max_seq_length, max_predictions_per_seq)
+    return {spec.name: tf.io.FixedLenFeature([spec.length], dtypes[spec.dtype]) for spec in specs}

@@ -204,6 +204,51 @@ def create_pairs(
     return out.arrays()
 
 
+def add_windows(start: int, end: int, target_length, overlap: int, rng: random.Random, out: PairBatch,
+                emit_rest: bool) -> int:
+    """MLM-only windows over the token stream ``[start, end)`` (Cerebras's sliding window): each
+    window holds ``target_length()`` tokens and the next one starts ``overlap`` tokens before it
+    ends.  Returns where the unused rest begins; with ``emit_rest`` that rest is a last, shorter
+    window, unless it holds only tokens the previous window already has."""
+    position = start
+    length = target_length()
+    while position + length <= end:
+        out.a_start.append(position)
+        out.a_length.append(length)
+        position += length - overlap
+        length = target_length()
+    if emit_rest and end > position and (position == start or end - position > overlap):
+        out.a_start.append(position)
+        out.a_length.append(end - position)
+        position = end
+    return position
+
+
+def create_windows(pool: TokenPool, dupe_factor: int, max_num_tokens: int, overlap: int, short_seq_prob: float,
+                   min_short_seq_length: int, cross_document: bool, rng: random.Random) -> PairArrays:
+    """All MLM-only instances of a pool: ``dupe_factor`` passes of windows, within each document,
+    or (``cross_document``) over the whole pool, where a separator token stands between
+    documents.  With probability ``short_seq_prob`` a window's length is drawn in
+    [min_short_seq_length, max_num_tokens], as in Cerebras's tool."""
+    uniform = rng.random
+
+    def target_length():
+        if uniform() < short_seq_prob:
+            return min_short_seq_length + int(uniform() * (max_num_tokens - min_short_seq_length + 1))
+        return max_num_tokens
+
+    out = PairBatch()
+    for _ in range(dupe_factor):
+        if cross_document:
+            add_windows(0, len(pool.tokens), target_length, overlap, rng, out, emit_rest=True)
+        else:
+            for bounds in pool.bounds:
+                add_windows(bounds[0], bounds[-1], target_length, overlap, rng, out, emit_rest=True)
+    n = len(out.a_start)
+    out.b_start, out.b_length, out.is_random_next = [0] * n, [0] * n, [0] * n
+    return out.arrays()
+
+
 @dataclass
 class InstanceArrays:
     """Pairs as padded ``[CLS] A [SEP] B [SEP]`` rows (before masking)."""
@@ -228,8 +273,18 @@ class InstanceArrays:
 
 
 def gather_instances(pool_tokens: np.ndarray, pairs: PairArrays, max_seq_length: int, cls_id: int,
-                     sep_id: int) -> InstanceArrays:
-    """Lay out ``[CLS] A [SEP] B [SEP]`` for a batch of pairs with one gather."""
+                     sep_id: int, single_segment: bool = False) -> InstanceArrays:
+    """Lay out ``[CLS] A [SEP] B [SEP]`` (or, ``single_segment``, ``[CLS] A [SEP]``) for a batch
+    of pairs with one gather."""
+    if single_segment:
+        column = np.arange(max_seq_length)[None, :]
+        a_length = pairs.a_length[:, None]
+        in_a = (column >= 1) & (column <= a_length)
+        source = np.where(in_a, pairs.a_start[:, None] + column - 1, 0)
+        input_ids = np.where(in_a, pool_tokens[source] if len(pool_tokens) else 0, 0).astype(np.int32)
+        input_ids[:, 0] = cls_id
+        input_ids[np.arange(len(pairs)), pairs.a_length + 1] = sep_id
+        return InstanceArrays(input_ids, pairs.a_length + 2, pairs.a_length, pairs.is_random_next)
     n = len(pairs)
     column = np.arange(max_seq_length)[None, :]
     a_length = pairs.a_length[:, None]

@@ -24,7 +24,9 @@ ordinary vocabulary (``Vocab.ordinary_ids``), never [PAD], [CLS], [SEP], [MASK],
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
+from typing import List
 
 import numpy as np
 
@@ -62,12 +64,12 @@ def num_to_predict(lengths: np.ndarray, masked_lm_prob: float, max_predictions_p
     return np.minimum(max_predictions_per_seq, np.maximum(1, wanted))
 
 
-def candidate_mask(instances: InstanceArrays) -> np.ndarray:
-    """Every real token except [CLS] (position 0) and the two [SEP]s."""
-    positions = np.arange(instances.input_ids.shape[1])
-    lengths = instances.lengths[:, None]
-    first_sep = instances.a_lengths[:, None] + 1
-    return (positions > 0) & (positions < lengths - 1) & (positions != first_sep)
+def candidate_mask(input_ids: np.ndarray, lengths: np.ndarray, special_ids) -> np.ndarray:
+    """Every real token except the special ones ([CLS], [SEP], a document separator): the
+    reference's candidates.  Text never tokenizes to a special id, so for ``[CLS] A [SEP] B
+    [SEP]`` this is every position but 0, len(A) + 1 and the last."""
+    real = np.arange(input_ids.shape[1]) < np.asarray(lengths)[:, None]
+    return real & ~np.isin(input_ids, np.asarray(list(special_ids)))
 
 
 def _choose_single_tokens(candidates, budget, max_predictions, rng):
@@ -118,21 +120,82 @@ def _choose_whole_words(candidates, input_ids, is_continuation, budget, rng):
     return chosen
 
 
-def mask_instances(
-    instances: InstanceArrays,
+def _choose_ngrams(candidates, input_ids, is_continuation, budget, max_ngram_size, rng):
+    """TF Model Garden's n-gram (span) masking, one instance at a time: span starts in random
+    order; each span is 1..N whole words, N drawn with weights 1/n (short spans favoured) and
+    capped by the words left; a span that would overflow the budget shrinks, one that still does,
+    or that touches a chosen word, is skipped."""
+    n, width = candidates.shape
+    chosen = np.zeros((n, width), dtype=bool)
+    weights = 1.0 / np.arange(1, max_ngram_size + 1)
+    cumulative = [np.cumsum(weights[:k]) / weights[:k].sum() for k in range(1, max_ngram_size + 1)]
+    uniform = random.Random(int(rng.integers(2**63))).random
+    for row in range(n):
+        positions = np.flatnonzero(candidates[row]).tolist()
+        ids = input_ids[row]
+        words: List[List[int]] = []
+        for position in positions:
+            if words and is_continuation[ids[position]]:
+                words[-1].append(position)
+            else:
+                words.append([position])
+        starts = list(range(len(words)))
+        random.Random(uniform()).shuffle(starts)
+        taken, limit, covered = 0, int(budget[row]), set()
+        for start in starts:
+            if taken >= limit:
+                break
+            longest = min(max_ngram_size, len(words) - start)
+            draw = uniform()
+            size = next(k for k in range(longest) if draw < cumulative[longest - 1][k]) + 1
+            span = [p for word in words[start : start + size] for p in word]
+            while taken + len(span) > limit and size > 1:
+                size -= 1
+                span = [p for word in words[start : start + size] for p in word]
+            if taken + len(span) > limit or any(word_start in covered for word_start in
+                                                 (w[0] for w in words[start : start + size])):
+                continue
+            covered.update(w[0] for w in words[start : start + size])
+            chosen[row, span] = True
+            taken += len(span)
+    return chosen
+
+
+@dataclass
+class MaskedTokens:
+    input_ids: np.ndarray  # (n, width) int32, with masks applied
+    masked_lm_positions: np.ndarray  # (n, max_predictions_per_seq) int32, ascending, 0-padded
+    masked_lm_ids: np.ndarray  # (n, max_predictions_per_seq) int32, original ids, 0-padded
+    masked_lm_weights: np.ndarray  # (n, max_predictions_per_seq) float32, 1.0 then 0.0
+
+
+def mask_tokens(
+    input_ids: np.ndarray,
+    lengths: np.ndarray,
     rng: np.random.Generator,
     masked_lm_prob: float,
     max_predictions_per_seq: int,
     mask_id: int,
     ordinary_ids: np.ndarray,
+    special_ids,
     is_continuation: np.ndarray = None,
     whole_word: bool = False,
-) -> MaskedBatch:
-    n, width = instances.input_ids.shape
-    candidates = candidate_mask(instances)
-    budget = num_to_predict(instances.lengths, masked_lm_prob, max_predictions_per_seq)
-    if whole_word:
-        chosen = _choose_whole_words(candidates, instances.input_ids, is_continuation, budget, rng)
+    max_ngram_size: int = 1,
+) -> MaskedTokens:
+    """Mask a batch of token rows (the real tokens are the first ``lengths`` of each row).
+
+    The writer calls it for static masks, and the loaders for masks drawn at load time
+    (``--disable_masking``): the same rules either way.
+    """
+    input_ids = np.asarray(input_ids)
+    n, width = input_ids.shape
+    lengths = np.asarray(lengths)
+    candidates = candidate_mask(input_ids, lengths, special_ids)
+    budget = num_to_predict(lengths, masked_lm_prob, max_predictions_per_seq)
+    if max_ngram_size > 1:
+        chosen = _choose_ngrams(candidates, input_ids, is_continuation, budget, max_ngram_size, rng)
+    elif whole_word:
+        chosen = _choose_whole_words(candidates, input_ids, is_continuation, budget, rng)
     else:
         chosen = _choose_single_tokens(candidates, budget, max_predictions_per_seq, rng)
 
@@ -143,23 +206,42 @@ def mask_instances(
     n_chosen = chosen.sum(axis=1)
     weights = np.arange(max_predictions_per_seq) < n_chosen[:, None]
     positions = np.where(weights, positions, 0).astype(np.int32)
-    original = np.take_along_axis(instances.input_ids, positions, axis=1)
+    original = np.take_along_axis(input_ids, positions, axis=1)
     labels = np.where(weights, original, 0).astype(np.int32)
 
     draw = rng.random((n, max_predictions_per_seq))
     random_tokens = ordinary_ids[rng.integers(0, len(ordinary_ids), size=(n, max_predictions_per_seq))]
     replacement = np.where(draw < 0.8, mask_id, np.where(draw < 0.9, original, random_tokens))
 
-    input_ids = instances.input_ids.copy()
+    masked = input_ids.astype(np.int32, copy=True)
     rows = np.broadcast_to(np.arange(n)[:, None], positions.shape)
-    input_ids[rows[weights], positions[weights]] = replacement[weights]
+    masked[rows[weights], positions[weights]] = replacement[weights]
+    return MaskedTokens(masked, positions, labels, weights.astype(np.float32))
 
+
+def mask_instances(
+    instances: InstanceArrays,
+    rng: np.random.Generator,
+    masked_lm_prob: float,
+    max_predictions_per_seq: int,
+    mask_id: int,
+    ordinary_ids: np.ndarray,
+    is_continuation: np.ndarray = None,
+    whole_word: bool = False,
+    *,
+    special_ids,
+    max_ngram_size: int = 1,
+) -> MaskedBatch:
+    """Mask ``[CLS] A [SEP] B [SEP]`` instances; ``special_ids`` ([CLS], [SEP]) are never masked."""
+    n = len(instances)
+    masked = mask_tokens(instances.input_ids, instances.lengths, rng, masked_lm_prob, max_predictions_per_seq,
+                         mask_id, ordinary_ids, special_ids, is_continuation, whole_word, max_ngram_size)
     return MaskedBatch(
-        input_ids=input_ids,
+        input_ids=masked.input_ids,
         input_mask=instances.input_mask,
         segment_ids=instances.segment_ids,
-        masked_lm_positions=positions,
-        masked_lm_ids=labels,
-        masked_lm_weights=weights.astype(np.float32),
+        masked_lm_positions=masked.masked_lm_positions,
+        masked_lm_ids=masked.masked_lm_ids,
+        masked_lm_weights=masked.masked_lm_weights,
         next_sentence_labels=instances.is_random_next.astype(np.int32).reshape(n, 1),
     )

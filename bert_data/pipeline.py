@@ -22,9 +22,10 @@ import os
 import random
 import threading
 import uuid
+import zlib
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -32,9 +33,9 @@ from . import documents as docs_mod
 from .config import GeneratorConfig
 from .documents import TRAIN, VAL, Skip, Source, Unit
 from .example_codec import encode_examples
-from .features import feature_specs
-from .instances import PairArrays, TokenPool, create_pairs, gather_instances
-from .masking import mask_instances
+from .features import V2_NAMES, feature_specs
+from .instances import PairArrays, TokenPool, create_pairs, create_windows, gather_instances
+from .masking import mask_tokens
 from .tfrecord import frame_records
 
 # Rows masked and encoded together: large enough for numpy to pay, small enough to keep a
@@ -68,6 +69,11 @@ class _WorkerContext:
         self.vocab = self.tokenizer.vocab
         self.splitter = make_sentence_splitter(config.single_sentence_per_line, config.spacy_model)
         self.token_dtype = np.uint16 if self.vocab.size <= np.iinfo(np.uint16).max + 1 else np.int32
+        self.document_separator_id = self.vocab.token_to_id.get(config.document_separator_token)
+        # Never masked: [CLS], [SEP], and the token between documents of MLM-only windows.
+        self.special_ids = {self.vocab.cls_id, self.vocab.sep_id}
+        if config.mlm_only and self.document_separator_id is not None:
+            self.special_ids.add(self.document_separator_id)
 
     @classmethod
     def get(cls, config: GeneratorConfig) -> "_WorkerContext":
@@ -240,9 +246,10 @@ class UnitPairs:
 
 
 def split_pools(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorConfig,
-                pool_paths: Dict[str, str]) -> Dict[str, TokenPool]:
+                pool_paths: Dict[str, str], separator_id: Optional[int] = None) -> Dict[str, TokenPool]:
     """The unit's documents as one token pool per split (train, and validation if any), each
-    written to its file in ``pool_paths`` and memory-mapped from there."""
+    written to its file in ``pool_paths`` and memory-mapped from there.  With ``separator_id``
+    (MLM-only windows that cross documents) that token stands between documents."""
     chosen: Dict[str, List[Tuple[int, int, int]]] = {TRAIN: [], VAL: []}  # (slice, first, end token)
     bounds: Dict[str, List[List[int]]] = {TRAIN: [], VAL: []}
     sizes = {TRAIN: 0, VAL: 0}
@@ -258,8 +265,12 @@ def split_pools(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorC
                 split = unit.split_mode
             start = int(sentence_ends[first_sentence - 1]) if first_sentence else 0
             ends = sentence_ends[first_sentence : first_sentence + n_sentences]
+            joined = continues and last_label[split] == label  # a later part of a large document
+            if separator_id is not None and bounds[split] and not joined:
+                chosen[split].append((-1, 0, 1))  # the separator, between two documents
+                sizes[split] += 1
             offset = sizes[split] - start  # where this document starts in its split's pool
-            if continues and last_label[split] == label:  # a later part of a large document
+            if joined:
                 bounds[split][-1] += (ends + offset).tolist()
             else:
                 bounds[split].append([start + offset] + (ends + offset).tolist())
@@ -279,7 +290,7 @@ def split_pools(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorC
         pool = np.lib.format.open_memmap(temporary, mode="w+", dtype=dtype, shape=(sizes[split],))
         position = 0
         for number, start, end in chosen[split]:
-            pool[position : position + end - start] = sources[number][start:end]
+            pool[position : position + end - start] = sources[number][start:end] if number >= 0 else separator_id
             position += end - start
         pool.flush()
         del pool
@@ -308,7 +319,9 @@ def pair_unit(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorCon
         result.n_sentences += len(piece.sentence_lengths)
         result.n_tokens += piece.n_tokens
     paths = {split: pool_path(work_dir, unit.index, split) for split in (TRAIN, VAL)}
-    pools = split_pools(unit, slices, config, paths)
+    cross_document = config.mlm_only and config.allow_cross_document_examples
+    separator = _WorkerContext.get(config).document_separator_id if cross_document else None
+    pools = split_pools(unit, slices, config, paths, separator)
     for piece in slices:  # the pools hold these tokens now
         if os.path.exists(piece.tokens_path):
             os.remove(piece.tokens_path)
@@ -318,8 +331,12 @@ def pair_unit(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorCon
             continue
         # Validation data gets one mask per instance: evaluation needs no duplicates.
         passes = config.dupe_factor if split == TRAIN else 1
-        pairs = create_pairs(pool, passes, config.max_num_tokens, config.short_seq_prob,
-                             config.min_short_seq_length, python_random(random_streams(config.seed, unit.index, split, PAIRING)))
+        rng = python_random(random_streams(config.seed, unit.index, split, PAIRING))
+        if config.mlm_only:
+            pairs = create_windows(pool, passes, config.max_num_tokens, config.window_overlap, config.short_seq_prob,
+                                   config.short_min, cross_document, rng)
+        else:
+            pairs = create_pairs(pool, passes, config.max_num_tokens, config.short_seq_prob, config.short_min, rng)
         # Instances are shuffled within a unit (the reference shuffles all of them at the end).
         order = np.random.default_rng(random_streams(config.seed, unit.index, split, SHUFFLING)).permutation(len(pairs))
         result.splits[split] = SplitPairs(paths[split], pairs.take(order))
@@ -339,6 +356,10 @@ class Segment:
     offset: int
     length: int
     n_records: int
+    # With --compression zlib: the segment is raw deflate data; the assembler needs the checksum
+    # and length of what it holds to close the shard's single zlib stream.
+    adler32: int = 1
+    raw_length: int = 0
 
 
 def shard_rows(n_records: int, unit_index: int, shard: int, n_shards: int) -> np.ndarray:
@@ -373,7 +394,7 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
     """Mask, encode and frame one split's records for some output shards, into one piece file."""
     context = _WorkerContext.get(config)
     vocab = context.vocab
-    specs = feature_specs(config.max_seq_length, config.max_predictions_per_seq)
+    specs = config_feature_specs(config)
     path = os.path.join(work_dir, f"unit-{task.unit_index:07d}-{task.split}-{task.shards[0]:05d}.piece")
     tokens = load_array(task.tokens_path)
     segments = []
@@ -385,20 +406,79 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
         for shard, size in zip(task.shards, task.shard_sizes):
             masking_rng = np.random.default_rng(random_streams(config.seed, task.unit_index, task.split, MASKING, shard))
             offset = piece_file.tell()
+            compressor = SegmentCompressor(config.compression)
             for start in range(first_row, first_row + size, CHUNK_ROWS):
                 rows = slice(start, min(start + CHUNK_ROWS, first_row + size))
                 instances = gather_instances(tokens, task.pairs.take(rows), config.max_seq_length,
-                                             vocab.cls_id, vocab.sep_id)
-                batch = mask_instances(
-                    instances, masking_rng, config.masked_lm_prob, config.max_predictions_per_seq,
-                    vocab.mask_id, vocab.ordinary_ids, vocab.is_continuation, config.mask_whole_word,
-                )
-                piece_file.write(frame_records(encode_examples(batch.columns(), specs)))
+                                             vocab.cls_id, vocab.sep_id, single_segment=config.mlm_only)
+                columns = record_columns(instances, config, context, masking_rng)
+                piece_file.write(compressor.compress(frame_records(encode_examples(columns, specs))))
+            piece_file.write(compressor.flush())
             first_row += size
             if size:
-                segments.append(Segment(task.split, shard, path, offset, piece_file.tell() - offset, size))
+                segments.append(Segment(task.split, shard, path, offset, piece_file.tell() - offset, size,
+                                        compressor.adler32, compressor.raw_length))
     os.replace(temporary, path)
     return segments
+
+
+class SegmentCompressor:
+    """Compresses one shard segment so that segments appended in unit order form a valid file.
+
+    gzip: each segment is a gzip member (fixed header, no timestamp: same bytes every run), and
+    concatenated members are one gzip file.  zlib: each segment is raw deflate data ending on a
+    byte boundary (a sync flush, never a final block); the assembler writes the zlib header
+    before the first and the final block and combined Adler-32 after the last.
+    """
+
+    def __init__(self, compression: Optional[str]):
+        self.compression = compression
+        self.adler32, self.raw_length = 1, 0
+        if compression == "gzip":
+            self._engine = zlib.compressobj(6, zlib.DEFLATED, 31)
+            self._header_pending = True
+        elif compression == "zlib":
+            self._engine = zlib.compressobj(6, zlib.DEFLATED, -15)
+        else:
+            self._engine = None
+
+    def compress(self, data: bytes) -> bytes:
+        if self._engine is None:
+            return data
+        self.adler32 = zlib.adler32(data, self.adler32)
+        self.raw_length += len(data)
+        return self._engine.compress(data)
+
+    def flush(self) -> bytes:
+        if self._engine is None or not self.raw_length:
+            return b""
+        if self.compression == "gzip":  # (zlib's gzip header has no name and mtime 0)
+            return self._engine.flush(zlib.Z_FINISH)
+        return self._engine.flush(zlib.Z_SYNC_FLUSH)
+
+
+def config_feature_specs(config: GeneratorConfig):
+    """The record layout a configuration writes."""
+    return feature_specs(config.max_seq_length, config.max_predictions_per_seq, mlm_only=config.mlm_only,
+                         masked=not config.disable_masking, v2_feature_names=config.v2_feature_names)
+
+
+def record_columns(instances, config: GeneratorConfig, context: _WorkerContext, rng: np.random.Generator) -> dict:
+    """The feature columns of a batch of instances, masked unless masking is left to the loader."""
+    columns = {"input_ids": instances.input_ids, "input_mask": instances.input_mask}
+    if not config.mlm_only:
+        columns["segment_ids"] = instances.segment_ids
+        columns["next_sentence_labels"] = instances.is_random_next.astype(np.int32).reshape(-1, 1)
+    if not config.disable_masking:
+        vocab = context.vocab
+        masked = mask_tokens(instances.input_ids, instances.lengths, rng, config.masked_lm_prob,
+                             config.max_predictions_per_seq, vocab.mask_id, vocab.ordinary_ids, context.special_ids,
+                             vocab.is_continuation, config.mask_whole_word, config.max_ngram_size)
+        columns.update(input_ids=masked.input_ids, masked_lm_positions=masked.masked_lm_positions,
+                       masked_lm_ids=masked.masked_lm_ids, masked_lm_weights=masked.masked_lm_weights)
+    if config.v2_feature_names:
+        columns = {V2_NAMES.get(name, name): column for name, column in columns.items()}
+    return columns
 
 
 def shard_groups(n_records: int, n_shards: int, records_per_task: int = 8192) -> List[List[int]]:

@@ -39,9 +39,8 @@ from . import __version__
 from . import documents as docs_mod
 from .config import ConfigError, GeneratorConfig
 from .documents import BINARY, TRAIN, VAL, InputError, Unit
-from .features import feature_specs
-from .pipeline import (Segment, UnitError, UnitPairs, encode_shards, make_encode_tasks, pair_unit, pool_path,
-                       tokenize_slice)
+from .pipeline import (Segment, UnitError, UnitPairs, config_feature_specs, encode_shards, make_encode_tasks,
+                       pair_unit, pool_path, tokenize_slice)
 
 MANIFEST = "data_params.json"
 WORK_DIR = ".bert_data_work"
@@ -76,6 +75,9 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
     from .tokenization import load_vocab
 
     vocab = load_vocab(config.vocab_file)
+    if config.mlm_only and config.allow_cross_document_examples and config.document_separator_token not in vocab.token_to_id:
+        raise ConfigError(f"--document_separator_token {config.document_separator_token} is not in "
+                          f"{config.vocab_file}")
     if config.spacy_model and not config.single_sentence_per_line:
         from .sentences import make_sentence_splitter
 
@@ -96,6 +98,7 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
         split_num=config.split_num,
         multiple_docs_in_single_file=config.multiple_docs_in_single_file,
         separator_line=config.separator_line,
+        jsonl_text_key=config.jsonl_text_key,
     )
     units = docs_mod.plan_units(entries, split_mode=split_mode, **plan_args)
     units += docs_mod.plan_units(val_entries, split_mode=docs_mod.ALL_VAL, first_index=len(units), **plan_args)
@@ -340,12 +343,35 @@ def copy_range(source, offset: int, length: int, target, name: str) -> None:
         target.write(block)
         copied += len(block)
 
-class ShardAssembler:
-    """Appends piece segments to ``*.tmp`` shards in unit order; renames shards when all are in."""
+ZLIB_HEADER = b"\x78\x9c"  # deflate, 32 KB window, default level
+DEFLATE_FINAL_BLOCK = b"\x03\x00"  # an empty final block
 
-    def __init__(self, config: GeneratorConfig, sizes: Optional[Dict[str, int]] = None):
+
+def adler32_combine(first: int, second: int, second_length: int) -> int:
+    """Adler-32 of A + B from those of A and B (zlib's adler32_combine)."""
+    base = 65521
+    remainder = second_length % base
+    sum1 = first & 0xFFFF
+    sum2 = (remainder * sum1) % base
+    sum1 += (second & 0xFFFF) + base - 1
+    sum2 += (first >> 16) + (second >> 16) + base - remainder
+    sum1 %= base
+    sum2 %= base
+    return sum1 | (sum2 << 16)
+
+
+class ShardAssembler:
+    """Appends piece segments to ``*.tmp`` shards in unit order; renames shards when all are in.
+
+    With ``--compression zlib`` a shard is one zlib stream: a header, the segments' raw deflate
+    data, then a final block and the Adler-32 of everything (combined from the segments')."""
+
+    def __init__(self, config: GeneratorConfig, sizes: Optional[Dict[str, int]] = None,
+                 checksums: Optional[Dict[str, list]] = None):
         self.config = config
         self.dirs = split_dirs(config)
+        self.zlib = config.compression == "zlib"
+        self.checksums: Dict[str, list] = dict(checksums or {})  # key -> [adler32, raw length]
         self.handles = {}
         for split, directory in self.dirs.items():
             for shard in range(config.num_output_files):
@@ -353,6 +379,9 @@ class ShardAssembler:
                 key = f"{split}/{shard}"
                 if sizes is None:
                     handle = open(path, "wb")
+                    if self.zlib:
+                        handle.write(ZLIB_HEADER)
+                    self.checksums[key] = [1, 0]
                 else:  # resume: drop whatever came after the last unit the journal vouches for
                     if not os.path.exists(path) or os.path.getsize(path) < sizes[key]:
                         raise GenerationError(f"--resume: {path} is missing or shorter than the journal says; "
@@ -368,8 +397,11 @@ class ShardAssembler:
         try:
             for segment in sorted(segments, key=lambda s: (s.split != TRAIN, s.shard)):
                 piece = pieces.get(segment.path) or pieces.setdefault(segment.path, open(segment.path, "rb"))
-                target = self.handles[f"{segment.split}/{segment.shard}"]
-                copy_range(piece, segment.offset, segment.length, target, segment.path)
+                key = f"{segment.split}/{segment.shard}"
+                copy_range(piece, segment.offset, segment.length, self.handles[key], segment.path)
+                adler, length = self.checksums[key]
+                self.checksums[key] = [adler32_combine(adler, segment.adler32, segment.raw_length),
+                                       length + segment.raw_length]
         finally:
             for piece in pieces.values():
                 piece.close()
@@ -383,6 +415,8 @@ class ShardAssembler:
 
     def finish(self) -> None:
         for key, handle in self.handles.items():
+            if self.zlib:
+                handle.write(DEFLATE_FINAL_BLOCK + self.checksums[key][0].to_bytes(4, "big"))
             handle.flush()
             os.fsync(handle.fileno())
             handle.close()
@@ -600,7 +634,8 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
         for entry, reason in plan.missing:
             totals.add_skip(reason, entry.label)
     first_unit = totals.units_done
-    assembler = ShardAssembler(config, journal["shard_sizes"] if journal else None)
+    assembler = ShardAssembler(config, journal["shard_sizes"] if journal else None,
+                               journal.get("shard_checksums") if journal else None)
 
     own_executor = executor is None
     if own_executor:
@@ -631,7 +666,8 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
                         warn(f"{skip.label}: skipped: {skip.reason}")
                         warned_binary += 1
                 write_json_atomic(os.path.join(work_dir, JOURNAL), {
-                    "fingerprint": plan.fingerprint, "shard_sizes": assembler.sizes(), "totals": totals.to_json(),
+                    "fingerprint": plan.fingerprint, "shard_sizes": assembler.sizes(),
+                    "shard_checksums": assembler.checksums, "totals": totals.to_json(),
                 }, sync=False)
             bar.update(done_docs + scheduler.docs_done - bar.n)
             elapsed = max(time.perf_counter() - started, 1e-9)
@@ -705,7 +741,7 @@ def write_manifests(config, plan: Plan, totals: RunTotals) -> Dict[str, dict]:
                 "bytes_per_file": dict(zip(names, sizes)),
                 "features": {
                     spec.name: {"dtype": spec.dtype, "length": spec.length}
-                    for spec in feature_specs(config.max_seq_length, config.max_predictions_per_seq)
+                    for spec in config_feature_specs(config)
                 },
                 "n_docs_listed": plan.n_listed,
                 "n_sentences": totals.n_sentences,

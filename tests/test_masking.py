@@ -39,7 +39,7 @@ def random_instances(n, max_seq_length=128, seed=0, continuation_rate=0.0):
 
 def run(instances, seed=0, whole_word=False, prob=0.15, max_predictions=20):
     return mask_instances(instances, np.random.default_rng(seed), prob, max_predictions, MASK, ORDINARY,
-                          IS_CONTINUATION, whole_word)
+                          IS_CONTINUATION, whole_word, special_ids=(CLS, SEP))
 
 
 def test_num_to_predict_rounds_like_python():
@@ -52,7 +52,7 @@ def test_masks_respect_structure_and_counts():
     instances = random_instances(3000)
     batch = run(instances)
     budget = num_to_predict(instances.lengths, 0.15, 20)
-    candidates = candidate_mask(instances)
+    candidates = candidate_mask(instances.input_ids, instances.lengths, (CLS, SEP))
     n_real = batch.masked_lm_weights.sum(axis=1).astype(int)
     assert (n_real == np.minimum(budget, candidates.sum(axis=1))).all()
     for row in range(len(instances)):
@@ -95,7 +95,7 @@ def test_positions_are_uniform_over_candidates():
     instances = random_instances(4000, seed=5)
     batch = run(instances, seed=8)
     # Relative position of each prediction within its row's candidates: uniform on [0, 1).
-    candidates = candidate_mask(instances)
+    candidates = candidate_mask(instances.input_ids, instances.lengths, (CLS, SEP))
     rank = np.cumsum(candidates, axis=1) - 1
     weights = batch.masked_lm_weights.astype(bool)
     rows = np.broadcast_to(np.arange(len(instances))[:, None], weights.shape)[weights]
@@ -108,7 +108,7 @@ def test_whole_word_masking_never_splits_a_word():
     instances = random_instances(2000, seed=2, continuation_rate=0.4)
     batch = run(instances, seed=4, whole_word=True)
     budget = num_to_predict(instances.lengths, 0.15, 20)
-    candidates = candidate_mask(instances)
+    candidates = candidate_mask(instances.input_ids, instances.lengths, (CLS, SEP))
     empty_rows = 0
     for row in range(len(instances)):
         ids = instances.input_ids[row]

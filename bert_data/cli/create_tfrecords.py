@@ -22,6 +22,9 @@ example:
       --input_files_prefix examples/sample --vocab_file vocab/vocab.txt --do_lower_case \\
       --output_dir ./tfrecords --overwrite
 
+input files ending in .gz, .bz2, .xz or .zst/.zstd are decompressed as they are read
+(.zst needs pip install zstandard).
+
 output: OUTPUT_DIR/NAME-1.tfrecords .. NAME-N.tfrecords and OUTPUT_DIR/data_params.json
 (with a validation split: OUTPUT_DIR/train/ and OUTPUT_DIR/val/, each laid out like that)."""
 
@@ -47,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     inputs.add_argument("--single_sentence_per_line", action="store_true",
                         help="input is already one sentence per line (no spaCy); with "
                              "--multiple_docs_in_single_file this reads Google's input format")
+    inputs.add_argument("--jsonl_text_key", default=None, metavar="KEY",
+                        help="input files are JSON Lines: one document a line, its text the string at KEY "
+                             "(lines that are not JSON objects with a string at KEY are skipped and counted)")
     inputs.add_argument("--spacy_model", default=None, metavar="NAME_OR_PATH",
                         help="installed spaCy pipeline for sentence splitting (default: built-in "
                              "rule-based sentencizer, no download needed)")
@@ -65,13 +71,39 @@ def build_parser() -> argparse.ArgumentParser:
                            help="fraction of tokens to mask, in (0, 1] (default 0.15)")
     instances.add_argument("--short_seq_prob", type=float, default=0.1,
                            help="probability of a shorter target length (default 0.1)")
-    instances.add_argument("--min_short_seq_length", type=int, default=2,
+    instances.add_argument("--min_short_seq_length", type=int, default=None,
                            help="shortest target length when short, in [2, max_seq_length - 3) (default 2)")
     instances.add_argument("--dupe_factor", type=int, default=10,
                            help="passes over the data, each with different masks (default 10)")
     instances.add_argument("--mask_whole_word", action="store_true",
                            help="mask all WordPiece pieces of a word together")
     instances.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+    recipes = parser.add_argument_group("recipes after BERT")
+    recipes.add_argument("--mlm_only", action="store_true",
+                         help="masked LM only, no next-sentence task: windows of max_seq_length - 2 "
+                              "contiguous tokens as [CLS] tokens [SEP]; records without segment_ids and "
+                              "next_sentence_labels (Cerebras's MLM-only layout)")
+    recipes.add_argument("--allow_cross_document_examples", action="store_true",
+                         help="with --mlm_only: windows run on from one document into the next, with "
+                              "--document_separator_token between them")
+    recipes.add_argument("--document_separator_token", default="[SEP]", metavar="TOKEN",
+                         help="with --allow_cross_document_examples: the vocabulary token between documents "
+                              "(default [SEP]); never masked")
+    recipes.add_argument("--overlap_size", type=int, default=None,
+                         help="with --mlm_only: tokens a window shares with the previous one (default "
+                              "max_seq_length / 4, as Cerebras)")
+    recipes.add_argument("--disable_masking", action="store_true",
+                         help="with --mlm_only: write unmasked input_ids and input_mask only, and mask at load "
+                              "time (bert_data.loaders); needs --dupe_factor 1")
+    recipes.add_argument("--max_ngram_size", type=int, default=1,
+                         help="n-gram (span) masking as in TF Model Garden: spans of 1..N whole words, "
+                              "shorter spans likelier (default 1: single tokens, or words with --mask_whole_word)")
+    recipes.add_argument("--v2_feature_names", action="store_true",
+                         help="name features input_word_ids and input_type_ids (TF Model Garden's BERT)")
+    recipes.add_argument("--compression", choices=["gzip", "zlib"], default=None,
+                         help="compress the shards; read them with "
+                              "tf.data.TFRecordDataset(compression_type='GZIP' or 'ZLIB')")
 
     output = parser.add_argument_group("output")
     output.add_argument("--output_dir", default="./tfrecords/", metavar="DIR",
