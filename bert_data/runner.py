@@ -31,9 +31,8 @@ import shutil
 import signal
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from . import __version__
 from . import documents as docs_mod

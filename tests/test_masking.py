@@ -115,7 +115,7 @@ def test_whole_word_masking_never_splits_a_word():
         chosen = set(batch.masked_lm_positions[row, : int(batch.masked_lm_weights[row].sum())].tolist())
         assert len(chosen) <= budget[row]
         # Group candidate positions into words the way the reference does.
-        words, current = [], None
+        words = []
         for position in np.nonzero(candidates[row])[0]:
             if IS_CONTINUATION[ids[position]] and words:
                 words[-1].append(position)

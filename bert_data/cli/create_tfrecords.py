@@ -174,8 +174,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"create_tfrecords: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"create_tfrecords: interrupted; no shard was completed. Run the same command with --resume "
-              f"to continue from the last finished unit", file=sys.stderr)
+        print("create_tfrecords: interrupted; no shard was completed. Run the same command with --resume "
+              "to continue from the last finished unit", file=sys.stderr)
         return 130
     for split, manifest in summary.manifests.items():
         skipped = manifest["documents_skipped"]["count"]
