@@ -6,16 +6,36 @@ the Cerebras tool).  Units are planned in the parent before any work, from file 
 files holding many documents, from a scan of the separators; a unit records only byte ranges,
 so planning a corpus of any size needs memory proportional to the number of units, and a
 worker reads just its own bytes.
+
+Input formats:
+
+* plain text, one document a file (large files are read in parts, see ``document_parts``), or
+  many documents a file separated by a separator line (``--multiple_docs_in_single_file``);
+* JSON Lines (``--jsonl_text_key KEY``): one document a non-blank line, its text at ``KEY``;
+* any of these compressed, chosen by extension (``.gz``, ``.bz2``, ``.xz``, ``.zst``/``.zstd``).
+  A compressed stream cannot be cut into byte ranges, so its ranges are offsets in the
+  *decompressed* stream, found by decompressing the file once while planning (in chunks: never
+  the whole file in memory).  A reader decompresses from the start of the file and discards
+  up to its range; each worker thread keeps its last streams open, so the slices it reads of
+  one file, which come in file order, continue the same stream instead of starting over.
 """
 
 from __future__ import annotations
 
+import bz2
+import dataclasses
+import gzip
 import hashlib
+import json
+import lzma
 import mmap
 import os
 import re
+import threading
+import zlib
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import BinaryIO, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 TRAIN = "train"
 VAL = "val"
@@ -32,7 +52,9 @@ class InputError(ValueError):
 
 @dataclass(frozen=True)
 class Source:
-    """A byte range of one input file: whole documents, or one part of a large document."""
+    """A byte range of one input file: whole documents, or one part of a large document.
+
+    For a compressed file (``codec`` set) the offsets are in the decompressed stream."""
 
     path: str  # as opened (prefix joined)
     label: str  # as listed in the metadata file: names the document in messages and hashes
@@ -40,6 +62,8 @@ class Source:
     end: int  # exclusive; -1 means end of file
     first_doc: int = 0  # index in the file of the first document of the range
     continues: bool = False  # a later part of the document the previous source began
+    codec: str = ""  # "" (plain), "gz", "bz2", "xz" or "zst": how the file is compressed
+    jsonl_key: Optional[str] = None  # JSON Lines: one document a line, its text at this key
 
 
 @dataclass
@@ -133,6 +157,164 @@ def check_documents_exist(entries: Sequence[MetadataEntry], skip_missing: bool =
     return usable, missing
 
 
+# ---------------------------------------------------------------------------- compression
+
+# Chosen by the document file's extension (never for metadata files).
+CODECS = {".gz": "gz", ".bz2": "bz2", ".xz": "xz", ".zst": "zst", ".zstd": "zst"}
+CODEC_NAMES = {"gz": "gzip", "bz2": "bzip2", "xz": "xz", "zst": "zstd"}
+READ_CHUNK = 1 << 22  # decompressed bytes a read: large reads keep decompression at C speed
+# A compressed document's size is not known before it is decompressed; slices are grouped by
+# this guess of the decompressed size (it shapes only how work is cut, never the output).
+COMPRESSION_RATIO_GUESS = 4
+
+
+def compression_of(path: str) -> str:
+    """The codec of a document file from its extension: "" for plain text."""
+    return CODECS.get(os.path.splitext(path)[1].lower(), "")
+
+
+def _zstandard():
+    try:
+        import zstandard
+    except ImportError:
+        return None
+    return zstandard
+
+
+def open_decompressed(path: str, codec: str) -> BinaryIO:
+    """A binary stream of the decompressed bytes (multi-member/-stream/-frame files read whole)."""
+    if codec == "gz":
+        return gzip.GzipFile(path, "rb")
+    if codec == "bz2":
+        return bz2.BZ2File(path, "rb")
+    if codec == "xz":
+        return lzma.LZMAFile(path, "rb")
+    if codec == "zst":
+        zstandard = _zstandard()
+        if zstandard is None:
+            raise InputError(f"{path}: zstd-compressed input needs the zstandard package: pip install zstandard")
+        return zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), read_size=1 << 20,
+                                                          read_across_frames=True, closefd=True)
+    raise ValueError(f"unknown codec {codec!r}")
+
+
+def codec_errors() -> tuple:
+    """What a corrupt or truncated compressed file raises while being read."""
+    errors = [OSError, EOFError, zlib.error, lzma.LZMAError]
+    zstandard = _zstandard()
+    if zstandard is not None:
+        errors.append(zstandard.ZstdError)
+    return tuple(errors)
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def check_codecs(entries: Sequence[MetadataEntry]) -> None:
+    """Fail at once, naming the file, when a .zst file is listed and zstandard is missing."""
+    if _zstandard() is not None:
+        return
+    for entry in entries:
+        if compression_of(entry.path) == "zst":
+            raise InputError(f"{entry.metadata_file}:{entry.line_number}: {entry.path} is zstd-compressed and the "
+                             f"zstandard package is missing: pip install zstandard")
+
+
+def read_exactly(stream: BinaryIO, size: int) -> bytes:
+    """``size`` bytes (fewer at the end of the stream), in large reads."""
+    parts = []
+    while size > 0:
+        chunk = stream.read(min(size, READ_CHUNK))
+        if not chunk:
+            break
+        parts.append(chunk)
+        size -= len(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def read_to_end(stream: BinaryIO) -> bytes:
+    parts = []
+    while True:
+        chunk = stream.read(READ_CHUNK)
+        if not chunk:
+            break
+        parts.append(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def skip_bytes(stream: BinaryIO, size: int) -> None:
+    """Decompress and discard ``size`` bytes, one chunk in memory at a time."""
+    while size > 0:
+        chunk = stream.read(min(size, READ_CHUNK))
+        if not chunk:
+            break
+        size -= len(chunk)
+
+
+class _OpenStreams(threading.local):
+    """Per thread (and per process: a forked child drops what it inherited), the last few
+    decompressed streams and where they stand, so consecutive ranges of a file are read
+    without decompressing the file again from its start."""
+
+    MAX_OPEN = 2
+
+    def __init__(self):
+        self.pid = os.getpid()
+        self.streams: "OrderedDict[Tuple[str, str], list]" = OrderedDict()
+
+    def read(self, source: Source) -> bytes:
+        if self.pid != os.getpid():  # inherited through fork: the parent's file offsets
+            self.pid, self.streams = os.getpid(), OrderedDict()
+        key = (source.path, source.codec)
+        held = self.streams.pop(key, None)
+        if held is not None and held[1] > source.start:
+            held[0].close()
+            held = None
+        stream, position = held if held is not None else (open_decompressed(source.path, source.codec), 0)
+        try:
+            skip_bytes(stream, source.start - position)
+            if source.end < 0:
+                data = read_to_end(stream)
+                stream.close()
+                return data
+            data = read_exactly(stream, source.end - source.start)
+        except BaseException:
+            stream.close()
+            raise
+        self.streams[key] = [stream, source.end]
+        while len(self.streams) > self.MAX_OPEN:
+            self.streams.popitem(last=False)[1][0].close()
+        return data
+
+    def close(self) -> None:
+        while self.streams:
+            self.streams.popitem()[1][0].close()
+
+
+_open_streams = _OpenStreams()
+
+
+def close_streams() -> None:
+    """Close the decompressed streams this thread keeps open between reads."""
+    _open_streams.close()
+
+
+def read_range(source: Source) -> bytes:
+    """The bytes of a source's range (decompressed, for a compressed file)."""
+    if source.codec:
+        try:
+            return _open_streams.read(source)
+        except InputError:
+            raise
+        except codec_errors() as error:
+            codec = CODEC_NAMES[source.codec]
+            raise InputError(f"{source.path}: cannot read {codec} file: {_one_line(error)}") from None
+    with open(source.path, "rb") as handle:
+        handle.seek(source.start)
+        return handle.read() if source.end < 0 else handle.read(source.end - source.start)
+
+
 # ---------------------------------------------------------------------------- separators
 
 def separator_pattern(separator_line: Optional[str]) -> "re.Pattern[bytes]":
@@ -163,6 +345,50 @@ def document_spans(buffer, start: int, end: int, pattern) -> Iterator[Tuple[int,
         position = max(position, match.end())
     if end > position and _NON_SPACE.search(buffer, position, end):
         yield position, end
+
+
+# JSON Lines: every line break ends a document; blank lines hold none.
+LINE_PATTERN = re.compile(rb"\n")
+
+
+def document_pattern(separator_line: Optional[str], jsonl: bool) -> "re.Pattern[bytes]":
+    return LINE_PATTERN if jsonl else separator_pattern(separator_line)
+
+
+def stream_document_spans(stream: BinaryIO, pattern, chunk_size: int = READ_CHUNK) -> Iterator[Tuple[int, int]]:
+    """What ``document_spans`` finds over a whole stream, reading it in chunks: at most one chunk
+    and one line (however long) are held.  Separators are whole lines, so each block, cut after
+    its last line break, is scanned on its own; a document may run on across blocks."""
+    base = 0  # offset in the stream of the block scanned
+    doc_start = 0
+    has_text = False  # the current document has non-space bytes in the blocks already scanned
+    pending: List[bytes] = []  # the unfinished last line
+    while True:
+        chunk = stream.read(chunk_size)
+        if chunk:
+            cut = chunk.rfind(b"\n") + 1
+            if not cut:
+                pending.append(chunk)
+                continue
+            pending.append(chunk[:cut] if cut < len(chunk) else chunk)
+            block = pending[0] if len(pending) == 1 else b"".join(pending)
+            pending = [chunk[cut:]] if cut < len(chunk) else []
+        else:
+            block = b"".join(pending)
+            pending = []
+        position = 0
+        for match in pattern.finditer(block):
+            if match.start() == match.end():  # only at the block's end: no separator line
+                continue
+            if has_text or (match.start() > position and _NON_SPACE.search(block, position, match.start())):
+                yield doc_start, base + match.start()
+            doc_start, position, has_text = base + match.end(), match.end(), False
+        has_text = has_text or bool(_NON_SPACE.search(block, position))
+        base += len(block)
+        if not chunk:
+            break
+    if has_text:
+        yield doc_start, base
 
 
 # ---------------------------------------------------------------------------- planning
@@ -210,9 +436,16 @@ def plan_units(
     slice_docs: int = 64,
     slice_bytes: int = 1 << 21,
     part_bytes: int = 1 << 22,
+    jsonl_text_key: Optional[str] = None,
 ) -> List[Unit]:
     """Group documents, in metadata order, into units of ``split_num`` documents, and each
-    unit's documents into slices of at most ``slice_docs`` documents or about ``slice_bytes``."""
+    unit's documents into slices of at most ``slice_docs`` documents or about ``slice_bytes``.
+
+    With ``jsonl_text_key`` every file is JSON Lines (one document a non-blank line).  A
+    compressed file is decompressed here once (in chunks) to find its documents, when it holds
+    many; when it is one document, its first bytes are decompressed to check it."""
+    check_codecs(entries)
+    jsonl = jsonl_text_key is not None
     units: List[Unit] = []
     current = Unit(first_index, split_mode)
 
@@ -222,46 +455,80 @@ def plan_units(
             units.append(current)
             current = Unit(first_index + len(units), split_mode)
 
-    if not multiple_docs_in_single_file:
+    def cannot_read(entry: MetadataEntry, codec: str, error: BaseException) -> InputError:
+        return InputError(f"{entry.metadata_file}:{entry.line_number}: cannot read {CODEC_NAMES[codec]} file "
+                          f"{entry.path}: {_one_line(error)}")
+
+    if not multiple_docs_in_single_file and not jsonl:
         for entry in entries:
-            size = os.path.getsize(entry.path)
-            for number, (start, end) in enumerate(document_parts(entry.path, size, part_bytes)):
-                # Each part of a large document is a slice of its own (tokenized in parallel);
-                # only the first counts as a document.
-                current.add(Source(entry.path, entry.label, start, end, 0, continues=number > 0),
-                            0 if number else 1, end - start, slice_docs, slice_bytes)
+            codec = compression_of(entry.path)
+            if codec:
+                try:  # the first bytes now: a file that is not what its name says fails before any work
+                    with open_decompressed(entry.path, codec) as stream:
+                        stream.read(1)
+                except codec_errors() as error:
+                    raise cannot_read(entry, codec, error) from None
+                # One document, whole: a compressed stream cannot be cut into parts.
+                current.add(Source(entry.path, entry.label, 0, -1, codec=codec), 1,
+                            os.path.getsize(entry.path) * COMPRESSION_RATIO_GUESS, slice_docs, slice_bytes)
+            else:
+                size = os.path.getsize(entry.path)
+                for number, (start, end) in enumerate(document_parts(entry.path, size, part_bytes)):
+                    # Each part of a large document is a slice of its own (tokenized in parallel);
+                    # only the first counts as a document.
+                    current.add(Source(entry.path, entry.label, start, end, 0, continues=number > 0),
+                                0 if number else 1, end - start, slice_docs, slice_bytes)
             if current.n_docs >= split_num:
                 close_current()
         close_current()
         return units
 
-    pattern = separator_pattern(separator_line)
+    pattern = document_pattern(separator_line, jsonl)
+
+    def plan_file(entry: MetadataEntry, spans: Iterable[Tuple[int, int]], codec: str) -> None:
+        """Ranges of whole documents: a range ends with its unit, or when its slice is full."""
+        range_start = range_end = None
+        range_first = range_docs = 0
+        last = None  # (list, index) of the file's last source
+
+        def close_range():
+            nonlocal range_start, range_docs, last
+            if range_start is not None:
+                source = Source(entry.path, entry.label, range_start, range_end, range_first, codec=codec,
+                                jsonl_key=jsonl_text_key)
+                current.add(source, range_docs, range_end - range_start, slice_docs, slice_bytes)
+                last = (current.slices[-1], len(current.slices[-1]) - 1)
+            range_start, range_docs = None, 0
+
+        for doc_number, (doc_start, doc_end) in enumerate(spans):
+            if range_start is None:
+                range_start, range_first = doc_start, doc_number
+            range_end = doc_end
+            range_docs += 1
+            if current.n_docs + range_docs >= split_num:
+                close_range()
+                close_current()
+            elif range_docs >= slice_docs or range_end - range_start >= slice_bytes:
+                close_range()
+        close_range()
+        if codec and last is not None:  # read on to the end of the stream, which is then closed
+            group, index = last
+            group[index] = dataclasses.replace(group[index], end=-1)
+
     for entry in entries:
+        codec = compression_of(entry.path)
+        if codec:
+            try:
+                with open_decompressed(entry.path, codec) as stream:
+                    plan_file(entry, stream_document_spans(stream, pattern), codec)
+            except codec_errors() as error:
+                raise cannot_read(entry, codec, error) from None
+            continue
         size = os.path.getsize(entry.path)
         if size == 0:
             continue
         with open(entry.path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            range_start = range_end = None
-            range_first = range_docs = 0
-
-            def close_range():
-                nonlocal range_start, range_docs
-                if range_start is not None:
-                    source = Source(entry.path, entry.label, range_start, range_end, range_first)
-                    current.add(source, range_docs, range_end - range_start, slice_docs, slice_bytes)
-                range_start, range_docs = None, 0
-
-            for doc_number, (doc_start, doc_end) in enumerate(document_spans(buf, 0, size, pattern)):
-                if range_start is None:
-                    range_start, range_first = doc_start, doc_number
-                range_end = doc_end
-                range_docs += 1
-                if current.n_docs + range_docs >= split_num:
-                    close_range()
-                    close_current()
-                elif range_docs >= slice_docs or range_end - range_start >= slice_bytes:
-                    close_range()
-            close_range()
+            plan_file(entry, document_spans(buf, 0, size, pattern), "")
     close_current()
     return units
 
@@ -286,6 +553,11 @@ BINARY = "binary file (NUL bytes)"
 EMPTY = "empty or white-space only"
 NO_SENTENCE = "no sentence with any token"
 MISSING = "file not found"
+# JSON Lines (--jsonl_text_key): a line that holds no document text.
+INVALID_JSON = "invalid JSON line"
+NOT_OBJECT = "JSON line is not an object"
+MISSING_KEY = "missing text key"
+NOT_STRING = "text value is not a string"
 
 
 def decode_text(data: bytes) -> Tuple[str, int]:
@@ -300,12 +572,18 @@ def decode_text(data: bytes) -> Tuple[str, int]:
 
 def read_documents(sources: Sequence[Source], separator_line: Optional[str], multiple_docs_in_single_file: bool,
                    skips: List[Skip]) -> Iterator[Document]:
-    """The documents of some sources, in order.  Empty and binary ones are recorded in ``skips``."""
+    """The documents of some sources, in order.  Empty and binary ones (and, in JSON Lines, lines
+    without a text) are recorded in ``skips``.  A source's ``jsonl_key`` marks JSON Lines."""
     pattern = separator_pattern(separator_line) if multiple_docs_in_single_file else None
     for source in sources:
-        with open(source.path, "rb") as handle:
-            handle.seek(source.start)
-            data = handle.read() if source.end < 0 else handle.read(source.end - source.start)
+        data = read_range(source)
+        if source.jsonl_key is not None:
+            for offset, (doc_start, doc_end) in enumerate(list(document_spans(data, 0, len(data), LINE_PATTERN))):
+                document = _json_document(data[doc_start:doc_end], f"{source.label}#{source.first_doc + offset}",
+                                          source.jsonl_key, skips)
+                if document is not None:
+                    yield document
+            continue
         if pattern is None:
             document = _decoded(data, source.label, skips)
             del data  # never hold a large text's bytes and its characters at once for long
@@ -317,6 +595,41 @@ def read_documents(sources: Sequence[Source], separator_line: Optional[str], mul
             document = _decoded(data[doc_start:doc_end], f"{source.label}#{source.first_doc + offset}", skips)
             if document is not None:
                 yield document
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _json_document(line: bytes, label: str, key: str, skips: List[Skip]) -> Optional[Document]:
+    """One JSON Lines document: the string at ``key`` of the object on the line."""
+    text, n_replaced = decode_text(line)
+    try:
+        record = json.loads(text[1:] if text.startswith("\ufeff") else text)  # a byte-order mark may lead
+    except (ValueError, RecursionError):
+        skips.append(Skip(INVALID_JSON, label))
+        return None
+    if not isinstance(record, dict):
+        skips.append(Skip(NOT_OBJECT, label))
+        return None
+    if key not in record:
+        skips.append(Skip(MISSING_KEY, label))
+        return None
+    value = record[key]
+    if not isinstance(value, str):
+        skips.append(Skip(NOT_STRING, label))
+        return None
+    if "\x00" in value:
+        skips.append(Skip(BINARY, label))
+        return None
+    if n_replaced:  # invalid UTF-8 elsewhere on the line does not count
+        n_replaced = min(n_replaced, value.count("\ufffd"))
+    if _SURROGATE.search(value):  # a lone surrogate escape ("\\ud800"): not encodable text
+        value, replaced = _SURROGATE.subn("\ufffd", value)
+        n_replaced += replaced
+    if not value.strip():
+        skips.append(Skip(EMPTY, label))
+        return None
+    return Document(label, value, n_replaced)
 
 
 def _decoded(data: bytes, label: str, skips: List[Skip]) -> Optional[Document]:
