@@ -6,10 +6,11 @@ The generation path (``bert_data.runner.generate``) never imports TensorFlow; th
 __version__ = "0.1.0"
 
 # TorchDataset is not in __all__: `from bert_data import *` must work without torch.
-__all__ = ["GeneratorConfig", "generate", "load_dataset", "read_examples", "read_batches", "__version__"]
+__all__ = ["GeneratorConfig", "generate", "load_dataset", "read_examples", "read_batches", "dynamic_masking",
+           "__version__"]
 
 # Readers and loaders (bert_data.loaders): TensorFlow / torch are imported only when used.
-_LOADER_NAMES = ("load_dataset", "read_examples", "read_batches", "TorchDataset")
+_LOADER_NAMES = ("load_dataset", "read_examples", "read_batches", "TorchDataset", "dynamic_masking")
 
 
 def __getattr__(name):

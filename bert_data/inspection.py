@@ -1,9 +1,13 @@
 """``bert-data inspect``: records as readable text.
 
-Each record shows segment A and B as WordPiece tokens, the next-sentence label, and every
-masked-LM position as ``shown{original}``: ``[MASK]{cat}`` (replaced by [MASK]), ``cat{=}``
-(kept as is, still predicted) or ``dog{cat}`` (replaced by a random token).  Without a
-vocabulary the token ids are shown instead.
+Each record shows segment A and B (NSP layouts) or its tokens (MLM-only layouts: ``[CLS] tokens
+[SEP]``, with any document separators inside) as WordPiece tokens, the next-sentence label when
+there is one, and every masked-LM position as ``shown{original}``: ``[MASK]{cat}`` (replaced by
+[MASK]), ``cat{=}`` (kept as is, still predicted) or ``dog{cat}`` (replaced by a random token).
+Unmasked records (``--disable_masking``) show their tokens as stored, or, with ``mask_seed``, a
+preview of load-time masks (:func:`bert_data.loaders.dynamic_masking`).  Layout and compression
+come from the manifest, else the first record and first bytes.  Without a vocabulary the token
+ids are shown instead.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Iterator, List, Optional
 
 import numpy as np
 
-from .features import FEATURE_NAMES
+from .features import canonical_name
 
 __all__ = ["InspectedRecord", "inspect_records", "format_record", "record_json", "LEGEND"]
 
@@ -26,12 +30,15 @@ MASK, KEPT, RANDOM = "mask", "kept", "random"
 class InspectedRecord:
     path: str
     index: int
-    features: dict  # name -> 1-D numpy array
+    features: dict  # name (as stored) -> 1-D numpy array
     tokens: List[str]  # the tokens shown to the model (with masks applied), unpadded
     length: int
-    b_start: int  # position of B's first token
+    b_start: int  # position of B's first token (``length`` when there are no segments)
     masked: List[dict]  # {"position", "shown", "original", "kind"}
-    next_sentence_label: int
+    next_sentence_label: Optional[int]  # None for MLM-only layouts
+    has_segments: bool = True
+    has_masks: bool = True  # False: unmasked records (no masked_lm features, no preview)
+    preview: bool = False  # masks drawn here by load-time masking (not stored in the record)
 
 
 def _resolve_shard(path: str) -> str:
@@ -44,57 +51,72 @@ def _resolve_shard(path: str) -> str:
 
 
 def inspect_records(shard: str, vocab_file: Optional[str] = None, n: int = 5,
-                    start: int = 0) -> Iterator[InspectedRecord]:
+                    start: int = 0, compression="auto", mask_seed: Optional[int] = None) -> Iterator[InspectedRecord]:
     """Decode records ``start .. start+n-1`` of ``shard`` (a file, or a directory: its first
-    shard).  The vocabulary is ``vocab_file``, else the manifest's if it exists, else none."""
-    from .loaders import dataset_info
+    shard).  The vocabulary is ``vocab_file``, else the manifest's if it exists, else none.
+    ``mask_seed``: for unmasked records, preview load-time masks drawn with this seed (the
+    manifest's masking options; the records shown form one batch, key ``(0,)``)."""
+    from .loaders import dataset_info, decode_chunk, dynamic_masking
     from .tfrecord import iter_records
-    from .example_codec import decode_examples
     from .tokenization import load_vocab
 
     shard = _resolve_shard(shard)
-    info = dataset_info([shard])
+    info = dataset_info([shard], compression=compression)
     if vocab_file is None:
         vocab_file = info.vocab_file()
     vocab = load_vocab(vocab_file) if vocab_file else None
-    records = list(itertools.islice(iter_records(shard), start, start + n if n >= 0 else None))
+    records = list(itertools.islice(iter_records(shard, compression=info.compression(shard)),
+                                    start, start + n if n >= 0 else None))
     if not records:
         return
-    from .loaders import decode_chunk
-
     cols = decode_chunk(records, info.specs, shard, start)
+    preview = mask_seed is not None and not info.masked
+    canonical = {name: canonical_name(name) for name in cols}
+    view = {canonical[name]: value for name, value in cols.items()}
+    if preview:
+        if vocab is None:
+            raise ValueError("previewing load-time masks needs the vocabulary: pass --vocab_file")
+        masker = dynamic_masking(vocab_file=vocab_file, seed=mask_seed, dataset=info)
+        view = masker(view, key=(0,))
     mask_id = vocab.mask_id if vocab else None
     for j in range(len(records)):
-        feats = {name: cols[name][j] for name in FEATURE_NAMES}
-        yield _inspect_one(shard, start + j, feats, vocab, mask_id)
+        stored = {name: cols[name][j] for name in cols}
+        feats = {name: view[name][j] for name in view}
+        yield _inspect_one(shard, start + j, stored, feats, vocab, mask_id, preview)
 
 
-def _inspect_one(path, index, f, vocab, mask_id) -> InspectedRecord:
+def _inspect_one(path, index, stored, f, vocab, mask_id, preview=False) -> InspectedRecord:
     length = int(f["input_mask"].sum())
     ids = f["input_ids"][:length]
-    seg = f["segment_ids"][:length]
-    ones = np.flatnonzero(seg == 1)
-    b_start = int(ones[0]) if ones.size else length
+    has_segments = "segment_ids" in f
+    if has_segments:
+        ones = np.flatnonzero(f["segment_ids"][:length] == 1)
+        b_start = int(ones[0]) if ones.size else length
+    else:
+        b_start = length
     tokens = vocab.convert_ids_to_tokens(ids) if vocab else [str(int(i)) for i in ids]
     masked = []
-    for p, label, weight in zip(f["masked_lm_positions"], f["masked_lm_ids"], f["masked_lm_weights"]):
-        if weight <= 0:
-            continue
-        p, label = int(p), int(label)
-        shown_id = int(ids[p]) if 0 <= p < length else None
-        if shown_id is None:
-            kind = "invalid"
-        elif mask_id is not None and shown_id == mask_id:
-            kind = MASK
-        elif shown_id == label:
-            kind = KEPT
-        else:
-            kind = RANDOM
-        name = (lambda i: vocab.tokens[i] if 0 <= i < vocab.size else f"<{i}>") if vocab else str
-        masked.append({"position": p, "shown": name(shown_id) if shown_id is not None else None,
-                       "original": name(label), "kind": kind, "shown_id": shown_id, "original_id": label})
-    return InspectedRecord(path, index, f, tokens, length, b_start, masked,
-                           int(f["next_sentence_labels"][0]))
+    has_masks = "masked_lm_positions" in f
+    if has_masks:
+        for p, label, weight in zip(f["masked_lm_positions"], f["masked_lm_ids"], f["masked_lm_weights"]):
+            if weight <= 0:
+                continue
+            p, label = int(p), int(label)
+            shown_id = int(ids[p]) if 0 <= p < length else None
+            if shown_id is None:
+                kind = "invalid"
+            elif mask_id is not None and shown_id == mask_id:
+                kind = MASK
+            elif shown_id == label:
+                kind = KEPT
+            else:
+                kind = RANDOM
+            name = (lambda i: vocab.tokens[i] if 0 <= i < vocab.size else f"<{i}>") if vocab else str
+            masked.append({"position": p, "shown": name(shown_id) if shown_id is not None else None,
+                           "original": name(label), "kind": kind, "shown_id": shown_id, "original_id": label})
+    nsp = int(f["next_sentence_labels"][0]) if "next_sentence_labels" in f else None
+    return InspectedRecord(path, index, stored, tokens, length, b_start, masked, nsp, has_segments, has_masks,
+                           preview)
 
 
 def _display_tokens(rec: InspectedRecord) -> List[str]:
@@ -108,31 +130,42 @@ def _display_tokens(rec: InspectedRecord) -> List[str]:
 
 def format_record(rec: InspectedRecord) -> str:
     shown = _display_tokens(rec)
-    msl = len(rec.features["input_ids"])
-    nsp = rec.next_sentence_label
+    msl = len(next(iter(rec.features.values())))
     kinds = [m["kind"] for m in rec.masked]
-    head = (f"{os.path.basename(rec.path)} record {rec.index}: {rec.length}/{msl} tokens, "
-            f"next_sentence_label={nsp} ({'B is a random sentence' if nsp == 1 else 'B follows A'}), "
-            f"{len(rec.masked)} predictions ({kinds.count(MASK)} [MASK], {kinds.count(KEPT)} kept, "
-            f"{kinds.count(RANDOM)} random)")
+    parts = [f"{os.path.basename(rec.path)} record {rec.index}: {rec.length}/{msl} tokens"]
+    nsp = rec.next_sentence_label
+    if nsp is not None:
+        parts.append(f"next_sentence_label={nsp} ({'B is a random sentence' if nsp == 1 else 'B follows A'})")
+    if rec.has_masks:
+        preview = ", load-time masks previewed" if rec.preview else ""
+        parts.append(f"{len(rec.masked)} predictions ({kinds.count(MASK)} [MASK], {kinds.count(KEPT)} kept, "
+                     f"{kinds.count(RANDOM)} random{preview})")
+    else:
+        parts.append("unmasked (masks are drawn at load time)")
+    head = ", ".join(parts)
+    if not rec.has_segments:
+        return f"{head}\n  tokens: {' '.join(shown)}"
     a = " ".join(shown[:rec.b_start])
     b = " ".join(shown[rec.b_start:])
     return f"{head}\n  A: {a}\n  B: {b}"
 
 
 def record_json(rec: InspectedRecord) -> dict:
-    f = rec.features
-    return {
+    out = {
         "file": rec.path,
         "record": rec.index,
         "length": rec.length,
         "tokens": rec.tokens,
-        "segment_a": rec.tokens[:rec.b_start],
-        "segment_b": rec.tokens[rec.b_start:],
-        "next_sentence_label": rec.next_sentence_label,
-        "masked": [{k: m[k] for k in ("position", "shown", "original", "kind")} for m in rec.masked],
-        "features": {name: f[name].tolist() for name in FEATURE_NAMES},
     }
+    if rec.has_segments:
+        out["segment_a"] = rec.tokens[:rec.b_start]
+        out["segment_b"] = rec.tokens[rec.b_start:]
+    out["next_sentence_label"] = rec.next_sentence_label
+    out["masked"] = [{k: m[k] for k in ("position", "shown", "original", "kind")} for m in rec.masked]
+    if rec.preview:
+        out["masks_previewed"] = True
+    out["features"] = {name: value.tolist() for name, value in rec.features.items()}
+    return out
 
 
 LEGEND = ("legend: [MASK]{x} = masked, original x; t{=} = kept (still predicted); "

@@ -7,8 +7,14 @@
 * :data:`TorchDataset` -- a ``torch.utils.data.IterableDataset`` over the same reader that splits
   the records across DataLoader workers (and distributed ranks) deterministically.
 
-Names, types and lengths of the features all come from :mod:`bert_data.features`.  Nothing here
-imports TensorFlow or torch until the function that needs it is called.
+Names, types and lengths of the features come from the dataset's ``data_params.json``
+(``"features"``: any layout of :func:`bert_data.features.feature_specs`: NSP, MLM-only, unmasked,
+v2 names), else from the first record of a shard.  Shards compressed with gzip or zlib are read
+as the manifest's ``"compression"`` says, else as their first bytes say (``compression="auto"``,
+see :func:`bert_data.tfrecord.detect_compression`), or as ``compression=`` forces.
+:func:`dynamic_masking` draws masked-LM masks at load time for unmasked (``--disable_masking``)
+data, with the generator's rules.  Nothing here imports TensorFlow or torch until the function
+that needs it is called.
 
 Paths and patterns accepted everywhere: a shard file, a glob (``out/*.tfrecords``), an output
 directory (its ``data_params.json`` lists the shards), a comma-separated list of those (as
@@ -24,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Union
 
-from .features import FEATURE_NAMES, INT64, FeatureSpec, feature_specs
+from .features import FLOAT32, INT64, FeatureSpec, V2_NAMES, canonical_name, feature_specs
 
 __all__ = [
     "MANIFEST",
@@ -32,7 +38,13 @@ __all__ = [
     "resolve_shards",
     "find_manifest",
     "infer_layout",
+    "infer_specs",
+    "layout_flags",
+    "manifest_specs",
+    "describe_layout",
     "dataset_info",
+    "DynamicMasking",
+    "dynamic_masking",
     "ShardGroup",
     "shard_groups",
     "read_batches",
@@ -43,6 +55,8 @@ __all__ = [
 
 MANIFEST = "data_params.json"
 SHARD_SUFFIX = ".tfrecords"
+# Shard names found in a directory without manifest (the compression is read from the content).
+SHARD_SUFFIXES = (".tfrecords", ".tfrecords.gz", ".tfrecords.gzip", ".tfrecords.zz", ".tfrecords.zlib")
 _GLOB_CHARS = re.compile(r"[*?\[]")
 # Records decoded together by the numpy readers: big enough for numpy to pay off.
 DEFAULT_CHUNK = 4096
@@ -77,7 +91,7 @@ def _directory_shards(directory: str) -> List[str]:
         if listed:
             return [os.path.join(directory, name) for name in listed]
     found = sorted((os.path.join(directory, name) for name in os.listdir(directory)
-                    if name.endswith(SHARD_SUFFIX)), key=natural_key)
+                    if name.endswith(SHARD_SUFFIXES)), key=natural_key)
     if not found:
         splits = _split_dirs(directory)
         if splits:
@@ -137,7 +151,7 @@ def _group_for_directory(directory: str) -> List["ShardGroup"]:
     if os.path.isfile(manifest_path):
         manifest = read_manifest(manifest_path)
         listed = list(manifest.get("examples_per_file", {}))
-        present = sorted((n for n in os.listdir(directory) if n.endswith(SHARD_SUFFIX)), key=natural_key)
+        present = sorted((n for n in os.listdir(directory) if n.endswith(SHARD_SUFFIXES)), key=natural_key)
         return [ShardGroup(directory, [os.path.join(directory, n) for n in listed], manifest_path, manifest,
                            [os.path.join(directory, n) for n in present if n not in set(listed)])]
     splits = _split_dirs(directory)
@@ -186,19 +200,106 @@ def find_manifest(shard: str) -> Optional[str]:
     return None
 
 
-def infer_layout(shard: str) -> Optional[tuple]:
-    """``(max_seq_length, max_predictions_per_seq)`` from the first record of ``shard``, or None
-    if it has no records.  Raises ``ValueError`` when the record is not a BERT example."""
+def layout_flags(specs: Sequence[FeatureSpec]) -> dict:
+    """``{"mlm_only", "masked", "v2_feature_names", "max_seq_length", "max_predictions_per_seq"}``
+    of a record layout, or ValueError if ``specs`` is not one that
+    :func:`bert_data.features.feature_specs` makes (names, order, types and lengths)."""
+    names = [spec.name for spec in specs]
+    by_name = {spec.name: spec for spec in specs}
+    v2 = "input_word_ids" in by_name
+    ids = by_name.get("input_word_ids" if v2 else "input_ids")
+    if ids is None:
+        raise ValueError(f"features {names} have no input_ids (or input_word_ids)")
+    positions = by_name.get("masked_lm_positions")
+    flags = {
+        "mlm_only": ("input_type_ids" if v2 else "segment_ids") not in by_name,
+        "masked": positions is not None,
+        "v2_feature_names": v2,
+        "max_seq_length": ids.length,
+        "max_predictions_per_seq": positions.length if positions is not None else None,
+    }
+    expected = feature_specs(ids.length, flags["max_predictions_per_seq"] or 0, flags["mlm_only"], flags["masked"], v2)
+    if list(specs) != expected:
+        raise ValueError(f"features {[(s.name, s.dtype, s.length) for s in specs]} are not a BERT record layout "
+                         f"(expected {[(s.name, s.dtype, s.length) for s in expected]})")
+    return flags
+
+
+def describe_layout(specs: Sequence[FeatureSpec]) -> str:
+    """E.g. ``"max_seq_length=128 (MLM-only, unmasked: input_ids, input_mask)"``."""
+    try:
+        flags = layout_flags(specs)
+    except ValueError:
+        return "unknown layout: " + ", ".join(spec.name for spec in specs)
+    kind = "MLM-only" if flags["mlm_only"] else "NSP"
+    if not flags["masked"]:
+        kind += ", unmasked"
+    if flags["v2_feature_names"]:
+        kind += ", v2 names"
+    sizes = f"max_seq_length={flags['max_seq_length']}"
+    if flags["masked"]:
+        sizes += f", max_predictions_per_seq={flags['max_predictions_per_seq']}"
+    return f"{sizes} ({kind}: {', '.join(spec.name for spec in specs)})"
+
+
+def manifest_specs(manifest: dict) -> List[FeatureSpec]:
+    """The layout a manifest describes: its ``"features"`` table, else (older manifests) the one
+    its options imply (``mlm_only``, ``disable_masking``, ``v2_feature_names``)."""
+    if manifest.get("features"):
+        return [FeatureSpec(name, entry["dtype"], int(entry["length"])) for name, entry in manifest["features"].items()]
+    return feature_specs(int(manifest["max_seq_length"]), int(manifest["max_predictions_per_seq"]),
+                         mlm_only=bool(manifest.get("mlm_only")), masked=not manifest.get("disable_masking"),
+                         v2_feature_names=bool(manifest.get("v2_feature_names")))
+
+
+def manifest_compression(manifest: Optional[dict]) -> Optional[str]:
+    from .tfrecord import normalize_compression
+
+    return normalize_compression((manifest or {}).get("compression"))
+
+
+def infer_specs(shard: str, compression="auto") -> Optional[List[FeatureSpec]]:
+    """The record layout of ``shard`` from its first record, or None if it has no records.
+    Raises ``ValueError`` when the record is not a BERT example (and
+    :class:`bert_data.tfrecord.CorruptRecordError` when it cannot be read)."""
     from .example_codec import decode_example
     from .tfrecord import iter_records
 
-    for record in iter_records(shard):
-        example = decode_example(record)
-        missing = [name for name in ("input_ids", "masked_lm_positions") if name not in example]
-        if missing:
-            raise ValueError(f"{shard}: record 0: feature {missing[0]!r} is missing")
-        return len(example["input_ids"]), len(example["masked_lm_positions"])
+    for record in iter_records(shard, compression=compression):
+        try:
+            example = decode_example(record)
+        except ValueError as error:
+            raise ValueError(f"{shard}: record 0: {error}") from None
+        names = list(example)
+        ids_name = "input_word_ids" if "input_word_ids" in example else "input_ids"
+        for name in (ids_name, "input_mask"):
+            if name not in example:
+                raise ValueError(f"{shard}: record 0: feature {name!r} is missing")
+        msl = len(example[ids_name])
+        mpp = len(example["masked_lm_positions"]) if "masked_lm_positions" in example else 0
+        canonical = {canonical_name(name) for name in names}
+        specs = feature_specs(msl, mpp, mlm_only="segment_ids" not in canonical,
+                              masked="masked_lm_positions" in canonical, v2_feature_names=ids_name != "input_ids")
+        if set(names) != {spec.name for spec in specs}:
+            raise ValueError(f"{shard}: record 0: features {sorted(names)} are not a BERT record layout")
+        for spec in specs:
+            value = example[spec.name]
+            kind = FLOAT32 if getattr(value, "dtype", None) is not None and value.dtype.kind == "f" else INT64
+            if isinstance(value, list) or kind != spec.dtype:
+                raise ValueError(f"{shard}: record 0: feature {spec.name!r} is not a {spec.dtype} list")
+        return specs
     return None
+
+
+def infer_layout(shard: str, compression="auto") -> Optional[tuple]:
+    """``(max_seq_length, max_predictions_per_seq)`` from the first record of ``shard`` (the
+    second is None for unmasked records), or None if it has no records.  Raises ``ValueError``
+    when the record is not a BERT example.  :func:`infer_specs` gives the whole layout."""
+    specs = infer_specs(shard, compression)
+    if specs is None:
+        return None
+    flags = layout_flags(specs)
+    return flags["max_seq_length"], flags["max_predictions_per_seq"]
 
 
 @dataclass
@@ -210,12 +311,44 @@ class DatasetInfo:
     max_predictions_per_seq: int
     manifest: Optional[dict] = None  # the (first) manifest listing the files, if any
     manifest_path: Optional[str] = None
-    layout_source: str = "manifest"  # "manifest", "arguments" (no manifest) or "first record"
+    layout_source: str = "manifest"  # "manifest", "first record" or "arguments" (no manifest, no records)
     manifests: Dict[str, dict] = field(default_factory=dict)  # manifest path -> manifest
+    layout: Optional[List[FeatureSpec]] = None  # the record layout; None: Google's NSP layout
+    compressions: Dict[str, Optional[str]] = field(default_factory=dict)  # file -> None, "gzip", "zlib"
 
     @property
     def specs(self) -> List[FeatureSpec]:
+        if self.layout is not None:
+            return list(self.layout)
         return feature_specs(self.max_seq_length, self.max_predictions_per_seq)
+
+    @property
+    def names(self) -> List[str]:
+        return [spec.name for spec in self.specs]
+
+    @property
+    def flags(self) -> dict:
+        return layout_flags(self.specs)
+
+    @property
+    def mlm_only(self) -> bool:
+        return self.flags["mlm_only"]
+
+    @property
+    def masked(self) -> bool:
+        return self.flags["masked"]
+
+    @property
+    def v2_feature_names(self) -> bool:
+        return self.flags["v2_feature_names"]
+
+    @property
+    def input_ids_name(self) -> str:
+        return V2_NAMES["input_ids"] if self.v2_feature_names else "input_ids"
+
+    def compression(self, path: str) -> Optional[str]:
+        """How ``path`` is compressed: None, "gzip" or "zlib"."""
+        return self.compressions.get(path)
 
     def vocab_file(self) -> Optional[str]:
         """The manifest's vocabulary file, if it still exists."""
@@ -237,43 +370,261 @@ def manifest_vocab_file(manifest: Optional[dict], manifest_path: Optional[str]) 
     return None
 
 
+def _file_compressions(files: Sequence[str], listed_in: Dict[str, Optional[str]], manifests: Dict[str, dict],
+                       compression) -> Dict[str, Optional[str]]:
+    """Per file: the manifest's compression, else the given one, else sniffed from the content."""
+    from .tfrecord import detect_compression, normalize_compression
+
+    given = normalize_compression(compression)
+    out: Dict[str, Optional[str]] = {}
+    for shard in files:
+        manifest_path = listed_in.get(shard)
+        if manifest_path is not None:
+            have = manifest_compression(manifests[manifest_path])
+            if given != "auto" and given != have:
+                raise ValueError(f"compression={given!r} does not match the data "
+                                 f"({manifest_path} says {have!r})")
+            out[shard] = have
+        elif given != "auto":
+            out[shard] = given
+        else:
+            out[shard] = detect_compression(shard) if os.path.isfile(shard) else None
+    return out
+
+
 def dataset_info(paths: Paths, max_seq_length: Optional[int] = None,
-                 max_predictions_per_seq: Optional[int] = None) -> DatasetInfo:
-    """Resolve ``paths`` and find the record layout: the manifest(s) next to the shards, else
-    the arguments, else the first record.  Raises ``ValueError`` if the manifests of the shards
-    disagree, or the arguments contradict the manifest (or the first record)."""
+                 max_predictions_per_seq: Optional[int] = None, compression="auto") -> DatasetInfo:
+    """Resolve ``paths`` and find the record layout and compression: the manifest(s) next to
+    the shards, else the first record (and the first bytes of each file, unless ``compression``
+    is given), else the arguments (Google's layout).  Raises ``ValueError`` if the manifests of
+    the shards disagree, or the arguments contradict the manifest (or the first record)."""
+    from .tfrecord import CorruptRecordError
+
     files = resolve_shards(paths)
     manifests: Dict[str, dict] = {}
+    listed_in: Dict[str, Optional[str]] = {}
     for shard in files:
         path = find_manifest(shard)
+        listed_in[shard] = path
         if path and path not in manifests:
             manifests[path] = read_manifest(path)
-    layouts = {(m["max_seq_length"], m["max_predictions_per_seq"]) for m in manifests.values()}
+    layouts = {}
+    for path, m in manifests.items():
+        try:
+            specs = manifest_specs(m)
+            layout_flags(specs)
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"{path}: no usable record layout ({error})") from None
+        layouts.setdefault((int(m["max_seq_length"]), int(m["max_predictions_per_seq"]), tuple(specs)), path)
     if len(layouts) > 1:
-        raise ValueError(f"the shards have different layouts (max_seq_length, "
-                         f"max_predictions_per_seq): {sorted(layouts)}")
+        raise ValueError(f"the shards have different layouts (max_seq_length, max_predictions_per_seq, "
+                         f"features): {sorted((k[0], k[1], [s.name for s in k[2]]) for k in layouts)}")
     manifest_path = next(iter(manifests), None)
     manifest = manifests.get(manifest_path) if manifest_path else None
+    compressions = _file_compressions(files, listed_in, manifests, compression)
     given = (max_seq_length, max_predictions_per_seq)
     if layouts:
-        (msl, mpp), = layouts
+        (msl, mpp, specs), = layouts
         if any(g is not None and g != have for g, have in zip(given, (msl, mpp))):
             raise ValueError(
                 f"max_seq_length={max_seq_length}, max_predictions_per_seq={max_predictions_per_seq} "
                 f"do not match the data ({manifest_path} says {msl}, {mpp})")
-        return DatasetInfo(files, msl, mpp, manifest, manifest_path, "manifest", manifests)
-    if None not in given:
-        return DatasetInfo(files, max_seq_length, max_predictions_per_seq, None, None, "arguments", manifests)
+        return DatasetInfo(files, msl, mpp, manifest, manifest_path, "manifest", manifests, list(specs), compressions)
     for shard in files:
-        layout = infer_layout(shard)
-        if layout:
-            if any(g is not None and g != have for g, have in zip(given, layout)):
+        try:
+            specs = infer_specs(shard, compressions[shard])
+        except CorruptRecordError:
+            if None not in given:
+                break  # reported when the file is read
+            raise
+        if specs:
+            flags = layout_flags(specs)
+            have = (flags["max_seq_length"], flags["max_predictions_per_seq"])
+            if given[0] is not None and given[0] != have[0] or (
+                    given[1] is not None and have[1] is not None and given[1] != have[1]):
                 raise ValueError(
                     f"max_seq_length={max_seq_length}, max_predictions_per_seq={max_predictions_per_seq} "
-                    f"do not match the data ({shard} record 0 has {layout[0]}, {layout[1]})")
-            return DatasetInfo(files, layout[0], layout[1], None, None, "first record", manifests)
+                    f"do not match the data ({shard} record 0 has {have[0]}, {have[1]})")
+            mpp = have[1] if have[1] is not None else (given[1] or 0)
+            return DatasetInfo(files, have[0], mpp, None, None, "first record", manifests, specs, compressions)
+    if None not in given:
+        return DatasetInfo(files, max_seq_length, max_predictions_per_seq, None, None, "arguments", manifests,
+                           None, compressions)
     raise ValueError("the input files hold no records, so the record layout is unknown: "
                      "pass max_seq_length and max_predictions_per_seq")
+
+
+# --------------------------------------------------------------------------------------------
+# Load-time masking
+# --------------------------------------------------------------------------------------------
+
+MASK_OUTPUTS = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+
+
+class DynamicMasking:
+    """Masks drawn at load time, with the generator's rules (:func:`bert_data.masking.mask_tokens`):
+    ``masked_lm_prob`` of each row's tokens (rounded, at least 1, at most
+    ``max_predictions_per_seq``), never [CLS], [SEP] or the document separator; 80% [MASK], 10%
+    kept, 10% a random ordinary token; whole words or n-gram spans when asked.
+
+    ``masking(batch, key=None)`` maps ``{"input_ids" (or "input_word_ids"): (n, L), "input_mask":
+    (n, L), ...}`` (numpy; ``input_mask`` 1 for tokens) to a new dict: the same entries with the
+    token ids masked (int32), plus ``masked_lm_positions`` and ``masked_lm_ids`` (int32) and
+    ``masked_lm_weights`` (float32), each ``(n, max_predictions_per_seq)``.
+
+    Deterministic: the masks of a batch depend only on ``(seed, *key)`` and the batch.  The
+    readers pass ``key=(batch_number,)`` (numbered from 0 in read order), so the numpy readers
+    and ``load_dataset`` give identical masks for the same seed and batches.  Without ``key``, calls
+    are numbered 0, 1, 2... by the object.  ``seed=None`` draws a seed (kept in ``.seed``).
+    """
+
+    def __init__(self, vocab, masked_lm_prob: float = 0.15, max_predictions_per_seq: int = 20,
+                 whole_word: bool = False, max_ngram_size: int = 1, seed: Optional[int] = None,
+                 document_separator_token: str = "[SEP]"):
+        import numpy as np
+
+        if not 0 < masked_lm_prob <= 1:
+            raise ValueError(f"masked_lm_prob must be in (0, 1], got {masked_lm_prob}")
+        if int(max_predictions_per_seq) < 1:
+            raise ValueError(f"max_predictions_per_seq must be at least 1, got {max_predictions_per_seq}")
+        if int(max_ngram_size) < 1:
+            raise ValueError(f"max_ngram_size must be at least 1, got {max_ngram_size}")
+        separator = vocab.token_to_id.get(document_separator_token)
+        if separator is None:
+            raise ValueError(f"document_separator_token {document_separator_token!r} is not in the "
+                             f"vocabulary {vocab.path}")
+        if seed is None:
+            seed = int(np.random.SeedSequence().generate_state(2, np.uint64)[0] >> np.uint64(1))
+        if isinstance(seed, bool) or int(seed) < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        self.vocab = vocab
+        self.masked_lm_prob = float(masked_lm_prob)
+        self.max_predictions_per_seq = int(max_predictions_per_seq)
+        self.whole_word = bool(whole_word)
+        self.max_ngram_size = int(max_ngram_size)
+        self.seed = int(seed)
+        self.document_separator_token = document_separator_token
+        self.special_ids = sorted({vocab.cls_id, vocab.sep_id, separator})
+        self._calls = 0
+
+    def __repr__(self) -> str:
+        return (f"DynamicMasking(vocab={self.vocab.path!r}, masked_lm_prob={self.masked_lm_prob}, "
+                f"max_predictions_per_seq={self.max_predictions_per_seq}, whole_word={self.whole_word}, "
+                f"max_ngram_size={self.max_ngram_size}, seed={self.seed}, "
+                f"document_separator_token={self.document_separator_token!r})")
+
+    def rng(self, key: Sequence[int]):
+        import numpy as np
+
+        return np.random.default_rng([self.seed, *(int(k) for k in key)])
+
+    def arrays(self, input_ids, input_mask, key: Sequence[int]):
+        """``(input_ids, masked_lm_positions, masked_lm_ids, masked_lm_weights)`` for a batch."""
+        import numpy as np
+
+        from .masking import mask_tokens
+
+        input_ids = np.asarray(input_ids)
+        lengths = np.asarray(input_mask).sum(axis=1)
+        vocab = self.vocab
+        out = mask_tokens(input_ids, lengths, self.rng(key), self.masked_lm_prob, self.max_predictions_per_seq,
+                          vocab.mask_id, vocab.ordinary_ids, self.special_ids, vocab.is_continuation,
+                          self.whole_word, self.max_ngram_size)
+        return (out.input_ids.astype(np.int32, copy=False), out.masked_lm_positions.astype(np.int32, copy=False),
+                out.masked_lm_ids.astype(np.int32, copy=False), out.masked_lm_weights.astype(np.float32, copy=False))
+
+    def __call__(self, batch: Dict[str, "np.ndarray"], key: Optional[Sequence[int]] = None) -> Dict[str, "np.ndarray"]:
+        if key is None:
+            key = (self._calls,)
+            self._calls += 1
+        name = "input_ids" if "input_ids" in batch else "input_word_ids"
+        if name not in batch or "input_mask" not in batch:
+            raise ValueError(f"load-time masking needs input_ids (or input_word_ids) and input_mask, "
+                             f"got {sorted(batch)}")
+        present = [n for n in MASK_OUTPUTS if n in batch]
+        if present:
+            raise ValueError(f"the batch is already masked (it has {present[0]})")
+        ids, positions, labels, weights = self.arrays(batch[name], batch["input_mask"], key)
+        out = dict(batch)
+        out[name] = ids
+        out.update(masked_lm_positions=positions, masked_lm_ids=labels, masked_lm_weights=weights)
+        return out
+
+
+def _manifest_of(dataset):
+    """``(manifest, manifest_path)`` of a DatasetInfo, a manifest dict or paths."""
+    if dataset is None:
+        return None, None
+    if isinstance(dataset, DatasetInfo):
+        return dataset.manifest, dataset.manifest_path
+    if isinstance(dataset, dict):
+        return dataset, None
+    info = dataset_info(dataset)
+    return info.manifest, info.manifest_path
+
+
+def dynamic_masking(vocab_file: Optional[str] = None, masked_lm_prob: Optional[float] = None,
+                    max_predictions_per_seq: Optional[int] = None, whole_word: Optional[bool] = None,
+                    max_ngram_size: Optional[int] = None, seed: Optional[int] = None,
+                    document_separator_token: Optional[str] = None, dataset=None) -> DynamicMasking:
+    """A :class:`DynamicMasking` (a callable ``batch -> masked batch``) for unmasked data.
+
+    Each option left None comes from ``dataset``'s manifest when there is one (``dataset``: a
+    directory or shard paths, a :class:`DatasetInfo` or a manifest dict): ``vocab_file``,
+    ``masked_lm_prob``, ``max_predictions_per_seq``, ``mask_whole_word``, ``max_ngram_size``,
+    ``document_separator_token``; else the defaults 0.15, 20, False, 1, ``"[SEP]"`` (and
+    ``vocab_file`` is required).  A vocabulary whose SHA-256 differs from the manifest's
+    ``vocab_sha256`` is an error: the ids would mean other tokens.
+    """
+    from .tokenization import load_vocab
+
+    manifest, manifest_path = _manifest_of(dataset)
+    m = manifest or {}
+    if vocab_file is None:
+        vocab_file = manifest_vocab_file(manifest, manifest_path)
+        if vocab_file is None:
+            listed = m.get("vocab_file")
+            raise ValueError(f"load-time masking needs the vocabulary: the manifest's vocab_file {listed} does "
+                             f"not exist, pass vocab_file=" if listed else
+                             "load-time masking needs the vocabulary: pass vocab_file=")
+    vocab = load_vocab(vocab_file)
+    sha = m.get("vocab_sha256")
+    if sha and sha != vocab.sha256:
+        raise ValueError(f"vocabulary {vocab_file} (sha256 {vocab.sha256[:12]}...) is not the one the data was "
+                         f"made with (manifest: sha256 {sha[:12]}...)")
+
+    def pick(value, key, default):
+        if value is not None:
+            return value
+        got = m.get(key)
+        return default if got is None else got
+
+    return DynamicMasking(
+        vocab,
+        masked_lm_prob=pick(masked_lm_prob, "masked_lm_prob", 0.15),
+        max_predictions_per_seq=pick(max_predictions_per_seq, "max_predictions_per_seq", 20),
+        whole_word=pick(whole_word, "mask_whole_word", False),
+        max_ngram_size=pick(max_ngram_size, "max_ngram_size", 1),
+        seed=seed,
+        document_separator_token=pick(document_separator_token, "document_separator_token", "[SEP]"),
+    )
+
+
+def _masker_for(mask, info: DatasetInfo):
+    """The reader's ``mask=`` option as a callable ``(batch, key) -> batch``, or None."""
+    if mask is None or mask is False:
+        return None
+    if info.masked:
+        raise ValueError("mask=: the records are already masked (masked_lm_* features); load-time masking "
+                         "is for unmasked data (create_tfrecords --mlm_only --disable_masking)")
+    if mask is True:
+        return dynamic_masking(dataset=info)
+    if isinstance(mask, dict):
+        return dynamic_masking(dataset=info, **mask)
+    if callable(mask):
+        return mask
+    raise TypeError(f"mask= must be None, True, a dict of dynamic_masking options or a DynamicMasking, "
+                    f"got {type(mask).__name__}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -281,30 +632,38 @@ def dataset_info(paths: Paths, max_seq_length: Optional[int] = None,
 # --------------------------------------------------------------------------------------------
 
 
-def _postprocess(batch: Dict[str, "np.ndarray"], int32: bool, invert_input_mask: bool):
+def _postprocess(batch: Dict[str, "np.ndarray"], int32: bool, invert_input_mask: bool,
+                 canonical_names: bool = False):
+    """Cast (int32: int64 -> int32; else int32 from load-time masking -> int64), invert the mask,
+    rename v2 features."""
     import numpy as np
 
     if invert_input_mask:
         batch["input_mask"] = 1 - batch["input_mask"]
-    if int32:
-        for spec_name, value in batch.items():
-            if value.dtype == np.int64:
-                batch[spec_name] = value.astype(np.int32)
+    source, target = (np.int64, np.int32) if int32 else (np.int32, np.int64)
+    for name, value in batch.items():
+        if value.dtype == source:
+            batch[name] = value.astype(target)
+    if canonical_names:
+        batch = {canonical_name(name): value for name, value in batch.items()}
     return batch
 
 
 def _iter_chunks(files: Sequence[str], specs, chunk: int, verify_crc: bool,
-                 keep=None) -> Iterator[Dict[str, "np.ndarray"]]:
+                 keep=None, compressions: Optional[Dict[str, Optional[str]]] = None
+                 ) -> Iterator[Dict[str, "np.ndarray"]]:
     """Decoded chunks of records, in file order, never spanning two files.  ``keep(i) -> bool``
-    drops records (by running index over all files) before decoding: the worker split."""
+    drops records (by running index over all files) before decoding: the worker split.
+    ``compressions``: file -> None, "gzip" or "zlib" (default: uncompressed)."""
     from .tfrecord import iter_records
 
+    compressions = compressions or {}
     index = 0
     for path in files:
         buffer: List[bytes] = []
         first = 0  # index within the file of buffer[0]
         position = 0
-        for record in iter_records(path, verify_crc=verify_crc):
+        for record in iter_records(path, verify_crc=verify_crc, compression=compressions.get(path)):
             if keep is None or keep(index):
                 if not buffer:
                     first = position
@@ -339,52 +698,75 @@ def decode_chunk(records: Sequence[bytes], specs, path: str, first: Optional[int
 def read_batches(paths: Paths, batch_size: int = DEFAULT_CHUNK, max_seq_length: Optional[int] = None,
                  max_predictions_per_seq: Optional[int] = None, drop_remainder: bool = False,
                  verify_crc: bool = True, int32: bool = False,
-                 invert_input_mask: bool = False) -> Iterator[Dict[str, "np.ndarray"]]:
+                 invert_input_mask: bool = False, compression="auto", mask=None,
+                 canonical_names: bool = False) -> Iterator[Dict[str, "np.ndarray"]]:
     """Yield ``{feature: (batch, length) array}`` over the shards in order, without TensorFlow.
 
-    int64 features come back as ``int64`` (``int32=True`` casts them, as the tf.data loader
-    does), ``masked_lm_weights`` as ``float32``.  ``invert_input_mask`` gives 1 for padding and
-    0 for tokens (Cerebras style).  Truncated or corrupt files raise
-    :class:`bert_data.tfrecord.CorruptRecordError`.
+    The features are the dataset's (its manifest's ``"features"``, else the first record's):
+    e.g. no ``segment_ids``/``next_sentence_labels`` for MLM-only data, ``input_word_ids`` with
+    v2 names (``canonical_names=True`` renames them ``input_ids``/``segment_ids``).  int64
+    features come back as ``int64`` (``int32=True`` casts them, as the tf.data loader does),
+    ``masked_lm_weights`` as ``float32``.  ``invert_input_mask`` gives 1 for padding and 0 for
+    tokens (Cerebras style).  ``compression``: "auto" (the manifest's, else sniffed per file),
+    None, "gzip" or "zlib".
+
+    ``mask``: load-time masking of unmasked (``--disable_masking``) data: True (options from the
+    manifest, random seed), a dict of :func:`dynamic_masking` options (e.g. ``{"seed": 0}``) or a
+    :class:`DynamicMasking`; batch number ``k`` (from 0) is masked with ``key=(k,)``.  Truncated
+    or corrupt files raise :class:`bert_data.tfrecord.CorruptRecordError`.
     """
     import numpy as np
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    info = dataset_info(paths, max_seq_length, max_predictions_per_seq)
+    info = dataset_info(paths, max_seq_length, max_predictions_per_seq, compression)
+    masker = _masker_for(mask, info)
+    names = info.names
+    counter = 0
+
+    def finish(batch):
+        nonlocal counter
+        if masker is not None:
+            batch = masker(batch, key=(counter,))
+        counter += 1
+        return _postprocess(batch, int32, invert_input_mask, canonical_names)
+
     pending: List[Dict[str, np.ndarray]] = []
     n_pending = 0
-    for chunk in _iter_chunks(info.files, info.specs, max(batch_size, DEFAULT_CHUNK), verify_crc):
+    for chunk in _iter_chunks(info.files, info.specs, max(batch_size, DEFAULT_CHUNK), verify_crc,
+                              compressions=info.compressions):
         pending.append(chunk)
-        n_pending += len(chunk["input_ids"])
+        n_pending += len(chunk["input_mask"])
         if n_pending < batch_size:
             continue
-        merged = {name: np.concatenate([c[name] for c in pending]) for name in FEATURE_NAMES}
+        merged = {name: np.concatenate([c[name] for c in pending]) for name in names}
         full = (n_pending // batch_size) * batch_size
         for start in range(0, full, batch_size):
-            yield _postprocess({name: merged[name][start:start + batch_size] for name in FEATURE_NAMES},
-                               int32, invert_input_mask)
-        pending = [{name: merged[name][full:] for name in FEATURE_NAMES}] if full < n_pending else []
+            yield finish({name: merged[name][start:start + batch_size] for name in names})
+        pending = [{name: merged[name][full:] for name in names}] if full < n_pending else []
         n_pending -= full
     if n_pending and not drop_remainder:
-        merged = {name: np.concatenate([c[name] for c in pending]) for name in FEATURE_NAMES}
-        yield _postprocess(merged, int32, invert_input_mask)
+        merged = {name: np.concatenate([c[name] for c in pending]) for name in names}
+        yield finish(merged)
 
 
 def read_examples(paths: Paths, max_seq_length: Optional[int] = None,
                   max_predictions_per_seq: Optional[int] = None, verify_crc: bool = True,
-                  int32: bool = False, invert_input_mask: bool = False) -> Iterator[Dict[str, "np.ndarray"]]:
+                  int32: bool = False, invert_input_mask: bool = False, compression="auto",
+                  mask=None, canonical_names: bool = False) -> Iterator[Dict[str, "np.ndarray"]]:
     """Yield one ``{feature: 1-D numpy array}`` dict per record, in file order, without TensorFlow.
 
-    The layout comes from the manifest next to the shards, else from the arguments, else from
-    the first record.  Records are decoded in vectorised chunks; the arrays yielded are views
-    into a chunk (copy them to keep one record without its chunk).
+    The layout comes from the manifest next to the shards, else from the first record (else the
+    arguments).  Records are decoded in vectorised chunks of 4,096 (and load-time masks, with
+    ``mask=``, drawn per chunk: as ``read_batches(batch_size=4096, mask=...)``); the arrays yielded
+    are views into a chunk (copy them to keep one record without its chunk).  Options as
+    :func:`read_batches`.
     """
     for batch in read_batches(paths, DEFAULT_CHUNK, max_seq_length, max_predictions_per_seq,
-                              verify_crc=verify_crc, int32=int32, invert_input_mask=invert_input_mask):
-        n = len(batch["input_ids"])
-        columns = [(name, batch[name]) for name in FEATURE_NAMES]
-        for i in range(n):
+                              verify_crc=verify_crc, int32=int32, invert_input_mask=invert_input_mask,
+                              compression=compression, mask=mask, canonical_names=canonical_names):
+        columns = list(batch.items())
+        for i in range(len(batch["input_mask"])):
             yield {name: value[i] for name, value in columns}
 
 
@@ -399,7 +781,8 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
                  drop_remainder: Optional[bool] = None, repeat: Optional[bool] = None,
                  shuffle_buffer: int = 100, seed: Optional[int] = None,
                  int32: bool = True, invert_input_mask: bool = False,
-                 input_context=None, prefetch: bool = True):
+                 input_context=None, prefetch: bool = True, compression="auto", mask=None,
+                 canonical_names: bool = False):
     """A ``tf.data.Dataset`` of feature dicts, batched, as Google's ``run_pretraining.py`` builds it.
 
     Training (``is_training=True``), as Google's ``input_fn``: the shard list is repeated and
@@ -409,11 +792,21 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
     Evaluation: the shards are read in order, once (``repeat`` defaults to ``is_training``),
     ``drop_remainder`` defaults to False, so every record comes out exactly once in file order.
 
-    Each element is ``{name: Tensor[batch, length]}`` for the seven features of
-    ``bert_data.features``; int64 features are cast to int32 (``int32=True``, Google's
-    ``_decode_record`` does the same for TPUs).  ``invert_input_mask=True`` gives 1 for padding
-    and 0 for tokens, as Cerebras's BERT input pipeline expects.  ``input_context`` (a
-    ``tf.distribute.InputContext``) shards the files across input pipelines.
+    Each element is ``{name: Tensor[batch, length]}`` for the features of the dataset's layout
+    (its manifest's ``"features"``, else the first record's: Google's seven, MLM-only, unmasked,
+    v2 names; ``canonical_names=True`` renames ``input_word_ids``/``input_type_ids`` to
+    ``input_ids``/``segment_ids``), parsed with that spec; int64 features are cast to int32
+    (``int32=True``, Google's ``_decode_record`` does the same for TPUs).
+    ``invert_input_mask=True`` gives 1 for padding and 0 for tokens, as Cerebras's BERT input
+    pipeline expects.  ``input_context`` (a ``tf.distribute.InputContext``) shards the files
+    across input pipelines.  Compressed shards are read with their ``compression_type``
+    (``compression``: "auto" = the manifest's, else sniffed per file; or None, "gzip", "zlib").
+
+    ``mask``: load-time masking of unmasked data, as in :func:`read_batches` (True, a dict of
+    :func:`dynamic_masking` options, or a :class:`DynamicMasking`), applied to each batch with
+    ``tf.numpy_function`` and keyed by the batch number (counted from 0 over the whole stream, so
+    repeated epochs get new masks; with ``input_context`` the key is ``(pipeline_id, k)``): for the
+    same seed and the same batches, the masks equal those of :func:`read_batches`.
 
     ``max_seq_length`` / ``max_predictions_per_seq`` may be omitted when the shards' manifest
     (or first record) tells them; when given, they are checked against the manifest.
@@ -422,19 +815,22 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
 
     from .features import tf_feature_description
 
-    info = dataset_info(file_pattern, max_seq_length, max_predictions_per_seq)
+    info = dataset_info(file_pattern, max_seq_length, max_predictions_per_seq, compression)
+    masker = _masker_for(mask, info)
     if drop_remainder is None:
         drop_remainder = is_training
     if repeat is None:
         repeat = is_training
-    description = tf_feature_description(info.max_seq_length, info.max_predictions_per_seq)
+    specs = info.specs
+    description = tf_feature_description(info.max_seq_length, info.max_predictions_per_seq, specs=specs)
     files = list(info.files)
+    types = [{None: "", "gzip": "GZIP", "zlib": "ZLIB"}[info.compression(f)] for f in files]
     autotune = tf.data.AUTOTUNE
 
-    def read(path):
-        return tf.data.TFRecordDataset(path, buffer_size=1 << 20)
+    def read(path, compression_type):
+        return tf.data.TFRecordDataset(path, compression_type=compression_type, buffer_size=1 << 20)
 
-    d = tf.data.Dataset.from_tensor_slices(tf.constant(files))
+    d = tf.data.Dataset.from_tensor_slices((tf.constant(files), tf.constant(types)))
     if input_context is not None:
         d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     if is_training:
@@ -452,22 +848,46 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
         if repeat:
             d = d.repeat()
 
-    int_names = [spec.name for spec in info.specs if spec.dtype == INT64]
+    ids_name = info.input_ids_name
+    key_prefix = [] if input_context is None else [int(input_context.input_pipeline_id)]
+    mpp = getattr(masker, "max_predictions_per_seq", None) or info.max_predictions_per_seq
 
-    def parse(serialized):
+    def apply_mask(ids, input_mask, number):
+        def run(ids_np, mask_np, number_np):
+            out = masker({ids_name: ids_np, "input_mask": mask_np}, key=(*key_prefix, int(number_np)))
+            return (out[ids_name].astype("int32"), out["masked_lm_positions"].astype("int32"),
+                    out["masked_lm_ids"].astype("int32"), out["masked_lm_weights"].astype("float32"))
+
+        outputs = tf.numpy_function(run, [ids, input_mask, number],
+                                    [tf.int32, tf.int32, tf.int32, tf.float32], stateful=False)
+        rows = ids.shape[0]
+        outputs[0].set_shape(ids.shape)
+        for tensor in outputs[1:]:
+            tensor.set_shape([rows, mpp or None])
+        return outputs
+
+    def parse(serialized, number=None):
         example = tf.io.parse_example(serialized, description)
+        if masker is not None:
+            ids, positions, labels, weights = apply_mask(example[ids_name], example["input_mask"], number)
+            example[ids_name] = tf.cast(ids, tf.int64)
+            example.update(masked_lm_positions=tf.cast(positions, tf.int64),
+                           masked_lm_ids=tf.cast(labels, tf.int64), masked_lm_weights=weights)
         if invert_input_mask:
             example["input_mask"] = 1 - example["input_mask"]
         if int32:
-            for name in int_names:
-                example[name] = tf.cast(example[name], tf.int32)
+            for name, value in example.items():
+                if value.dtype == tf.int64:
+                    example[name] = tf.cast(value, tf.int32)
+        if canonical_names:
+            example = {canonical_name(name): value for name, value in example.items()}
         return example
 
     d = d.batch(batch_size, drop_remainder=drop_remainder)
-    if is_training:
-        d = d.map(parse, num_parallel_calls=autotune, deterministic=seed is not None)
-    else:
-        d = d.map(parse, num_parallel_calls=autotune, deterministic=True)
+    if masker is not None:
+        d = tf.data.Dataset.zip((d, tf.data.Dataset.counter()))
+    deterministic = True if not is_training else seed is not None
+    d = d.map(parse, num_parallel_calls=autotune, deterministic=deterministic)
     if prefetch:
         d = d.prefetch(autotune)
     return d
@@ -512,17 +932,25 @@ def _torch_dataset_class():
         ``shuffle_buffer > 0`` shuffles records within each reader through a buffer, seeded by
         ``(seed, epoch, g)``; call :meth:`set_epoch` between epochs.  int64 features become
         ``torch.long`` (``int32=True``: ``torch.int32``), weights ``torch.float32``.
+
+        The features are the dataset's layout (see :func:`read_batches`; ``canonical_names``);
+        ``compression`` as there.  ``mask`` (as in :func:`read_batches`) masks unmasked data at
+        load time, per decoded chunk of records before shuffling, keyed by ``(epoch, g, chunk)``:
+        new masks every epoch, different ones in every reader, reproducible for a seed.
         """
 
         def __init__(self, paths: Paths, batch_size: Optional[int] = None,
                      max_seq_length: Optional[int] = None, max_predictions_per_seq: Optional[int] = None,
                      split_by: str = "auto", shuffle_buffer: int = 0, seed: int = 0,
                      drop_remainder: bool = False, int32: bool = False, invert_input_mask: bool = False,
-                     rank: Optional[int] = None, world_size: Optional[int] = None, verify_crc: bool = True):
+                     rank: Optional[int] = None, world_size: Optional[int] = None, verify_crc: bool = True,
+                     compression="auto", mask=None, canonical_names: bool = False):
             super().__init__()
             if split_by not in ("auto", "file", "record"):
                 raise ValueError(f"split_by must be 'auto', 'file' or 'record', got {split_by!r}")
-            info = dataset_info(paths, max_seq_length, max_predictions_per_seq)
+            info = dataset_info(paths, max_seq_length, max_predictions_per_seq, compression)
+            self.masker = _masker_for(mask, info)
+            self.canonical_names = canonical_names
             self.info = info
             self.files = list(info.files)
             self.batch_size = batch_size
@@ -576,38 +1004,41 @@ def _torch_dataset_class():
             specs = self.info.specs
             rng = np.random.default_rng([self.seed, self.epoch, g]) if self.shuffle_buffer > 0 else None
             buffer: List[Dict[str, np.ndarray]] = []
-            for chunk in _iter_chunks(files, specs, DEFAULT_CHUNK, self.verify_crc, keep):
-                chunk = _postprocess(chunk, self.int32, self.invert_input_mask)
-                n = len(chunk["input_ids"])
+            chunks = _iter_chunks(files, specs, DEFAULT_CHUNK, self.verify_crc, keep, self.info.compressions)
+            for number, chunk in enumerate(chunks):
+                if self.masker is not None:
+                    chunk = self.masker(chunk, key=(self.epoch, g, number))
+                chunk = _postprocess(chunk, self.int32, self.invert_input_mask, self.canonical_names)
+                n = len(chunk["input_mask"])
                 if rng is None:
                     yield chunk
                     continue
                 buffer.append(chunk)
-                pooled = sum(len(c["input_ids"]) for c in buffer)
+                pooled = sum(len(c["input_mask"]) for c in buffer)
                 if pooled >= self.shuffle_buffer + n:
-                    merged = {k: np.concatenate([c[k] for c in buffer]) for k in FEATURE_NAMES}
+                    merged = {k: np.concatenate([c[k] for c in buffer]) for k in chunk}
                     perm = rng.permutation(pooled)
                     out, keep_rows = perm[:pooled - self.shuffle_buffer], perm[pooled - self.shuffle_buffer:]
                     yield {k: v[out] for k, v in merged.items()}
                     buffer = [{k: v[keep_rows] for k, v in merged.items()}]
             if buffer:
-                merged = {k: np.concatenate([c[k] for c in buffer]) for k in FEATURE_NAMES}
-                perm = rng.permutation(len(merged["input_ids"]))
+                merged = {k: np.concatenate([c[k] for c in buffer]) for k in buffer[0]}
+                perm = rng.permutation(len(merged["input_mask"]))
                 yield {k: v[perm] for k, v in merged.items()}
 
         def __iter__(self):
             if self.batch_size is None:
                 for chunk in self._rows():
                     tensors = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in chunk.items()}
-                    for i in range(len(chunk["input_ids"])):
+                    for i in range(len(chunk["input_mask"])):
                         yield {k: t[i] for k, t in tensors.items()}
                 return
             bs = int(self.batch_size)
             carry: Optional[Dict[str, np.ndarray]] = None
             for chunk in self._rows():
                 if carry is not None:
-                    chunk = {k: np.concatenate([carry[k], chunk[k]]) for k in FEATURE_NAMES}
-                n = len(chunk["input_ids"])
+                    chunk = {k: np.concatenate([carry[k], chunk[k]]) for k in chunk}
+                n = len(chunk["input_mask"])
                 full = (n // bs) * bs
                 for start in range(0, full, bs):
                     yield {k: torch.from_numpy(np.ascontiguousarray(v[start:start + bs]))

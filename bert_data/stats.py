@@ -2,14 +2,19 @@
 
 Computed over every record (or the first ``limit``), vectorised over decoded batches:
 
-* tokens per instance (``input_mask`` sum, with [CLS] and both [SEP]s): histogram, mean,
+* tokens per instance (``input_mask`` sum, with [CLS] and the [SEP]s): histogram, mean,
   quantiles, the fraction of padded (shorter than ``max_seq_length``) and of short (at most half
-  of ``max_seq_length``) instances; lengths of segments A and B;
+  of ``max_seq_length``) instances; lengths of segments A and B (NSP layouts);
 * predictions per instance (``masked_lm_weights`` sum) and how the predicted positions were
-  corrupted: replaced by [MASK], kept, or replaced by a random token;
-* next-sentence balance (label 1 = B is a random sentence);
+  corrupted: replaced by [MASK], kept, or replaced by a random token (masked layouts);
+* next-sentence balance (label 1 = B is a random sentence; NSP layouts);
+* MLM-only layouts: document separators inside the sequences (cross-document windows);
 * the [UNK] rate and the most frequent tokens of the original text (masked positions restored
-  from ``masked_lm_ids``; [CLS]/[SEP] not counted).
+  from ``masked_lm_ids``; [CLS]/[SEP] and document separators not counted).
+
+Every layout and compression the generator writes is read (from ``data_params.json``, else the
+first record and first bytes); statistics about features a layout lacks are None (JSON null)
+and left out of the text.
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from .features import feature_specs
-from .loaders import ShardGroup, _iter_chunks, dataset_info, manifest_vocab_file, shard_groups
+from .features import canonical_name
+from .loaders import (ShardGroup, _iter_chunks, dataset_info, describe_layout, layout_flags, manifest_compression,
+                      manifest_specs, manifest_vocab_file, shard_groups)
 
 __all__ = ["DatasetStats", "compute_stats", "format_stats", "plot_stats"]
 
@@ -46,6 +52,18 @@ class DatasetStats:
     mask_id: Optional[int] = None
     tokens: Optional[tuple] = None
     notes: List[str] = field(default_factory=list)
+    # The layout: which statistics exist.
+    feature_names: List[str] = field(default_factory=list)
+    has_segments: bool = True
+    masked: bool = True
+    has_nsp: bool = True
+    mlm_only: bool = False
+    v2_feature_names: bool = False
+    compression: Optional[str] = None
+    layout: str = ""
+    separator_id: Optional[int] = None  # MLM-only: the document separator
+    n_separators: int = 0  # separators inside the sequences
+    n_cross_document: int = 0  # instances with at least one
 
     # -- derived
     @property
@@ -83,12 +101,15 @@ class DatasetStats:
         n = max(self.n_records, 1)
         npred = max(self.n_predictions, 1)
         lengths = self.length_hist
+        masked = self.masked
         return {
             "name": self.name,
             "files": len(self.files),
             "records": self.n_records,
             "max_seq_length": self.max_seq_length,
             "max_predictions_per_seq": self.max_predictions_per_seq,
+            "layout": {"features": list(self.feature_names), "mlm_only": self.mlm_only, "masked": self.masked,
+                       "v2_feature_names": self.v2_feature_names, "compression": self.compression},
             "tokens_per_instance": {
                 "mean": self.mean(lengths),
                 "min": int(np.flatnonzero(lengths)[0]) if lengths.any() else 0,
@@ -100,17 +121,21 @@ class DatasetStats:
             "fraction_full": float(lengths[self.max_seq_length] / n),
             "fraction_padded": float(lengths[: self.max_seq_length].sum() / n),
             "fraction_short": float(lengths[: self.max_seq_length // 2 + 1].sum() / n),
-            "segment_a_mean": self.mean(self.a_hist),
-            "segment_b_mean": self.mean(self.b_hist),
+            "segment_a_mean": self.mean(self.a_hist) if self.has_segments else None,
+            "segment_b_mean": self.mean(self.b_hist) if self.has_segments else None,
             "predictions_per_instance": {
                 "mean": self.mean(self.predictions_hist),
                 "histogram": self.predictions_hist.tolist(),
-            },
-            "fraction_at_max_predictions": float(self.predictions_hist[-1] / n),
-            "masking": None if self.mask_id is None else {
+            } if masked else None,
+            "fraction_at_max_predictions": float(self.predictions_hist[-1] / n) if masked else None,
+            "masking": None if self.mask_id is None or not masked else {
                 "mask": self.n_mask / npred, "kept": self.n_kept / npred, "random": self.n_random / npred,
             },
-            "nsp_random_next": self.nsp_random / n,
+            "nsp_random_next": self.nsp_random / n if self.has_nsp else None,
+            "document_separators": {
+                "per_instance": self.n_separators / n,
+                "fraction_cross_document": self.n_cross_document / n,
+            } if self.mlm_only and self.separator_id is not None else None,
             "unk_rate": None if self.unk_id is None else (
                 float(self.token_counts[self.unk_id] / max(self.n_tokens, 1))
                 if self.unk_id < len(self.token_counts) else 0.0),
@@ -125,45 +150,54 @@ class DatasetStats:
 def _accumulate(st: DatasetStats, cols: Dict[str, np.ndarray]) -> None:
     ids = cols["input_ids"]
     mask = cols["input_mask"]
-    seg = cols["segment_ids"]
-    pos = cols["masked_lm_positions"]
-    lab = cols["masked_lm_ids"]
-    w = cols["masked_lm_weights"]
-    nsp = cols["next_sentence_labels"][:, 0]
     n, msl = ids.shape
-    mpp = pos.shape[1]
     length = np.clip(mask.sum(axis=1), 0, msl)
-    k = np.clip((w > 0).sum(axis=1), 0, mpp)
-    n_b = np.where(mask == 1, seg, 0).sum(axis=1)  # B tokens + its [SEP]
-    a_len = np.clip(length - n_b - 2, 0, msl)
-    b_len = np.clip(n_b - 1, 0, msl)
     st.n_records += n
     st.length_hist += np.bincount(length, minlength=msl + 1)[: msl + 1]
-    st.predictions_hist += np.bincount(k, minlength=mpp + 1)[: mpp + 1]
-    st.a_hist += np.bincount(a_len, minlength=msl + 1)[: msl + 1]
-    st.b_hist += np.bincount(b_len, minlength=msl + 1)[: msl + 1]
-    st.nsp_random += int((nsp == 1).sum())
-
-    active = (w > 0) & (pos >= 0) & (pos < msl)
-    rows = np.broadcast_to(np.arange(n)[:, None], pos.shape)
-    shown = ids[rows[active], pos[active]]
-    original = lab[active]
-    if st.mask_id is not None:
-        is_mask = shown == st.mask_id
-        kept = ~is_mask & (shown == original)
-        st.n_mask += int(is_mask.sum())
-        st.n_kept += int(kept.sum())
-        st.n_random += int((~is_mask & ~kept).sum())
-    else:
-        st.n_kept += int((shown == original).sum())
-
-    restored = ids.copy()
-    restored[rows[active], pos[active]] = original
+    r = np.arange(n)
     text = mask.astype(bool)
     text[:, 0] = False  # [CLS]
-    r = np.arange(n)
     text[r, np.clip(length - 1, 0, msl - 1)] = False  # final [SEP]
-    text[r, np.clip(a_len + 1, 0, msl - 1)] = False  # [SEP] after A
+
+    if st.has_segments:
+        seg = cols["segment_ids"]
+        n_b = np.where(mask == 1, seg, 0).sum(axis=1)  # B tokens + its [SEP]
+        a_len = np.clip(length - n_b - 2, 0, msl)
+        b_len = np.clip(n_b - 1, 0, msl)
+        st.a_hist += np.bincount(a_len, minlength=msl + 1)[: msl + 1]
+        st.b_hist += np.bincount(b_len, minlength=msl + 1)[: msl + 1]
+        text[r, np.clip(a_len + 1, 0, msl - 1)] = False  # [SEP] after A
+    if st.has_nsp:
+        st.nsp_random += int((cols["next_sentence_labels"][:, 0] == 1).sum())
+
+    restored = ids.copy()
+    if st.masked:
+        pos = cols["masked_lm_positions"]
+        lab = cols["masked_lm_ids"]
+        w = cols["masked_lm_weights"]
+        mpp = pos.shape[1]
+        k = np.clip((w > 0).sum(axis=1), 0, mpp)
+        st.predictions_hist += np.bincount(k, minlength=mpp + 1)[: mpp + 1]
+        active = (w > 0) & (pos >= 0) & (pos < msl)
+        rows = np.broadcast_to(np.arange(n)[:, None], pos.shape)
+        shown = ids[rows[active], pos[active]]
+        original = lab[active]
+        if st.mask_id is not None:
+            is_mask = shown == st.mask_id
+            kept = ~is_mask & (shown == original)
+            st.n_mask += int(is_mask.sum())
+            st.n_kept += int(kept.sum())
+            st.n_random += int((~is_mask & ~kept).sum())
+        else:
+            st.n_kept += int((shown == original).sum())
+        restored[rows[active], pos[active]] = original
+
+    if st.mlm_only and st.separator_id is not None:
+        separators = text & (restored == st.separator_id)
+        per_row = separators.sum(axis=1)
+        st.n_separators += int(per_row.sum())
+        st.n_cross_document += int((per_row > 0).sum())
+        text &= ~separators
     values = restored[text]
     values = values[values >= 0]
     counts = np.bincount(values)
@@ -172,16 +206,33 @@ def _accumulate(st: DatasetStats, cols: Dict[str, np.ndarray]) -> None:
     st.token_counts[: len(counts)] += counts
 
 
-def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] = None) -> List[DatasetStats]:
-    """Statistics per dataset (one per output directory or train/val split) under ``paths``."""
+def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] = None,
+                  compression="auto") -> List[DatasetStats]:
+    """Statistics per dataset (one per output directory or train/val split) under ``paths``.
+
+    Layout and compression come from each dataset's manifest; for files without one, from the
+    first record and ``compression`` ("auto": the first bytes of each file)."""
     from .tokenization import load_vocab
 
     out = []
     for group in shard_groups(paths):
-        info = dataset_info(group.files) if group.manifest is None else None
-        msl = group.manifest["max_seq_length"] if group.manifest else info.max_seq_length
-        mpp = group.manifest["max_predictions_per_seq"] if group.manifest else info.max_predictions_per_seq
+        if group.manifest is None:
+            info = dataset_info(group.files, compression=compression)
+            specs, compressions = info.specs, info.compressions
+            msl, mpp = info.max_seq_length, info.max_predictions_per_seq
+        else:
+            specs = manifest_specs(group.manifest)
+            group_compression = manifest_compression(group.manifest)
+            compressions = {path: group_compression for path in group.files}
+            msl, mpp = group.manifest["max_seq_length"], group.manifest["max_predictions_per_seq"]
+        flags = layout_flags(specs)
         st = DatasetStats(group.name, list(group.files), msl, mpp)
+        canonical = {spec.name: canonical_name(spec.name) for spec in specs}
+        st.feature_names = [spec.name for spec in specs]
+        st.mlm_only, st.masked, st.v2_feature_names = flags["mlm_only"], flags["masked"], flags["v2_feature_names"]
+        st.has_segments = st.has_nsp = not flags["mlm_only"]
+        st.compression = next(iter(set(compressions.values())), None) if len(set(compressions.values())) == 1 else "mixed"
+        st.layout = describe_layout(specs)
         st.length_hist = np.zeros(msl + 1, np.int64)
         st.predictions_hist = np.zeros(mpp + 1, np.int64)
         st.a_hist = np.zeros(msl + 1, np.int64)
@@ -189,29 +240,44 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
         st.token_counts = np.zeros(0, np.int64)
         vpath = vocab_file or _manifest_vocab(group)
         vocab = load_vocab(vpath) if vpath else None
+        separator_token = (group.manifest or {}).get("document_separator_token") or "[SEP]"
         if vocab is not None:
             st.unk_id, st.mask_id, st.tokens = vocab.unk_id, vocab.mask_id, vocab.tokens
             st.token_counts = np.zeros(vocab.size, np.int64)
+            st.separator_id = vocab.token_to_id.get(separator_token) if st.mlm_only else None
         else:
-            st.notes.append("no vocabulary (pass --vocab_file): token ids shown as numbers, [MASK] id "
-                            "taken as the most frequent id at masked positions, no [UNK] rate")
-        specs = feature_specs(msl, mpp)
-        mask_guess_pending = vocab is None
-        for cols in _iter_chunks(group.files, specs, 4096, verify_crc=False):
+            what = ", [MASK] id taken as the most frequent id at masked positions" if st.masked else ""
+            st.notes.append(f"no vocabulary (pass --vocab_file): token ids shown as numbers{what}, no [UNK] rate")
+        guess_pending = vocab is None
+        for cols in _iter_chunks(group.files, specs, 4096, verify_crc=False, compressions=compressions):
+            cols = {canonical[name]: value for name, value in cols.items()}
             if limit is not None:
                 room = limit - st.n_records
                 if room <= 0:
                     break
                 if room < len(cols["input_ids"]):
                     cols = {k: v[:room] for k, v in cols.items()}
-            if mask_guess_pending:
-                st.mask_id = _guess_mask_id(cols)
-                mask_guess_pending = False
+            if guess_pending:
+                st.mask_id = _guess_mask_id(cols) if st.masked else None
+                if st.mlm_only and separator_token == "[SEP]":
+                    st.separator_id = _guess_sep_id(cols)
+                guess_pending = False
             _accumulate(st, cols)
         if limit is not None and st.n_records >= limit:
             st.notes.append(f"first {st.n_records:,} records only (--limit)")
         out.append(st)
     return out
+
+
+def _guess_sep_id(cols) -> Optional[int]:
+    """[SEP] without a vocabulary: the most common last token."""
+    ids = cols["input_ids"]
+    if not len(ids):
+        return None
+    length = np.clip(cols["input_mask"].sum(axis=1), 1, ids.shape[1])
+    lasts = ids[np.arange(len(ids)), length - 1]
+    lasts = lasts[lasts >= 0]
+    return int(np.bincount(lasts).argmax()) if lasts.size else None
 
 
 def _manifest_vocab(group: ShardGroup) -> Optional[str]:
@@ -235,23 +301,34 @@ def _pct(x: float) -> str:
 def format_stats(st: DatasetStats, top: int = 20) -> str:
     d = st.to_dict(top)
     t = d["tokens_per_instance"]
+    compression = f", {st.compression} shards" if st.compression else ""
     lines = [
-        f"{st.name}: {st.n_records:,} records in {len(st.files)} file(s), "
+        f"{st.name}: {st.n_records:,} records in {len(st.files)} file(s){compression}, "
         f"max_seq_length {st.max_seq_length}, max_predictions_per_seq {st.max_predictions_per_seq}",
+        f"  layout                {st.layout}",
         f"  tokens per instance   mean {t['mean']:.1f}  min {t['min']}  p10 {t['p10']}  median {t['median']}  "
         f"p90 {t['p90']}  max {t['max']}",
         f"  full length           {_pct(d['fraction_full'])}   padded (< {st.max_seq_length}) "
         f"{_pct(d['fraction_padded'])}   short (<= {st.max_seq_length // 2}) {_pct(d['fraction_short'])}",
-        f"  segment A / B         mean {d['segment_a_mean']:.1f} / {d['segment_b_mean']:.1f} tokens",
-        f"  predictions/instance  mean {d['predictions_per_instance']['mean']:.2f}  "
-        f"at max ({st.max_predictions_per_seq}) {_pct(d['fraction_at_max_predictions'])}",
     ]
+    if d["segment_a_mean"] is not None:
+        lines.append(f"  segment A / B         mean {d['segment_a_mean']:.1f} / {d['segment_b_mean']:.1f} tokens")
+    if d["document_separators"] is not None:
+        sep = d["document_separators"]
+        lines.append(f"  document separators   {sep['per_instance']:.2f} per instance   cross-document instances "
+                     f"{_pct(sep['fraction_cross_document'])}")
+    if d["predictions_per_instance"] is not None:
+        lines.append(f"  predictions/instance  mean {d['predictions_per_instance']['mean']:.2f}  "
+                     f"at max ({st.max_predictions_per_seq}) {_pct(d['fraction_at_max_predictions'])}")
+    else:
+        lines.append("  predictions/instance  none stored: unmasked records, masks are drawn at load time")
     if d["masking"]:
         m = d["masking"]
         lines.append(f"  masked positions      [MASK] {_pct(m['mask'])}  kept {_pct(m['kept'])}  "
                      f"random {_pct(m['random'])}  ({st.n_predictions:,} predictions)")
-    lines.append(f"  next sentence         random {_pct(d['nsp_random_next'])}  actual "
-                 f"{_pct(1 - d['nsp_random_next'])}")
+    if d["nsp_random_next"] is not None:
+        lines.append(f"  next sentence         random {_pct(d['nsp_random_next'])}  actual "
+                     f"{_pct(1 - d['nsp_random_next'])}")
     if d["unk_rate"] is not None:
         n_unk = int(round(d["unk_rate"] * d["text_tokens"]))
         lines.append(f"  [UNK] rate            {100 * d['unk_rate']:.4f}% ({n_unk:,} of {d['text_tokens']:,} text "
@@ -301,22 +378,46 @@ def plot_stats(stats: List[DatasetStats], path: str) -> None:
                ylabel="instances (log scale)")
         ax.set_yscale("log")
         ax = row[1]
-        ax.step(np.arange(msl + 1), st.a_hist, where="mid", label="segment A", color="tab:green")
-        ax.step(np.arange(msl + 1), st.b_hist, where="mid", label="segment B", color="tab:orange")
-        ax.set(title="segment lengths (without [CLS]/[SEP])", xlabel="tokens", ylabel="instances")
-        ax.legend()
+        if st.has_segments:
+            ax.step(np.arange(msl + 1), st.a_hist, where="mid", label="segment A", color="tab:green")
+            ax.step(np.arange(msl + 1), st.b_hist, where="mid", label="segment B", color="tab:orange")
+            ax.set(title="segment lengths (without [CLS]/[SEP])", xlabel="tokens", ylabel="instances")
+            ax.legend()
+        else:
+            _empty_panel(ax, "segment lengths", "MLM-only records: one segment")
         ax = row[2]
-        ax.bar(np.arange(mpp + 1), st.predictions_hist, width=0.8, color="tab:purple")
-        ax.set(title="predictions per instance", xlabel="masked positions", ylabel="instances (log scale)")
-        ax.set_yscale("log")
+        if st.masked:
+            ax.bar(np.arange(mpp + 1), st.predictions_hist, width=0.8, color="tab:purple")
+            ax.set(title="predictions per instance", xlabel="masked positions", ylabel="instances (log scale)")
+            ax.set_yscale("log")
+        else:
+            _empty_panel(ax, "predictions per instance", "unmasked records:\nmasks are drawn at load time")
         ax = row[3]
         npred = max(st.n_predictions, 1)
-        labels = ["[MASK]", "kept", "random", "NSP\nrandom", "NSP\nactual"]
         n = max(st.n_records, 1)
-        values = [st.n_mask / npred, st.n_kept / npred, st.n_random / npred,
-                  st.nsp_random / n, 1 - st.nsp_random / n]
-        ax.bar(labels, values, color=["tab:red", "tab:gray", "tab:olive", "tab:cyan", "tab:blue"])
-        ax.set(title="masking split / NSP balance", ylabel="fraction", ylim=(0, 1))
+        labels, values, colors = [], [], []
+        if st.masked:
+            labels += ["[MASK]", "kept", "random"]
+            values += [st.n_mask / npred, st.n_kept / npred, st.n_random / npred]
+            colors += ["tab:red", "tab:gray", "tab:olive"]
+        if st.has_nsp:
+            labels += ["NSP\nrandom", "NSP\nactual"]
+            values += [st.nsp_random / n, 1 - st.nsp_random / n]
+            colors += ["tab:cyan", "tab:blue"]
+        if st.mlm_only and st.separator_id is not None:
+            labels += ["cross-\ndocument"]
+            values += [st.n_cross_document / n]
+            colors += ["tab:brown"]
+        if labels:
+            ax.bar(labels, values, color=colors)
+            ax.set(title="masking split / NSP balance", ylabel="fraction", ylim=(0, 1))
+        else:
+            _empty_panel(ax, "masking split / NSP balance", "no masks and no NSP labels stored")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _empty_panel(ax, title: str, text: str) -> None:
+    ax.set(title=title, xticks=[], yticks=[])
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="gray")

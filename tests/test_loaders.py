@@ -100,12 +100,16 @@ def test_paths_patterns_and_layout(out, tmp_path):
         dataset_info(out, 128, 20)
     with pytest.raises(ValueError, match="matches no file"):
         resolve_shards(str(out / "nothing-*.tfrecords"))
+    assert info.names == list(FEATURE_NAMES) and info.masked and not info.mlm_only
+    assert all(info.compression(f) is None for f in files)
     # A lone file, without manifest: the layout comes from its first record.
     lone = tmp_path / "lone.tfrecords"
     shutil.copy(files[1], lone)
     info = dataset_info(lone)
     assert (info.max_seq_length, info.max_predictions_per_seq, info.layout_source) == (MSL, MPP, "first record")
     assert sum(1 for _ in read_examples(lone)) == manifest(out)["examples_per_file"]["examples-2.tfrecords"]
+    from bert_data.loaders import infer_layout, infer_specs
+    assert infer_layout(lone) == (MSL, MPP) and infer_specs(lone) == feature_specs(MSL, MPP)
     # An output directory with a validation split names its splits.
     split = tmp_path / "split"
     (split / "train").mkdir(parents=True)

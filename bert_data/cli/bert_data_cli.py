@@ -23,7 +23,19 @@ examples:
   bert-data stats ./tfrecords --plot stats.png
   bert-data build-vocab --metadata_files metadata.txt --vocab_size 30522 --out vocab.txt
 
+Every record layout create_tfrecords writes is read (NSP, --mlm_only, --disable_masking,
+--v2_feature_names), as data_params.json describes it (for files without one: as their first
+record shows), and gzip/zlib shards (--compression) as the manifest says, else as their first
+bytes show (--compression forces it for files without manifest).
+
 run 'bert-data COMMAND --help' for a command's options."""
+
+COMPRESSION_HELP = ("compression of files without data_params.json: auto (default: from their first bytes), "
+                    "none, gzip or zlib; a manifest's own compression always applies")
+
+
+def _add_compression(p) -> None:
+    p.add_argument("--compression", default="auto", choices=["auto", "none", "gzip", "zlib"], help=COMPRESSION_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--num_records", type=int, default=5, help="records to show (default 5)")
     p.add_argument("--start", type=int, default=0, help="first record to show (default 0)")
     p.add_argument("--json", action="store_true", help="one JSON object per record")
+    p.add_argument("--mask_seed", type=int, default=None, metavar="SEED",
+                   help="unmasked (--disable_masking) records: preview the masks load-time masking would draw "
+                        "with this seed (the manifest's masking options)")
+    _add_compression(p)
 
     p = sub.add_parser("verify", help="check every record (exit status 0 only if all is well)",
                        description="Check framing and CRCs, the feature layout, token ids, positions, "
@@ -54,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="vocabulary for the id checks (default: the manifest's vocab_file)")
     p.add_argument("--max_problems", type=int, default=20, help="problems to list (default 20)")
     p.add_argument("-v", "--verbose", action="store_true", help="one line per file")
+    _add_compression(p)
 
     p = sub.add_parser("stats", help="summarise the records (lengths, masking, NSP, [UNK], top tokens)",
                        description="Tokens per instance, short sequences, predictions per instance, the "
@@ -66,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=20, help="most frequent tokens to list (default 20)")
     p.add_argument("--json", action="store_true",
                    help="print the statistics as JSON (one object; a list for train/ and val/)")
+    _add_compression(p)
 
     sub.add_parser("build-vocab", help="train a WordPiece vocab.txt with Hugging Face tokenizers",
                    add_help=False)
@@ -90,6 +108,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
 
 
+def _compression(args):
+    return None if args.compression == "none" else args.compression
+
+
 def _error(command: str, message: str) -> int:
     print(f"bert-data {command}: error: {message}", file=sys.stderr)
     return 2
@@ -102,11 +124,14 @@ def _inspect(args) -> int:
 
     if args.num_records < 0 or args.start < 0:
         return _error("inspect", "-n and --start must not be negative")
+    if args.mask_seed is not None and args.mask_seed < 0:
+        return _error("inspect", "--mask_seed must not be negative")
     try:
         import json
 
         shown = 0
-        for rec in inspect_records(args.shard, args.vocab_file, args.num_records, args.start):
+        for rec in inspect_records(args.shard, args.vocab_file, args.num_records, args.start,
+                                   compression=_compression(args), mask_seed=args.mask_seed):
             if args.json:
                 print(json.dumps(record_json(rec)))
             else:
@@ -114,7 +139,8 @@ def _inspect(args) -> int:
                     if not rec.tokens or rec.tokens[0].isdigit():
                         print("note: no vocabulary found (pass --vocab_file): showing token ids",
                               file=sys.stderr)
-                    print(LEGEND)
+                    if rec.has_masks:
+                        print(LEGEND)
                 print(format_record(rec))
             shown += 1
         if shown == 0:
@@ -137,7 +163,7 @@ def _verify(args) -> int:
 
     try:
         report = verify(args.paths, vocab_file=args.vocab_file, max_problems=args.max_problems,
-                        on_file=on_file)
+                        on_file=on_file, compression=_compression(args))
     except (VocabError, ValueError, OSError) as error:
         return _error("verify", str(error))
     for note in report.notes:
@@ -156,7 +182,8 @@ def _stats(args) -> int:
     from ..tokenization import VocabError
 
     try:
-        stats = compute_stats(args.paths, vocab_file=args.vocab_file, limit=args.limit)
+        stats = compute_stats(args.paths, vocab_file=args.vocab_file, limit=args.limit,
+                              compression=_compression(args))
     except (CorruptRecordError, VocabError, ValueError, OSError) as error:
         return _error("stats", str(error))
     if args.json:
