@@ -24,9 +24,7 @@ ordinary vocabulary (``Vocab.ordinary_ids``), never [PAD], [CLS], [SEP], [MASK],
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
-from typing import List
 
 import numpy as np
 
@@ -93,14 +91,8 @@ def _choose_single_tokens(candidates, budget, max_predictions, rng):
 def _choose_whole_words(candidates, input_ids, is_continuation, budget, rng):
     """Chosen positions when ``##`` pieces belong to the word before them."""
     n, width = candidates.shape
-    earlier_candidates = np.cumsum(candidates, axis=1) - candidates
-    starts = candidates & ~(is_continuation[input_ids] & (earlier_candidates > 0))
-    word_of = np.cumsum(starts, axis=1) - 1  # word index of each position within its row
-    n_words = starts.sum(axis=1)
-
-    word_length = np.zeros((n, width), dtype=np.int64)
+    word_of, n_words, word_length = _words(candidates, input_ids, is_continuation)
     rows, cols = np.nonzero(candidates)
-    np.add.at(word_length, (rows, word_of[rows, cols]), 1)
 
     keys = rng.random((n, width))
     keys[np.arange(width) >= n_words[:, None]] = np.inf
@@ -120,44 +112,65 @@ def _choose_whole_words(candidates, input_ids, is_continuation, budget, rng):
     return chosen
 
 
-def _choose_ngrams(candidates, input_ids, is_continuation, budget, max_ngram_size, rng):
-    """TF Model Garden's n-gram (span) masking, one instance at a time: span starts in random
-    order; each span is 1..N whole words, N drawn with weights 1/n (short spans favoured) and
-    capped by the words left; a span that would overflow the budget shrinks, one that still does,
-    or that touches a chosen word, is skipped."""
+def _words(candidates, input_ids, is_continuation):
+    """Whole words among the candidates: a ``##`` piece belongs to the candidate word before it.
+    Returns (word index of each position, words per row, tokens per word)."""
     n, width = candidates.shape
+    earlier_candidates = np.cumsum(candidates, axis=1) - candidates
+    starts = candidates & ~(is_continuation[input_ids] & (earlier_candidates > 0))
+    word_of = np.cumsum(starts, axis=1) - 1
+    word_length = np.zeros((n, width), dtype=np.int64)
+    rows, cols = np.nonzero(candidates)
+    np.add.at(word_length, (rows, word_of[rows, cols]), 1)
+    return word_of, starts.sum(axis=1), word_length
+
+
+def _choose_ngrams(candidates, input_ids, is_continuation, budget, max_ngram_size, rng):
+    """TF Model Garden's n-gram (span) masking, vectorised over rows: span starts (words) in
+    random order; each span is n whole words, n drawn with weight 1/n among the sizes that fit
+    before the row's last word; a span that would overflow the budget shrinks to the longest
+    size that fits, one that still does not, or that touches a chosen word, is skipped."""
+    n, width = candidates.shape
+    word_of, n_words, word_length = _words(candidates, input_ids, is_continuation)
+    ends = np.concatenate([np.zeros((n, 1), dtype=np.int64), np.cumsum(word_length, axis=1)], axis=1)
+    largest = max_ngram_size
+    weights = 1.0 / np.arange(1, largest + 1)
+    # thresholds[m - 1, k]: P(size <= k + 1) when sizes 1..m are possible (1.0 past m).
+    thresholds = np.ones((largest, largest))
+    for m in range(1, largest + 1):
+        thresholds[m - 1, :m] = np.cumsum(weights[:m]) / weights[:m].sum()
+
+    keys = rng.random((n, width))
+    keys[np.arange(width) >= n_words[:, None]] = np.inf
+    order = np.argsort(keys, axis=1)
+    size_draws = rng.random((n, width))
+
+    covered = np.zeros((n, width + largest), dtype=bool)  # by word; padded so spans never index out
+    taken = np.zeros(n, dtype=np.int64)
+    all_rows = np.arange(n)
+    sizes = np.arange(1, largest + 1)
+    for rank in range(int(n_words.max(initial=0))):
+        start = order[:, rank]
+        valid = rank < n_words
+        possible = np.clip(n_words - start, 1, largest)
+        drawn = 1 + (size_draws[:, rank][:, None] >= thresholds[possible - 1]).sum(axis=1)
+        drawn = np.minimum(drawn, possible)
+        # Tokens in spans of 1..N words from this start.
+        span_end = np.minimum(start[:, None] + sizes[None, :], n_words[:, None])
+        span_tokens = np.take_along_axis(ends, span_end, axis=1) - ends[all_rows, start][:, None]
+        fits = (sizes[None, :] <= drawn[:, None]) & (taken[:, None] + span_tokens <= budget[:, None])
+        size = np.where(fits.any(axis=1), largest - np.argmax(fits[:, ::-1], axis=1), 0)
+        touching = np.zeros(n, dtype=bool)
+        for k in range(largest):
+            touching |= (k < size) & covered[all_rows, start + k]
+        accept = valid & (size > 0) & ~touching & (taken < budget)
+        for k in range(largest):
+            mark = accept & (k < size)
+            covered[all_rows[mark], start[mark] + k] = True
+        taken += np.where(accept, span_tokens[all_rows, np.maximum(size, 1) - 1], 0)
+    rows, cols = np.nonzero(candidates)
     chosen = np.zeros((n, width), dtype=bool)
-    weights = 1.0 / np.arange(1, max_ngram_size + 1)
-    cumulative = [np.cumsum(weights[:k]) / weights[:k].sum() for k in range(1, max_ngram_size + 1)]
-    uniform = random.Random(int(rng.integers(2**63))).random
-    for row in range(n):
-        positions = np.flatnonzero(candidates[row]).tolist()
-        ids = input_ids[row]
-        words: List[List[int]] = []
-        for position in positions:
-            if words and is_continuation[ids[position]]:
-                words[-1].append(position)
-            else:
-                words.append([position])
-        starts = list(range(len(words)))
-        random.Random(uniform()).shuffle(starts)
-        taken, limit, covered = 0, int(budget[row]), set()
-        for start in starts:
-            if taken >= limit:
-                break
-            longest = min(max_ngram_size, len(words) - start)
-            draw = uniform()
-            size = next(k for k in range(longest) if draw < cumulative[longest - 1][k]) + 1
-            span = [p for word in words[start : start + size] for p in word]
-            while taken + len(span) > limit and size > 1:
-                size -= 1
-                span = [p for word in words[start : start + size] for p in word]
-            if taken + len(span) > limit or any(word_start in covered for word_start in
-                                                 (w[0] for w in words[start : start + size])):
-                continue
-            covered.update(w[0] for w in words[start : start + size])
-            chosen[row, span] = True
-            taken += len(span)
+    chosen[rows, cols] = covered[rows, word_of[rows, cols]]
     return chosen
 
 
