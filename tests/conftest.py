@@ -100,3 +100,14 @@ def file_hashes(directory: Path) -> Dict[str, str]:
         path.relative_to(directory).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
         for path in sorted(directory.rglob("*.tfrecords"))
     }
+
+
+def corpus_config(corpus: SyntheticCorpus, output_dir, **overrides):
+    """A GeneratorConfig for a synthetic corpus: small sequences, one worker, quick."""
+    from bert_data.config import GeneratorConfig
+
+    options = dict(metadata_files=[str(corpus.metadata)], input_files_prefix=str(corpus.root),
+                   vocab_file=str(corpus.vocab), do_lower_case=True, max_seq_length=64, max_predictions_per_seq=10,
+                   dupe_factor=2, output_dir=str(output_dir), num_workers=1, num_output_files=3)
+    options.update(overrides)
+    return GeneratorConfig(**options)

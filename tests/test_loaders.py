@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 import bert_data
-from bert_data.config import GeneratorConfig
 from bert_data.features import FEATURE_NAMES, feature_specs
 from bert_data.loaders import dataset_info, read_batches, read_examples, resolve_shards
 from bert_data.runner import generate
-from bert_data.tfrecord import CorruptRecordError, iter_records
+from bert_data.tfrecord import CorruptRecordError
+
+from conftest import corpus_config
 
 MSL, MPP = 64, 10
 
@@ -24,11 +25,8 @@ MSL, MPP = 64, 10
 @pytest.fixture(scope="module")
 def out(synthetic_corpus, tmp_path_factory):
     directory = tmp_path_factory.mktemp("loaders_out")
-    generate(GeneratorConfig(
-        metadata_files=[str(synthetic_corpus.metadata)], input_files_prefix=str(synthetic_corpus.root),
-        vocab_file=str(synthetic_corpus.vocab), do_lower_case=True, max_seq_length=MSL,
-        max_predictions_per_seq=MPP, dupe_factor=2, output_dir=str(directory), num_workers=1,
-        num_output_files=3), progress=False)
+    generate(corpus_config(synthetic_corpus, directory, max_seq_length=MSL, max_predictions_per_seq=MPP),
+             progress=False)
     return directory
 
 

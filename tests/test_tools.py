@@ -25,7 +25,7 @@ from bert_data.tfrecord import TFRecordWriter, iter_records
 from bert_data.tokenization import load_vocab
 from bert_data.verify import verify
 
-from conftest import make_corpus
+from conftest import corpus_config, make_corpus
 
 MSL, MPP = 64, 10
 
@@ -34,11 +34,8 @@ MSL, MPP = 64, 10
 def dataset(synthetic_corpus, tmp_path_factory):
     """OUT with train/ (3 shards) and val/ (3 shards), whole-word masking."""
     out = tmp_path_factory.mktemp("tools_out")
-    generate(GeneratorConfig(
-        metadata_files=[str(synthetic_corpus.metadata)], input_files_prefix=str(synthetic_corpus.root),
-        vocab_file=str(synthetic_corpus.vocab), do_lower_case=True, max_seq_length=MSL,
-        max_predictions_per_seq=MPP, dupe_factor=2, output_dir=str(out), num_workers=1,
-        num_output_files=3, val_fraction=0.2, mask_whole_word=True), progress=False)
+    generate(corpus_config(synthetic_corpus, out, max_seq_length=MSL, max_predictions_per_seq=MPP,
+                           val_fraction=0.2, mask_whole_word=True), progress=False)
     return out
 
 
