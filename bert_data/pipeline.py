@@ -1,4 +1,4 @@
-"""The stages, run as two kinds of task:
+"""The stages, run as three kinds of task:
 
 ``tokenize_slice``: documents -> sentences -> token ids, for one slice of a unit.  Slices are
 small, so every core stays busy even when a unit's documents are few and large.
@@ -124,9 +124,15 @@ class TokenizedSlice:
 def tokenize_slice(sources: Sequence[Source], config: GeneratorConfig, tokens_path: str) -> TokenizedSlice:
     context = _WorkerContext.get(config)
     skips: List[Skip] = []
-    labels: List[str] = []
+    # Documents as read (the splitter may read ahead of the sentences it yields) ...
     seen: List[str] = []
+    seen_continues: List[bool] = []
     counts = {"bytes": 0, "replaced": 0}
+    # ... documents split into sentences, waiting to be tokenized together ...
+    pending: List[Tuple[str, List[str], bool]] = []
+    # ... and documents kept, with their token ids.
+    labels: List[str] = []
+    continues: List[bool] = []
     token_parts: List[np.ndarray] = []
     sentence_lengths: List[int] = []
     sentences_per_doc: List[int] = []
@@ -140,10 +146,6 @@ def tokenize_slice(sources: Sequence[Source], config: GeneratorConfig, tokens_pa
             seen_continues.append(document.continues)
             yield document.text
 
-    pending: List[Tuple[str, List[str], bool]] = []
-    seen_continues: List[bool] = []
-    continues: List[bool] = []
-
     def flush():
         batch = [sentence for _, sentences, _ in pending for sentence in sentences]
         lengths = np.zeros(len(batch), dtype=np.int64)
@@ -156,9 +158,9 @@ def tokenize_slice(sources: Sequence[Source], config: GeneratorConfig, tokens_pa
                 chars += len(batch[end])
                 end += 1
             ids = context.tokenizer.encode_ids(batch[start:end])
-            counts = [len(sentence) for sentence in ids]
-            lengths[start:end] = counts
-            parts.append(np.fromiter(chain.from_iterable(ids), dtype=context.token_dtype, count=sum(counts)))
+            per_sentence = [len(sentence) for sentence in ids]
+            lengths[start:end] = per_sentence
+            parts.append(np.fromiter(chain.from_iterable(ids), dtype=context.token_dtype, count=sum(per_sentence)))
             del ids
             start = end
         tokens = np.concatenate(parts) if parts else np.zeros(0, dtype=context.token_dtype)
