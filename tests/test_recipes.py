@@ -225,3 +225,33 @@ def test_recipe_options_are_checked(corpus, tmp_path, options, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(")):
         run(corpus, tmp_path / "out", **options)
     assert not (tmp_path / "out").exists()  # refused before any work
+
+
+def cerebras_feature_map(msl, mpp, mlm_only):
+    """The map Cerebras's BertTfRecordsProcessor (modelzoo bert/input/utils.py parse_raw_tfrecord)
+    parses with, written out here independently of bert_data.features."""
+    feature_map = {
+        "input_ids": tf.io.FixedLenFeature([msl], tf.int64),
+        "input_mask": tf.io.FixedLenFeature([msl], tf.int64),
+        "masked_lm_positions": tf.io.FixedLenFeature([mpp], tf.int64),
+        "masked_lm_ids": tf.io.FixedLenFeature([mpp], tf.int64),
+        "masked_lm_weights": tf.io.FixedLenFeature([mpp], tf.float32),
+    }
+    if not mlm_only:
+        feature_map["segment_ids"] = tf.io.FixedLenFeature([msl], tf.int64)
+        feature_map["next_sentence_labels"] = tf.io.FixedLenFeature([1], tf.int64)
+    return feature_map
+
+
+@pytest.mark.parametrize("mlm_only", [False, True])
+def test_cerebras_processor_feature_map_parses_every_record(corpus, tmp_path, mlm_only):
+    manifest = run(corpus, tmp_path, mlm_only=mlm_only)
+    files = sorted(str(p) for p in tmp_path.glob("*.tfrecords"))
+    parsed = 0
+    for batch in tf.data.TFRecordDataset(files).batch(512):
+        example = tf.io.parse_example(batch, cerebras_feature_map(MSL, MPP, mlm_only))
+        # As the processor does: int64 -> int32, input_mask inverted (1 on padding).
+        inverted = tf.cast(tf.equal(tf.cast(example["input_mask"], tf.int32), 0), tf.int32).numpy()
+        assert ((inverted == 0).sum(axis=1) >= 3).all()  # [CLS] ... [SEP] at least
+        parsed += int(batch.shape[0])
+    assert parsed == manifest["n_examples"]
