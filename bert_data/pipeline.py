@@ -307,14 +307,17 @@ def pool_path(work_dir: str, unit_index: int, split: str) -> str:
 
 def pair_unit(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorConfig, work_dir: str) -> UnitPairs:
     result = UnitPairs(unit.index)
-    kept = {label for piece in slices for label in piece.labels}
+    # A blank part of a large document does not make the document blank, and a document read
+    # in parts is skipped once, not once a part.
+    in_parts = {source.label for source in unit.sources if source.continues}
+    kept = {label for piece in slices for label in piece.labels if label in in_parts}
     seen_skips = set()
     for piece in slices:
         for skip in piece.skips:
-            # A part of a large document that is blank does not make the document blank.
-            if (skip.reason, skip.label) in seen_skips or (skip.reason != docs_mod.BINARY and skip.label in kept):
-                continue
-            seen_skips.add((skip.reason, skip.label))
+            if skip.label in in_parts:
+                if (skip.reason, skip.label) in seen_skips or (skip.reason != docs_mod.BINARY and skip.label in kept):
+                    continue
+                seen_skips.add((skip.reason, skip.label))
             result.skips.append(skip)
         result.n_bytes += piece.n_bytes
         result.n_replaced += piece.n_replaced
