@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -102,6 +103,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="list every document K times (a K-times larger corpus)")
     parser.add_argument("--exclude", nargs="*", default=[], help="skip documents whose path contains any of these")
     parser.add_argument("--no_floor", action="store_true", help="skip the floor measurement")
+    parser.add_argument("--generator_args", default="", metavar="'ARGS'",
+                        help="more create_tfrecords options, e.g. '--mask_whole_word' or '--compression gzip'")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = parser.parse_args(argv)
 
@@ -145,6 +148,7 @@ def main(argv=None) -> int:
             ]
             command += [] if args.cased else ["--do_lower_case"]
             command += ["--single_sentence_per_line"] if args.input == "sents" else []
+            command += shlex.split(args.generator_args)
             measured = run_generator(command, env)
             manifest = json.loads((output / "data_params.json").read_text())
             output_bytes = sum(f.stat().st_size for f in output.glob("*.tfrecords"))
@@ -173,13 +177,15 @@ def main(argv=None) -> int:
     report = {
         "corpus": str(corpus), "input": args.input, "documents": len(labels) * args.repeat,
         "input_mb": round(args.repeat * input_bytes / 1e6, 1), "dupe_factor": args.dupe_factor,
-        "max_seq_length": args.max_seq_length, "repeat": args.repeat, "floor": floor, "runs": runs,
+        "max_seq_length": args.max_seq_length, "repeat": args.repeat, "generator_args": args.generator_args,
+        "floor": floor, "runs": runs,
     }
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     print(f"corpus {corpus} ({args.input}): {report['documents']} documents, {report['input_mb']} MB, "
-          f"dupe_factor {args.dupe_factor}, max_seq_length {args.max_seq_length}")
+          f"dupe_factor {args.dupe_factor}, max_seq_length {args.max_seq_length}"
+          + (f", {args.generator_args}" if args.generator_args else ""))
     if floor:
         parts = f"tokenizer {args.repeat} x {floor['tokenizer_seconds']:.2f} s"
         if args.input == "raw":
