@@ -28,32 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .instances import InstanceArrays
-
-
-@dataclass
-class MaskedBatch:
-    input_ids: np.ndarray  # (n, max_seq_length) int32, with masks applied
-    input_mask: np.ndarray  # (n, max_seq_length) int32
-    segment_ids: np.ndarray  # (n, max_seq_length) int32
-    masked_lm_positions: np.ndarray  # (n, max_predictions_per_seq) int32, ascending, 0-padded
-    masked_lm_ids: np.ndarray  # (n, max_predictions_per_seq) int32, original ids, 0-padded
-    masked_lm_weights: np.ndarray  # (n, max_predictions_per_seq) float32, 1.0 then 0.0
-    next_sentence_labels: np.ndarray  # (n, 1) int32, 1 = random next
-
-    def __len__(self) -> int:
-        return len(self.input_ids)
-
-    def columns(self) -> dict:
-        return {
-            "input_ids": self.input_ids,
-            "input_mask": self.input_mask,
-            "segment_ids": self.segment_ids,
-            "masked_lm_positions": self.masked_lm_positions,
-            "masked_lm_ids": self.masked_lm_ids,
-            "masked_lm_weights": self.masked_lm_weights,
-            "next_sentence_labels": self.next_sentence_labels,
-        }
 
 
 def num_to_predict(lengths: np.ndarray, masked_lm_prob: float, max_predictions_per_seq: int) -> np.ndarray:
@@ -230,31 +204,3 @@ def mask_tokens(
     rows = np.broadcast_to(np.arange(n)[:, None], positions.shape)
     masked[rows[weights], positions[weights]] = replacement[weights]
     return MaskedTokens(masked, positions, labels, weights.astype(np.float32))
-
-
-def mask_instances(
-    instances: InstanceArrays,
-    rng: np.random.Generator,
-    masked_lm_prob: float,
-    max_predictions_per_seq: int,
-    mask_id: int,
-    ordinary_ids: np.ndarray,
-    is_continuation: np.ndarray = None,
-    whole_word: bool = False,
-    *,
-    special_ids,
-    max_ngram_size: int = 1,
-) -> MaskedBatch:
-    """Mask ``[CLS] A [SEP] B [SEP]`` instances; ``special_ids`` ([CLS], [SEP]) are never masked."""
-    n = len(instances)
-    masked = mask_tokens(instances.input_ids, instances.lengths, rng, masked_lm_prob, max_predictions_per_seq,
-                         mask_id, ordinary_ids, special_ids, is_continuation, whole_word, max_ngram_size)
-    return MaskedBatch(
-        input_ids=masked.input_ids,
-        input_mask=instances.input_mask,
-        segment_ids=instances.segment_ids,
-        masked_lm_positions=masked.masked_lm_positions,
-        masked_lm_ids=masked.masked_lm_ids,
-        masked_lm_weights=masked.masked_lm_weights,
-        next_sentence_labels=instances.is_random_next.astype(np.int32).reshape(n, 1),
-    )

@@ -87,10 +87,15 @@ class _WorkerContext:
 
 # ---------------------------------------------------------------------------- tokenize_slice
 
+def private_temporary(path: str) -> str:
+    """A temporary name for ``path`` that no other run of the same task shares: a task that runs
+    twice (a cluster worker thought lost) writes the same bytes, and the copies replace each
+    other atomically with ``os.replace``."""
+    return f"{path}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+
+
 def save_array(array: np.ndarray, path: str) -> None:
-    """Write atomically, through a temporary name of this run's own: a task that runs twice (a
-    cluster worker thought lost) writes the same bytes, and the copies replace each other."""
-    temporary = f"{path}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+    temporary = private_temporary(path)
     with open(temporary, "wb") as handle:
         np.save(handle, array, allow_pickle=False)
     os.replace(temporary, path)
@@ -288,7 +293,7 @@ def split_pools(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorC
         if not bounds[split]:
             pools[split] = TokenPool(np.zeros(0, dtype), [])
             continue
-        temporary = f"{pool_paths[split]}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+        temporary = private_temporary(pool_paths[split])
         pool = np.lib.format.open_memmap(temporary, mode="w+", dtype=dtype, shape=(sizes[split],))
         position = 0
         for number, start, end in chosen[split]:
@@ -404,9 +409,7 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
     tokens = load_array(task.tokens_path)
     segments = []
     first_row = 0
-    # A task may run twice (a cluster worker thought lost finishes anyway): each run writes its
-    # own temporary file, and the identical results replace each other atomically.
-    temporary = f"{path}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+    temporary = private_temporary(path)
     with open(temporary, "wb") as piece_file:
         for shard, size in zip(task.shards, task.shard_sizes):
             masking_rng = np.random.default_rng(random_streams(config.seed, task.unit_index, task.split, MASKING, shard))

@@ -305,7 +305,9 @@ def default_executor(workers: int) -> cf.Executor:
 
 def stop_executor(executor: cf.Executor) -> None:
     """Cancel what has not started and stop the workers now: no orphans, no waiting."""
-    processes = list(getattr(executor, "_processes", {}) .values()) if isinstance(executor, cf.ProcessPoolExecutor) else []
+    processes = []
+    if isinstance(executor, cf.ProcessPoolExecutor):
+        processes = list((executor._processes or {}).values())
     executor.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         if process.is_alive():
@@ -678,7 +680,7 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
         assembler.finish()
     except KeyboardInterrupt:
         bar.close()
-        stop_executor(executor) if own_executor else _cancel(scheduler)
+        _stop_work(executor, own_executor, scheduler)
         assembler.close()
         for name in os.listdir(work_dir):  # units not yet appended are redone by --resume
             if name != JOURNAL:
@@ -686,7 +688,7 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
         raise
     except BaseException as error:
         bar.close()
-        stop_executor(executor) if own_executor else _cancel(scheduler)
+        _stop_work(executor, own_executor, scheduler)
         assembler.remove()
         shutil.rmtree(work_dir, ignore_errors=True)
         if isinstance(error, UnitError):
@@ -699,7 +701,8 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
         raise
     finally:
         bar.close()
-        signal.signal(signal.SIGTERM, previous_term) if previous_term is not None else None
+        if previous_term is not None:
+            signal.signal(signal.SIGTERM, previous_term)
     if own_executor:
         executor.shutdown()
     manifests = write_manifests(config, plan, totals)
@@ -707,9 +710,13 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
     return RunSummary(manifests, time.perf_counter() - started, first_unit)
 
 
-def _cancel(scheduler) -> None:
-    for future in scheduler.in_flight:
-        future.cancel()
+def _stop_work(executor, own_executor: bool, scheduler) -> None:
+    """Our own pool is stopped outright; a caller's executor (a Dask client) only loses our tasks."""
+    if own_executor:
+        stop_executor(executor)
+    else:
+        for future in scheduler.in_flight:
+            future.cancel()
 
 
 def _raise_on_sigterm():

@@ -3,7 +3,7 @@ import random
 import numpy as np
 
 from bert_data.instances import PairBatch, gather_instances
-from bert_data.masking import candidate_mask, mask_instances, num_to_predict
+from bert_data.masking import candidate_mask, mask_tokens, num_to_predict
 
 CLS, SEP, MASK = 2, 3, 4
 VOCAB_SIZE = 1000
@@ -38,8 +38,8 @@ def random_instances(n, max_seq_length=128, seed=0, continuation_rate=0.0):
 
 
 def run(instances, seed=0, whole_word=False, prob=0.15, max_predictions=20):
-    return mask_instances(instances, np.random.default_rng(seed), prob, max_predictions, MASK, ORDINARY,
-                          IS_CONTINUATION, whole_word, special_ids=(CLS, SEP))
+    return mask_tokens(instances.input_ids, instances.lengths, np.random.default_rng(seed), prob, max_predictions,
+                       MASK, ORDINARY, (CLS, SEP), IS_CONTINUATION, whole_word)
 
 
 def test_num_to_predict_rounds_like_python():
@@ -133,8 +133,8 @@ def test_whole_word_masking_never_splits_a_word():
 def test_same_seed_same_masks_and_different_seed_differs():
     instances = random_instances(500)
     first, second, other = run(instances, seed=1), run(instances, seed=1), run(instances, seed=2)
-    for name, column in first.columns().items():
-        np.testing.assert_array_equal(column, second.columns()[name])
+    for name in ("input_ids", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights"):
+        np.testing.assert_array_equal(getattr(first, name), getattr(second, name))
     assert not np.array_equal(first.masked_lm_positions, other.masked_lm_positions)
 
 
@@ -143,4 +143,3 @@ def test_tiny_instances_get_one_prediction():
     batch = run(gather_instances(np.array([11, 12]), pairs.arrays(), 8, CLS, SEP))
     assert batch.masked_lm_weights.sum() == 1
     assert batch.masked_lm_positions[0, 0] in (1, 3)
-    assert batch.next_sentence_labels.tolist() == [[1]]
