@@ -1,6 +1,6 @@
 """bert_data: BERT pretraining data (TFRecords) from raw text, fast, parallel and deterministic.
 
-The generation path (``bert_data.runner.generate``) never imports TensorFlow; the loaders do.
+The generation path (``bert_data.generator.runner.generate``) never imports TensorFlow; the loaders do.
 """
 
 __version__ = "0.1.0"
@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 __all__ = ["GeneratorConfig", "generate", "load_dataset", "read_examples", "read_batches", "dynamic_masking",
            "__version__"]
 
-# Readers and loaders (bert_data.loaders): TensorFlow / torch are imported only when used.
+# Readers and loaders (bert_data.load.loaders): TensorFlow / torch are imported only when used.
 _LOADER_NAMES = ("load_dataset", "read_examples", "read_batches", "TorchDataset", "dynamic_masking")
 
 
@@ -20,11 +20,11 @@ def __getattr__(name):
 
         return GeneratorConfig
     if name == "generate":
-        from .runner import generate
+        from .generator.runner import generate
 
         return generate
     if name in _LOADER_NAMES:
-        from . import loaders
+        from .load import loaders
 
         return getattr(loaders, name)
     raise AttributeError(f"module 'bert_data' has no attribute {name!r}")

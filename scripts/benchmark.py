@@ -38,7 +38,7 @@ tokenizer = WordPieceTokenizer(vocab, lower)
 texts = [open(p, encoding="utf-8", errors="replace").read() for p in paths]
 spacy_seconds = 0.0
 if raw:
-    from bert_data.sentences import make_sentence_splitter
+    from bert_data.generator.sentences import make_sentence_splitter
     splitter = make_sentence_splitter(False, None)
     started = time.perf_counter()
     sentences = [s for doc in splitter.split(texts) for s in doc]

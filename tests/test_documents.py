@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from bert_data import documents as d
+from bert_data.generator import documents as d
 
 
 def write(path, data):

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_data import example_codec
-from bert_data.example_codec import decode_example, decode_examples, encode_examples
-from bert_data.features import FLOAT32, INT64, FeatureSpec, feature_specs, tf_feature_description
+from bert_data.format import example_codec
+from bert_data.format.example_codec import decode_example, decode_examples, encode_examples
+from bert_data.format.layout import FLOAT32, INT64, FeatureSpec, feature_specs, tf_feature_description
 
 SPECIAL_IDS = [0, 1, 127, 128, 16383, 16384, 30521, 2**20, 2**21 - 1, 2**28, 2**35, 2**40,
                2**56, 2**62, 2**63 - 1]

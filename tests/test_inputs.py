@@ -18,10 +18,10 @@ import psutil
 import pytest
 import zstandard
 
-from bert_data import documents as d
+from bert_data.generator import documents as d
 from bert_data.config import ConfigError, GeneratorConfig
-from bert_data.documents import InputError
-from bert_data.runner import generate, make_plan
+from bert_data.generator.documents import InputError
+from bert_data.generator.runner import generate, make_plan
 
 from conftest import file_hashes, make_corpus
 

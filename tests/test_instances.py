@@ -3,7 +3,7 @@ import random
 import numpy as np
 import pytest
 
-from bert_data.instances import (PairBatch, TokenPool, add_pairs_from_document, create_pairs, gather_instances,
+from bert_data.generator.instances import (PairBatch, TokenPool, add_pairs_from_document, create_pairs, gather_instances,
                                  truncation_counts)
 
 CLS, SEP = 101, 102

@@ -1,6 +1,6 @@
 """Every record layout and compression the generator writes, through every reader and tool.
 
-Layouts (``bert_data.features.feature_specs``): Google's NSP layout, the same with TF Model
+Layouts (``bert_data.format.layout.feature_specs``): Google's NSP layout, the same with TF Model
 Garden's v2 names, MLM-only, MLM-only across documents (separators inside the sequence), and
 MLM-only unmasked (masks drawn at load time); each uncompressed, gzip (two concatenated members)
 and zlib (one stream).  The fixture datasets are written here, record by record, with
@@ -23,13 +23,13 @@ import numpy as np
 import pytest
 
 from bert_data.cli.bert_data_cli import main
-from bert_data.example_codec import encode_examples
-from bert_data.features import canonical_name, feature_specs, specs_from_manifest, tf_feature_description
-from bert_data.loaders import (DynamicMasking, dataset_info, dynamic_masking, load_dataset, read_batches,
+from bert_data.format.example_codec import encode_examples
+from bert_data.format.layout import canonical_name, feature_specs, specs_from_manifest, tf_feature_description
+from bert_data.load.loaders import (DynamicMasking, dataset_info, dynamic_masking, load_dataset, read_batches,
                                read_examples)
 from bert_data.masking import mask_tokens
-from bert_data.stats import compute_stats
-from bert_data.tfrecord import CorruptRecordError, count_records, frame_records, iter_records
+from bert_data.tools.stats import compute_stats
+from bert_data.format.tfrecord import CorruptRecordError, count_records, frame_records, iter_records
 from bert_data.tokenization import load_vocab
 
 from conftest import make_corpus, write_vocab, all_stems
@@ -195,7 +195,7 @@ ALL = [(layout, compression) for layout in LAYOUTS for compression in COMPRESSIO
 
 @pytest.mark.parametrize("layout,compression", ALL)
 def test_readers_agree_with_tensorflow(datasets, layout, compression):
-    from bert_data.loaders import TorchDataset
+    from bert_data.load.loaders import TorchDataset
 
     directory, written = datasets[layout, compression]
     names = [spec.name for spec in layout_specs(layout)]
@@ -598,7 +598,7 @@ def test_load_time_masks_identical_in_tf_data_and_numpy(datasets, compression):
 
 
 def test_load_time_masks_in_readers_and_torch(datasets):
-    from bert_data.loaders import TorchDataset
+    from bert_data.load.loaders import TorchDataset
 
     directory, written = datasets["unmasked", "zlib"]
     rows = list(read_examples(directory, mask={"seed": 3}))
@@ -624,7 +624,7 @@ def test_load_time_masks_in_readers_and_torch(datasets):
 def generated(tmp_path_factory):
     """Small datasets made by the generator with its layout and compression options."""
     from bert_data.config import GeneratorConfig
-    from bert_data.runner import generate
+    from bert_data.generator.runner import generate
 
     root = tmp_path_factory.mktemp("layouts_e2e")
     corpus = make_corpus(root / "corpus", n_docs=8, min_sentences=6, max_sentences=15)

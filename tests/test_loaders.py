@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import bert_data
-from bert_data.features import FEATURE_NAMES, feature_specs
-from bert_data.loaders import dataset_info, read_batches, read_examples, resolve_shards
-from bert_data.runner import generate
-from bert_data.tfrecord import CorruptRecordError
+from bert_data.format.layout import FEATURE_NAMES, feature_specs
+from bert_data.load.loaders import dataset_info, read_batches, read_examples, resolve_shards
+from bert_data.generator.runner import generate
+from bert_data.format.tfrecord import CorruptRecordError
 
 from conftest import corpus_config
 
@@ -34,7 +34,7 @@ def out(synthetic_corpus, tmp_path_factory):
 def reference(out):
     """Every record, through TensorFlow's own reader and Google's parse spec (independent of our codec)."""
     import tensorflow as tf
-    from bert_data.features import tf_feature_description
+    from bert_data.format.layout import tf_feature_description
 
     files = [str(out / f"examples-{i}.tfrecords") for i in (1, 2, 3)]
     spec = tf_feature_description(MSL, MPP)
@@ -106,7 +106,7 @@ def test_paths_patterns_and_layout(out, tmp_path):
     info = dataset_info(lone)
     assert (info.max_seq_length, info.max_predictions_per_seq, info.layout_source) == (MSL, MPP, "first record")
     assert sum(1 for _ in read_examples(lone)) == manifest(out)["examples_per_file"]["examples-2.tfrecords"]
-    from bert_data.loaders import infer_layout, infer_specs
+    from bert_data.load.loaders import infer_layout, infer_specs
     assert infer_layout(lone) == (MSL, MPP) and infer_specs(lone) == feature_specs(MSL, MPP)
     # An output directory with a validation split names its splits.
     split = tmp_path / "split"
@@ -194,13 +194,13 @@ def test_load_dataset_options(out, reference):
 
 
 def test_torch_dataset_import_is_lazy():
-    code = "import sys, bert_data.loaders, bert_data\nprint('torch' in sys.modules)\n"
+    code = "import sys, bert_data.load.loaders, bert_data\nprint('torch' in sys.modules)\n"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
 
 
 def test_torch_dataset_without_torch(out, monkeypatch):
-    from bert_data import loaders
+    from bert_data.load import loaders
 
     monkeypatch.setattr(loaders, "_TORCH_CLASS", None)
     monkeypatch.setitem(sys.modules, "torch", None)  # as if torch were not installed
@@ -212,7 +212,7 @@ def test_torch_dataset(out, reference):
     import torch
     from torch.utils.data import DataLoader, IterableDataset
 
-    from bert_data.loaders import TorchDataset
+    from bert_data.load.loaders import TorchDataset
 
     assert bert_data.TorchDataset is TorchDataset and issubclass(TorchDataset, IterableDataset)
     n = len(reference["input_ids"])

@@ -2,7 +2,7 @@ import random
 
 import numpy as np
 
-from bert_data.instances import PairBatch, gather_instances
+from bert_data.generator.instances import PairBatch, gather_instances
 from bert_data.masking import candidate_mask, mask_tokens, num_to_predict
 
 CLS, SEP, MASK = 2, 3, 4

@@ -15,8 +15,8 @@ import pytest
 import tensorflow as tf
 
 from bert_data.config import ConfigError, GeneratorConfig
-from bert_data.features import specs_from_manifest, tf_feature_description
-from bert_data.runner import ShardAssembler, generate
+from bert_data.format.layout import specs_from_manifest, tf_feature_description
+from bert_data.generator.runner import ShardAssembler, generate
 
 from conftest import file_hashes, make_corpus
 
@@ -229,7 +229,7 @@ def test_recipe_options_are_checked(corpus, tmp_path, options, message):
 
 def cerebras_feature_map(msl, mpp, mlm_only):
     """The map Cerebras's BertTfRecordsProcessor (modelzoo bert/input/utils.py parse_raw_tfrecord)
-    parses with, written out here independently of bert_data.features."""
+    parses with, written out here independently of bert_data.format.layout."""
     feature_map = {
         "input_ids": tf.io.FixedLenFeature([msl], tf.int64),
         "input_mask": tf.io.FixedLenFeature([msl], tf.int64),

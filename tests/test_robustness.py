@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from bert_data.cli.create_tfrecords import main
-from bert_data.runner import OutputLock
+from bert_data.generator.runner import OutputLock
 
 from conftest import file_hashes, make_corpus
 
@@ -152,7 +152,7 @@ def test_second_run_into_the_same_directory_is_refused(capsys, corpus, tmp_path)
 
 
 def test_full_disk_gives_a_clear_error_and_removes_temporary_files(capsys, corpus, tmp_path, monkeypatch):
-    import bert_data.runner as runner
+    import bert_data.generator.runner as runner
 
     real_append = runner.ShardAssembler.append
 

@@ -13,7 +13,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pytest
 import tensorflow as tf
 
-from bert_data.tfrecord import (
+from bert_data.format.tfrecord import (
     CompressionError,
     CorruptRecordError,
     TFRecordWriter,

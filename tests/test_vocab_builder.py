@@ -1,4 +1,4 @@
-"""bert_data.vocab_builder: WordPiece vocabulary training and the build-vocab command."""
+"""bert_data.generator.vocab_builder: WordPiece vocabulary training and the build-vocab command."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bert_data.tokenization import WordPieceTokenizer, load_vocab, unk_rate
-from bert_data.vocab_builder import (
+from bert_data.generator.vocab_builder import (
     SPECIAL_TOKENS,
     build_vocab_main,
     read_metadata,

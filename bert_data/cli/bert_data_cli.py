@@ -1,8 +1,8 @@
 """``bert-data``: inspect, verify and describe generated TFRecords; build a vocabulary.
 
 Only the standard library is imported until a subcommand runs, so ``bert-data --help`` is
-instant.  The work is done by ``bert_data.inspection``, ``bert_data.verify``,
-``bert_data.stats`` and ``bert_data.vocab_builder``.
+instant.  The work is done by ``bert_data.tools.inspect``, ``bert_data.tools.verify``,
+``bert_data.tools.stats`` and ``bert_data.generator.vocab_builder``.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "build-vocab":
-        from ..vocab_builder import build_vocab_main
+        from ..generator.vocab_builder import build_vocab_main
 
         return build_vocab_main(argv[1:])
     parser = build_parser()
@@ -118,8 +118,8 @@ def _error(command: str, message: str) -> int:
 
 
 def _inspect(args) -> int:
-    from ..inspection import LEGEND, format_record, inspect_records, record_json
-    from ..tfrecord import CorruptRecordError
+    from ..tools.inspect import LEGEND, format_record, inspect_records, record_json
+    from ..format.tfrecord import CorruptRecordError
     from ..tokenization import VocabError
 
     if args.num_records < 0 or args.start < 0:
@@ -152,7 +152,7 @@ def _inspect(args) -> int:
 
 def _verify(args) -> int:
     from ..tokenization import VocabError
-    from ..verify import verify
+    from ..tools.verify import verify
 
     def on_file(result):
         if args.verbose:
@@ -177,8 +177,8 @@ def _verify(args) -> int:
 
 
 def _stats(args) -> int:
-    from ..stats import compute_stats, format_stats, plot_stats
-    from ..tfrecord import CorruptRecordError
+    from ..tools.stats import compute_stats, format_stats, plot_stats
+    from ..format.tfrecord import CorruptRecordError
     from ..tokenization import VocabError
 
     try:

@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "max_seq_length / 4, as Cerebras)")
     recipes.add_argument("--disable_masking", action="store_true",
                          help="with --mlm_only: write unmasked input_ids and input_mask only, and mask at load "
-                              "time (bert_data.loaders); needs --dupe_factor 1")
+                              "time (bert_data.load.loaders); needs --dupe_factor 1")
     recipes.add_argument("--max_ngram_size", type=int, default=1,
                          help="n-gram (span) masking as in TF Model Garden: spans of 1..N whole words, "
                               "shorter spans likelier (default 1: single tokens, or words with --mask_whole_word)")
@@ -155,15 +155,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
 
     from ..config import ConfigError
-    from ..documents import InputError
-    from ..runner import GenerationError, generate
-    from ..sentences import SentenceSplitterError
+    from ..generator.documents import InputError
+    from ..generator.runner import GenerationError, generate
+    from ..generator.sentences import SentenceSplitterError
     from ..tokenization import VocabError
 
     try:
         config = config_from_args(args).validate()
         if args.scheduler or args.dask:
-            from ..dask_cluster import dask_executor
+            from ..generator.executors import dask_executor
 
             with dask_executor(args.scheduler, config.workers) as (executor, parallelism):
                 summary = generate(config, executor=executor, parallelism=parallelism,

@@ -34,11 +34,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from . import __version__
+from .. import __version__
 from . import documents as docs_mod
-from .config import ConfigError, GeneratorConfig
+from ..config import ConfigError, GeneratorConfig
 from .documents import BINARY, TRAIN, VAL, InputError, Unit
-from .pipeline import (Segment, UnitError, UnitPairs, config_feature_specs, encode_shards, make_encode_tasks,
+from .tasks import (Segment, UnitError, UnitPairs, config_feature_specs, encode_shards, make_encode_tasks,
                        pair_unit, pool_path, tokenize_slice)
 
 MANIFEST = "data_params.json"
@@ -71,7 +71,7 @@ class Plan:
 
 def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: bool = True) -> Plan:
     """Everything that can be checked before any work: inputs, vocabulary, sentence model."""
-    from .tokenization import load_vocab
+    from ..tokenization import load_vocab
 
     vocab = load_vocab(config.vocab_file)
     if config.mlm_only and config.allow_cross_document_examples and config.document_separator_token not in vocab.token_to_id:
@@ -112,7 +112,7 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
 def check_vocabulary_case(config: GeneratorConfig, vocab, units: List[Unit], sample_chars: int = 200_000) -> None:
     """Warn when a lower-case vocabulary meets cased text (or the reverse), with the [UNK] rate
     measured on the first documents: the most common silent mistake in BERT data."""
-    from .tokenization import WordPieceTokenizer, check_case_mismatch, vocab_is_lowercase
+    from ..tokenization import WordPieceTokenizer, check_case_mismatch, vocab_is_lowercase
 
     if vocab_is_lowercase(vocab) == config.do_lower_case:
         return

@@ -12,7 +12,7 @@ Messages involved::
 :func:`encode_examples` is the writer's hot path: it builds the bytes of a whole batch with numpy
 (one uint8 matrix + validity mask, flattened once) and only slices the result per record.
 :func:`decode_example` is a general parser (packed or not, unknown fields skipped);
-:func:`decode_examples` decodes a batch into the fixed layout of ``bert_data.features``.
+:func:`decode_examples` decodes a batch into the fixed layout of ``bert_data.format.layout``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .features import FLOAT32, INT64, FeatureSpec
+from .layout import FLOAT32, INT64, FeatureSpec
 
 __all__ = ["encode_examples", "decode_example", "decode_examples"]
 

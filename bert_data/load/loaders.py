@@ -8,10 +8,10 @@
   the records across DataLoader workers (and distributed ranks) deterministically.
 
 Names, types and lengths of the features come from the dataset's ``data_params.json``
-(``"features"``: any layout of :func:`bert_data.features.feature_specs`: NSP, MLM-only, unmasked,
+(``"features"``: any layout of :func:`bert_data.format.layout.feature_specs`: NSP, MLM-only, unmasked,
 v2 names), else from the first record of a shard.  Shards compressed with gzip or zlib are read
 as the manifest's ``"compression"`` says, else as their first bytes say (``compression="auto"``,
-see :func:`bert_data.tfrecord.detect_compression`), or as ``compression=`` forces.
+see :func:`bert_data.format.tfrecord.detect_compression`), or as ``compression=`` forces.
 :func:`dynamic_masking` draws masked-LM masks at load time for unmasked (``--disable_masking``)
 data, with the generator's rules.  Nothing here imports TensorFlow or torch until the function
 that needs it is called.
@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Union
 
-from .features import FLOAT32, INT64, FeatureSpec, V2_NAMES, canonical_name, feature_specs
+from ..format.layout import FLOAT32, INT64, FeatureSpec, V2_NAMES, canonical_name, feature_specs
 
 __all__ = [
     "MANIFEST",
@@ -203,7 +203,7 @@ def find_manifest(shard: str) -> Optional[str]:
 def layout_flags(specs: Sequence[FeatureSpec]) -> dict:
     """``{"mlm_only", "masked", "v2_feature_names", "max_seq_length", "max_predictions_per_seq"}``
     of a record layout, or ValueError if ``specs`` is not one that
-    :func:`bert_data.features.feature_specs` makes (names, order, types and lengths)."""
+    :func:`bert_data.format.layout.feature_specs` makes (names, order, types and lengths)."""
     names = [spec.name for spec in specs]
     by_name = {spec.name: spec for spec in specs}
     v2 = "input_word_ids" in by_name
@@ -253,7 +253,7 @@ def manifest_specs(manifest: dict) -> List[FeatureSpec]:
 
 
 def manifest_compression(manifest: Optional[dict]) -> Optional[str]:
-    from .tfrecord import normalize_compression
+    from ..format.tfrecord import normalize_compression
 
     return normalize_compression((manifest or {}).get("compression"))
 
@@ -261,9 +261,9 @@ def manifest_compression(manifest: Optional[dict]) -> Optional[str]:
 def infer_specs(shard: str, compression="auto") -> Optional[List[FeatureSpec]]:
     """The record layout of ``shard`` from its first record, or None if it has no records.
     Raises ``ValueError`` when the record is not a BERT example (and
-    :class:`bert_data.tfrecord.CorruptRecordError` when it cannot be read)."""
-    from .example_codec import decode_example
-    from .tfrecord import iter_records
+    :class:`bert_data.format.tfrecord.CorruptRecordError` when it cannot be read)."""
+    from ..format.example_codec import decode_example
+    from ..format.tfrecord import iter_records
 
     for record in iter_records(shard, compression=compression):
         try:
@@ -373,7 +373,7 @@ def manifest_vocab_file(manifest: Optional[dict], manifest_path: Optional[str]) 
 def _file_compressions(files: Sequence[str], listed_in: Dict[str, Optional[str]], manifests: Dict[str, dict],
                        compression) -> Dict[str, Optional[str]]:
     """Per file: the manifest's compression, else the given one, else sniffed from the content."""
-    from .tfrecord import detect_compression, normalize_compression
+    from ..format.tfrecord import detect_compression, normalize_compression
 
     given = normalize_compression(compression)
     out: Dict[str, Optional[str]] = {}
@@ -398,7 +398,7 @@ def dataset_info(paths: Paths, max_seq_length: Optional[int] = None,
     the shards, else the first record (and the first bytes of each file, unless ``compression``
     is given), else the arguments (Google's layout).  Raises ``ValueError`` if the manifests of
     the shards disagree, or the arguments contradict the manifest (or the first record)."""
-    from .tfrecord import CorruptRecordError
+    from ..format.tfrecord import CorruptRecordError
 
     files = resolve_shards(paths)
     manifests: Dict[str, dict] = {}
@@ -522,7 +522,7 @@ class DynamicMasking:
         """``(input_ids, masked_lm_positions, masked_lm_ids, masked_lm_weights)`` for a batch."""
         import numpy as np
 
-        from .masking import mask_tokens
+        from ..masking import mask_tokens
 
         input_ids = np.asarray(input_ids)
         lengths = np.asarray(input_mask).sum(axis=1)
@@ -576,7 +576,7 @@ def dynamic_masking(vocab_file: Optional[str] = None, masked_lm_prob: Optional[f
     ``vocab_file`` is required).  A vocabulary whose SHA-256 differs from the manifest's
     ``vocab_sha256`` is an error: the ids would mean other tokens.
     """
-    from .tokenization import load_vocab
+    from ..tokenization import load_vocab
 
     manifest, manifest_path = _manifest_of(dataset)
     m = manifest or {}
@@ -655,7 +655,7 @@ def _iter_chunks(files: Sequence[str], specs, chunk: int, verify_crc: bool,
     """Decoded chunks of records, in file order, never spanning two files.  ``keep(i) -> bool``
     drops records (by running index over all files) before decoding: the worker split.
     ``compressions``: file -> None, "gzip" or "zlib" (default: uncompressed)."""
-    from .tfrecord import iter_records
+    from ..format.tfrecord import iter_records
 
     compressions = compressions or {}
     index = 0
@@ -683,7 +683,7 @@ _RECORD_PREFIX = re.compile(r"^record (\d+): ")
 def decode_chunk(records: Sequence[bytes], specs, path: str, first: Optional[int]):
     """``decode_examples`` with errors naming the file and, when ``first`` (the file index of
     ``records[0]``) is known, the record number within the file."""
-    from .example_codec import decode_examples
+    from ..format.example_codec import decode_examples
 
     try:
         return decode_examples(records, specs)
@@ -713,7 +713,7 @@ def read_batches(paths: Paths, batch_size: int = DEFAULT_CHUNK, max_seq_length: 
     ``mask``: load-time masking of unmasked (``--disable_masking``) data: True (options from the
     manifest, random seed), a dict of :func:`dynamic_masking` options (e.g. ``{"seed": 0}``) or a
     :class:`DynamicMasking`; batch number ``k`` (from 0) is masked with ``key=(k,)``.  Truncated
-    or corrupt files raise :class:`bert_data.tfrecord.CorruptRecordError`.
+    or corrupt files raise :class:`bert_data.format.tfrecord.CorruptRecordError`.
     """
     import numpy as np
 
@@ -813,7 +813,7 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
     """
     import tensorflow as tf
 
-    from .features import tf_feature_description
+    from ..format.layout import tf_feature_description
 
     info = dataset_info(file_pattern, max_seq_length, max_predictions_per_seq, compression)
     masker = _masker_for(mask, info)
@@ -1054,7 +1054,7 @@ def _torch_dataset_class():
 
 
 def __getattr__(name):
-    # ``bert_data.loaders.TorchDataset`` is a real class (usable with isinstance), built on first
+    # ``bert_data.load.loaders.TorchDataset`` is a real class (usable with isinstance), built on first
     # access so that importing this module never imports torch.
     if name == "TorchDataset":
         return _torch_dataset_class()

@@ -6,7 +6,7 @@ Checked, for every record (numpy, vectorised over batches of decoded records; no
   skipped, reading goes on; a bad length header or truncation ends the file); for gzip/zlib
   shards also the compressed stream (corrupt or truncated data, data after a zlib stream, a
   file whose compression is not the manifest's: all reported with the record reached);
-* layout: exactly the features of the dataset's layout (:func:`bert_data.features.feature_specs`:
+* layout: exactly the features of the dataset's layout (:func:`bert_data.format.layout.feature_specs`:
   Google's seven, MLM-only, unmasked, v2 names), with their types and lengths (from
   ``data_params.json``, else inferred from the first record);
 * ``input_ids`` inside the vocabulary, padding 0; ``[CLS]`` first, ``[SEP]`` last;
@@ -42,8 +42,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .features import canonical_name, feature_specs
-from .loaders import (ShardGroup, describe_layout, infer_specs, layout_flags, manifest_specs, manifest_vocab_file,
+from ..format.layout import canonical_name, feature_specs
+from ..load.loaders import (ShardGroup, describe_layout, infer_specs, layout_flags, manifest_specs, manifest_vocab_file,
                       shard_groups)
 
 __all__ = ["Problem", "VerifyReport", "verify", "check_batch", "VocabIds"]
@@ -325,7 +325,7 @@ class _FileChecker:
     def flush(self) -> None:
         if not self.records:
             return
-        from .example_codec import decode_examples
+        from ..format.example_codec import decode_examples
 
         records, indices = self.records, np.asarray(self.indices)
         self.records, self.indices = [], []
@@ -388,7 +388,7 @@ def _infer_ids(cols, holder) -> VocabIds:
 
 def _vocab_for(group: ShardGroup, vocab_file: Optional[str], report: VerifyReport, cache: dict):
     """The Vocab for a group (or None), with warnings/notes about where it came from."""
-    from .tokenization import VocabError, load_vocab
+    from ..tokenization import VocabError, load_vocab
 
     manifest = group.manifest or {}
     path = vocab_file
@@ -416,7 +416,7 @@ def _vocab_for(group: ShardGroup, vocab_file: Optional[str], report: VerifyRepor
 
 def _check_manifest(group: ShardGroup, report: VerifyReport) -> Optional[tuple]:
     """Manifest-level checks; returns ``(specs, compression)`` or None when the manifest is unusable."""
-    from .tfrecord import normalize_compression
+    from ..format.tfrecord import normalize_compression
 
     manifest, name = group.manifest, group.manifest_path
     try:
@@ -474,7 +474,7 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
     Returns a :class:`VerifyReport`; ``report.ok`` is True only if every check held.  Raises
     ``ValueError`` for paths that name nothing or an unreadable vocabulary.
     """
-    from .tfrecord import CorruptRecordError, detect_compression, normalize_compression
+    from ..format.tfrecord import CorruptRecordError, detect_compression, normalize_compression
 
     given = normalize_compression(compression)
     started = time.perf_counter()
@@ -562,7 +562,7 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
 
 def _is_tfrecord(path: str) -> bool:
     """Whether the file starts with a valid TFRecord length header."""
-    from .tfrecord import masked_crc32c
+    from ..format.tfrecord import masked_crc32c
 
     with open(path, "rb") as handle:
         head = handle.read(12)
@@ -572,7 +572,7 @@ def _is_tfrecord(path: str) -> bool:
 def _read_file(path: str, checker: _FileChecker, compression: Optional[str] = None) -> None:
     """Feed every record to ``checker``; a data CRC failure skips that record, anything else
     that breaks the framing (or the compressed stream) stops the file."""
-    from .tfrecord import CompressionError, CorruptRecordError, iter_records, open_records
+    from ..format.tfrecord import CompressionError, CorruptRecordError, iter_records, open_records
 
     result = checker.result
     where = "uncompressed byte" if compression else "byte"
@@ -617,7 +617,7 @@ def _read_file(path: str, checker: _FileChecker, compression: Optional[str] = No
 
 def _read_framing_only(path: str, report: VerifyReport, on_file, compression: Optional[str] = None) -> None:
     """Framing and CRCs only: for files whose record layout could not be found."""
-    from .tfrecord import CorruptRecordError, iter_records
+    from ..format.tfrecord import CorruptRecordError, iter_records
 
     result = FileResult(path, bytes=os.path.getsize(path) if os.path.isfile(path) else 0)
     try:

@@ -30,13 +30,13 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import documents as docs_mod
-from .config import GeneratorConfig
+from ..config import GeneratorConfig
 from .documents import TRAIN, VAL, Skip, Source, Unit
-from .example_codec import encode_examples
-from .features import V2_NAMES, feature_specs
+from ..format.example_codec import encode_examples
+from ..format.layout import V2_NAMES, feature_specs
 from .instances import PairArrays, TokenPool, create_pairs, create_windows, gather_instances
-from .masking import mask_tokens
-from .tfrecord import frame_records
+from ..masking import mask_tokens
+from ..format.tfrecord import frame_records
 
 # Rows masked and encoded together: large enough for numpy to pay, small enough to keep a
 # worker's temporary arrays to a few MB.
@@ -61,7 +61,7 @@ class _WorkerContext:
 
     def __init__(self, config: GeneratorConfig):
         from .sentences import make_sentence_splitter
-        from .tokenization import WordPieceTokenizer, force_single_thread
+        from ..tokenization import WordPieceTokenizer, force_single_thread
 
         # One worker process, one tokenizer thread: parallelism comes from processes.
         force_single_thread()

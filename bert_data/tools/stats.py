@@ -25,8 +25,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from .features import canonical_name
-from .loaders import (ShardGroup, _iter_chunks, dataset_info, describe_layout, layout_flags, manifest_compression,
+from ..format.layout import canonical_name
+from ..load.loaders import (ShardGroup, _iter_chunks, dataset_info, describe_layout, layout_flags, manifest_compression,
                       manifest_specs, manifest_vocab_file, shard_groups)
 
 __all__ = ["DatasetStats", "compute_stats", "format_stats", "plot_stats"]
@@ -212,7 +212,7 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
 
     Layout and compression come from each dataset's manifest; for files without one, from the
     first record and ``compression`` ("auto": the first bytes of each file)."""
-    from .tokenization import load_vocab
+    from ..tokenization import load_vocab
 
     out = []
     for group in shard_groups(paths):

@@ -5,7 +5,7 @@ Each record shows segment A and B (NSP layouts) or its tokens (MLM-only layouts:
 there is one, and every masked-LM position as ``shown{original}``: ``[MASK]{cat}`` (replaced by
 [MASK]), ``cat{=}`` (kept as is, still predicted) or ``dog{cat}`` (replaced by a random token).
 Unmasked records (``--disable_masking``) show their tokens as stored, or, with ``mask_seed``, a
-preview of load-time masks (:func:`bert_data.loaders.dynamic_masking`).  Layout and compression
+preview of load-time masks (:func:`bert_data.load.loaders.dynamic_masking`).  Layout and compression
 come from the manifest, else the first record and first bytes.  Without a vocabulary the token
 ids are shown instead.
 """
@@ -19,7 +19,7 @@ from typing import Iterator, List, Optional
 
 import numpy as np
 
-from .features import canonical_name
+from ..format.layout import canonical_name
 
 __all__ = ["InspectedRecord", "inspect_records", "format_record", "record_json", "LEGEND"]
 
@@ -43,7 +43,7 @@ class InspectedRecord:
 
 def _resolve_shard(path: str) -> str:
     """A shard file; for a directory, its first shard."""
-    from .loaders import resolve_shards
+    from ..load.loaders import resolve_shards
 
     if os.path.isdir(path):
         return resolve_shards(path)[0]
@@ -56,9 +56,9 @@ def inspect_records(shard: str, vocab_file: Optional[str] = None, n: int = 5,
     shard).  The vocabulary is ``vocab_file``, else the manifest's if it exists, else none.
     ``mask_seed``: for unmasked records, preview load-time masks drawn with this seed (the
     manifest's masking options; the records shown form one batch, key ``(0,)``)."""
-    from .loaders import dataset_info, decode_chunk, dynamic_masking
-    from .tfrecord import iter_records
-    from .tokenization import load_vocab
+    from ..load.loaders import dataset_info, decode_chunk, dynamic_masking
+    from ..format.tfrecord import iter_records
+    from ..tokenization import load_vocab
 
     shard = _resolve_shard(shard)
     info = dataset_info([shard], compression=compression)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator, Optional, Tuple
 
-from .config import ConfigError
+from ..config import ConfigError
 
 
 @contextlib.contextmanager

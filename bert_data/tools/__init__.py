@@ -1,0 +1,1 @@
+"""The companion tools behind ``bert-data``: verify, stats and inspect."""
