@@ -25,8 +25,81 @@ ordinary vocabulary (``Vocab.ordinary_ids``), never [PAD], [CLS], [SEP], [MASK],
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional, Tuple
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class MaskingSpec:
+    """How masks are drawn: the one definition the writer (static masks) and the loaders
+    (load-time masks) both build, from a :class:`~bert_data.config.GeneratorConfig` or from a
+    dataset's manifest, and the one place these settings are checked.
+
+    ``special_ids``: token ids never chosen ([CLS], [SEP], and for MLM-only data the document
+    separator).
+    """
+
+    masked_lm_prob: float = 0.15
+    max_predictions_per_seq: int = 20
+    whole_word: bool = False
+    max_ngram_size: int = 1
+    special_ids: Tuple[int, ...] = ()
+
+    def __post_init__(self):
+        if isinstance(self.masked_lm_prob, bool) or not 0 < self.masked_lm_prob <= 1:
+            raise ValueError(f"masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}")
+        if isinstance(self.max_predictions_per_seq, bool) or int(self.max_predictions_per_seq) < 1:
+            raise ValueError(f"max_predictions_per_seq must be at least 1, got {self.max_predictions_per_seq}")
+        if isinstance(self.max_ngram_size, bool) or not 1 <= int(self.max_ngram_size) <= 10:
+            raise ValueError(f"max_ngram_size must be in [1, 10], got {self.max_ngram_size}")
+        object.__setattr__(self, "masked_lm_prob", float(self.masked_lm_prob))
+        object.__setattr__(self, "max_predictions_per_seq", int(self.max_predictions_per_seq))
+        object.__setattr__(self, "whole_word", bool(self.whole_word))
+        object.__setattr__(self, "max_ngram_size", int(self.max_ngram_size))
+        object.__setattr__(self, "special_ids", tuple(sorted({int(i) for i in self.special_ids})))
+
+    @classmethod
+    def for_vocab(cls, vocab, document_separator_token: Optional[str] = None, **options) -> "MaskingSpec":
+        """[CLS] and [SEP] of ``vocab`` are never masked, nor ``document_separator_token`` when
+        given (it must be in the vocabulary)."""
+        special = {vocab.cls_id, vocab.sep_id}
+        if document_separator_token is not None:
+            separator = vocab.token_to_id.get(document_separator_token)
+            if separator is None:
+                raise ValueError(f"document_separator_token {document_separator_token!r} is not in the "
+                                 f"vocabulary {vocab.path}")
+            special.add(separator)
+        return cls(special_ids=tuple(special), **options)
+
+    @classmethod
+    def from_config(cls, config, vocab) -> "MaskingSpec":
+        """The masks a generator run draws (``--masked_lm_prob`` and the rest)."""
+        return cls.for_vocab(vocab, separator_token(config.mlm_only, config.document_separator_token),
+                             masked_lm_prob=config.masked_lm_prob,
+                             max_predictions_per_seq=config.max_predictions_per_seq,
+                             whole_word=config.mask_whole_word, max_ngram_size=config.max_ngram_size)
+
+    @classmethod
+    def from_manifest(cls, manifest, vocab, **overrides) -> "MaskingSpec":
+        """The masks the generator would have drawn for a dataset (a
+        :class:`~bert_data.format.manifest.Manifest`), with ``overrides`` (``masked_lm_prob``,
+        ``max_predictions_per_seq``, ``whole_word``, ``max_ngram_size``,
+        ``document_separator_token``) where they are not None."""
+        options = dict(masked_lm_prob=manifest.option("masked_lm_prob", 0.15),
+                       max_predictions_per_seq=manifest.option("max_predictions_per_seq", 20),
+                       whole_word=manifest.option("mask_whole_word", False),
+                       max_ngram_size=manifest.option("max_ngram_size", 1))
+        separator = separator_token(manifest.mlm_only, manifest.option("document_separator_token", "[SEP]"))
+        separator = overrides.pop("document_separator_token", None) or separator
+        options.update({key: value for key, value in overrides.items() if value is not None})
+        return cls.for_vocab(vocab, separator, **options)
+
+
+def separator_token(mlm_only: bool, token: str) -> Optional[str]:
+    """The document separator, never masked, in the layout that can hold one (MLM-only windows
+    that cross documents; kept special for any MLM-only data so that one rule serves both)."""
+    return token if mlm_only else None
 
 
 
@@ -156,20 +229,11 @@ class MaskedTokens:
     masked_lm_weights: np.ndarray  # (n, max_predictions_per_seq) float32, 1.0 then 0.0
 
 
-def mask_tokens(
-    input_ids: np.ndarray,
-    lengths: np.ndarray,
-    rng: np.random.Generator,
-    masked_lm_prob: float,
-    max_predictions_per_seq: int,
-    mask_id: int,
-    ordinary_ids: np.ndarray,
-    special_ids,
-    is_continuation: np.ndarray = None,
-    whole_word: bool = False,
-    max_ngram_size: int = 1,
-) -> MaskedTokens:
-    """Mask a batch of token rows (the real tokens are the first ``lengths`` of each row).
+def mask_tokens(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingSpec, vocab,
+                rng: np.random.Generator) -> MaskedTokens:
+    """Mask a batch of token rows (the real tokens are the first ``lengths`` of each row) as
+    ``spec`` says; ``vocab`` gives the [MASK] id, the ordinary tokens random replacements come
+    from, and which tokens continue a word (``##`` pieces).
 
     The writer calls it for static masks, and the loaders for masks drawn at load time
     (``--disable_masking``): the same rules either way.
@@ -177,11 +241,13 @@ def mask_tokens(
     input_ids = np.asarray(input_ids)
     n, width = input_ids.shape
     lengths = np.asarray(lengths)
-    candidates = candidate_mask(input_ids, lengths, special_ids)
-    budget = num_to_predict(lengths, masked_lm_prob, max_predictions_per_seq)
-    if max_ngram_size > 1:
-        chosen = _choose_ngrams(candidates, input_ids, is_continuation, budget, max_ngram_size, rng)
-    elif whole_word:
+    max_predictions_per_seq = spec.max_predictions_per_seq
+    is_continuation = vocab.is_continuation
+    candidates = candidate_mask(input_ids, lengths, spec.special_ids)
+    budget = num_to_predict(lengths, spec.masked_lm_prob, max_predictions_per_seq)
+    if spec.max_ngram_size > 1:
+        chosen = _choose_ngrams(candidates, input_ids, is_continuation, budget, spec.max_ngram_size, rng)
+    elif spec.whole_word:
         chosen = _choose_whole_words(candidates, input_ids, is_continuation, budget, rng)
     else:
         chosen = _choose_single_tokens(candidates, budget, max_predictions_per_seq, rng)
@@ -197,8 +263,9 @@ def mask_tokens(
     labels = np.where(weights, original, 0).astype(np.int32)
 
     draw = rng.random((n, max_predictions_per_seq))
+    ordinary_ids = vocab.ordinary_ids
     random_tokens = ordinary_ids[rng.integers(0, len(ordinary_ids), size=(n, max_predictions_per_seq))]
-    replacement = np.where(draw < 0.8, mask_id, np.where(draw < 0.9, original, random_tokens))
+    replacement = np.where(draw < 0.8, vocab.mask_id, np.where(draw < 0.9, original, random_tokens))
 
     masked = input_ids.astype(np.int32, copy=True)
     rows = np.broadcast_to(np.arange(n)[:, None], positions.shape)

@@ -27,7 +27,7 @@ from bert_data.format.example_codec import encode_examples
 from bert_data.format.layout import canonical_name, feature_specs, specs_from_manifest, tf_feature_description
 from bert_data.load.loaders import (DynamicMasking, dataset_info, dynamic_masking, load_dataset, read_batches,
                                read_examples)
-from bert_data.masking import mask_tokens
+from bert_data.masking import MaskingSpec, mask_tokens
 from bert_data.tools.stats import compute_stats
 from bert_data.format.tfrecord import CorruptRecordError, count_records, frame_records, iter_records
 from bert_data.tokenization import load_vocab
@@ -99,8 +99,8 @@ def make_columns(vocab, layout, n, seed):
     if not mlm_only:
         cols["segment_ids"] = seg
     if masked:
-        out = mask_tokens(ids, mask.sum(axis=1), rng, 0.15, MPP, vocab.mask_id, vocab.ordinary_ids,
-                          {vocab.cls_id, vocab.sep_id}, vocab.is_continuation)
+        out = mask_tokens(ids, mask.sum(axis=1), MaskingSpec.for_vocab(vocab, max_predictions_per_seq=MPP), vocab,
+                          rng)
         cols.update(input_ids=out.input_ids.astype(np.int64), masked_lm_positions=out.masked_lm_positions,
                     masked_lm_ids=out.masked_lm_ids, masked_lm_weights=out.masked_lm_weights)
     if not mlm_only:

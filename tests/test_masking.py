@@ -1,9 +1,10 @@
 import random
+from types import SimpleNamespace
 
 import numpy as np
 
 from bert_data.generator.instances import PairBatch, gather_instances
-from bert_data.masking import candidate_mask, mask_tokens, num_to_predict
+from bert_data.masking import MaskingSpec, candidate_mask, mask_tokens, num_to_predict
 
 CLS, SEP, MASK = 2, 3, 4
 VOCAB_SIZE = 1000
@@ -37,9 +38,12 @@ def random_instances(n, max_seq_length=128, seed=0, continuation_rate=0.0):
     return gather_instances(np.asarray(tokens), pairs.arrays(), max_seq_length, CLS, SEP)
 
 
+VOCAB = SimpleNamespace(mask_id=MASK, ordinary_ids=ORDINARY, is_continuation=IS_CONTINUATION)
+
+
 def run(instances, seed=0, whole_word=False, prob=0.15, max_predictions=20):
-    return mask_tokens(instances.input_ids, instances.lengths, np.random.default_rng(seed), prob, max_predictions,
-                       MASK, ORDINARY, (CLS, SEP), IS_CONTINUATION, whole_word)
+    spec = MaskingSpec(prob, max_predictions, whole_word, special_ids=(CLS, SEP))
+    return mask_tokens(instances.input_ids, instances.lengths, spec, VOCAB, np.random.default_rng(seed))
 
 
 def test_num_to_predict_rounds_like_python():

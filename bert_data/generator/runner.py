@@ -74,7 +74,7 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
     from ..tokenization import load_vocab
 
     vocab = load_vocab(config.vocab_file)
-    if config.mlm_only and config.allow_cross_document_examples and config.document_separator_token not in vocab.token_to_id:
+    if config.mlm_only and config.document_separator_token not in vocab.token_to_id:
         raise ConfigError(f"--document_separator_token {config.document_separator_token} is not in "
                           f"{config.vocab_file}")
     if config.spacy_model and not config.single_sentence_per_line:

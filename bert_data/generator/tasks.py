@@ -35,7 +35,7 @@ from .documents import TRAIN, VAL, Skip, Source, Unit
 from ..format.example_codec import encode_examples
 from ..format.layout import V2_NAMES, feature_specs
 from .instances import PairArrays, TokenPool, create_pairs, create_windows, gather_instances
-from ..masking import mask_tokens
+from ..masking import MaskingSpec, mask_tokens
 from ..format.tfrecord import frame_records
 
 # Rows masked and encoded together: large enough for numpy to pay, small enough to keep a
@@ -70,10 +70,6 @@ class _WorkerContext:
         self.splitter = make_sentence_splitter(config.single_sentence_per_line, config.spacy_model)
         self.token_dtype = np.uint16 if self.vocab.size <= np.iinfo(np.uint16).max + 1 else np.int32
         self.document_separator_id = self.vocab.token_to_id.get(config.document_separator_token)
-        # Never masked: [CLS], [SEP], and the token between documents of MLM-only windows.
-        self.special_ids = {self.vocab.cls_id, self.vocab.sep_id}
-        if config.mlm_only and self.document_separator_id is not None:
-            self.special_ids.add(self.document_separator_id)
 
     @classmethod
     def get(cls, config: GeneratorConfig) -> "_WorkerContext":
@@ -478,10 +474,8 @@ def record_columns(instances, config: GeneratorConfig, context: _WorkerContext, 
         columns["segment_ids"] = instances.segment_ids
         columns["next_sentence_labels"] = instances.is_random_next.astype(np.int32).reshape(-1, 1)
     if not config.disable_masking:
-        vocab = context.vocab
-        masked = mask_tokens(instances.input_ids, instances.lengths, rng, config.masked_lm_prob,
-                             config.max_predictions_per_seq, vocab.mask_id, vocab.ordinary_ids, context.special_ids,
-                             vocab.is_continuation, config.mask_whole_word, config.max_ngram_size)
+        masked = mask_tokens(instances.input_ids, instances.lengths, MaskingSpec.from_config(config, context.vocab),
+                             context.vocab, rng)
         columns.update(input_ids=masked.input_ids, masked_lm_positions=masked.masked_lm_positions,
                        masked_lm_ids=masked.masked_lm_ids, masked_lm_weights=masked.masked_lm_weights)
     if config.v2_feature_names:

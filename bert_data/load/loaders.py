@@ -480,32 +480,31 @@ class DynamicMasking:
 
     def __init__(self, vocab, masked_lm_prob: float = 0.15, max_predictions_per_seq: int = 20,
                  whole_word: bool = False, max_ngram_size: int = 1, seed: Optional[int] = None,
-                 document_separator_token: str = "[SEP]"):
+                 document_separator_token: str = "[SEP]", spec=None):
         import numpy as np
 
-        if not 0 < masked_lm_prob <= 1:
-            raise ValueError(f"masked_lm_prob must be in (0, 1], got {masked_lm_prob}")
-        if int(max_predictions_per_seq) < 1:
-            raise ValueError(f"max_predictions_per_seq must be at least 1, got {max_predictions_per_seq}")
-        if int(max_ngram_size) < 1:
-            raise ValueError(f"max_ngram_size must be at least 1, got {max_ngram_size}")
-        separator = vocab.token_to_id.get(document_separator_token)
-        if separator is None:
-            raise ValueError(f"document_separator_token {document_separator_token!r} is not in the "
-                             f"vocabulary {vocab.path}")
+        from ..masking import MaskingSpec
+
+        if spec is None:
+            spec = MaskingSpec.for_vocab(vocab, document_separator_token, masked_lm_prob=masked_lm_prob,
+                                         max_predictions_per_seq=max_predictions_per_seq, whole_word=whole_word,
+                                         max_ngram_size=max_ngram_size)
         if seed is None:
             seed = int(np.random.SeedSequence().generate_state(2, np.uint64)[0] >> np.uint64(1))
         if isinstance(seed, bool) or int(seed) < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         self.vocab = vocab
-        self.masked_lm_prob = float(masked_lm_prob)
-        self.max_predictions_per_seq = int(max_predictions_per_seq)
-        self.whole_word = bool(whole_word)
-        self.max_ngram_size = int(max_ngram_size)
+        self.spec = spec
         self.seed = int(seed)
         self.document_separator_token = document_separator_token
-        self.special_ids = sorted({vocab.cls_id, vocab.sep_id, separator})
         self._calls = 0
+
+    # The settings, as the spec holds them.
+    masked_lm_prob = property(lambda self: self.spec.masked_lm_prob)
+    max_predictions_per_seq = property(lambda self: self.spec.max_predictions_per_seq)
+    whole_word = property(lambda self: self.spec.whole_word)
+    max_ngram_size = property(lambda self: self.spec.max_ngram_size)
+    special_ids = property(lambda self: list(self.spec.special_ids))
 
     def __repr__(self) -> str:
         return (f"DynamicMasking(vocab={self.vocab.path!r}, masked_lm_prob={self.masked_lm_prob}, "
@@ -524,12 +523,8 @@ class DynamicMasking:
 
         from ..masking import mask_tokens
 
-        input_ids = np.asarray(input_ids)
         lengths = np.asarray(input_mask).sum(axis=1)
-        vocab = self.vocab
-        out = mask_tokens(input_ids, lengths, self.rng(key), self.masked_lm_prob, self.max_predictions_per_seq,
-                          vocab.mask_id, vocab.ordinary_ids, self.special_ids, vocab.is_continuation,
-                          self.whole_word, self.max_ngram_size)
+        out = mask_tokens(np.asarray(input_ids), lengths, self.spec, self.vocab, self.rng(key))
         return (out.input_ids.astype(np.int32, copy=False), out.masked_lm_positions.astype(np.int32, copy=False),
                 out.masked_lm_ids.astype(np.int32, copy=False), out.masked_lm_weights.astype(np.float32, copy=False))
 

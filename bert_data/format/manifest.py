@@ -1,0 +1,190 @@
+"""The manifest of a dataset split: ``data_params.json``, its only owner.
+
+Every output directory (or each of ``train/`` and ``val/``) holds one.  It is written last, so a
+directory without it is not a finished dataset, and it tells readers everything they need:
+the record layout, the compression, the vocabulary, the masking options (for load-time
+masking) and the counts of that split.  The writer builds a :class:`Manifest`; the loaders and
+the tools read one with :meth:`Manifest.read`; no other module knows the file's name or keys.
+
+The JSON is flat, as Cerebras's ``data_params.json`` is: the generator's options (every field of
+:class:`bert_data.config.GeneratorConfig` but the run-control ones) side by side with the
+counts.  Manifests written by earlier versions lack some keys; reading fills them as those
+versions behaved.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, fields
+from typing import Any, Dict, List, Optional
+
+from .layout import FeatureSpec, feature_specs
+
+MANIFEST_NAME = "data_params.json"
+# Generator options that say how a run was carried out, never what it wrote: not recorded.
+RUN_CONTROL_OPTIONS = ("overwrite", "resume")
+
+
+@dataclass
+class SkippedDocuments:
+    count: int = 0
+    by_reason: Dict[str, int] = field(default_factory=dict)
+    first: List[dict] = field(default_factory=list)  # [{"path", "reason"}], the first few
+
+
+@dataclass
+class Manifest:
+    """One split of a dataset, as its ``data_params.json`` records it."""
+
+    options: Dict[str, Any]  # the generator options the split was made with
+    split: str = "train"
+    n_examples: int = 0
+    n_docs: int = 0
+    examples_per_file: Dict[str, int] = field(default_factory=dict)  # shard name -> records, in order
+    bytes_per_file: Dict[str, int] = field(default_factory=dict)
+    features: List[FeatureSpec] = field(default_factory=list)
+    n_docs_listed: Optional[int] = None
+    n_sentences: Optional[int] = None
+    n_tokens: Optional[int] = None
+    n_units: Optional[int] = None
+    invalid_utf8_replaced: int = 0
+    documents_skipped: SkippedDocuments = field(default_factory=SkippedDocuments)
+    vocab_sha256: Optional[str] = None
+    vocab_size: Optional[int] = None
+    bert_data_version: Optional[str] = None
+
+    # ------------------------------------------------------------------ options readers use
+    def option(self, name: str, default=None):
+        value = self.options.get(name)
+        return default if value is None else value
+
+    @property
+    def max_seq_length(self) -> int:
+        return int(self.options["max_seq_length"])
+
+    @property
+    def max_predictions_per_seq(self) -> int:
+        return int(self.options["max_predictions_per_seq"])
+
+    @property
+    def mlm_only(self) -> bool:
+        return bool(self.option("mlm_only", False))
+
+    @property
+    def masked(self) -> bool:
+        """False for ``--disable_masking`` data (masks are drawn at load time)."""
+        return not self.option("disable_masking", False)
+
+    @property
+    def v2_feature_names(self) -> bool:
+        return bool(self.option("v2_feature_names", False))
+
+    @property
+    def compression(self) -> Optional[str]:
+        """None, "gzip" or "zlib"."""
+        return self.option("compression") or None
+
+    @property
+    def vocab_file(self) -> Optional[str]:
+        """The vocabulary path as recorded (see :meth:`find_vocab_file`)."""
+        return self.option("vocab_file")
+
+    @property
+    def specs(self) -> List[FeatureSpec]:
+        """The record layout: the ``features`` table, else (older manifests) the one the options
+        imply."""
+        if self.features:
+            return list(self.features)
+        return feature_specs(self.max_seq_length, self.max_predictions_per_seq, mlm_only=self.mlm_only,
+                             masked=self.masked, v2_feature_names=self.v2_feature_names)
+
+    def find_vocab_file(self, manifest_path: Optional[str] = None) -> Optional[str]:
+        """The vocabulary file this manifest names, if it exists: as recorded (absolute, or
+        relative to the current directory), else relative to the manifest's directory."""
+        path = self.vocab_file
+        if not path:
+            return None
+        if os.path.isfile(path):
+            return path
+        if manifest_path and not os.path.isabs(path):
+            beside = os.path.join(os.path.dirname(manifest_path), path)
+            if os.path.isfile(beside):
+                return beside
+        return None
+
+    # ------------------------------------------------------------------ JSON
+    def to_json(self) -> dict:
+        data = {key: value for key, value in self.options.items() if key not in RUN_CONTROL_OPTIONS}
+        for item in fields(self):
+            if item.name == "options":
+                continue
+            value = getattr(self, item.name)
+            if item.name == "features":
+                value = {spec.name: {"dtype": spec.dtype, "length": spec.length} for spec in value}
+            elif isinstance(value, SkippedDocuments):
+                value = {"count": value.count, "by_reason": dict(sorted(value.by_reason.items())),
+                         "first": list(value.first)}
+            data[item.name] = value
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Manifest":
+        if not isinstance(data, dict):
+            raise ValueError(f"a manifest is a JSON object, got {type(data).__name__}")
+        known = {item.name for item in fields(cls)} - {"options"}
+        values: Dict[str, Any] = {key: data[key] for key in known if key in data}
+        if "features" in values:
+            values["features"] = [FeatureSpec(name, entry["dtype"], int(entry["length"]))
+                                  for name, entry in (values["features"] or {}).items()]
+        if "documents_skipped" in values:
+            skipped = values["documents_skipped"] or {}
+            values["documents_skipped"] = SkippedDocuments(int(skipped.get("count", 0)),
+                                                           dict(skipped.get("by_reason", {})),
+                                                           list(skipped.get("first", [])))
+        options = {key: value for key, value in data.items() if key not in known}
+        return cls(options=options, **values)
+
+    # ------------------------------------------------------------------ files
+    @staticmethod
+    def path_in(directory: str) -> str:
+        return os.path.join(directory, MANIFEST_NAME)
+
+    @classmethod
+    def exists_in(cls, directory: str) -> bool:
+        return os.path.isfile(cls.path_in(directory))
+
+    @classmethod
+    def read(cls, path: str) -> "Manifest":
+        """The manifest at ``path`` (a ``data_params.json`` or the directory holding one).
+        Raises ``ValueError`` naming the file when it is not a manifest."""
+        if os.path.isdir(path):
+            path = cls.path_in(path)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                data = json.load(handle)
+            return cls.from_json(data)
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{path}: not a bert_data manifest ({error})") from None
+
+    def write(self, directory: str) -> str:
+        """Write atomically into ``directory`` (a reader never sees half a manifest)."""
+        path = self.path_in(directory)
+        write_json_atomic(path, self.to_json())
+        return path
+
+    @staticmethod
+    def is_manifest_file(name: str) -> bool:
+        """``data_params.json`` or its temporary: files of a run's output."""
+        return name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp")
+
+
+def write_json_atomic(path: str, data: dict, sync: bool = True) -> None:
+    """Write JSON through a temporary file and a rename; ``sync`` makes it durable first."""
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2)
+        handle.write("\n")
+        handle.flush()
+        if sync:
+            os.fsync(handle.fileno())
+    os.replace(path + ".tmp", path)
