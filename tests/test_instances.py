@@ -97,7 +97,13 @@ def test_single_document_single_sentence_pool_does_not_crash():
     assert len(pairs) == 2 and all(pairs.is_random_next)
     arrays = gather_instances(pool.tokens, pairs, 8, CLS, SEP)
     assert arrays.input_ids.shape == (2, 8)
-    assert arrays.input_ids[0].tolist() == [CLS, 5, 6, 7, SEP, 5, 6, SEP] or arrays.lengths[0] <= 8
+    # The only document is its own random next: A is the sentence, B the same sentence cut to the
+    # one token over budget (5 = 3 + 2), from its front or its back.
+    assert arrays.lengths.tolist() == [8, 8]
+    for row, segments in zip(arrays.input_ids.tolist(), arrays.segment_ids.tolist()):
+        assert row[:5] == [CLS, 5, 6, 7, SEP] and row[7] == SEP
+        assert row[5:7] in ([5, 6], [6, 7])
+        assert segments == [0] * 5 + [1] * 3
 
 
 def test_sentence_longer_than_max_seq_length_is_truncated():

@@ -146,7 +146,7 @@ def test_load_dataset_eval_matches_numpy_reader(out, reference):
     got = stack(batches)
     numpy_rows = stack(read_batches(out, batch_size=1000, int32=True))
     assert len(got["input_ids"]) == len(reference["input_ids"])  # every record once, last batch short
-    assert len(batches[-1]["input_ids"]) == len(reference["input_ids"]) % 7 or 7
+    assert len(batches[-1]["input_ids"]) == (len(reference["input_ids"]) % 7 or 7)
     for name in FEATURE_NAMES:
         assert got[name].dtype == numpy_rows[name].dtype, name
         np.testing.assert_array_equal(got[name], numpy_rows[name], err_msg=name)
