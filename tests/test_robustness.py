@@ -191,12 +191,11 @@ sys.exit(main(["--metadata_files", {str(metadata)!r}, "--input_files_prefix", {s
                "--vocab_file", {str(corpus.vocab)!r}, "--do_lower_case", "--output_dir", {str(tmp_path / 'out')!r},
                "--num_workers", "2", "--split_num", "3", "--quiet"]))
 """
-    started = time.perf_counter()
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
+    # The timeout only keeps a hang from stalling the suite; it asserts nothing about speed.
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=600)
     assert result.returncode == 2, result.stderr
     assert "poison.txt" in result.stderr and "tokenizer exploded" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
-    assert time.perf_counter() - started < 60
     assert not [p for p in (tmp_path / "out").iterdir() if p.name != ".bert_data.lock"]
     leftovers = [p for p in psutil.process_iter(["cmdline"]) if "poisoned.txt" in " ".join(p.info["cmdline"] or [])]
     assert not leftovers
@@ -221,24 +220,25 @@ def generator_command(corpus, output, *extra):
             "--num_workers", "2", "--quiet", *extra]
 
 
+def units_done(journal):
+    try:
+        return json.loads(journal.read_text())["totals"]["units_done"]
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
 def interrupt_after_first_units(corpus, output, send):
-    """Start a run, wait until it has finished some units, interrupt it; returns (code, stderr, seconds to stop)."""
+    """Start a run, wait until it has finished some units, interrupt it; returns (code, stderr,
+    units done when the signal was sent)."""
     process = subprocess.Popen(generator_command(corpus, output), cwd=REPO, stderr=subprocess.PIPE, text=True)
     journal = output / ".bert_data_work" / "journal.json"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if journal.exists():
-            try:
-                if json.loads(journal.read_text())["totals"]["units_done"] >= 2:
-                    break
-            except (ValueError, KeyError):
-                pass
+    while units_done(journal) < 2:  # the suite's own timeout guards against a hang
         assert process.poll() is None, "the run finished before it could be interrupted"
         time.sleep(0.01)
-    sent = time.perf_counter()
+    done_at_signal = units_done(journal)
     send(process)
-    _, err = process.communicate(timeout=30)
-    return process.returncode, err, time.perf_counter() - sent
+    _, err = process.communicate(timeout=600)
+    return process.returncode, err, done_at_signal
 
 
 def looks_complete(output):
@@ -249,15 +249,25 @@ def looks_complete(output):
 def test_interrupted_run_leaves_nothing_complete_looking_and_resumes_to_the_same_bytes(long_run, tmp_path, how):
     corpus, reference = long_run
     output = tmp_path / "out"
-    code, err, stop_seconds = interrupt_after_first_units(corpus, output, lambda p: p.send_signal(getattr(signal, how)))
+    code, err, done_at_signal = interrupt_after_first_units(corpus, output,
+                                                           lambda p: p.send_signal(getattr(signal, how)))
     assert looks_complete(output) == []
     if how != "SIGKILL":
         assert code == 130 and "--resume" in err
-        assert stop_seconds < 5
-        journal = json.loads((output / ".bert_data_work" / "journal.json").read_text())
-        assert 2 <= journal["totals"]["units_done"] < 30
-    time.sleep(0.2)  # a killed parent's workers notice and exit
-    assert not [p for p in psutil.process_iter(["cmdline"]) if str(output) in " ".join(p.info["cmdline"] or [])]
+        # It stops at once: the units in flight are dropped, not finished (2 workers keep at
+        # most 2 + 2 units open), however long the rest of the run would take.
+        done_at_exit = units_done(output / ".bert_data_work" / "journal.json")
+        assert 2 <= done_at_signal <= done_at_exit <= done_at_signal + 4 < 30
+    # A killed parent's workers notice and exit (the kernel signals them); waiting for that has
+    # a generous bound only so that a leak fails the test instead of hanging it.
+    def survivors():
+        return [p for p in psutil.process_iter(["cmdline"]) if str(output) in " ".join(p.info["cmdline"] or [])]
+
+    for _ in range(3000):
+        if not survivors():
+            break
+        time.sleep(0.01)
+    assert not survivors()
 
     resumed = subprocess.run(generator_command(corpus, output, "--resume"), cwd=REPO, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
@@ -282,7 +292,7 @@ def test_resume_refuses_other_options_and_finished_runs(long_run, tmp_path):
 
 
 def test_a_200_mb_document_without_newline_or_punctuation(tmp_path):
-    """Works, in bounded memory, in well under a minute (parts in parallel, no spaCy needed)."""
+    """Works, in bounded memory (parts in parallel, no spaCy needed)."""
     words = ["lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed", "tempor"]
     import random
 
@@ -299,7 +309,6 @@ def test_a_200_mb_document_without_newline_or_punctuation(tmp_path):
                "--input_files_prefix", str(tmp_path), "--vocab_file", str(REPO / "vocab" / "vocab.txt"),
                "--do_lower_case", "--output_dir", str(tmp_path / "out"), "--dupe_factor", "1", "--num_workers", "2",
                "--quiet"]
-    started = time.perf_counter()
     process = subprocess.Popen(command, cwd=REPO, stderr=subprocess.PIPE, text=True)
     watched, peak = psutil.Process(process.pid), 0
     while process.poll() is None:
@@ -308,12 +317,12 @@ def test_a_200_mb_document_without_newline_or_punctuation(tmp_path):
         except psutil.Error:
             pass
         time.sleep(0.05)
-    seconds = time.perf_counter() - started
     assert process.returncode == 0, process.stderr.read()
+    path.unlink()  # 200 MB: not kept until the end of the session
     manifest = manifest_of(tmp_path / "out")
     assert manifest["n_docs"] == 1 and manifest["n_examples"] > 1000
     assert manifest["n_tokens"] > 30_000_000
-    assert seconds < 60
+    # Speed is measured by scripts/benchmark.py, never here: CI machines vary 2x from day to day.
     # The text is 200 MB and its token ids about 80 MB; three processes stay far below the
     # gigabytes that holding Python objects for 40 M tokens would take.
     assert peak < 1.2e9, f"peak memory {peak / 1e6:.0f} MB"
