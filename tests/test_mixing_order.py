@@ -1,0 +1,49 @@
+"""bert_data.generator.mixing: the seeded corpus order that units are cut from."""
+
+import numpy as np
+import pytest
+
+from bert_data.generator.mixing import CorpusOrder
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 5, 17, 64, 1000, 4097])
+def test_the_order_is_a_permutation(n):
+    order = CorpusOrder(n, seed=7)
+    documents = order.documents_at(np.arange(n))
+    assert sorted(documents.tolist()) == list(range(n))
+
+
+def test_units_partition_the_corpus_in_places_order():
+    order = CorpusOrder(1003, seed=1)
+    units = [order.unit_documents(u, 100) for u in range(order.n_units(100))]
+    assert order.n_units(100) == 11 and [len(u) for u in units] == [100] * 10 + [3]
+    assert np.array_equal(np.concatenate(units), order.documents_at(np.arange(1003)))
+
+
+def test_the_order_depends_on_the_seed_only():
+    a, b, c = (CorpusOrder(500, seed).documents_at(np.arange(500)) for seed in (3, 3, 4))
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+
+
+def test_listed_order_is_kept_without_shuffling():
+    assert CorpusOrder(9, seed=3, shuffle=False).documents_at(np.arange(9)).tolist() == list(range(9))
+
+
+def test_units_are_uniform_samples_of_the_corpus():
+    """Each unit of 200 from 20,000 documents listed as 4 sources of 5,000: the count of every
+    source in every unit lies within 5 standard deviations of its expectation (hypergeometric
+    sd ~6.1; deterministic for the seed), and the first unit's documents are not clustered."""
+    n, split_num = 20_000, 200
+    order = CorpusOrder(n, seed=0)
+    expected, sd = split_num / 4, np.sqrt(split_num * 0.25 * 0.75 * (n - split_num) / (n - 1))
+    for unit in range(order.n_units(split_num)):
+        sources = order.unit_documents(unit, split_num) // 5000
+        counts = np.bincount(sources, minlength=4)
+        assert np.all(np.abs(counts - expected) <= 5 * sd), (unit, counts)
+    first = np.sort(order.unit_documents(0, split_num))
+    assert np.diff(first).max() < 1000  # spread over the whole corpus, no long gap
+
+
+def test_places_out_of_range_are_refused():
+    with pytest.raises(IndexError):
+        CorpusOrder(10, 0).documents_at([10])
