@@ -21,7 +21,8 @@ import zstandard
 from bert_data.generator import documents as d
 from bert_data.config import ConfigError, GeneratorConfig
 from bert_data.generator.documents import InputError
-from bert_data.generator.runner import generate, make_plan
+from bert_data.generator.planning import make_plan
+from bert_data.generator.runner import generate
 
 from conftest import file_hashes, make_corpus
 

@@ -22,7 +22,6 @@ import os
 import random
 import threading
 import uuid
-import zlib
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -33,6 +32,7 @@ from . import documents as docs_mod
 from ..config import GeneratorConfig
 from .documents import TRAIN, VAL, Skip, Source, Unit
 from ..format.example_codec import encode_examples
+from .assembly import Segment, SegmentCompressor
 from ..format.layout import V2_NAMES, feature_specs
 from .instances import PairArrays, TokenPool, create_pairs, create_windows, gather_instances
 from ..masking import MaskingSpec, mask_tokens
@@ -352,22 +352,6 @@ def pair_unit(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorCon
 
 # ---------------------------------------------------------------------------- encode_shards
 
-@dataclass
-class Segment:
-    """Where one output shard's records from one unit lie in a piece file."""
-
-    split: str
-    shard: int
-    path: str
-    offset: int
-    length: int
-    n_records: int
-    # With --compression zlib: the segment is raw deflate data; the assembler needs the checksum
-    # and length of what it holds to close the shard's single zlib stream.
-    adler32: int = 1
-    raw_length: int = 0
-
-
 def shard_rows(n_records: int, unit_index: int, shard: int, n_shards: int) -> np.ndarray:
     """Record j of a unit goes to shard (unit + j) mod N: balanced shards, and the rotation
     spreads each unit's remainder over different shards."""
@@ -424,41 +408,6 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
                                         compressor.adler32, compressor.raw_length))
     os.replace(temporary, path)
     return segments
-
-
-class SegmentCompressor:
-    """Compresses one shard segment so that segments appended in unit order form a valid file.
-
-    gzip: each segment is a gzip member (fixed header, no timestamp: same bytes every run), and
-    concatenated members are one gzip file.  zlib: each segment is raw deflate data ending on a
-    byte boundary (a sync flush, never a final block); the assembler writes the zlib header
-    before the first and the final block and combined Adler-32 after the last.
-    """
-
-    def __init__(self, compression: Optional[str]):
-        self.compression = compression
-        self.adler32, self.raw_length = 1, 0
-        if compression == "gzip":
-            self._engine = zlib.compressobj(6, zlib.DEFLATED, 31)
-            self._header_pending = True
-        elif compression == "zlib":
-            self._engine = zlib.compressobj(6, zlib.DEFLATED, -15)
-        else:
-            self._engine = None
-
-    def compress(self, data: bytes) -> bytes:
-        if self._engine is None:
-            return data
-        self.adler32 = zlib.adler32(data, self.adler32)
-        self.raw_length += len(data)
-        return self._engine.compress(data)
-
-    def flush(self) -> bytes:
-        if self._engine is None or not self.raw_length:
-            return b""
-        if self.compression == "gzip":  # (zlib's gzip header has no name and mtime 0)
-            return self._engine.flush(zlib.Z_FINISH)
-        return self._engine.flush(zlib.Z_SYNC_FLUSH)
 
 
 def config_feature_specs(config: GeneratorConfig):
