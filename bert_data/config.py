@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+from .format import layout
+
 
 class ConfigError(ValueError):
     """An option value that cannot work; the message is one line naming the option."""
@@ -95,6 +97,12 @@ class GeneratorConfig:
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    def feature_specs(self) -> List[layout.FeatureSpec]:
+        """The record layout this configuration writes: what the writer encodes and the manifest
+        records."""
+        return layout.feature_specs(self.max_seq_length, self.max_predictions_per_seq, mlm_only=self.mlm_only,
+                                    masked=not self.disable_masking, v2_feature_names=self.v2_feature_names)
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> "GeneratorConfig":

@@ -1,6 +1,7 @@
 """``create_tfrecords``: the BERT pretraining data generator (Cerebras-compatible options).
 
-Only the standard library is imported until the options are parsed, so ``--help`` is instant.
+Only the standard library (and ``format.manifest``, which names the manifest file) is imported until
+the options are parsed, so ``--help`` is instant.
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import List, Optional
+
+from ..format.manifest import MANIFEST_NAME
 
 DESCRIPTION = """\
 Turn raw text into BERT pretraining data: TFRecord shards of tf.train.Example with input_ids,
@@ -25,8 +28,8 @@ example:
 input files ending in .gz, .bz2, .xz or .zst/.zstd are decompressed as they are read
 (.zst needs pip install zstandard).
 
-output: OUTPUT_DIR/NAME-1.tfrecords .. NAME-N.tfrecords and OUTPUT_DIR/data_params.json
-(with a validation split: OUTPUT_DIR/train/ and OUTPUT_DIR/val/, each laid out like that)."""
+output: OUTPUT_DIR/NAME-1.tfrecords .. NAME-N.tfrecords and the manifest OUTPUT_DIR/{manifest}
+(with a validation split: OUTPUT_DIR/train/ and OUTPUT_DIR/val/, each laid out like that).""".format(manifest=MANIFEST_NAME)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     output = parser.add_argument_group("output")
     output.add_argument("--output_dir", default="./tfrecords/", metavar="DIR",
-                        help="where shards and data_params.json go (default ./tfrecords/)")
+                        help=f"where shards and the manifest ({MANIFEST_NAME}) go (default ./tfrecords/)")
     output.add_argument("--num_output_files", type=int, default=10, help="shards per split (default 10)")
     output.add_argument("--name", default="examples", help="shard file name prefix (default examples)")
     output.add_argument("--overwrite", action="store_true",
@@ -182,7 +185,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(
             f"{split}: {manifest['n_examples']} examples from {manifest['n_docs']} documents in "
             f"{config.num_output_files} files under {config.output_dir}"
-            + (f" ({skipped} documents skipped, see data_params.json)" if skipped else ""),
+            + (f" ({skipped} documents skipped, see {MANIFEST_NAME})" if skipped else ""),
             file=sys.stderr,
         )
     resumed = f" (resumed after unit {summary.resumed_from_unit})" if summary.resumed_from_unit else ""

@@ -38,6 +38,8 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
     from ..tokenization import load_vocab
 
     vocab = load_vocab(config.vocab_file)
+    # Checked here, not only by MaskingSpec.from_config in the workers: windows that cross
+    # documents need the token with masking disabled too, and a user needs the option's name.
     if config.mlm_only and config.document_separator_token not in vocab.token_to_id:
         raise ConfigError(f"--document_separator_token {config.document_separator_token} is not in "
                           f"{config.vocab_file}")

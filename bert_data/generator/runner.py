@@ -38,14 +38,14 @@ from typing import Dict, List, Optional
 
 from .. import __version__
 from ..config import GeneratorConfig
-from ..format.manifest import Manifest, write_json_atomic
+from ..format.manifest import Manifest, SkippedDocuments
 from .assembly import Segment, ShardAssembler
 from .documents import BINARY, TRAIN, VAL
 from .executors import default_executor, stop_executor
 from .output import (GenerationError, OutputLock, create_output_dir, discard_unjournaled_work, prepare_output_dir,
                      shard_path, split_dirs, work_dir_of, write_journal)
 from .planning import Plan, make_plan, warn
-from .tasks import UnitError, UnitPairs, config_feature_specs, encode_shards, make_encode_tasks, pair_unit, pool_path, tokenize_slice
+from .tasks import UnitError, UnitPairs, encode_shards, make_encode_tasks, pair_unit, pool_path, tokenize_slice
 
 MAX_LISTED_SKIPS = 100
 
@@ -330,40 +330,31 @@ def _raise_on_sigterm():
         return None
 
 
-def write_manifests(config, plan: Plan, totals: RunTotals) -> Dict[str, dict]:
+def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals) -> Dict[str, dict]:
+    """Write each split's manifest (last: it marks the split finished); returns them as JSON."""
     manifests = {}
-    skipped = sum(totals.skipped_by_reason.values())
+    skipped = SkippedDocuments(sum(totals.skipped_by_reason.values()), dict(totals.skipped_by_reason),
+                               list(totals.skipped_first))
     for split, directory in split_dirs(config).items():
         names = [os.path.basename(shard_path(directory, config, shard)) for shard in range(config.num_output_files)]
-        sizes = [os.path.getsize(os.path.join(directory, name)) for name in names]
-        manifest = {key: value for key, value in config.as_dict().items() if key not in ("overwrite", "resume")}
-        manifest.update(
-            {
-                "n_examples": totals.n_examples[split],
-                "n_docs": totals.n_docs[split],
-                "split": split,
-                "examples_per_file": {name: totals.records_per_shard.get(f"{split}/{i}", 0)
-                                      for i, name in enumerate(names)},
-                "bytes_per_file": dict(zip(names, sizes)),
-                "features": {
-                    spec.name: {"dtype": spec.dtype, "length": spec.length}
-                    for spec in config_feature_specs(config)
-                },
-                "n_docs_listed": plan.n_listed,
-                "n_sentences": totals.n_sentences,
-                "n_tokens": totals.n_tokens,
-                "n_units": len(plan.units),
-                "invalid_utf8_replaced": totals.invalid_utf8_replaced,
-                "documents_skipped": {
-                    "count": skipped,
-                    "by_reason": dict(sorted(totals.skipped_by_reason.items())),
-                    "first": totals.skipped_first,
-                },
-                "vocab_sha256": plan.vocab.sha256,
-                "vocab_size": plan.vocab.size,
-                "bert_data_version": __version__,
-            }
+        manifest = Manifest(
+            options=config.as_dict(),
+            n_examples=totals.n_examples[split],
+            n_docs=totals.n_docs[split],
+            split=split,
+            examples_per_file={name: totals.records_per_shard.get(f"{split}/{i}", 0) for i, name in enumerate(names)},
+            bytes_per_file={name: os.path.getsize(os.path.join(directory, name)) for name in names},
+            features=config.feature_specs(),
+            n_docs_listed=plan.n_listed,
+            n_sentences=totals.n_sentences,
+            n_tokens=totals.n_tokens,
+            n_units=len(plan.units),
+            invalid_utf8_replaced=totals.invalid_utf8_replaced,
+            documents_skipped=skipped,
+            vocab_sha256=plan.vocab.sha256,
+            vocab_size=plan.vocab.size,
+            bert_data_version=__version__,
         )
-        write_json_atomic(Manifest.path_in(directory), manifest)
-        manifests[split] = manifest
+        manifest.write(directory)
+        manifests[split] = manifest.to_json()
     return manifests

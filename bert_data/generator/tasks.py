@@ -33,7 +33,7 @@ from ..config import GeneratorConfig
 from .documents import TRAIN, VAL, Skip, Source, Unit
 from ..format.example_codec import encode_examples
 from .assembly import Segment, SegmentCompressor
-from ..format.layout import V2_NAMES, feature_specs
+from ..format.layout import canonical_name
 from .instances import PairArrays, TokenPool, create_pairs, create_windows, gather_instances
 from ..masking import MaskingSpec, mask_tokens
 from ..format.tfrecord import frame_records
@@ -384,7 +384,8 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
     """Mask, encode and frame one split's records for some output shards, into one piece file."""
     context = _WorkerContext.get(config)
     vocab = context.vocab
-    specs = config_feature_specs(config)
+    specs = config.feature_specs()
+    masking = None if config.disable_masking else MaskingSpec.from_config(config, vocab)
     path = os.path.join(work_dir, f"unit-{task.unit_index:07d}-{task.split}-{task.shards[0]:05d}.piece")
     tokens = load_array(task.tokens_path)
     segments = []
@@ -399,8 +400,10 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
                 rows = slice(start, min(start + CHUNK_ROWS, first_row + size))
                 instances = gather_instances(tokens, task.pairs.take(rows), config.max_seq_length,
                                              vocab.cls_id, vocab.sep_id, single_segment=config.mlm_only)
-                columns = record_columns(instances, config, context, masking_rng)
-                piece_file.write(compressor.compress(frame_records(encode_examples(columns, specs))))
+                columns = record_columns(instances, config, vocab, masking, masking_rng)
+                # The layout names the features (v2 names or not); the columns are its canonical ones.
+                records = encode_examples({spec.name: columns[canonical_name(spec.name)] for spec in specs}, specs)
+                piece_file.write(compressor.compress(frame_records(records)))
             piece_file.write(compressor.flush())
             first_row += size
             if size:
@@ -410,25 +413,18 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
     return segments
 
 
-def config_feature_specs(config: GeneratorConfig):
-    """The record layout a configuration writes."""
-    return feature_specs(config.max_seq_length, config.max_predictions_per_seq, mlm_only=config.mlm_only,
-                         masked=not config.disable_masking, v2_feature_names=config.v2_feature_names)
-
-
-def record_columns(instances, config: GeneratorConfig, context: _WorkerContext, rng: np.random.Generator) -> dict:
-    """The feature columns of a batch of instances, masked unless masking is left to the loader."""
+def record_columns(instances, config: GeneratorConfig, vocab, masking: Optional[MaskingSpec],
+                   rng: np.random.Generator) -> dict:
+    """The feature columns of a batch of instances, by canonical feature name, masked as
+    ``masking`` says (None: left to the loader)."""
     columns = {"input_ids": instances.input_ids, "input_mask": instances.input_mask}
     if not config.mlm_only:
         columns["segment_ids"] = instances.segment_ids
         columns["next_sentence_labels"] = instances.is_random_next.astype(np.int32).reshape(-1, 1)
-    if not config.disable_masking:
-        masked = mask_tokens(instances.input_ids, instances.lengths, MaskingSpec.from_config(config, context.vocab),
-                             context.vocab, rng)
+    if masking is not None:
+        masked = mask_tokens(instances.input_ids, instances.lengths, masking, vocab, rng)
         columns.update(input_ids=masked.input_ids, masked_lm_positions=masked.masked_lm_positions,
                        masked_lm_ids=masked.masked_lm_ids, masked_lm_weights=masked.masked_lm_weights)
-    if config.v2_feature_names:
-        columns = {V2_NAMES.get(name, name): column for name, column in columns.items()}
     return columns
 
 
