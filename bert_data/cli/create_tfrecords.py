@@ -32,6 +32,24 @@ output: OUTPUT_DIR/NAME-1.tfrecords .. NAME-N.tfrecords and the manifest OUTPUT_
 (with a validation split: OUTPUT_DIR/train/ and OUTPUT_DIR/val/, each laid out like that).""".format(manifest=MANIFEST_NAME)
 
 
+def add_document_arguments(group, metadata_help: str = "") -> None:
+    """The options that say which documents to read and how (``bert-data build-vocab`` reads
+    documents with the same ones)."""
+    group.add_argument("--metadata_files", nargs="+", required=True, metavar="FILE",
+                       help="files listing the documents, one path per line (relative to "
+                            "--input_files_prefix); several files are concatenated" + metadata_help)
+    group.add_argument("--input_files_prefix", default="", metavar="DIR",
+                       help="directory the metadata paths are relative to (default: as written)")
+    group.add_argument("--multiple_docs_in_single_file", action="store_true",
+                       help="each file holds many documents, separated by --multiple_docs_separator")
+    group.add_argument("--multiple_docs_separator", default="\n", metavar="TEXT",
+                       help="a line holding this text separates documents; the default \\n (typed "
+                            "literally) means a blank line")
+    group.add_argument("--jsonl_text_key", default=None, metavar="KEY",
+                       help="input files are JSON Lines: one document a line, its text the string at KEY "
+                            "(lines that are not JSON objects with a string at KEY are skipped and counted)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="create_tfrecords",
@@ -40,22 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     inputs = parser.add_argument_group("input")
-    inputs.add_argument("--metadata_files", nargs="+", required=True, metavar="FILE",
-                        help="files listing the documents, one path per line (relative to "
-                             "--input_files_prefix); several files are concatenated")
-    inputs.add_argument("--input_files_prefix", default="", metavar="DIR",
-                        help="directory the metadata paths are relative to (default: as written)")
-    inputs.add_argument("--multiple_docs_in_single_file", action="store_true",
-                        help="each file holds many documents, separated by --multiple_docs_separator")
-    inputs.add_argument("--multiple_docs_separator", default="\n", metavar="TEXT",
-                        help="a line holding this text separates documents; the default \\n (typed "
-                             "literally) means a blank line")
+    add_document_arguments(inputs)
     inputs.add_argument("--single_sentence_per_line", action="store_true",
                         help="input is already one sentence per line (no spaCy); with "
                              "--multiple_docs_in_single_file this reads Google's input format")
-    inputs.add_argument("--jsonl_text_key", default=None, metavar="KEY",
-                        help="input files are JSON Lines: one document a line, its text the string at KEY "
-                             "(lines that are not JSON objects with a string at KEY are skipped and counted)")
     inputs.add_argument("--spacy_model", default=None, metavar="NAME_OR_PATH",
                         help="installed spaCy pipeline for sentence splitting (default: built-in "
                              "rule-based sentencizer, no download needed)")
