@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+from .format import layout
+
 
 class ConfigError(ValueError):
     """An option value that cannot work; the message is one line naming the option."""
@@ -19,6 +21,35 @@ class ConfigError(ValueError):
 def decode_separator(text: str) -> str:
     r"""Command lines cannot easily carry a newline: ``\n`` typed literally means newline."""
     return text.replace("\\n", "\n")
+
+
+def separator_line_of(multiple_docs_separator: str) -> Optional[str]:
+    """The text of the line that separates documents (``--multiple_docs_separator``), or None when
+    documents are separated by blank lines."""
+    text = decode_separator(multiple_docs_separator).strip()
+    return text or None
+
+
+def check_input_options(multiple_docs_in_single_file: bool, multiple_docs_separator: str,
+                        jsonl_text_key: Optional[str]) -> None:
+    """The options that say how documents are read, which ``create_tfrecords`` and ``bert-data
+    build-vocab`` share; raise ConfigError on the first problem."""
+    if not multiple_docs_separator:
+        raise ConfigError("--multiple_docs_separator must not be empty (\\n means a blank line)")
+    separator_line = separator_line_of(multiple_docs_separator)
+    if separator_line is not None and "\n" in separator_line:
+        raise ConfigError(
+            "--multiple_docs_separator must fit on one line: documents are separated by a line "
+            f"that holds it, got {multiple_docs_separator!r}"
+        )
+    if jsonl_text_key is not None:
+        if not isinstance(jsonl_text_key, str) or not jsonl_text_key:
+            raise ConfigError(f"--jsonl_text_key must be a non-empty key name, got {jsonl_text_key!r}")
+        if multiple_docs_in_single_file:
+            raise ConfigError(
+                "--jsonl_text_key and --multiple_docs_in_single_file contradict each other: a JSON Lines "
+                "file always holds one document a line"
+            )
 
 
 @dataclass
@@ -82,8 +113,7 @@ class GeneratorConfig:
     @property
     def separator_line(self) -> Optional[str]:
         """The text of a separator line, or None when documents are separated by blank lines."""
-        text = decode_separator(self.multiple_docs_separator).strip()
-        return text or None
+        return separator_line_of(self.multiple_docs_separator)
 
     @property
     def has_validation(self) -> bool:
@@ -95,6 +125,12 @@ class GeneratorConfig:
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    def feature_specs(self) -> List[layout.FeatureSpec]:
+        """The record layout this configuration writes: what the writer encodes and the manifest
+        records."""
+        return layout.feature_specs(self.max_seq_length, self.max_predictions_per_seq, mlm_only=self.mlm_only,
+                                    masked=not self.disable_masking, v2_feature_names=self.v2_feature_names)
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> "GeneratorConfig":
@@ -153,21 +189,7 @@ class GeneratorConfig:
                 "--val_fraction and --val_metadata_files contradict each other: choose validation "
                 "documents by hash or list them, not both"
             )
-        if not self.multiple_docs_separator:
-            raise ConfigError("--multiple_docs_separator must not be empty (\\n means a blank line)")
-        if self.separator_line is not None and "\n" in self.separator_line:
-            raise ConfigError(
-                "--multiple_docs_separator must fit on one line: documents are separated by a line "
-                f"that holds it, got {self.multiple_docs_separator!r}"
-            )
-        if self.jsonl_text_key is not None:
-            if not isinstance(self.jsonl_text_key, str) or not self.jsonl_text_key:
-                raise ConfigError(f"--jsonl_text_key must be a non-empty key name, got {self.jsonl_text_key!r}")
-            if self.multiple_docs_in_single_file:
-                raise ConfigError(
-                    "--jsonl_text_key and --multiple_docs_in_single_file contradict each other: a JSON Lines "
-                    "file always holds one document a line"
-                )
+        check_input_options(self.multiple_docs_in_single_file, self.multiple_docs_separator, self.jsonl_text_key)
         if not self.name or os.sep in self.name or (os.altsep and os.altsep in self.name):
             raise ConfigError(f"--name must be a plain file name prefix, got {self.name!r}")
         self._validate_recipes(integer)

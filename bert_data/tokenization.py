@@ -47,6 +47,7 @@ __all__ = [
     "vocab_from_tokens",
     "WordPieceTokenizer",
     "force_single_thread",
+    "bert_hf_tokenizer",
     "unk_rate",
     "vocab_is_lowercase",
     "check_case_mismatch",
@@ -311,18 +312,28 @@ def force_single_thread() -> str | None:
     return previous
 
 
-def _build_hf_tokenizer(vocab: Vocab, do_lower_case: bool, max_input_chars_per_word: int):
+def bert_hf_tokenizer(model, do_lower_case: bool):
+    """A Hugging Face ``Tokenizer`` around ``model`` behind BERT's normaliser and pre-tokenizer
+    (Google's BasicTokenizer: clean, isolate CJK, lower-case and strip accents when
+    ``do_lower_case``, split on white space and punctuation).  The tokenizer here and the
+    vocabulary trainer (``generator.vocab_builder``) both use it, so that a trained vocabulary
+    fits the tokenizer."""
     from tokenizers import Tokenizer
-    from tokenizers.models import WordPiece
     from tokenizers.normalizers import BertNormalizer
     from tokenizers.pre_tokenizers import BertPreTokenizer
 
-    tk = Tokenizer(WordPiece(vocab=dict(vocab.token_to_id), unk_token="[UNK]",
-                             max_input_chars_per_word=max_input_chars_per_word))
+    tk = Tokenizer(model)
     tk.normalizer = BertNormalizer(clean_text=True, handle_chinese_chars=True,
                                    strip_accents=bool(do_lower_case), lowercase=bool(do_lower_case))
     tk.pre_tokenizer = BertPreTokenizer()
     return tk
+
+
+def _build_hf_tokenizer(vocab: Vocab, do_lower_case: bool, max_input_chars_per_word: int):
+    from tokenizers.models import WordPiece
+
+    return bert_hf_tokenizer(WordPiece(vocab=dict(vocab.token_to_id), unk_token="[UNK]",
+                                       max_input_chars_per_word=max_input_chars_per_word), do_lower_case)
 
 
 class WordPieceTokenizer:
@@ -375,7 +386,8 @@ class WordPieceTokenizer:
         return out
 
     def encode_one(self, text: str) -> list[int]:
-        """Token ids of one text (no special tokens)."""
+        """Token ids of one text (no special tokens): public API, the single-text form of
+        ``encode_ids`` as ``tokenize`` is of tokens (the generator itself always batches)."""
         if self._needs_fallback is not None and not text.isascii() and self._needs_fallback(text):
             return self._google_ids(text)
         return self._tk.encode(text, add_special_tokens=False).ids

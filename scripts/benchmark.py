@@ -28,6 +28,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = REPO.parent / "shared" / "corpus"
 DEFAULT_VOCAB = REPO.parent / "shared" / "vocab" / "bert-base-uncased-vocab.txt"
+sys.path.insert(0, str(REPO))  # this checkout's bert_data, as the runs below use
+
+from bert_data.format.manifest import Manifest  # noqa: E402
 
 FLOOR_SCRIPT = r"""
 import json, os, sys, time
@@ -150,18 +153,18 @@ def main(argv=None) -> int:
             command += ["--single_sentence_per_line"] if args.input == "sents" else []
             command += shlex.split(args.generator_args)
             measured = run_generator(command, env)
-            manifest = json.loads((output / "data_params.json").read_text())
+            manifest = Manifest.read(str(output))
             output_bytes = sum(f.stat().st_size for f in output.glob("*.tfrecords"))
             seconds = measured["seconds"]
             row = {
                 "num_workers": workers,
                 "wall_seconds": round(seconds, 2),
-                "docs_per_s": round(manifest["n_docs"] / seconds, 1),
+                "docs_per_s": round(manifest.n_docs / seconds, 1),
                 "input_mb_per_s": round(args.repeat * input_bytes / 1e6 / seconds, 2),
-                "instances_per_s": round(manifest["n_examples"] / seconds),
+                "instances_per_s": round(manifest.n_examples / seconds),
                 "output_mb": round(output_bytes / 1e6, 1),
                 "peak_rss_mb": round(measured["peak_rss_mb"], 1),
-                "n_examples": manifest["n_examples"],
+                "n_examples": manifest.n_examples,
             }
             if floor:
                 row["time_over_floor"] = round(seconds / floor["seconds"], 2)

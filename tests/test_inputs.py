@@ -19,9 +19,11 @@ import pytest
 import zstandard
 
 from bert_data.generator import documents as d
+from bert_data.generator import input_files
 from bert_data.config import ConfigError, GeneratorConfig
 from bert_data.generator.documents import InputError
-from bert_data.generator.runner import generate, make_plan
+from bert_data.generator.planning import make_plan
+from bert_data.generator.runner import generate
 
 from conftest import file_hashes, make_corpus
 
@@ -236,7 +238,7 @@ def test_truncated_compressed_multi_document_file_fails_at_planning(tmp_path):
 def test_missing_zstandard_fails_at_planning_naming_the_file(tmp_path, monkeypatch):
     path = write_compressed(tmp_path / "a.txt", b"text\n", "zst")
     entries = d.read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path, [path]))], str(tmp_path))
-    monkeypatch.setattr(d, "_zstandard", lambda: None)
+    monkeypatch.setattr(input_files, "_zstandard", lambda: None)
     with pytest.raises(InputError, match=r"m.txt:1: .*a.txt.zst is zstd-compressed .*pip install zstandard$"):
         d.plan_units(entries, 10, d.ALL_TRAIN)
 
@@ -273,7 +275,6 @@ def test_units_of_split_num_across_compressed_multi_document_files(tmp_path, cod
         assert unit_contents(units)[-1][-1] == (f"f3.txt.{codec}#0", "file 3 doc 0\nsecond line\n")
     labels = [label for unit in unit_contents(units) for label, _ in unit]
     assert labels == [f"f{n}.txt.{codec}#{i}" for n, size in enumerate(sizes) for i in range(size)]
-    d.close_streams()
 
 
 def test_stream_spans_equal_whole_buffer_spans_at_any_chunk_size():
@@ -300,7 +301,6 @@ def test_ranges_read_out_of_order_and_from_threads(tmp_path):
 
     def read(index):
         results[index] = unit_contents([units[index]])[0]
-        d.close_streams()
 
     threads = [threading.Thread(target=read, args=(i,)) for i in range(len(units))]
     for thread in threads:
@@ -309,13 +309,12 @@ def test_ranges_read_out_of_order_and_from_threads(tmp_path):
         thread.join()
     assert [results[i] for i in range(len(units))] == expected
     # A process forked while the parent holds a stream open must not share its file offset.
-    assert unit_contents(units[:1]) == expected[:1] and d._open_streams.streams
+    assert unit_contents(units[:1]) == expected[:1] and input_files._open_streams.streams
     import multiprocessing
 
     with multiprocessing.get_context("fork").Pool(1) as pool:
         assert pool.map(unit_contents, [[unit] for unit in units[1:]]) == [[e] for e in expected[1:]]
     assert unit_contents(units[1:]) == expected[1:]
-    d.close_streams()
 
 
 def test_compressed_one_document_files_are_whole_documents(tmp_path):
@@ -369,7 +368,6 @@ def test_memory_stays_bounded_reading_a_large_compressed_jsonl_file(tmp_path):
     finally:
         done.set()
         sampler.join()
-        d.close_streams()
     assert n_docs == n_lines and len(units) == 50 and n_chars > 45_000_000
     growth = max(peak[0], process.memory_info().rss) - baseline
     print(f"RSS growth {growth / 1e6:.1f} MB")

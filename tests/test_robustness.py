@@ -14,7 +14,8 @@ import psutil
 import pytest
 
 from bert_data.cli.create_tfrecords import main
-from bert_data.generator.runner import OutputLock
+from bert_data.generator.assembly import ShardAssembler
+from bert_data.generator.output import OutputLock
 
 from conftest import file_hashes, make_corpus
 
@@ -152,15 +153,13 @@ def test_second_run_into_the_same_directory_is_refused(capsys, corpus, tmp_path)
 
 
 def test_full_disk_gives_a_clear_error_and_removes_temporary_files(capsys, corpus, tmp_path, monkeypatch):
-    import bert_data.generator.runner as runner
-
-    real_append = runner.ShardAssembler.append
+    real_append = ShardAssembler.append
 
     def append_to_a_full_disk(self, segments):
         real_append(self, segments)
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out" / "examples-1.tfrecords.tmp"))
 
-    monkeypatch.setattr(runner.ShardAssembler, "append", append_to_a_full_disk)
+    monkeypatch.setattr(ShardAssembler, "append", append_to_a_full_disk)
     code, err = cli(capsys, corpus, tmp_path / "out")
     assert code == 2 and "No space left on device" in err and "temporary files removed" in err
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []

@@ -1,19 +1,19 @@
-"""bert_data.generator.vocab_builder: WordPiece vocabulary training and the build-vocab command."""
+"""bert_data.generator.vocab_builder: WordPiece vocabulary training, and the build-vocab command
+(bert_data.cli.build_vocab)."""
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import json
 from pathlib import Path
 
 import pytest
 
-from bert_data.tokenization import WordPieceTokenizer, load_vocab, unk_rate
-from bert_data.generator.vocab_builder import (
-    SPECIAL_TOKENS,
-    build_vocab_main,
-    read_metadata,
-    train_wordpiece_vocab,
-    write_vocab,
-)
+from bert_data.cli.build_vocab import main as build_vocab_main
+from bert_data.generator.documents import DocumentTexts, read_metadata
+from bert_data.generator.vocab_builder import train_wordpiece_vocab, write_vocab
+from bert_data.tokenization import SPECIAL_TOKENS, WordPieceTokenizer, load_vocab, unk_rate
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "examples" / "sample"
@@ -25,8 +25,7 @@ README_ARGS = ["--metadata_files", "examples/sample/metadata.txt", "--input_file
 
 @pytest.fixture(scope="module")
 def sample_texts() -> list[str]:
-    paths = read_metadata([METADATA], SAMPLE)
-    return [p.read_text(encoding="utf-8") for p in paths]
+    return [Path(entry.path).read_text(encoding="utf-8") for entry in read_metadata([str(METADATA)], str(SAMPLE))]
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +34,7 @@ def trained(sample_texts) -> list[str]:
 
 
 def test_sample_corpus_shape(sample_texts):
-    paths = read_metadata([METADATA], SAMPLE)
+    paths = [Path(entry.path) for entry in read_metadata([str(METADATA)], str(SAMPLE))]
     assert 35 <= len(paths) <= 45 and all(p.is_file() for p in paths)
     total = sum(len(t.encode("utf-8")) for t in sample_texts)
     assert 100_000 <= total <= 150_000
@@ -46,7 +45,7 @@ def test_sample_corpus_shape(sample_texts):
 
 
 def test_specials_first_and_loadable(trained, tmp_path):
-    assert trained[:5] == SPECIAL_TOKENS == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert trained[:5] == list(SPECIAL_TOKENS) == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     assert 3000 <= len(trained) <= 4000
     assert len(set(trained)) == len(trained)
     assert all(t == t.lower() for t in trained[5:])
@@ -93,22 +92,22 @@ def test_project_vocab_is_reproducible(tmp_path, monkeypatch):
 
 def test_cased_and_small_vocab(sample_texts):
     cased = train_wordpiece_vocab(sample_texts, vocab_size=4000, do_lower_case=False)
-    assert cased[:5] == SPECIAL_TOKENS
+    assert cased[:5] == list(SPECIAL_TOKENS)
     assert any(t != t.lower() for t in cased)
     assert "é" in cased  # accents are kept when not lower-casing
     small = train_wordpiece_vocab(sample_texts, vocab_size=300, do_lower_case=True)
-    assert small[:5] == SPECIAL_TOKENS and len(small) <= 300
+    assert small[:5] == list(SPECIAL_TOKENS) and len(small) <= 300
     with pytest.raises(ValueError):
         train_wordpiece_vocab(sample_texts, vocab_size=3)
 
 
 def test_write_vocab_rejects_bad_tokens(tmp_path):
     with pytest.raises(ValueError, match="duplicate"):
-        write_vocab(SPECIAL_TOKENS + ["a", "a"], tmp_path / "v.txt")
+        write_vocab([*SPECIAL_TOKENS, "a", "a"], tmp_path / "v.txt")
     with pytest.raises(ValueError, match="whitespace"):
-        write_vocab(SPECIAL_TOKENS + [" a"], tmp_path / "v.txt")
+        write_vocab([*SPECIAL_TOKENS, " a"], tmp_path / "v.txt")
     with pytest.raises(ValueError):
-        write_vocab(SPECIAL_TOKENS + [""], tmp_path / "v.txt")
+        write_vocab([*SPECIAL_TOKENS, ""], tmp_path / "v.txt")
 
 
 def test_build_vocab_main_metadata_handling(tmp_path, capsys):
@@ -131,3 +130,66 @@ def test_build_vocab_main_metadata_handling(tmp_path, capsys):
                              str(tmp_path), "--out", str(out)]) == 2
     assert "missing.txt" in capsys.readouterr().err
     assert build_vocab_main(["--metadata_files", str(tmp_path / "nope.txt"), "--out", str(out)]) == 2
+
+
+def test_build_vocab_reads_documents_as_create_tfrecords_does(tmp_path, capsys):
+    """Compressed files, JSON Lines and many documents a file: the generator's reader, so the
+    same texts give the same vocabulary however they are stored."""
+    texts = [f"Alpha beta{i % 3} gamma{i % 5}, delta epsilon{i % 7}!\nZeta eta theta{i % 4}." for i in range(30)]
+    plain, packed, lines = tmp_path / "plain", tmp_path / "packed", tmp_path / "lines"
+    for directory in (plain, packed, lines):
+        directory.mkdir()
+    for i, text in enumerate(texts):
+        (plain / f"d{i}.txt").write_text(text + "\n", encoding="utf-8")
+    (plain / "m.txt").write_text("".join(f"d{i}.txt\n" for i in range(len(texts))), encoding="utf-8")
+    half = len(texts) // 2
+    with gzip.open(packed / "a.txt.gz", "wt", encoding="utf-8") as handle:  # one document a file
+        handle.write(texts[0] + "\n")
+    with bz2.open(packed / "b.txt.bz2", "wt", encoding="utf-8") as handle:  # many, [SEP]-separated
+        handle.write("\n[SEP]\n".join(texts[1:]) + "\n")
+    (packed / "m.txt").write_text("a.txt.gz\nb.txt.bz2\n", encoding="utf-8")
+    records = [json.dumps({"id": i, "text": text}) for i, text in enumerate(texts)]
+    with gzip.open(lines / "a.jsonl.gz", "wt", encoding="utf-8") as handle:
+        handle.write("\n".join(records[:half]) + "\n")
+    (lines / "b.jsonl").write_text("\n".join(records[half:]) + "\nnot json\n", encoding="utf-8")
+    (lines / "m.txt").write_text("a.jsonl.gz\nb.jsonl\n", encoding="utf-8")
+
+    def build(directory, *options):
+        out = directory / "vocab.txt"
+        code = build_vocab_main(["--metadata_files", str(directory / "m.txt"), "--input_files_prefix",
+                                 str(directory), "--vocab_size", "200", "--out", str(out), *options])
+        assert code == 0
+        return out.read_bytes(), capsys.readouterr().err
+
+    expected, err = build(plain)
+    assert "from 30 documents to" in err
+    packed_vocab, err = build(packed, "--multiple_docs_in_single_file", "--multiple_docs_separator", "[SEP]")
+    assert packed_vocab == expected and "from 30 documents to" in err
+    lines_vocab, err = build(lines, "--jsonl_text_key", "text")
+    assert lines_vocab == expected and "from 30 documents, 1 skipped: invalid JSON line to" in err
+    assert "gamma" in load_vocab(lines / "vocab.txt").token_to_id
+
+
+def test_build_vocab_input_options_are_checked(tmp_path, capsys):
+    (tmp_path / "d.txt").write_text("text\n", encoding="utf-8")
+    (tmp_path / "m.txt").write_text("d.txt\nmissing.txt\n", encoding="utf-8")
+    args = ["--metadata_files", str(tmp_path / "m.txt"), "--input_files_prefix", str(tmp_path),
+            "--out", str(tmp_path / "vocab.txt")]
+    assert build_vocab_main(args + ["--jsonl_text_key", "text", "--multiple_docs_in_single_file"]) == 2
+    assert "contradict each other" in capsys.readouterr().err
+    assert build_vocab_main(args) == 2
+    assert "m.txt:2: file not found" in capsys.readouterr().err
+    assert build_vocab_main(args + ["--skip_missing", "--min_frequency", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: " in err and "skipped: file not found" in err and "from 1 documents" in err
+    (tmp_path / "d.txt").write_text("  \n", encoding="utf-8")
+    assert build_vocab_main(args + ["--skip_missing"]) == 2
+    assert "no document with any text" in capsys.readouterr().err
+
+
+def test_document_texts_can_be_read_again(tmp_path):
+    (tmp_path / "d.txt.gz").write_bytes(gzip.compress(b"one\n\ntwo\n\n\x00binary\n"))
+    (tmp_path / "m.txt").write_text("d.txt.gz\n", encoding="utf-8")
+    texts = DocumentTexts([str(tmp_path / "m.txt")], str(tmp_path), multiple_docs_in_single_file=True)
+    assert list(texts) == list(texts) == ["one\n", "two\n"]
+    assert texts.n_docs == 2 and texts.skipped == {"binary file (NUL bytes)": 1}

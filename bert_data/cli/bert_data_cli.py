@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "build-vocab":
-        from ..generator.vocab_builder import build_vocab_main
+        from .build_vocab import main as build_vocab_main
 
         return build_vocab_main(argv[1:])
     parser = build_parser()

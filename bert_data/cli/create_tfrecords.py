@@ -1,6 +1,7 @@
 """``create_tfrecords``: the BERT pretraining data generator (Cerebras-compatible options).
 
-Only the standard library is imported until the options are parsed, so ``--help`` is instant.
+Only the standard library (and ``format.manifest``, which names the manifest file) is imported until
+the options are parsed, so ``--help`` is instant.
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import List, Optional
+
+from ..format.manifest import MANIFEST_NAME
 
 DESCRIPTION = """\
 Turn raw text into BERT pretraining data: TFRecord shards of tf.train.Example with input_ids,
@@ -25,8 +28,26 @@ example:
 input files ending in .gz, .bz2, .xz or .zst/.zstd are decompressed as they are read
 (.zst needs pip install zstandard).
 
-output: OUTPUT_DIR/NAME-1.tfrecords .. NAME-N.tfrecords and OUTPUT_DIR/data_params.json
-(with a validation split: OUTPUT_DIR/train/ and OUTPUT_DIR/val/, each laid out like that)."""
+output: OUTPUT_DIR/NAME-1.tfrecords .. NAME-N.tfrecords and the manifest OUTPUT_DIR/{manifest}
+(with a validation split: OUTPUT_DIR/train/ and OUTPUT_DIR/val/, each laid out like that).""".format(manifest=MANIFEST_NAME)
+
+
+def add_document_arguments(group, metadata_help: str = "") -> None:
+    """The options that say which documents to read and how (``bert-data build-vocab`` reads
+    documents with the same ones)."""
+    group.add_argument("--metadata_files", nargs="+", required=True, metavar="FILE",
+                       help="files listing the documents, one path per line (relative to "
+                            "--input_files_prefix); several files are concatenated" + metadata_help)
+    group.add_argument("--input_files_prefix", default="", metavar="DIR",
+                       help="directory the metadata paths are relative to (default: as written)")
+    group.add_argument("--multiple_docs_in_single_file", action="store_true",
+                       help="each file holds many documents, separated by --multiple_docs_separator")
+    group.add_argument("--multiple_docs_separator", default="\n", metavar="TEXT",
+                       help="a line holding this text separates documents; the default \\n (typed "
+                            "literally) means a blank line")
+    group.add_argument("--jsonl_text_key", default=None, metavar="KEY",
+                       help="input files are JSON Lines: one document a line, its text the string at KEY "
+                            "(lines that are not JSON objects with a string at KEY are skipped and counted)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,22 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     inputs = parser.add_argument_group("input")
-    inputs.add_argument("--metadata_files", nargs="+", required=True, metavar="FILE",
-                        help="files listing the documents, one path per line (relative to "
-                             "--input_files_prefix); several files are concatenated")
-    inputs.add_argument("--input_files_prefix", default="", metavar="DIR",
-                        help="directory the metadata paths are relative to (default: as written)")
-    inputs.add_argument("--multiple_docs_in_single_file", action="store_true",
-                        help="each file holds many documents, separated by --multiple_docs_separator")
-    inputs.add_argument("--multiple_docs_separator", default="\n", metavar="TEXT",
-                        help="a line holding this text separates documents; the default \\n (typed "
-                             "literally) means a blank line")
+    add_document_arguments(inputs)
     inputs.add_argument("--single_sentence_per_line", action="store_true",
                         help="input is already one sentence per line (no spaCy); with "
                              "--multiple_docs_in_single_file this reads Google's input format")
-    inputs.add_argument("--jsonl_text_key", default=None, metavar="KEY",
-                        help="input files are JSON Lines: one document a line, its text the string at KEY "
-                             "(lines that are not JSON objects with a string at KEY are skipped and counted)")
     inputs.add_argument("--spacy_model", default=None, metavar="NAME_OR_PATH",
                         help="installed spaCy pipeline for sentence splitting (default: built-in "
                              "rule-based sentencizer, no download needed)")
@@ -107,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     output = parser.add_argument_group("output")
     output.add_argument("--output_dir", default="./tfrecords/", metavar="DIR",
-                        help="where shards and data_params.json go (default ./tfrecords/)")
+                        help=f"where shards and the manifest ({MANIFEST_NAME}) go (default ./tfrecords/)")
     output.add_argument("--num_output_files", type=int, default=10, help="shards per split (default 10)")
     output.add_argument("--name", default="examples", help="shard file name prefix (default examples)")
     output.add_argument("--overwrite", action="store_true",
@@ -182,7 +191,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(
             f"{split}: {manifest['n_examples']} examples from {manifest['n_docs']} documents in "
             f"{config.num_output_files} files under {config.output_dir}"
-            + (f" ({skipped} documents skipped, see data_params.json)" if skipped else ""),
+            + (f" ({skipped} documents skipped, see {MANIFEST_NAME})" if skipped else ""),
             file=sys.stderr,
         )
     resumed = f" (resumed after unit {summary.resumed_from_unit})" if summary.resumed_from_unit else ""

@@ -38,9 +38,9 @@ class Manifest:
     """One split of a dataset, as its ``data_params.json`` records it."""
 
     options: Dict[str, Any]  # the generator options the split was made with
-    split: str = "train"
     n_examples: int = 0
     n_docs: int = 0
+    split: str = "train"  # (the fields' order is the JSON's: as the writer has always written it)
     examples_per_file: Dict[str, int] = field(default_factory=dict)  # shard name -> records, in order
     bytes_per_file: Dict[str, int] = field(default_factory=dict)
     features: List[FeatureSpec] = field(default_factory=list)

@@ -13,29 +13,27 @@ Input formats:
   many documents a file separated by a separator line (``--multiple_docs_in_single_file``);
 * JSON Lines (``--jsonl_text_key KEY``): one document a non-blank line, its text at ``KEY``;
 * any of these compressed, chosen by extension (``.gz``, ``.bz2``, ``.xz``, ``.zst``/``.zstd``).
-  A compressed stream cannot be cut into byte ranges, so its ranges are offsets in the
-  *decompressed* stream, found by decompressing the file once while planning (in chunks: never
-  the whole file in memory).  A reader decompresses from the start of the file and discards
-  up to its range; each worker thread keeps its last streams open, so the slices it reads of
-  one file, which come in file order, continue the same stream instead of starting over.
+  The ranges of a compressed file are offsets in its decompressed stream, found by
+  decompressing the file once while planning (in chunks: never the whole file in memory);
+  ``input_files`` reads them.
+
+Everything that reads documents goes through here: the generator's tasks, and
+:class:`DocumentTexts` (``bert-data build-vocab``).
 """
 
 from __future__ import annotations
 
-import bz2
 import dataclasses
-import gzip
 import hashlib
 import json
-import lzma
 import mmap
 import os
 import re
-import threading
-import zlib
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from .input_files import (CODEC_NAMES, READ_CHUNK, InputError, check_codecs, codec_errors, compression_of, one_line,
+                          open_decompressed, read_range)
 
 TRAIN = "train"
 VAL = "val"
@@ -44,10 +42,6 @@ VAL = "val"
 SPLIT_BY_HASH = "hash"  # --val_fraction: a stable hash of (seed, document) decides
 ALL_TRAIN = "train"
 ALL_VAL = "val"
-
-
-class InputError(ValueError):
-    """Bad input found while planning; the message is one line naming the file."""
 
 
 @dataclass(frozen=True)
@@ -157,164 +151,6 @@ def check_documents_exist(entries: Sequence[MetadataEntry], skip_missing: bool =
     return usable, missing
 
 
-# ---------------------------------------------------------------------------- compression
-
-# Chosen by the document file's extension (never for metadata files).
-CODECS = {".gz": "gz", ".bz2": "bz2", ".xz": "xz", ".zst": "zst", ".zstd": "zst"}
-CODEC_NAMES = {"gz": "gzip", "bz2": "bzip2", "xz": "xz", "zst": "zstd"}
-READ_CHUNK = 1 << 22  # decompressed bytes a read: large reads keep decompression at C speed
-# A compressed document's size is not known before it is decompressed; slices are grouped by
-# this guess of the decompressed size (it shapes only how work is cut, never the output).
-COMPRESSION_RATIO_GUESS = 4
-
-
-def compression_of(path: str) -> str:
-    """The codec of a document file from its extension: "" for plain text."""
-    return CODECS.get(os.path.splitext(path)[1].lower(), "")
-
-
-def _zstandard():
-    try:
-        import zstandard
-    except ImportError:
-        return None
-    return zstandard
-
-
-def open_decompressed(path: str, codec: str) -> BinaryIO:
-    """A binary stream of the decompressed bytes (multi-member/-stream/-frame files read whole)."""
-    if codec == "gz":
-        return gzip.GzipFile(path, "rb")
-    if codec == "bz2":
-        return bz2.BZ2File(path, "rb")
-    if codec == "xz":
-        return lzma.LZMAFile(path, "rb")
-    if codec == "zst":
-        zstandard = _zstandard()
-        if zstandard is None:
-            raise InputError(f"{path}: zstd-compressed input needs the zstandard package: pip install zstandard")
-        return zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), read_size=1 << 20,
-                                                          read_across_frames=True, closefd=True)
-    raise ValueError(f"unknown codec {codec!r}")
-
-
-def codec_errors() -> tuple:
-    """What a corrupt or truncated compressed file raises while being read."""
-    errors = [OSError, EOFError, zlib.error, lzma.LZMAError]
-    zstandard = _zstandard()
-    if zstandard is not None:
-        errors.append(zstandard.ZstdError)
-    return tuple(errors)
-
-
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split()) or type(error).__name__
-
-
-def check_codecs(entries: Sequence[MetadataEntry]) -> None:
-    """Fail at once, naming the file, when a .zst file is listed and zstandard is missing."""
-    if _zstandard() is not None:
-        return
-    for entry in entries:
-        if compression_of(entry.path) == "zst":
-            raise InputError(f"{entry.metadata_file}:{entry.line_number}: {entry.path} is zstd-compressed and the "
-                             f"zstandard package is missing: pip install zstandard")
-
-
-def read_exactly(stream: BinaryIO, size: int) -> bytes:
-    """``size`` bytes (fewer at the end of the stream), in large reads."""
-    parts = []
-    while size > 0:
-        chunk = stream.read(min(size, READ_CHUNK))
-        if not chunk:
-            break
-        parts.append(chunk)
-        size -= len(chunk)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-def read_to_end(stream: BinaryIO) -> bytes:
-    parts = []
-    while True:
-        chunk = stream.read(READ_CHUNK)
-        if not chunk:
-            break
-        parts.append(chunk)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-def skip_bytes(stream: BinaryIO, size: int) -> None:
-    """Decompress and discard ``size`` bytes, one chunk in memory at a time."""
-    while size > 0:
-        chunk = stream.read(min(size, READ_CHUNK))
-        if not chunk:
-            break
-        size -= len(chunk)
-
-
-class _OpenStreams(threading.local):
-    """Per thread (and per process: a forked child drops what it inherited), the last few
-    decompressed streams and where they stand, so consecutive ranges of a file are read
-    without decompressing the file again from its start."""
-
-    MAX_OPEN = 2
-
-    def __init__(self):
-        self.pid = os.getpid()
-        self.streams: "OrderedDict[Tuple[str, str], list]" = OrderedDict()
-
-    def read(self, source: Source) -> bytes:
-        if self.pid != os.getpid():  # inherited through fork: the parent's file offsets
-            self.pid, self.streams = os.getpid(), OrderedDict()
-        key = (source.path, source.codec)
-        held = self.streams.pop(key, None)
-        if held is not None and held[1] > source.start:
-            held[0].close()
-            held = None
-        stream, position = held if held is not None else (open_decompressed(source.path, source.codec), 0)
-        try:
-            skip_bytes(stream, source.start - position)
-            if source.end < 0:
-                data = read_to_end(stream)
-                stream.close()
-                return data
-            data = read_exactly(stream, source.end - source.start)
-        except BaseException:
-            stream.close()
-            raise
-        self.streams[key] = [stream, source.end]
-        while len(self.streams) > self.MAX_OPEN:
-            self.streams.popitem(last=False)[1][0].close()
-        return data
-
-    def close(self) -> None:
-        while self.streams:
-            self.streams.popitem()[1][0].close()
-
-
-_open_streams = _OpenStreams()
-
-
-def close_streams() -> None:
-    """Close the decompressed streams this thread keeps open between reads."""
-    _open_streams.close()
-
-
-def read_range(source: Source) -> bytes:
-    """The bytes of a source's range (decompressed, for a compressed file)."""
-    if source.codec:
-        try:
-            return _open_streams.read(source)
-        except InputError:
-            raise
-        except codec_errors() as error:
-            codec = CODEC_NAMES[source.codec]
-            raise InputError(f"{source.path}: cannot read {codec} file: {_one_line(error)}") from None
-    with open(source.path, "rb") as handle:
-        handle.seek(source.start)
-        return handle.read() if source.end < 0 else handle.read(source.end - source.start)
-
-
 # ---------------------------------------------------------------------------- separators
 
 def separator_pattern(separator_line: Optional[str]) -> "re.Pattern[bytes]":
@@ -393,6 +229,11 @@ def stream_document_spans(stream: BinaryIO, pattern, chunk_size: int = READ_CHUN
 
 # ---------------------------------------------------------------------------- planning
 
+# A compressed document's size is not known before it is decompressed; slices are grouped by
+# this guess of the decompressed size (it shapes only how work is cut, never the output).
+COMPRESSION_RATIO_GUESS = 4
+
+
 def document_parts(path: str, size: int, part_bytes: int) -> List[Tuple[int, int]]:
     """Byte ranges of about ``part_bytes`` covering a one-document file, cut after a blank line
     (a paragraph break: a sentence boundary in every mode) where the last quarter of a part
@@ -457,7 +298,7 @@ def plan_units(
 
     def cannot_read(entry: MetadataEntry, codec: str, error: BaseException) -> InputError:
         return InputError(f"{entry.metadata_file}:{entry.line_number}: cannot read {CODEC_NAMES[codec]} file "
-                          f"{entry.path}: {_one_line(error)}")
+                          f"{entry.path}: {one_line(error)}")
 
     if not multiple_docs_in_single_file and not jsonl:
         for entry in entries:
@@ -552,7 +393,6 @@ class Skip:
 BINARY = "binary file (NUL bytes)"
 EMPTY = "empty or white-space only"
 NO_SENTENCE = "no sentence with any token"
-MISSING = "file not found"
 # JSON Lines (--jsonl_text_key): a line that holds no document text.
 INVALID_JSON = "invalid JSON line"
 NOT_OBJECT = "JSON line is not an object"
@@ -641,6 +481,45 @@ def _decoded(data: bytes, label: str, skips: List[Skip]) -> Optional[Document]:
         skips.append(Skip(EMPTY, label))
         return None
     return Document(label, text, n_replaced)
+
+
+class DocumentTexts:
+    """The text of every document the metadata files list, read as the generator reads it
+    (compressed files, many documents a file, JSON Lines, large documents in parts); empty and
+    binary documents, and JSON lines without a text, are skipped.  Planned once, iterable any
+    number of times (``bert-data build-vocab`` reads the texts twice).
+
+    ``missing``: the (entry, reason) skipped with ``skip_missing``.  After a full pass:
+    ``n_docs``, the documents read, and ``skipped``, reason -> documents skipped.
+    """
+
+    def __init__(self, metadata_files: Sequence[str], input_files_prefix: str = "",
+                 multiple_docs_in_single_file: bool = False, separator_line: Optional[str] = None,
+                 jsonl_text_key: Optional[str] = None, skip_missing: bool = False):
+        entries = read_metadata(metadata_files, input_files_prefix)
+        entries, self.missing = check_documents_exist(entries, skip_missing)
+        # Units group the generator's work; here only their sources, in order, matter.
+        units = plan_units(entries, split_num=max(1, len(entries)), split_mode=ALL_TRAIN,
+                           multiple_docs_in_single_file=multiple_docs_in_single_file,
+                           separator_line=separator_line, jsonl_text_key=jsonl_text_key)
+        self.sources = [source for unit in units for source in unit.sources]
+        self.separator_line = separator_line
+        self.multiple_docs_in_single_file = multiple_docs_in_single_file
+        self.n_docs = 0
+        self.skipped: dict = {}
+
+    def __iter__(self) -> Iterator[str]:
+        skips: List[Skip] = []
+        read = set()
+        for document in read_documents(self.sources, self.separator_line, self.multiple_docs_in_single_file, skips):
+            read.add(document.label)
+            yield document.text
+        self.n_docs = len(read)
+        skipped = {}
+        for skip in skips:
+            if skip.label not in read:  # not a blank part of a document that has text
+                skipped.setdefault(skip.reason, set()).add(skip.label)
+        self.skipped = {reason: len(labels) for reason, labels in sorted(skipped.items())}
 
 
 def is_validation_document(label: str, seed: int, val_fraction: float) -> bool:

@@ -1,18 +1,86 @@
-"""Run the generator's tasks on a Dask cluster through Dask's ``concurrent.futures`` executor.
+"""Where the generator's tasks run: any ``concurrent.futures`` executor.
 
-The pipeline is the same: ``runner.generate`` takes any executor, and Dask's ``Client`` provides
-one.  Workers read inputs and write their shard pieces to paths they all reach (a shared file
-system); the client appends the pieces to the shards in unit order and writes the manifest, so
-the output is byte-identical to a local run.  A worker lost mid-run has its tasks rerun by Dask
-elsewhere; every task is a pure function of its inputs, so a rerun writes the same bytes.
+``default_executor``: in this process for one worker (no inter-process cost), else a local
+process pool whose workers ignore Ctrl-C (the parent decides) and die with the parent.
+``stop_executor`` stops such a pool at once.  ``dask_executor``: Dask's executor, for a cluster.
+
+With Dask the pipeline is the same: workers read inputs and write their shard pieces to paths
+they all reach (a shared file system); the client appends the pieces to the shards in unit
+order and writes the manifest, so the output is byte-identical to a local run.  A worker lost
+mid-run has its tasks rerun by Dask elsewhere; every task is a pure function of its inputs, so
+a rerun writes the same bytes.
 """
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import contextlib
+import multiprocessing
+import os
+import signal
+import sys
 from typing import Iterator, Optional, Tuple
 
 from ..config import ConfigError
+
+
+class InlineExecutor(cf.Executor):
+    """Runs each task at submission, in this process: one worker without inter-process cost."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        future: cf.Future = cf.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as error:  # handed to the caller through the future
+            future.set_exception(error)
+        return future
+
+
+def _worker_init(parent_pid: int):
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    # Ctrl-C goes to the whole process group: the parent alone decides what happens.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # forked after the parent's handler: stop quietly
+    _die_with_parent(parent_pid)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """A parent killed with SIGKILL cannot stop its workers; on Linux the kernel can (no orphans)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def default_executor(workers: int) -> cf.Executor:
+    if workers == 1:
+        return InlineExecutor()
+    # fork: workers start at once and inherit what the parent imported (never TensorFlow).
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    return cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method), initializer=_worker_init,
+                                  initargs=(os.getpid(),))
+
+
+def stop_executor(executor: cf.Executor) -> None:
+    """Cancel what has not started and stop the workers now: no orphans, no waiting."""
+    processes = []
+    if isinstance(executor, cf.ProcessPoolExecutor):
+        processes = list((executor._processes or {}).values())
+    executor.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=5)
+        if process.is_alive():
+            process.kill()
 
 
 @contextlib.contextmanager

@@ -1,5 +1,10 @@
 """Orchestration: plan units, run them on an executor, assemble shards, write the manifest.
 
+This module owns the run: the scheduler that feeds tasks to the executor in dependency order,
+the run's totals and the manifests.  Around it: ``planning`` (checks and units, before any
+work), ``output`` (the output directory, lock and journal), ``executors`` (where tasks run),
+``tasks`` (what they compute) and ``assembly`` (pieces into shards).
+
 The stages know nothing of processes or files-in-progress; this module knows nothing of
 tokens.  Any ``concurrent.futures``-style executor works (a local process pool by default;
 Dask's ``Client.get_executor()`` for a cluster).  Pieces are appended to the shards strictly
@@ -9,8 +14,8 @@ order they finish.
 Nothing lost, nothing silent:
 
 * everything that can be checked is checked before any work (``make_plan``);
-* shards are written as ``*.tfrecords.tmp`` and renamed when complete, and ``data_params.json``
-  is written last: a directory without it is not a finished dataset;
+* shards are written as ``*.tfrecords.tmp`` and renamed when complete, and the manifest is
+  written last: a directory without it is not a finished dataset;
 * after each unit is appended, a journal records the shards' sizes and the run's totals, so
   ``--resume`` truncates the shards to the last whole unit and goes on from there, giving the
   same bytes as an uninterrupted run;
@@ -23,9 +28,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import errno
-import hashlib
-import json
-import multiprocessing
 import os
 import shutil
 import signal
@@ -35,408 +37,17 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from .. import __version__
-from . import documents as docs_mod
-from ..config import ConfigError, GeneratorConfig
-from .documents import BINARY, TRAIN, VAL, InputError, Unit
-from .tasks import (Segment, UnitError, UnitPairs, config_feature_specs, encode_shards, make_encode_tasks,
-                       pair_unit, pool_path, tokenize_slice)
+from ..config import GeneratorConfig
+from ..format.manifest import Manifest, SkippedDocuments
+from .assembly import Segment, ShardAssembler
+from .documents import BINARY, TRAIN, VAL
+from .executors import default_executor, stop_executor
+from .output import (GenerationError, OutputLock, create_output_dir, discard_unjournaled_work, prepare_output_dir,
+                     shard_path, split_dirs, work_dir_of, write_journal)
+from .planning import Plan, make_plan, warn
+from .tasks import UnitError, UnitPairs, encode_shards, make_encode_tasks, pair_unit, pool_path, tokenize_slice
 
-MANIFEST = "data_params.json"
-WORK_DIR = ".bert_data_work"
-JOURNAL = "journal.json"
-LOCK = ".bert_data.lock"
 MAX_LISTED_SKIPS = 100
-# Options that change how the work is done, never what is written.
-NOT_IN_FINGERPRINT = ("num_workers", "overwrite", "resume")
-
-
-class GenerationError(RuntimeError):
-    """The run cannot go on; the message is one line for the user."""
-
-
-def warn(message: str) -> None:
-    print(f"create_tfrecords: warning: {message}", file=sys.stderr)
-
-
-# ---------------------------------------------------------------------------- planning
-
-@dataclass
-class Plan:
-    units: List[Unit]
-    n_listed: int
-    missing: list = field(default_factory=list)  # (MetadataEntry, reason), with --skip_missing
-    vocab: object = None
-    fingerprint: str = ""
-
-
-def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: bool = True) -> Plan:
-    """Everything that can be checked before any work: inputs, vocabulary, sentence model."""
-    from ..tokenization import load_vocab
-
-    vocab = load_vocab(config.vocab_file)
-    if config.mlm_only and config.document_separator_token not in vocab.token_to_id:
-        raise ConfigError(f"--document_separator_token {config.document_separator_token} is not in "
-                          f"{config.vocab_file}")
-    if config.spacy_model and not config.single_sentence_per_line:
-        from .sentences import make_sentence_splitter
-
-        make_sentence_splitter(False, config.spacy_model)  # fails now, with advice, if missing
-
-    entries = docs_mod.read_metadata(config.metadata_files, config.input_files_prefix)
-    entries, missing = docs_mod.check_documents_exist(entries, skip_missing)
-    val_entries = []
-    if config.val_metadata_files:
-        val_entries = docs_mod.read_metadata(config.val_metadata_files, config.input_files_prefix)
-        val_entries, val_missing = docs_mod.check_documents_exist(val_entries, skip_missing)
-        missing += val_missing
-    for entry, reason in missing:
-        warn(f"{entry.metadata_file}:{entry.line_number}: skipped: {reason}: {entry.path}")
-
-    split_mode = docs_mod.SPLIT_BY_HASH if config.val_fraction > 0 else docs_mod.ALL_TRAIN
-    plan_args = dict(
-        split_num=config.split_num,
-        multiple_docs_in_single_file=config.multiple_docs_in_single_file,
-        separator_line=config.separator_line,
-        jsonl_text_key=config.jsonl_text_key,
-    )
-    units = docs_mod.plan_units(entries, split_mode=split_mode, **plan_args)
-    units += docs_mod.plan_units(val_entries, split_mode=docs_mod.ALL_VAL, first_index=len(units), **plan_args)
-    if not units or not any(unit.n_bytes for unit in units):
-        raise InputError("no document with any text in " + ", ".join(config.metadata_files + config.val_metadata_files))
-    if check_case:
-        check_vocabulary_case(config, vocab, units)
-    return Plan(units, len(entries) + len(val_entries) + len(missing), missing, vocab,
-                run_fingerprint(config, vocab, entries + val_entries))
-
-
-def check_vocabulary_case(config: GeneratorConfig, vocab, units: List[Unit], sample_chars: int = 200_000) -> None:
-    """Warn when a lower-case vocabulary meets cased text (or the reverse), with the [UNK] rate
-    measured on the first documents: the most common silent mistake in BERT data."""
-    from ..tokenization import WordPieceTokenizer, check_case_mismatch, vocab_is_lowercase
-
-    if vocab_is_lowercase(vocab) == config.do_lower_case:
-        return
-    texts, size = [], 0
-    for document in docs_mod.read_documents(units[0].sources, config.separator_line,
-                                            config.multiple_docs_in_single_file, []):
-        texts += [line for line in document.text[: sample_chars - size].split("\n") if line.strip()]
-        size += len(document.text)
-        if size >= sample_chars:
-            break
-    message = check_case_mismatch(vocab, config.do_lower_case, texts, WordPieceTokenizer(config.vocab_file, config.do_lower_case))
-    if message:
-        warn(message)
-
-
-def run_fingerprint(config: GeneratorConfig, vocab, entries) -> str:
-    """What must not change between a run and its --resume: options that shape the output, the
-    vocabulary, the list of documents and the package version."""
-    options = {key: value for key, value in config.as_dict().items() if key not in NOT_IN_FINGERPRINT}
-    digest = hashlib.sha256()
-    digest.update(json.dumps(options, sort_keys=True).encode())
-    digest.update(vocab.sha256.encode())
-    digest.update(__version__.encode())
-    for entry in entries:
-        digest.update(entry.label.encode("utf-8", "surrogateescape") + b"\0")
-    return digest.hexdigest()
-
-
-# ---------------------------------------------------------------------------- output layout
-
-def split_dirs(config: GeneratorConfig) -> Dict[str, str]:
-    if config.has_validation:
-        return {TRAIN: os.path.join(config.output_dir, TRAIN), VAL: os.path.join(config.output_dir, VAL)}
-    return {TRAIN: config.output_dir}
-
-
-def shard_path(directory: str, config: GeneratorConfig, shard: int) -> str:
-    return os.path.join(directory, f"{config.name}-{shard + 1}.tfrecords")
-
-
-def existing_outputs(config: GeneratorConfig) -> List[str]:
-    found = []
-    for directory in (config.output_dir, os.path.join(config.output_dir, TRAIN), os.path.join(config.output_dir, VAL)):
-        if not os.path.isdir(directory):
-            continue
-        for name in sorted(os.listdir(directory)):
-            if name in (MANIFEST, MANIFEST + ".tmp") or name.endswith(".tfrecords") or name.endswith(".tfrecords.tmp"):
-                found.append(os.path.join(directory, name))
-    work = os.path.join(config.output_dir, WORK_DIR)
-    if os.path.isdir(work):
-        found.append(work)
-    return found
-
-
-def remove_outputs(paths: List[str]) -> None:
-    for path in paths:  # only files this tool writes: never a user's other files
-        if os.path.isdir(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                os.remove(path)
-            except FileNotFoundError:
-                pass
-
-
-class OutputLock:
-    """An exclusive lock on the output directory for the length of a run (released by the OS
-    if the process dies, so a killed run never blocks the next one)."""
-
-    def __init__(self, output_dir: str):
-        self.path = os.path.join(output_dir, LOCK)
-        self.handle = None
-
-    def acquire(self) -> None:
-        import fcntl
-
-        try:
-            self.handle = open(self.path, "a+")
-        except OSError as error:
-            raise ConfigError(f"--output_dir {os.path.dirname(self.path) or '.'} is not writable: "
-                              f"{error.strerror}") from None
-        try:
-            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self.handle.seek(0)
-            holder = self.handle.read().strip() or "another process"
-            self.handle.close()
-            self.handle = None
-            raise ConfigError(
-                f"--output_dir {os.path.dirname(self.path) or '.'} is in use by another run ({holder}); "
-                "wait for it to finish or choose another directory"
-            ) from None
-        self.handle.seek(0)
-        self.handle.truncate()
-        self.handle.write(f"pid {os.getpid()} on {os.uname().nodename}\n")
-        self.handle.flush()
-
-    def release(self) -> None:
-        if self.handle is not None:
-            try:
-                os.remove(self.path)
-            except FileNotFoundError:
-                pass
-            self.handle.close()
-            self.handle = None
-
-
-def prepare_output_dir(config: GeneratorConfig, plan: Plan) -> Optional[dict]:
-    """Make the output directory ready; returns the journal when resuming."""
-    if not os.access(config.output_dir, os.W_OK):
-        raise ConfigError(f"--output_dir {config.output_dir} is not writable")
-
-    journal_path = os.path.join(config.output_dir, WORK_DIR, JOURNAL)
-    journal = None
-    if config.resume:
-        if os.path.exists(os.path.join(split_dirs(config)[TRAIN], MANIFEST)):
-            raise ConfigError(f"--resume: {config.output_dir} holds a finished run; nothing to resume")
-        if os.path.exists(journal_path):
-            with open(journal_path, encoding="utf-8") as handle:
-                journal = json.load(handle)
-            if journal.get("fingerprint") != plan.fingerprint:
-                raise ConfigError(
-                    f"--resume: {config.output_dir} was started with other options, another vocabulary or "
-                    "other documents; resume with the same ones, or use --overwrite to start again"
-                )
-            work_dir = os.path.dirname(journal_path)
-            for name in os.listdir(work_dir):  # pieces of units the journal does not vouch for
-                if name != JOURNAL:
-                    os.remove(os.path.join(work_dir, name))
-    found = existing_outputs(config)
-    if found and journal is None:
-        if not (config.overwrite or config.resume):
-            raise ConfigError(
-                f"--output_dir {config.output_dir} already holds output ({os.path.basename(found[0])}"
-                f"{' and more' if len(found) > 1 else ''}); pass --overwrite to replace it or --resume to "
-                "continue an interrupted run"
-            )
-        remove_outputs(found)  # --overwrite, or --resume of a run that never finished a unit
-    for directory in split_dirs(config).values():
-        os.makedirs(directory, exist_ok=True)
-    os.makedirs(os.path.join(config.output_dir, WORK_DIR), exist_ok=True)
-    return journal
-
-
-# ---------------------------------------------------------------------------- executors
-
-class InlineExecutor(cf.Executor):
-    """Runs each task at submission, in this process: one worker without inter-process cost."""
-
-    def submit(self, fn, /, *args, **kwargs):
-        future: cf.Future = cf.Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except Exception as error:  # handed to the caller through the future
-            future.set_exception(error)
-        return future
-
-
-def _worker_init(parent_pid: int):
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    # Ctrl-C goes to the whole process group: the parent alone decides what happens.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # forked after the parent's handler: stop quietly
-    _die_with_parent(parent_pid)
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """A parent killed with SIGKILL cannot stop its workers; on Linux the kernel can (no orphans)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent_pid:  # the parent died before the request took effect
-        os._exit(1)
-
-
-def default_executor(workers: int) -> cf.Executor:
-    if workers == 1:
-        return InlineExecutor()
-    # fork: workers start at once and inherit what the parent imported (never TensorFlow).
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    return cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method), initializer=_worker_init,
-                                  initargs=(os.getpid(),))
-
-
-def stop_executor(executor: cf.Executor) -> None:
-    """Cancel what has not started and stop the workers now: no orphans, no waiting."""
-    processes = []
-    if isinstance(executor, cf.ProcessPoolExecutor):
-        processes = list((executor._processes or {}).values())
-    executor.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        if process.is_alive():
-            process.terminate()
-    for process in processes:
-        process.join(timeout=5)
-        if process.is_alive():
-            process.kill()
-
-
-# ---------------------------------------------------------------------------- shard assembly
-
-def copy_range(source, offset: int, length: int, target, name: str) -> None:
-    """Append ``length`` bytes of ``source`` from ``offset`` to ``target``; in the kernel where
-    the system allows (no trip through Python for hundreds of MB)."""
-    target.flush()
-    copied = 0
-    if hasattr(os, "copy_file_range"):
-        try:
-            while copied < length:
-                step = os.copy_file_range(source.fileno(), target.fileno(), length - copied, offset + copied)
-                if step == 0:
-                    break
-                copied += step
-            target.seek(0, os.SEEK_END)  # the kernel moved the file offset; keep Python's in step
-        except OSError as error:
-            if error.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-                raise
-    source.seek(offset + copied)
-    while copied < length:
-        block = source.read(min(length - copied, 1 << 22))
-        if not block:
-            raise GenerationError(f"{name}: piece file is shorter than recorded")
-        target.write(block)
-        copied += len(block)
-
-ZLIB_HEADER = b"\x78\x9c"  # deflate, 32 KB window, default level
-DEFLATE_FINAL_BLOCK = b"\x03\x00"  # an empty final block
-
-
-def adler32_combine(first: int, second: int, second_length: int) -> int:
-    """Adler-32 of A + B from those of A and B (zlib's adler32_combine)."""
-    base = 65521
-    remainder = second_length % base
-    sum1 = first & 0xFFFF
-    sum2 = (remainder * sum1) % base
-    sum1 += (second & 0xFFFF) + base - 1
-    sum2 += (first >> 16) + (second >> 16) + base - remainder
-    sum1 %= base
-    sum2 %= base
-    return sum1 | (sum2 << 16)
-
-
-class ShardAssembler:
-    """Appends piece segments to ``*.tmp`` shards in unit order; renames shards when all are in.
-
-    With ``--compression zlib`` a shard is one zlib stream: a header, the segments' raw deflate
-    data, then a final block and the Adler-32 of everything (combined from the segments')."""
-
-    def __init__(self, config: GeneratorConfig, sizes: Optional[Dict[str, int]] = None,
-                 checksums: Optional[Dict[str, list]] = None):
-        self.config = config
-        self.dirs = split_dirs(config)
-        self.zlib = config.compression == "zlib"
-        self.checksums: Dict[str, list] = dict(checksums or {})  # key -> [adler32, raw length]
-        self.handles = {}
-        for split, directory in self.dirs.items():
-            for shard in range(config.num_output_files):
-                path = shard_path(directory, config, shard) + ".tmp"
-                key = f"{split}/{shard}"
-                if sizes is None:
-                    handle = open(path, "wb")
-                    if self.zlib:
-                        handle.write(ZLIB_HEADER)
-                    self.checksums[key] = [1, 0]
-                else:  # resume: drop whatever came after the last unit the journal vouches for
-                    if not os.path.exists(path) or os.path.getsize(path) < sizes[key]:
-                        raise GenerationError(f"--resume: {path} is missing or shorter than the journal says; "
-                                              "use --overwrite to start again")
-                    handle = open(path, "r+b")
-                    handle.truncate(sizes[key])
-                    handle.seek(sizes[key])
-                self.handles[key] = handle
-
-    def append(self, segments: List[Segment]) -> None:
-        """One unit's segments, in (split, shard) order; their piece files are removed after."""
-        pieces = {}
-        try:
-            for segment in sorted(segments, key=lambda s: (s.split != TRAIN, s.shard)):
-                piece = pieces.get(segment.path) or pieces.setdefault(segment.path, open(segment.path, "rb"))
-                key = f"{segment.split}/{segment.shard}"
-                copy_range(piece, segment.offset, segment.length, self.handles[key], segment.path)
-                adler, length = self.checksums[key]
-                self.checksums[key] = [adler32_combine(adler, segment.adler32, segment.raw_length),
-                                       length + segment.raw_length]
-        finally:
-            for piece in pieces.values():
-                piece.close()
-        for path in pieces:
-            os.remove(path)
-        for handle in self.handles.values():
-            handle.flush()  # the journal written next must never vouch for bytes still in a buffer
-
-    def sizes(self) -> Dict[str, int]:
-        return {key: handle.tell() for key, handle in self.handles.items()}
-
-    def finish(self) -> None:
-        for key, handle in self.handles.items():
-            if self.zlib:
-                handle.write(DEFLATE_FINAL_BLOCK + self.checksums[key][0].to_bytes(4, "big"))
-            handle.flush()
-            os.fsync(handle.fileno())
-            handle.close()
-            split, shard = key.split("/")
-            final = shard_path(self.dirs[split], self.config, int(shard))
-            os.replace(final + ".tmp", final)
-
-    def close(self) -> None:
-        for handle in self.handles.values():
-            handle.close()
-
-    def remove(self) -> None:
-        self.close()
-        for key in self.handles:
-            split, shard = key.split("/")
-            try:
-                os.remove(shard_path(self.dirs[split], self.config, int(shard)) + ".tmp")
-            except FileNotFoundError:
-                pass
 
 
 # ---------------------------------------------------------------------------- totals
@@ -612,12 +223,7 @@ def generate(
     started = time.perf_counter()
     config.validate()
     plan = make_plan(config, skip_missing)
-    if os.path.exists(config.output_dir) and not os.path.isdir(config.output_dir):
-        raise ConfigError(f"--output_dir {config.output_dir} exists and is not a directory")
-    try:
-        os.makedirs(config.output_dir, exist_ok=True)
-    except OSError as error:
-        raise ConfigError(f"--output_dir {config.output_dir} cannot be created: {error.strerror}") from None
+    create_output_dir(config)
     lock = OutputLock(config.output_dir)
     lock.acquire()
     try:
@@ -627,9 +233,8 @@ def generate(
 
 
 def _run_locked(config, plan: Plan, executor, progress: bool, started: float, parallelism: int) -> RunSummary:
-    journal = prepare_output_dir(config, plan)
-    # Absolute: workers, here or on a cluster, may run in another directory.
-    work_dir = os.path.abspath(os.path.join(config.output_dir, WORK_DIR))
+    journal = prepare_output_dir(config, plan.fingerprint)
+    work_dir = work_dir_of(config)
     totals = RunTotals.from_json(journal["totals"]) if journal else RunTotals()
     if not journal:
         for entry, reason in plan.missing:
@@ -666,10 +271,7 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
                     if skip.reason == BINARY and warned_binary < 20:
                         warn(f"{skip.label}: skipped: {skip.reason}")
                         warned_binary += 1
-                write_json_atomic(os.path.join(work_dir, JOURNAL), {
-                    "fingerprint": plan.fingerprint, "shard_sizes": assembler.sizes(),
-                    "shard_checksums": assembler.checksums, "totals": totals.to_json(),
-                }, sync=False)
+                write_journal(work_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
             bar.update(done_docs + scheduler.docs_done - bar.n)
             elapsed = max(time.perf_counter() - started, 1e-9)
             bar.set_postfix(instances=sum(totals.n_examples.values()),
@@ -682,9 +284,7 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
         bar.close()
         _stop_work(executor, own_executor, scheduler)
         assembler.close()
-        for name in os.listdir(work_dir):  # units not yet appended are redone by --resume
-            if name != JOURNAL:
-                os.remove(os.path.join(work_dir, name))
+        discard_unjournaled_work(work_dir)  # units not yet appended are redone by --resume
         raise
     except BaseException as error:
         bar.close()
@@ -730,50 +330,31 @@ def _raise_on_sigterm():
         return None
 
 
-def write_manifests(config, plan: Plan, totals: RunTotals) -> Dict[str, dict]:
+def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals) -> Dict[str, dict]:
+    """Write each split's manifest (last: it marks the split finished); returns them as JSON."""
     manifests = {}
-    skipped = sum(totals.skipped_by_reason.values())
+    skipped = SkippedDocuments(sum(totals.skipped_by_reason.values()), dict(totals.skipped_by_reason),
+                               list(totals.skipped_first))
     for split, directory in split_dirs(config).items():
         names = [os.path.basename(shard_path(directory, config, shard)) for shard in range(config.num_output_files)]
-        sizes = [os.path.getsize(os.path.join(directory, name)) for name in names]
-        manifest = {key: value for key, value in config.as_dict().items() if key not in ("overwrite", "resume")}
-        manifest.update(
-            {
-                "n_examples": totals.n_examples[split],
-                "n_docs": totals.n_docs[split],
-                "split": split,
-                "examples_per_file": {name: totals.records_per_shard.get(f"{split}/{i}", 0)
-                                      for i, name in enumerate(names)},
-                "bytes_per_file": dict(zip(names, sizes)),
-                "features": {
-                    spec.name: {"dtype": spec.dtype, "length": spec.length}
-                    for spec in config_feature_specs(config)
-                },
-                "n_docs_listed": plan.n_listed,
-                "n_sentences": totals.n_sentences,
-                "n_tokens": totals.n_tokens,
-                "n_units": len(plan.units),
-                "invalid_utf8_replaced": totals.invalid_utf8_replaced,
-                "documents_skipped": {
-                    "count": skipped,
-                    "by_reason": dict(sorted(totals.skipped_by_reason.items())),
-                    "first": totals.skipped_first,
-                },
-                "vocab_sha256": plan.vocab.sha256,
-                "vocab_size": plan.vocab.size,
-                "bert_data_version": __version__,
-            }
+        manifest = Manifest(
+            options=config.as_dict(),
+            n_examples=totals.n_examples[split],
+            n_docs=totals.n_docs[split],
+            split=split,
+            examples_per_file={name: totals.records_per_shard.get(f"{split}/{i}", 0) for i, name in enumerate(names)},
+            bytes_per_file={name: os.path.getsize(os.path.join(directory, name)) for name in names},
+            features=config.feature_specs(),
+            n_docs_listed=plan.n_listed,
+            n_sentences=totals.n_sentences,
+            n_tokens=totals.n_tokens,
+            n_units=len(plan.units),
+            invalid_utf8_replaced=totals.invalid_utf8_replaced,
+            documents_skipped=skipped,
+            vocab_sha256=plan.vocab.sha256,
+            vocab_size=plan.vocab.size,
+            bert_data_version=__version__,
         )
-        write_json_atomic(os.path.join(directory, MANIFEST), manifest)
-        manifests[split] = manifest
+        manifest.write(directory)
+        manifests[split] = manifest.to_json()
     return manifests
-
-
-def write_json_atomic(path: str, data: dict, sync: bool = True) -> None:
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2)
-        handle.write("\n")
-        handle.flush()
-        if sync:
-            os.fsync(handle.fileno())
-    os.replace(path + ".tmp", path)

@@ -22,7 +22,6 @@ import os
 import random
 import threading
 import uuid
-import zlib
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -33,7 +32,8 @@ from . import documents as docs_mod
 from ..config import GeneratorConfig
 from .documents import TRAIN, VAL, Skip, Source, Unit
 from ..format.example_codec import encode_examples
-from ..format.layout import V2_NAMES, feature_specs
+from .assembly import Segment, SegmentCompressor
+from ..format.layout import canonical_name
 from .instances import PairArrays, TokenPool, create_pairs, create_windows, gather_instances
 from ..masking import MaskingSpec, mask_tokens
 from ..format.tfrecord import frame_records
@@ -352,22 +352,6 @@ def pair_unit(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorCon
 
 # ---------------------------------------------------------------------------- encode_shards
 
-@dataclass
-class Segment:
-    """Where one output shard's records from one unit lie in a piece file."""
-
-    split: str
-    shard: int
-    path: str
-    offset: int
-    length: int
-    n_records: int
-    # With --compression zlib: the segment is raw deflate data; the assembler needs the checksum
-    # and length of what it holds to close the shard's single zlib stream.
-    adler32: int = 1
-    raw_length: int = 0
-
-
 def shard_rows(n_records: int, unit_index: int, shard: int, n_shards: int) -> np.ndarray:
     """Record j of a unit goes to shard (unit + j) mod N: balanced shards, and the rotation
     spreads each unit's remainder over different shards."""
@@ -400,7 +384,8 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
     """Mask, encode and frame one split's records for some output shards, into one piece file."""
     context = _WorkerContext.get(config)
     vocab = context.vocab
-    specs = config_feature_specs(config)
+    specs = config.feature_specs()
+    masking = None if config.disable_masking else MaskingSpec.from_config(config, vocab)
     path = os.path.join(work_dir, f"unit-{task.unit_index:07d}-{task.split}-{task.shards[0]:05d}.piece")
     tokens = load_array(task.tokens_path)
     segments = []
@@ -415,8 +400,10 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
                 rows = slice(start, min(start + CHUNK_ROWS, first_row + size))
                 instances = gather_instances(tokens, task.pairs.take(rows), config.max_seq_length,
                                              vocab.cls_id, vocab.sep_id, single_segment=config.mlm_only)
-                columns = record_columns(instances, config, context, masking_rng)
-                piece_file.write(compressor.compress(frame_records(encode_examples(columns, specs))))
+                columns = record_columns(instances, config, vocab, masking, masking_rng)
+                # The layout names the features (v2 names or not); the columns are its canonical ones.
+                records = encode_examples({spec.name: columns[canonical_name(spec.name)] for spec in specs}, specs)
+                piece_file.write(compressor.compress(frame_records(records)))
             piece_file.write(compressor.flush())
             first_row += size
             if size:
@@ -426,60 +413,18 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
     return segments
 
 
-class SegmentCompressor:
-    """Compresses one shard segment so that segments appended in unit order form a valid file.
-
-    gzip: each segment is a gzip member (fixed header, no timestamp: same bytes every run), and
-    concatenated members are one gzip file.  zlib: each segment is raw deflate data ending on a
-    byte boundary (a sync flush, never a final block); the assembler writes the zlib header
-    before the first and the final block and combined Adler-32 after the last.
-    """
-
-    def __init__(self, compression: Optional[str]):
-        self.compression = compression
-        self.adler32, self.raw_length = 1, 0
-        if compression == "gzip":
-            self._engine = zlib.compressobj(6, zlib.DEFLATED, 31)
-            self._header_pending = True
-        elif compression == "zlib":
-            self._engine = zlib.compressobj(6, zlib.DEFLATED, -15)
-        else:
-            self._engine = None
-
-    def compress(self, data: bytes) -> bytes:
-        if self._engine is None:
-            return data
-        self.adler32 = zlib.adler32(data, self.adler32)
-        self.raw_length += len(data)
-        return self._engine.compress(data)
-
-    def flush(self) -> bytes:
-        if self._engine is None or not self.raw_length:
-            return b""
-        if self.compression == "gzip":  # (zlib's gzip header has no name and mtime 0)
-            return self._engine.flush(zlib.Z_FINISH)
-        return self._engine.flush(zlib.Z_SYNC_FLUSH)
-
-
-def config_feature_specs(config: GeneratorConfig):
-    """The record layout a configuration writes."""
-    return feature_specs(config.max_seq_length, config.max_predictions_per_seq, mlm_only=config.mlm_only,
-                         masked=not config.disable_masking, v2_feature_names=config.v2_feature_names)
-
-
-def record_columns(instances, config: GeneratorConfig, context: _WorkerContext, rng: np.random.Generator) -> dict:
-    """The feature columns of a batch of instances, masked unless masking is left to the loader."""
+def record_columns(instances, config: GeneratorConfig, vocab, masking: Optional[MaskingSpec],
+                   rng: np.random.Generator) -> dict:
+    """The feature columns of a batch of instances, by canonical feature name, masked as
+    ``masking`` says (None: left to the loader)."""
     columns = {"input_ids": instances.input_ids, "input_mask": instances.input_mask}
     if not config.mlm_only:
         columns["segment_ids"] = instances.segment_ids
         columns["next_sentence_labels"] = instances.is_random_next.astype(np.int32).reshape(-1, 1)
-    if not config.disable_masking:
-        masked = mask_tokens(instances.input_ids, instances.lengths, MaskingSpec.from_config(config, context.vocab),
-                             context.vocab, rng)
+    if masking is not None:
+        masked = mask_tokens(instances.input_ids, instances.lengths, masking, vocab, rng)
         columns.update(input_ids=masked.input_ids, masked_lm_positions=masked.masked_lm_positions,
                        masked_lm_ids=masked.masked_lm_ids, masked_lm_weights=masked.masked_lm_weights)
-    if config.v2_feature_names:
-        columns = {V2_NAMES.get(name, name): column for name, column in columns.items()}
     return columns
 
 

@@ -1,0 +1,195 @@
+"""Shards from piece files: the compression scheme that lets segments be written apart and
+joined in unit order, and the assembler that joins them.
+
+An encode task writes, for each output shard it serves, one *segment* of a piece file (see
+``tasks.encode_shards``); the runner hands each unit's segments to :class:`ShardAssembler`, unit
+after unit, which appends them to the ``*.tfrecords.tmp`` shards and renames the shards when
+all units are in.  Compressed shards stay valid files however many segments they are made of:
+
+* gzip: each segment is a gzip member, and concatenated members are one gzip file;
+* zlib: each segment is raw deflate data ending on a byte boundary; the assembler writes the
+  zlib header before the first segment, then the final block and the Adler-32 of everything,
+  combined from the segments' own checksums, after the last.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import zlib
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+from ..config import GeneratorConfig
+from .documents import TRAIN
+from .output import GenerationError, shard_path, split_dirs
+
+
+@dataclass
+class Segment:
+    """Where one output shard's records from one unit lie in a piece file."""
+
+    split: str
+    shard: int
+    path: str
+    offset: int
+    length: int
+    n_records: int
+    # With --compression zlib: the segment is raw deflate data; the assembler needs the checksum
+    # and length of what it holds to close the shard's single zlib stream.
+    adler32: int = 1
+    raw_length: int = 0
+
+
+class SegmentCompressor:
+    """Compresses one shard segment so that segments appended in unit order form a valid file.
+
+    gzip: each segment is a gzip member (fixed header, no timestamp: same bytes every run), and
+    concatenated members are one gzip file.  zlib: each segment is raw deflate data ending on a
+    byte boundary (a sync flush, never a final block); the assembler writes the zlib header
+    before the first and the final block and combined Adler-32 after the last.
+    """
+
+    def __init__(self, compression: Optional[str]):
+        self.compression = compression
+        self.adler32, self.raw_length = 1, 0
+        if compression == "gzip":
+            self._engine = zlib.compressobj(6, zlib.DEFLATED, 31)
+        elif compression == "zlib":
+            self._engine = zlib.compressobj(6, zlib.DEFLATED, -15)
+        else:
+            self._engine = None
+
+    def compress(self, data: bytes) -> bytes:
+        if self._engine is None:
+            return data
+        self.adler32 = zlib.adler32(data, self.adler32)
+        self.raw_length += len(data)
+        return self._engine.compress(data)
+
+    def flush(self) -> bytes:
+        if self._engine is None or not self.raw_length:
+            return b""
+        if self.compression == "gzip":  # (zlib's gzip header has no name and mtime 0)
+            return self._engine.flush(zlib.Z_FINISH)
+        return self._engine.flush(zlib.Z_SYNC_FLUSH)
+
+
+def copy_range(source, offset: int, length: int, target, name: str) -> None:
+    """Append ``length`` bytes of ``source`` from ``offset`` to ``target``; in the kernel where
+    the system allows (no trip through Python for hundreds of MB)."""
+    target.flush()
+    copied = 0
+    if hasattr(os, "copy_file_range"):
+        try:
+            while copied < length:
+                step = os.copy_file_range(source.fileno(), target.fileno(), length - copied, offset + copied)
+                if step == 0:
+                    break
+                copied += step
+            target.seek(0, os.SEEK_END)  # the kernel moved the file offset; keep Python's in step
+        except OSError as error:
+            if error.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+    source.seek(offset + copied)
+    while copied < length:
+        block = source.read(min(length - copied, 1 << 22))
+        if not block:
+            raise GenerationError(f"{name}: piece file is shorter than recorded")
+        target.write(block)
+        copied += len(block)
+
+
+ZLIB_HEADER = b"\x78\x9c"  # deflate, 32 KB window, default level
+DEFLATE_FINAL_BLOCK = b"\x03\x00"  # an empty final block
+
+
+def adler32_combine(first: int, second: int, second_length: int) -> int:
+    """Adler-32 of A + B from those of A and B (zlib's adler32_combine)."""
+    base = 65521
+    remainder = second_length % base
+    sum1 = first & 0xFFFF
+    sum2 = (remainder * sum1) % base
+    sum1 += (second & 0xFFFF) + base - 1
+    sum2 += (first >> 16) + (second >> 16) + base - remainder
+    sum1 %= base
+    sum2 %= base
+    return sum1 | (sum2 << 16)
+
+
+class ShardAssembler:
+    """Appends piece segments to ``*.tmp`` shards in unit order; renames shards when all are in.
+
+    With ``--compression zlib`` a shard is one zlib stream: a header, the segments' raw deflate
+    data, then a final block and the Adler-32 of everything (combined from the segments')."""
+
+    def __init__(self, config: GeneratorConfig, sizes: Optional[Dict[str, int]] = None,
+                 checksums: Optional[Dict[str, list]] = None):
+        self.config = config
+        self.dirs = split_dirs(config)
+        self.zlib = config.compression == "zlib"
+        self.checksums: Dict[str, list] = dict(checksums or {})  # key -> [adler32, raw length]
+        self.handles = {}
+        for split, directory in self.dirs.items():
+            for shard in range(config.num_output_files):
+                path = shard_path(directory, config, shard) + ".tmp"
+                key = f"{split}/{shard}"
+                if sizes is None:
+                    handle = open(path, "wb")
+                    if self.zlib:
+                        handle.write(ZLIB_HEADER)
+                    self.checksums[key] = [1, 0]
+                else:  # resume: drop whatever came after the last unit the journal vouches for
+                    if not os.path.exists(path) or os.path.getsize(path) < sizes[key]:
+                        raise GenerationError(f"--resume: {path} is missing or shorter than the journal says; "
+                                              "use --overwrite to start again")
+                    handle = open(path, "r+b")
+                    handle.truncate(sizes[key])
+                    handle.seek(sizes[key])
+                self.handles[key] = handle
+
+    def append(self, segments: List[Segment]) -> None:
+        """One unit's segments, in (split, shard) order; their piece files are removed after."""
+        pieces = {}
+        try:
+            for segment in sorted(segments, key=lambda s: (s.split != TRAIN, s.shard)):
+                piece = pieces.get(segment.path) or pieces.setdefault(segment.path, open(segment.path, "rb"))
+                key = f"{segment.split}/{segment.shard}"
+                copy_range(piece, segment.offset, segment.length, self.handles[key], segment.path)
+                adler, length = self.checksums[key]
+                self.checksums[key] = [adler32_combine(adler, segment.adler32, segment.raw_length),
+                                       length + segment.raw_length]
+        finally:
+            for piece in pieces.values():
+                piece.close()
+        for path in pieces:
+            os.remove(path)
+        for handle in self.handles.values():
+            handle.flush()  # the journal written next must never vouch for bytes still in a buffer
+
+    def sizes(self) -> Dict[str, int]:
+        return {key: handle.tell() for key, handle in self.handles.items()}
+
+    def finish(self) -> None:
+        for key, handle in self.handles.items():
+            if self.zlib:
+                handle.write(DEFLATE_FINAL_BLOCK + self.checksums[key][0].to_bytes(4, "big"))
+            handle.flush()
+            os.fsync(handle.fileno())
+            handle.close()
+            split, shard = key.split("/")
+            final = shard_path(self.dirs[split], self.config, int(shard))
+            os.replace(final + ".tmp", final)
+
+    def close(self) -> None:
+        for handle in self.handles.values():
+            handle.close()
+
+    def remove(self) -> None:
+        self.close()
+        for key in self.handles:
+            split, shard = key.split("/")
+            try:
+                os.remove(shard_path(self.dirs[split], self.config, int(shard)) + ".tmp")
+            except FileNotFoundError:
+                pass

@@ -1,0 +1,172 @@
+"""The bytes of input files: a file's codec (from its extension), its decompressed stream, and
+the byte range a document source names, read plain or decompressed.
+
+A compressed stream cannot be cut into byte ranges, so the ranges of a compressed file are
+offsets in its *decompressed* stream.  A reader decompresses from the start of the file and
+discards up to its range; each worker thread keeps its last streams open, so the ranges it
+reads of one file, which come in file order, continue the same stream instead of starting
+over.  The planner ends a file's last range at the end of the stream (-1), so reading it closes
+the stream.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import os
+import threading
+import zlib
+from collections import OrderedDict
+from typing import TYPE_CHECKING, BinaryIO, Sequence, Tuple
+
+if TYPE_CHECKING:
+    from .documents import MetadataEntry, Source
+
+
+class InputError(ValueError):
+    """Bad input found while planning; the message is one line naming the file."""
+
+
+# Chosen by the document file's extension (never for metadata files).
+CODECS = {".gz": "gz", ".bz2": "bz2", ".xz": "xz", ".zst": "zst", ".zstd": "zst"}
+CODEC_NAMES = {"gz": "gzip", "bz2": "bzip2", "xz": "xz", "zst": "zstd"}
+READ_CHUNK = 1 << 22  # decompressed bytes a read: large reads keep decompression at C speed
+
+
+def compression_of(path: str) -> str:
+    """The codec of a document file from its extension: "" for plain text."""
+    return CODECS.get(os.path.splitext(path)[1].lower(), "")
+
+
+def _zstandard():
+    try:
+        import zstandard
+    except ImportError:
+        return None
+    return zstandard
+
+
+def open_decompressed(path: str, codec: str) -> BinaryIO:
+    """A binary stream of the decompressed bytes (multi-member/-stream/-frame files read whole)."""
+    if codec == "gz":
+        return gzip.GzipFile(path, "rb")
+    if codec == "bz2":
+        return bz2.BZ2File(path, "rb")
+    if codec == "xz":
+        return lzma.LZMAFile(path, "rb")
+    if codec == "zst":
+        zstandard = _zstandard()
+        if zstandard is None:
+            raise InputError(f"{path}: zstd-compressed input needs the zstandard package: pip install zstandard")
+        return zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), read_size=1 << 20,
+                                                          read_across_frames=True, closefd=True)
+    raise ValueError(f"unknown codec {codec!r}")
+
+
+def codec_errors() -> tuple:
+    """What a corrupt or truncated compressed file raises while being read."""
+    errors = [OSError, EOFError, zlib.error, lzma.LZMAError]
+    zstandard = _zstandard()
+    if zstandard is not None:
+        errors.append(zstandard.ZstdError)
+    return tuple(errors)
+
+
+def one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def check_codecs(entries: Sequence["MetadataEntry"]) -> None:
+    """Fail at once, naming the file, when a .zst file is listed and zstandard is missing."""
+    if _zstandard() is not None:
+        return
+    for entry in entries:
+        if compression_of(entry.path) == "zst":
+            raise InputError(f"{entry.metadata_file}:{entry.line_number}: {entry.path} is zstd-compressed and the "
+                             f"zstandard package is missing: pip install zstandard")
+
+
+def read_exactly(stream: BinaryIO, size: int) -> bytes:
+    """``size`` bytes (fewer at the end of the stream), in large reads."""
+    parts = []
+    while size > 0:
+        chunk = stream.read(min(size, READ_CHUNK))
+        if not chunk:
+            break
+        parts.append(chunk)
+        size -= len(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def read_to_end(stream: BinaryIO) -> bytes:
+    parts = []
+    while True:
+        chunk = stream.read(READ_CHUNK)
+        if not chunk:
+            break
+        parts.append(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def skip_bytes(stream: BinaryIO, size: int) -> None:
+    """Decompress and discard ``size`` bytes, one chunk in memory at a time."""
+    while size > 0:
+        chunk = stream.read(min(size, READ_CHUNK))
+        if not chunk:
+            break
+        size -= len(chunk)
+
+
+class _OpenStreams(threading.local):
+    """Per thread (and per process: a forked child drops what it inherited), the last few
+    decompressed streams and where they stand, so consecutive ranges of a file are read
+    without decompressing the file again from its start."""
+
+    MAX_OPEN = 2
+
+    def __init__(self):
+        self.pid = os.getpid()
+        self.streams: "OrderedDict[Tuple[str, str], list]" = OrderedDict()
+
+    def read(self, source: Source) -> bytes:
+        if self.pid != os.getpid():  # inherited through fork: the parent's file offsets
+            self.pid, self.streams = os.getpid(), OrderedDict()
+        key = (source.path, source.codec)
+        held = self.streams.pop(key, None)
+        if held is not None and held[1] > source.start:
+            held[0].close()
+            held = None
+        stream, position = held if held is not None else (open_decompressed(source.path, source.codec), 0)
+        try:
+            skip_bytes(stream, source.start - position)
+            if source.end < 0:
+                data = read_to_end(stream)
+                stream.close()
+                return data
+            data = read_exactly(stream, source.end - source.start)
+        except BaseException:
+            stream.close()
+            raise
+        self.streams[key] = [stream, source.end]
+        while len(self.streams) > self.MAX_OPEN:
+            self.streams.popitem(last=False)[1][0].close()
+        return data
+
+
+_open_streams = _OpenStreams()
+
+
+def read_range(source: Source) -> bytes:
+    """The bytes of a source's range (decompressed, for a compressed file)."""
+    if source.codec:
+        try:
+            return _open_streams.read(source)
+        except InputError:
+            raise
+        except codec_errors() as error:
+            codec = CODEC_NAMES[source.codec]
+            raise InputError(f"{source.path}: cannot read {codec} file: {one_line(error)}") from None
+    with open(source.path, "rb") as handle:
+        handle.seek(source.start)
+        return handle.read() if source.end < 0 else handle.read(source.end - source.start)

@@ -1,0 +1,184 @@
+"""The output directory of a run: where shards go, what counts as earlier output, the lock that
+keeps a second run out, and the journal that makes ``--resume`` possible.
+
+Layout: ``OUTPUT_DIR/NAME-1.tfrecords`` .. ``NAME-N.tfrecords`` and the manifest (with a
+validation split, ``OUTPUT_DIR/train/`` and ``OUTPUT_DIR/val/``, each laid out like that), plus,
+while a run is under way, the work directory ``.bert_data_work`` (token files, piece files and
+the journal) and the lock file ``.bert_data.lock``.
+
+The journal, rewritten after each unit is appended to the shards, records the shards' sizes
+and zlib checksums and the run's totals, under the fingerprint of the run: a resumed run
+truncates the shards to those sizes and goes on from the next unit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Dict, List, Optional
+
+from ..config import ConfigError, GeneratorConfig
+from ..format.manifest import Manifest, write_json_atomic
+from .documents import TRAIN, VAL
+
+WORK_DIR = ".bert_data_work"
+JOURNAL = "journal.json"
+LOCK = ".bert_data.lock"
+
+
+class GenerationError(RuntimeError):
+    """The run cannot go on; the message is one line for the user."""
+
+
+def split_dirs(config: GeneratorConfig) -> Dict[str, str]:
+    if config.has_validation:
+        return {TRAIN: os.path.join(config.output_dir, TRAIN), VAL: os.path.join(config.output_dir, VAL)}
+    return {TRAIN: config.output_dir}
+
+
+def shard_path(directory: str, config: GeneratorConfig, shard: int) -> str:
+    return os.path.join(directory, f"{config.name}-{shard + 1}.tfrecords")
+
+
+def work_dir_of(config: GeneratorConfig) -> str:
+    # Absolute: workers, here or on a cluster, may run in another directory.
+    return os.path.abspath(os.path.join(config.output_dir, WORK_DIR))
+
+
+def existing_outputs(config: GeneratorConfig) -> List[str]:
+    """Files and directories of an earlier run in the output directory (only ones this tool writes)."""
+    found = []
+    for directory in (config.output_dir, os.path.join(config.output_dir, TRAIN), os.path.join(config.output_dir, VAL)):
+        if not os.path.isdir(directory):
+            continue
+        for name in sorted(os.listdir(directory)):
+            if Manifest.is_manifest_file(name) or name.endswith(".tfrecords") or name.endswith(".tfrecords.tmp"):
+                found.append(os.path.join(directory, name))
+    work = os.path.join(config.output_dir, WORK_DIR)
+    if os.path.isdir(work):
+        found.append(work)
+    return found
+
+
+def remove_outputs(paths: List[str]) -> None:
+    for path in paths:  # only files this tool writes: never a user's other files
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass
+
+
+class OutputLock:
+    """An exclusive lock on the output directory for the length of a run (released by the OS
+    if the process dies, so a killed run never blocks the next one)."""
+
+    def __init__(self, output_dir: str):
+        self.path = os.path.join(output_dir, LOCK)
+        self.handle = None
+
+    def acquire(self) -> None:
+        import fcntl
+
+        try:
+            self.handle = open(self.path, "a+")
+        except OSError as error:
+            raise ConfigError(f"--output_dir {os.path.dirname(self.path) or '.'} is not writable: "
+                              f"{error.strerror}") from None
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.handle.seek(0)
+            holder = self.handle.read().strip() or "another process"
+            self.handle.close()
+            self.handle = None
+            raise ConfigError(
+                f"--output_dir {os.path.dirname(self.path) or '.'} is in use by another run ({holder}); "
+                "wait for it to finish or choose another directory"
+            ) from None
+        self.handle.seek(0)
+        self.handle.truncate()
+        self.handle.write(f"pid {os.getpid()} on {os.uname().nodename}\n")
+        self.handle.flush()
+
+    def release(self) -> None:
+        if self.handle is not None:
+            try:
+                os.remove(self.path)
+            except FileNotFoundError:
+                pass
+            self.handle.close()
+            self.handle = None
+
+
+def create_output_dir(config: GeneratorConfig) -> None:
+    if os.path.exists(config.output_dir) and not os.path.isdir(config.output_dir):
+        raise ConfigError(f"--output_dir {config.output_dir} exists and is not a directory")
+    try:
+        os.makedirs(config.output_dir, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(f"--output_dir {config.output_dir} cannot be created: {error.strerror}") from None
+
+
+def prepare_output_dir(config: GeneratorConfig, fingerprint: str) -> Optional[dict]:
+    """Make the (locked) output directory ready; returns the journal when resuming."""
+    if not os.access(config.output_dir, os.W_OK):
+        raise ConfigError(f"--output_dir {config.output_dir} is not writable")
+
+    work_dir = work_dir_of(config)
+    journal = None
+    if config.resume:
+        if Manifest.exists_in(split_dirs(config)[TRAIN]):
+            raise ConfigError(f"--resume: {config.output_dir} holds a finished run; nothing to resume")
+        journal = read_journal(work_dir)
+        if journal is not None:
+            if journal.get("fingerprint") != fingerprint:
+                raise ConfigError(
+                    f"--resume: {config.output_dir} was started with other options, another vocabulary or "
+                    "other documents; resume with the same ones, or use --overwrite to start again"
+                )
+            discard_unjournaled_work(work_dir)
+    found = existing_outputs(config)
+    if found and journal is None:
+        if not (config.overwrite or config.resume):
+            raise ConfigError(
+                f"--output_dir {config.output_dir} already holds output ({os.path.basename(found[0])}"
+                f"{' and more' if len(found) > 1 else ''}); pass --overwrite to replace it or --resume to "
+                "continue an interrupted run"
+            )
+        remove_outputs(found)  # --overwrite, or --resume of a run that never finished a unit
+    for directory in split_dirs(config).values():
+        os.makedirs(directory, exist_ok=True)
+    os.makedirs(work_dir, exist_ok=True)
+    return journal
+
+
+# ---------------------------------------------------------------------------- journal
+
+def read_journal(work_dir: str) -> Optional[dict]:
+    """``{"fingerprint", "shard_sizes", "shard_checksums", "totals"}``, or None if no unit was
+    journaled.  ``shard_checksums`` is missing from journals of earlier versions."""
+    path = os.path.join(work_dir, JOURNAL)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def write_journal(work_dir: str, fingerprint: str, shard_sizes: Dict[str, int], shard_checksums: Dict[str, list],
+                  totals: dict) -> None:
+    # Not synced, like the shards before they are complete: it guards against a stopped process
+    # (whose writes the page cache keeps), and an fsync per unit would stall the parent.
+    write_json_atomic(os.path.join(work_dir, JOURNAL), {
+        "fingerprint": fingerprint, "shard_sizes": shard_sizes, "shard_checksums": shard_checksums, "totals": totals,
+    }, sync=False)
+
+
+def discard_unjournaled_work(work_dir: str) -> None:
+    """Remove the work files of units the journal does not vouch for: a resumed run redoes them."""
+    for name in os.listdir(work_dir):
+        if name != JOURNAL:
+            os.remove(os.path.join(work_dir, name))
