@@ -296,8 +296,8 @@ def _fast_scan(data: bytes) -> Optional[dict]:
     anything else (other layouts, bytes lists, long varints, names not yet seen, malformed data),
     which protobuf then reads (:func:`bert_data.format.example_proto.parse_example`).
     """
-    # Varints unrolled by hand (lengths here take at most two bytes): this loop is the per-record
-    # cost of every reader and of verify.
+    # Deliberately repetitive: each length varint (at most two bytes here) is decoded inline, not by a
+    # helper, because this loop is the per-record cost of every reader and of verify.
     out = {}
     try:
         end = len(data)
