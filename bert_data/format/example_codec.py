@@ -164,30 +164,20 @@ def _prepare_columns(columns: Mapping[str, np.ndarray], specs: Sequence[FeatureS
         if col.ndim == 1 and spec.length == 1:
             col = col.reshape(-1, 1)
         if col.ndim != 2 or col.shape[1] != spec.length:
-            raise ValueError(
-                f"feature {spec.name!r}: expected shape (n, {spec.length}), got {col.shape}"
-            )
+            raise ValueError(f"feature {spec.name!r}: expected shape (n, {spec.length}), got {col.shape}")
         if n is None:
             n = col.shape[0]
         elif col.shape[0] != n:
-            raise ValueError(
-                f"feature {spec.name!r}: {col.shape[0]} rows, but earlier features have {n}"
-            )
+            raise ValueError(f"feature {spec.name!r}: {col.shape[0]} rows, but earlier features have {n}")
         if spec.dtype == INT64:
             if col.dtype.kind not in "iub":
-                raise ValueError(
-                    f"feature {spec.name!r} is int64 but the column has dtype {col.dtype}"
-                )
+                raise ValueError(f"feature {spec.name!r} is int64 but the column has dtype {col.dtype}")
             if col.dtype.kind == "i" and col.size and int(col.min()) < 0:
-                raise ValueError(
-                    f"feature {spec.name!r}: negative values are not supported (min {int(col.min())})"
-                )
+                raise ValueError(f"feature {spec.name!r}: negative values are not supported (min {int(col.min())})")
             col = col.astype(np.uint64, copy=False)
         elif spec.dtype == FLOAT32:
             if col.dtype.kind not in "fiub":
-                raise ValueError(
-                    f"feature {spec.name!r} is float32 but the column has dtype {col.dtype}"
-                )
+                raise ValueError(f"feature {spec.name!r} is float32 but the column has dtype {col.dtype}")
             col = np.ascontiguousarray(col, dtype="<f4")
         else:
             raise ValueError(f"feature {spec.name!r}: unknown dtype {spec.dtype!r}")
