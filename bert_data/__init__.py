@@ -7,9 +7,9 @@ __version__ = "0.1.0"
 
 # TorchDataset is not in __all__: `from bert_data import *` must work without torch.
 __all__ = ["GeneratorConfig", "generate", "load_dataset", "read_examples", "read_batches", "dynamic_masking",
-           "__version__"]
+           "WordPieceTokenizer", "__version__"]
 
-# Readers and loaders (bert_data.load.loaders): TensorFlow / torch are imported only when used.
+# Readers and loaders (bert_data.load): TensorFlow / torch are imported only when used.
 _LOADER_NAMES = ("load_dataset", "read_examples", "read_batches", "TorchDataset", "dynamic_masking")
 
 
@@ -23,8 +23,12 @@ def __getattr__(name):
         from .generator.runner import generate
 
         return generate
-    if name in _LOADER_NAMES:
-        from .load import loaders
+    if name == "WordPieceTokenizer":
+        from .tokenization import WordPieceTokenizer
 
-        return getattr(loaders, name)
+        return WordPieceTokenizer
+    if name in _LOADER_NAMES:
+        from . import load
+
+        return getattr(load, name)
     raise AttributeError(f"module 'bert_data' has no attribute {name!r}")

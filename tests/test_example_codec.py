@@ -8,6 +8,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import pytest
 import tensorflow as tf
+from google.protobuf.message import DecodeError
 
 from bert_data.format import example_codec
 from bert_data.format.example_codec import decode_example, decode_examples, encode_examples
@@ -345,24 +346,63 @@ def test_decode_malformed_bytes():
     for cut in range(1, len(rec)):
         with pytest.raises(ValueError, match="malformed Example"):
             decode_example(rec[:cut])
-    cases = {
-        b"\x0a": "truncated varint",
-        b"\x0a\xff\xff": "truncated varint",
-        b"\x0a\x05\x0a\x02": "runs past the end",
-        b"\x08\x01": "wire type 0",  # Example.features as a varint
-        _example([("a", b"\x1a\x02\x0a\x81")]): "truncated varint",  # packed varint cut short
-        _example([("a", b"\x1a\x03\x0d\x00\x00")]): "wire type 5",  # Int64List.value fixed32
-        _example([("a", b"\x12\x03\x0a\x01\x00")]): "not a multiple of 4",
-        _example([("a", b"\x0a\x02\x08\x01")]): "wire type 0",  # bytes value as varint
-        _example([("a", b"\x18\x01")]): "wire type 0",  # Feature.int64_list as varint
-        b"\x10" + b"\xff" * 10 + b"\x01": "longer than 10 bytes",  # unknown varint field
-        b"\x13\x00": "unsupported wire type 3",  # groups are not supported
-    }
-    for data, msg in cases.items():
-        with pytest.raises(ValueError, match=msg):
+    malformed = [
+        b"\x0a",  # truncated varint
+        b"\x0a\xff\xff",  # truncated varint
+        b"\x0a\x05\x0a\x02",  # a length that runs past the end
+        _example([("a", b"\x1a\x02\x0a\x81")]),  # packed varint cut short
+        _example([("a", b"\x1a\x03\x0d\x00\x00")]),  # Int64List.value as a truncated fixed32
+        _example([("a", b"\x12\x03\x0a\x01\x00")]),  # packed floats, not a multiple of 4 bytes
+        b"\x10" + b"\xff" * 10 + b"\x01",  # varint longer than 10 bytes
+        b"\x13\x00",  # a group that never ends
+        _example([("@", b"")]).replace(b"@", b"\xff"),  # a feature name that is not UTF-8
+    ]
+    for data in malformed:
+        with pytest.raises(ValueError, match=r"malformed Example \(protobuf: "):
             decode_example(data)
-    with pytest.raises(ValueError, match="longer than 10 bytes"):
+        with pytest.raises(DecodeError):
+            tf.train.Example.FromString(data)  # protobuf itself refuses them
+    with pytest.raises(ValueError, match=r"longer than 10 bytes"):  # the fast path's own check
         decode_example(_example([("a", _ld(3, _ld(1, b"\xff" * 10 + b"\x01")))]))
+    # A known field with another wire type is an unknown field to protobuf (and TensorFlow): skipped.
+    skipped = {
+        b"\x08\x01": {},  # Example.features as a varint
+        _example([("a", b"\x0a\x02\x08\x01")]): {"a": []},  # bytes value as a varint: an empty bytes_list
+        _example([("a", b"\x18\x01")]): {"a": []},  # Feature.int64_list as a varint: no list set
+    }
+    for data, expected in skipped.items():
+        assert decode_example(data) == expected
+        assert set(tf.train.Example.FromString(data).features.feature) == set(expected)
+
+
+def test_canonical_records_need_no_protobuf(monkeypatch):
+    """protobuf is optional: canonical records are read without it, others fail with one line."""
+    import sys
+
+    from bert_data.format import example_proto
+
+    specs = feature_specs(8, 2)
+    cols = _columns(8, 2, 3, big=True)
+    recs = encode_examples(cols, specs)
+    other = _example([("a", _ld(3, b"\x08\x05"))])  # a non-packed int64 list
+    expected = decode_example(other)
+    monkeypatch.setitem(sys.modules, "google.protobuf", None)  # as if protobuf were not installed
+    example_proto.example_class.cache_clear()
+    try:
+        decoded = decode_examples(recs, specs)
+        for s in specs:
+            np.testing.assert_array_equal(decoded[s.name], _expected(cols, specs)[s.name])
+        assert list(decode_example(recs[0])) == [s.name for s in specs]
+        for call in (lambda: decode_example(other), lambda: decode_examples([recs[0], other], specs)):
+            with pytest.raises(ImportError) as caught:
+                call()
+            message = str(caught.value)
+            assert "\n" not in message and "protobuf" in message and "bert_data[proto]" in message
+            assert "canonical records" in message and "without it" in message
+    finally:
+        monkeypatch.undo()
+        example_proto.example_class.cache_clear()
+    assert decode_example(other)["a"].tolist() == expected["a"].tolist() == [5]
 
 
 def test_decode_fuzz_only_raises_value_error():

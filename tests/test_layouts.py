@@ -24,9 +24,10 @@ import pytest
 
 from bert_data.cli.bert_data_cli import main
 from bert_data.format.example_codec import encode_examples
-from bert_data.format.layout import canonical_name, feature_specs, specs_from_manifest, tf_feature_description
-from bert_data.load.loaders import (DynamicMasking, dataset_info, dynamic_masking, load_dataset, read_batches,
-                               read_examples)
+from bert_data.format.dataset import dataset_info
+from bert_data.format.layout import canonical_name, feature_specs, tf_feature_description
+from bert_data.format.manifest import Manifest
+from bert_data.load import DynamicMasking, dynamic_masking, load_dataset, read_batches, read_examples
 from bert_data.masking import MaskingSpec, mask_tokens
 from bert_data.tools.stats import compute_stats
 from bert_data.format.tfrecord import CorruptRecordError, count_records, frame_records, iter_records
@@ -171,11 +172,10 @@ def tf_reference(directory):
     """TensorFlow's own reader and parser, with the manifest's spec and compression."""
     import tensorflow as tf
 
-    manifest = json.loads((directory / "data_params.json").read_text())
-    specs = specs_from_manifest(manifest)
-    description = tf_feature_description(MSL, MPP, specs=specs)
-    files = [str(directory / name) for name in manifest["examples_per_file"]]
-    d = tf.data.TFRecordDataset(files, compression_type=TF_TYPE[manifest["compression"]])
+    manifest = Manifest.read(directory)
+    description = tf_feature_description(MSL, MPP, specs=manifest.specs)
+    files = [str(directory / name) for name in manifest.examples_per_file]
+    d = tf.data.TFRecordDataset(files, compression_type=TF_TYPE[manifest.compression])
     raw = [r.numpy() for r in d]
     parsed = tf.io.parse_example(tf.constant(raw), description)
     return raw, {name: value.numpy() for name, value in parsed.items()}
@@ -195,7 +195,7 @@ ALL = [(layout, compression) for layout in LAYOUTS for compression in COMPRESSIO
 
 @pytest.mark.parametrize("layout,compression", ALL)
 def test_readers_agree_with_tensorflow(datasets, layout, compression):
-    from bert_data.load.loaders import TorchDataset
+    from bert_data.load.torch_data import TorchDataset
 
     directory, written = datasets[layout, compression]
     names = [spec.name for spec in layout_specs(layout)]
@@ -598,7 +598,7 @@ def test_load_time_masks_identical_in_tf_data_and_numpy(datasets, compression):
 
 
 def test_load_time_masks_in_readers_and_torch(datasets):
-    from bert_data.load.loaders import TorchDataset
+    from bert_data.load.torch_data import TorchDataset
 
     directory, written = datasets["unmasked", "zlib"]
     rows = list(read_examples(directory, mask={"seed": 3}))

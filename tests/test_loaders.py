@@ -13,7 +13,9 @@ import pytest
 
 import bert_data
 from bert_data.format.layout import FEATURE_NAMES, feature_specs
-from bert_data.load.loaders import dataset_info, read_batches, read_examples, resolve_shards
+from bert_data.format.dataset import dataset_info, infer_specs, layout_flags, resolve_shards, shard_groups
+from bert_data.format.manifest import Manifest
+from bert_data.load import read_batches, read_examples
 from bert_data.generator.runner import generate
 from bert_data.format.tfrecord import CorruptRecordError
 
@@ -99,6 +101,10 @@ def test_paths_patterns_and_layout(out, tmp_path):
     with pytest.raises(ValueError, match="matches no file"):
         resolve_shards(str(out / "nothing-*.tfrecords"))
     assert info.names == list(FEATURE_NAMES) and info.masked and not info.mlm_only
+    assert isinstance(info.manifest, Manifest) and info.manifest.n_examples == manifest(out)["n_examples"]
+    assert info.manifest_path == str(out / "data_params.json") and info.vocab_file() == manifest(out)["vocab_file"]
+    group, = shard_groups(out)
+    assert isinstance(group.manifest, Manifest) and group.files == files and group.unlisted == []
     assert all(info.compression(f) is None for f in files)
     # A lone file, without manifest: the layout comes from its first record.
     lone = tmp_path / "lone.tfrecords"
@@ -106,8 +112,9 @@ def test_paths_patterns_and_layout(out, tmp_path):
     info = dataset_info(lone)
     assert (info.max_seq_length, info.max_predictions_per_seq, info.layout_source) == (MSL, MPP, "first record")
     assert sum(1 for _ in read_examples(lone)) == manifest(out)["examples_per_file"]["examples-2.tfrecords"]
-    from bert_data.load.loaders import infer_layout, infer_specs
-    assert infer_layout(lone) == (MSL, MPP) and infer_specs(lone) == feature_specs(MSL, MPP)
+    flags = layout_flags(infer_specs(lone))
+    assert (flags["max_seq_length"], flags["max_predictions_per_seq"]) == (MSL, MPP)
+    assert infer_specs(lone) == feature_specs(MSL, MPP)
     # An output directory with a validation split names its splits.
     split = tmp_path / "split"
     (split / "train").mkdir(parents=True)
@@ -131,10 +138,40 @@ def test_numpy_reader_does_not_import_tensorflow(out):
     code = (
         "import sys, bert_data\n"
         f"n = sum(1 for _ in bert_data.read_examples({str(out)!r}))\n"
-        "print(n, 'tensorflow' in sys.modules, 'torch' in sys.modules)\n"
+        "print(n, 'tensorflow' in sys.modules, 'torch' in sys.modules, 'google.protobuf' in sys.modules)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.split() == [str(manifest(out)["n_examples"]), "False", "False"]
+    assert result.stdout.split() == [str(manifest(out)["n_examples"]), "False", "False", "False"]
+
+
+def test_stages_rebatch_shuffle_and_share():
+    from bert_data.load.stages import reader_share, rebatched, shuffled, unbatched
+
+    chunks = [{"x": np.arange(a, b), "y": np.arange(a, b) * 2} for a, b in ((0, 5), (5, 6), (6, 17))]
+    sizes = [len(b["x"]) for b in rebatched(iter(chunks), 4)]
+    assert sizes == [4, 4, 4, 4, 1] and [len(b["x"]) for b in rebatched(iter(chunks), 4, True)] == [4] * 4
+    assert np.concatenate([b["x"] for b in rebatched(iter(chunks), 3)]).tolist() == list(range(17))
+    assert [int(row["y"]) for row in unbatched(iter(chunks))] == [2 * i for i in range(17)]
+    mixed = list(shuffled(iter(chunks), 6, np.random.default_rng(0)))
+    got = np.concatenate([b["x"] for b in mixed])
+    assert sorted(got.tolist()) == list(range(17)) and got.tolist() != list(range(17))
+    assert all((b["y"] == 2 * b["x"]).all() for b in mixed)  # rows move whole
+    files = ["a", "b", "c"]
+    assert reader_share(files, 1, 2, "file") == (["b"], None)
+    shared, keep = reader_share(files, 1, 2, "record", order=[2, 0, 1])
+    assert shared == ["c", "a", "b"] and [i for i in range(6) if keep(i)] == [1, 3, 5]
+    assert reader_share(files, 0, 4)[0] == files  # auto: fewer shards than readers, by record
+    assert reader_share(files, 0, 1) == (files, None)
+
+
+def test_package_exports():
+    import bert_data.load as load
+    from bert_data.load.dynamic_masks import dynamic_masking
+    from bert_data.tokenization import WordPieceTokenizer
+
+    assert load.dynamic_masking is bert_data.dynamic_masking is dynamic_masking
+    assert load.read_batches is bert_data.read_batches and load.load_dataset is bert_data.load_dataset
+    assert bert_data.WordPieceTokenizer is WordPieceTokenizer and "WordPieceTokenizer" in bert_data.__all__
 
 
 # ------------------------------------------------------------------------------- tf.data
@@ -194,15 +231,16 @@ def test_load_dataset_options(out, reference):
 
 
 def test_torch_dataset_import_is_lazy():
-    code = "import sys, bert_data.load.loaders, bert_data\nprint('torch' in sys.modules)\n"
+    code = ("import sys, bert_data, bert_data.load, bert_data.load.torch_data, bert_data.load.arrays\n"
+            "print('torch' in sys.modules)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
 
 
 def test_torch_dataset_without_torch(out, monkeypatch):
-    from bert_data.load import loaders
+    from bert_data.load import torch_data
 
-    monkeypatch.setattr(loaders, "_TORCH_CLASS", None)
+    monkeypatch.setattr(torch_data, "_TORCH_CLASS", None)
     monkeypatch.setitem(sys.modules, "torch", None)  # as if torch were not installed
     with pytest.raises(ImportError, match="needs PyTorch"):
         bert_data.TorchDataset(out)
@@ -212,7 +250,7 @@ def test_torch_dataset(out, reference):
     import torch
     from torch.utils.data import DataLoader, IterableDataset
 
-    from bert_data.load.loaders import TorchDataset
+    from bert_data.load.torch_data import TorchDataset
 
     assert bert_data.TorchDataset is TorchDataset and issubclass(TorchDataset, IterableDataset)
     n = len(reference["input_ids"])

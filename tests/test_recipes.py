@@ -15,7 +15,8 @@ import pytest
 import tensorflow as tf
 
 from bert_data.config import ConfigError, GeneratorConfig
-from bert_data.format.layout import specs_from_manifest, tf_feature_description
+from bert_data.format.layout import tf_feature_description
+from bert_data.format.manifest import Manifest
 from bert_data.generator.runner import ShardAssembler, generate
 
 from conftest import file_hashes, make_corpus
@@ -39,7 +40,7 @@ def run(corpus, output, **options):
 
 def read(output, manifest, compression=None):
     """All records through tf.data with the layout and compression the manifest names."""
-    spec = tf_feature_description(0, 0, specs=specs_from_manifest(manifest))
+    spec = tf_feature_description(0, 0, specs=Manifest.from_json(manifest).specs)
     files = sorted(str(p) for p in Path(output).glob("*.tfrecords"))
     kind = {"gzip": "GZIP", "zlib": "ZLIB"}.get(compression or manifest.get("compression"), "")
     dataset = tf.data.TFRecordDataset(files, compression_type=kind).batch(1024).map(

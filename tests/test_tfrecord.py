@@ -16,9 +16,9 @@ import tensorflow as tf
 from bert_data.format.tfrecord import (
     CompressionError,
     CorruptRecordError,
-    TFRecordWriter,
     count_records,
     detect_compression,
+    file_format,
     frame_records,
     iter_records,
     masked_crc32c,
@@ -59,32 +59,12 @@ def test_frame_records_byte_identical_to_tf_writer(tmp_path):
     assert frame_records([]) == b""
 
 
-def test_writer_output_read_by_tf(tmp_path):
+def test_framed_records_read_by_tf(tmp_path):
     recs = _records(1)
     path = tmp_path / "ours.tfrecords"
-    with TFRecordWriter(path) as w:
-        w.write(recs[0])
-        w.write_many(recs[1:50])
-        w.write_many(iter(recs[50:]))  # any iterable
-        w.write_many([])
-    assert w.closed
-    assert w.records_written == len(recs)
-    assert w.bytes_written == os.path.getsize(path) == sum(len(r) + 16 for r in recs)
+    path.write_bytes(frame_records(recs[:50]) + frame_records(recs[50:]))  # framing concatenates
+    assert os.path.getsize(path) == sum(len(r) + 16 for r in recs)
     assert _tf_read(path) == recs  # TFRecordDataset checks both CRCs
-
-
-def test_writer_on_open_file_object(tmp_path):
-    recs = _records(2, 20)
-    buf = io.BytesIO()
-    buf.write(b"")
-    with TFRecordWriter(buf) as w:
-        w.write_many(recs)
-    assert not buf.closed  # caller's file stays open
-    assert buf.getvalue() == frame_records(recs)
-    (tmp_path / "f.tfrecords").write_bytes(buf.getvalue())
-    assert _tf_read(tmp_path / "f.tfrecords") == recs
-    with pytest.raises(ValueError):
-        w.write(b"late")
 
 
 def test_iter_records_reads_tf_written_file(tmp_path):
@@ -301,8 +281,11 @@ def test_detect_compression(tmp_path):
         path = tmp_path / name
         path.write_bytes(data)
         assert detect_compression(path) == expected, name
+        assert file_format(path) == (expected or ("tfrecord" if name == "plain" else None)), name
         assert list(iter_records(path, compression="auto")) == ([] if name == "empty" else [b"\x1f\x8b" + b"x" * 30]
                                                                 if name == "plain" else [b"a"])
+    (tmp_path / "junk").write_bytes(b"neither a record nor compressed")
+    assert file_format(tmp_path / "junk") is None and detect_compression(tmp_path / "junk") is None
     assert normalize_compression("GZIP") == "gzip" and normalize_compression("") is None
     assert normalize_compression("none") is None and normalize_compression("auto") == "auto"
     with pytest.raises(ValueError, match="compression must be"):

@@ -19,9 +19,9 @@ from bert_data.cli.bert_data_cli import main
 from bert_data.config import GeneratorConfig
 from bert_data.format.example_codec import encode_examples
 from bert_data.format.layout import FEATURE_NAMES, FLOAT32, FeatureSpec, feature_specs
-from bert_data.load.loaders import read_batches
+from bert_data.load import read_batches
 from bert_data.generator.runner import generate
-from bert_data.format.tfrecord import TFRecordWriter, iter_records
+from bert_data.format.tfrecord import frame_records, iter_records
 from bert_data.tokenization import load_vocab
 from bert_data.tools.verify import verify
 
@@ -79,8 +79,7 @@ def write_manifest(directory, data):
 def rewrite_shard(directory, name, cols, specs=None, fix_size=True):
     """Replace a shard by the re-encoded ``cols``; keep the manifest's byte count in step."""
     path = Path(directory) / name
-    with TFRecordWriter(str(path)) as writer:
-        writer.write_many(encode_examples(cols, specs or feature_specs(MSL, MPP)))
+    path.write_bytes(frame_records(encode_examples(cols, specs or feature_specs(MSL, MPP))))
     if fix_size:
         data = manifest(directory)
         data["bytes_per_file"][name] = path.stat().st_size
@@ -284,8 +283,7 @@ def test_verify_rejects_wrong_feature_layout(train_copy, capsys, kind):
     names = {spec.name for spec in bad_specs}
     bad = encode_examples({k: v[5:6] for k, v in cols.items() if k in names}, bad_specs)[0]
     path = train_copy / name
-    with TFRecordWriter(str(path)) as writer:
-        writer.write_many(good[:5] + [bad] + good[6:])
+    path.write_bytes(frame_records(good[:5] + [bad] + good[6:]))
     data = manifest(train_copy)
     data["bytes_per_file"][name] = path.stat().st_size
     write_manifest(train_copy, data)

@@ -11,12 +11,14 @@ import argparse
 import sys
 from typing import List, Optional
 
+from ..format.manifest import MANIFEST_NAME
+
 DESCRIPTION = """\
 Tools for BERT pretraining TFRecords made by create_tfrecords (or Google's
 create_pretraining_data.py): look at records, check every one of them, summarise them,
 and train a WordPiece vocabulary."""
 
-EPILOG = """\
+EPILOG = f"""\
 examples:
   bert-data inspect ./tfrecords/examples-1.tfrecords -n 3
   bert-data verify ./tfrecords
@@ -24,13 +26,13 @@ examples:
   bert-data build-vocab --metadata_files metadata.txt --vocab_size 30522 --out vocab.txt
 
 Every record layout create_tfrecords writes is read (NSP, --mlm_only, --disable_masking,
---v2_feature_names), as data_params.json describes it (for files without one: as their first
+--v2_feature_names), as {MANIFEST_NAME} describes it (for files without one: as their first
 record shows), and gzip/zlib shards (--compression) as the manifest says, else as their first
 bytes show (--compression forces it for files without manifest).
 
 run 'bert-data COMMAND --help' for a command's options."""
 
-COMPRESSION_HELP = ("compression of files without data_params.json: auto (default: from their first bytes), "
+COMPRESSION_HELP = (f"compression of files without {MANIFEST_NAME}: auto (default: from their first bytes), "
                     "none, gzip or zlib; a manifest's own compression always applies")
 
 
@@ -60,11 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("verify", help="check every record (exit status 0 only if all is well)",
                        description="Check framing and CRCs, the feature layout, token ids, positions, "
-                                   "weights, segments, [CLS]/[SEP] and the counts in data_params.json, "
+                                   f"weights, segments, [CLS]/[SEP] and the counts in {MANIFEST_NAME}, "
                                    "for every record. Exit status 0 only if everything holds, 1 with "
                                    "the first problems (FILE: record N: problem) otherwise.")
     p.add_argument("paths", nargs="+", metavar="OUT_DIR_OR_FILES",
-                   help="output directories (with data_params.json; train/ and val/ are both checked), "
+                   help=f"output directories (with {MANIFEST_NAME}; train/ and val/ are both checked), "
                         ".tfrecords files or globs")
     p.add_argument("--vocab_file", default=None,
                    help="vocabulary for the id checks (default: the manifest's vocab_file)")
@@ -145,7 +147,7 @@ def _inspect(args) -> int:
             shown += 1
         if shown == 0:
             print(f"{args.shard}: no records from {args.start}", file=sys.stderr)
-    except (CorruptRecordError, VocabError, ValueError, OSError) as error:
+    except (CorruptRecordError, VocabError, ValueError, OSError, ImportError) as error:
         return _error("inspect", str(error))
     return 0
 
@@ -164,7 +166,7 @@ def _verify(args) -> int:
     try:
         report = verify(args.paths, vocab_file=args.vocab_file, max_problems=args.max_problems,
                         on_file=on_file, compression=_compression(args))
-    except (VocabError, ValueError, OSError) as error:
+    except (VocabError, ValueError, OSError, ImportError) as error:  # ImportError: protobuf, see format.example_proto
         return _error("verify", str(error))
     for note in report.notes:
         print(f"note: {note}")
@@ -184,7 +186,7 @@ def _stats(args) -> int:
     try:
         stats = compute_stats(args.paths, vocab_file=args.vocab_file, limit=args.limit,
                               compression=_compression(args))
-    except (CorruptRecordError, VocabError, ValueError, OSError) as error:
+    except (CorruptRecordError, VocabError, ValueError, OSError, ImportError) as error:
         return _error("stats", str(error))
     if args.json:
         import json

@@ -1,4 +1,4 @@
-"""``tf.train.Example`` wire format by hand (no TensorFlow, no protobuf).
+"""``tf.train.Example`` bytes from and to numpy columns, fast, without TensorFlow.
 
 Messages involved::
 
@@ -11,8 +11,12 @@ Messages involved::
 
 :func:`encode_examples` is the writer's hot path: it builds the bytes of a whole batch with numpy
 (one uint8 matrix + validity mask, flattened once) and only slices the result per record.
-:func:`decode_example` is a general parser (packed or not, unknown fields skipped);
-:func:`decode_examples` decodes a batch into the fixed layout of ``bert_data.format.layout``.
+Decoding reads the canonical bytes (what protobuf, TensorFlow and :func:`encode_examples` write:
+one packed list per feature) with a scanner of its own, the per-record cost of every reader and
+of ``bert-data verify``; any other record (non-packed lists, unknown fields, bytes lists,
+malformed data) is parsed by protobuf (:mod:`bert_data.format.example_proto`, optional).
+:func:`decode_example` returns whatever features a record has; :func:`decode_examples` decodes
+a batch into a fixed layout (:mod:`bert_data.format.layout`).
 """
 
 from __future__ import annotations
@@ -21,15 +25,15 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from .example_proto import BYTES_LIST as _BYTES_LIST
+from .example_proto import FLOAT_LIST as _FLOAT_LIST
+from .example_proto import INT64_LIST as _INT64_LIST
+from .example_proto import KIND_NAMES as _KIND_NAMES
+from .example_proto import parse_example
 from .layout import FLOAT32, INT64, FeatureSpec
 
 __all__ = ["encode_examples", "decode_example", "decode_examples"]
 
-# Feature oneof field numbers.
-_BYTES_LIST = 1
-_FLOAT_LIST = 2
-_INT64_LIST = 3
-_KIND_NAMES = {_BYTES_LIST: "bytes_list", _FLOAT_LIST: "float_list", _INT64_LIST: "int64_list"}
 _SPEC_KIND = {INT64: _INT64_LIST, FLOAT32: _FLOAT_LIST}
 
 # Upper bound on the bytes per chunk of the batch matrix built by encode_examples.
@@ -160,30 +164,20 @@ def _prepare_columns(columns: Mapping[str, np.ndarray], specs: Sequence[FeatureS
         if col.ndim == 1 and spec.length == 1:
             col = col.reshape(-1, 1)
         if col.ndim != 2 or col.shape[1] != spec.length:
-            raise ValueError(
-                f"feature {spec.name!r}: expected shape (n, {spec.length}), got {col.shape}"
-            )
+            raise ValueError(f"feature {spec.name!r}: expected shape (n, {spec.length}), got {col.shape}")
         if n is None:
             n = col.shape[0]
         elif col.shape[0] != n:
-            raise ValueError(
-                f"feature {spec.name!r}: {col.shape[0]} rows, but earlier features have {n}"
-            )
+            raise ValueError(f"feature {spec.name!r}: {col.shape[0]} rows, but earlier features have {n}")
         if spec.dtype == INT64:
             if col.dtype.kind not in "iub":
-                raise ValueError(
-                    f"feature {spec.name!r} is int64 but the column has dtype {col.dtype}"
-                )
+                raise ValueError(f"feature {spec.name!r} is int64 but the column has dtype {col.dtype}")
             if col.dtype.kind == "i" and col.size and int(col.min()) < 0:
-                raise ValueError(
-                    f"feature {spec.name!r}: negative values are not supported (min {int(col.min())})"
-                )
+                raise ValueError(f"feature {spec.name!r}: negative values are not supported (min {int(col.min())})")
             col = col.astype(np.uint64, copy=False)
         elif spec.dtype == FLOAT32:
             if col.dtype.kind not in "fiub":
-                raise ValueError(
-                    f"feature {spec.name!r} is float32 but the column has dtype {col.dtype}"
-                )
+                raise ValueError(f"feature {spec.name!r} is float32 but the column has dtype {col.dtype}")
             col = np.ascontiguousarray(col, dtype="<f4")
         else:
             raise ValueError(f"feature {spec.name!r}: unknown dtype {spec.dtype!r}")
@@ -282,227 +276,18 @@ def encode_examples(
 # Decoding
 # --------------------------------------------------------------------------------------------
 
-
-class _Malformed(Exception):
-    def __init__(self, reason: str, pos: int):
-        self.reason = reason
-        self.pos = pos
-
-
-def _read_varint(data: bytes, pos: int, end: int) -> Tuple[int, int]:
-    result = 0
-    shift = 0
-    start = pos
-    while True:
-        if pos >= end:
-            raise _Malformed("truncated varint", start)
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result & 0xFFFFFFFFFFFFFFFF, pos
-        shift += 7
-        if shift >= 70:
-            raise _Malformed("varint longer than 10 bytes", start)
-
-
-def _skip_field(data: bytes, pos: int, end: int, wire_type: int, tag_pos: int) -> int:
-    if wire_type == 0:
-        return _read_varint(data, pos, end)[1]
-    if wire_type == 2:
-        ln, pos = _read_varint(data, pos, end)
-        if pos + ln > end:
-            raise _Malformed(f"length {ln} runs past the end of the enclosing message", tag_pos)
-        return pos + ln
-    if wire_type == 5:
-        if pos + 4 > end:
-            raise _Malformed("truncated fixed32 field", tag_pos)
-        return pos + 4
-    if wire_type == 1:
-        if pos + 8 > end:
-            raise _Malformed("truncated fixed64 field", tag_pos)
-        return pos + 8
-    raise _Malformed(f"unsupported wire type {wire_type}", tag_pos)
-
-
-def _read_len(data: bytes, pos: int, end: int, tag_pos: int, what: str) -> Tuple[int, int]:
-    """Read a length prefix at ``pos``; return (start, stop) of the delimited bytes."""
-    b = data[pos] if pos < end else 0x80
-    if b < 0x80:
-        ln = b
-        pos += 1
-    else:
-        ln, pos = _read_varint(data, pos, end)
-    stop = pos + ln
-    if stop > end:
-        raise _Malformed(f"{what}: length {ln} runs past the end of the enclosing message", tag_pos)
-    return pos, stop
-
-
-def _wrong_wire(what: str, wt: int, expected: str, pos: int):
-    return _Malformed(f"{what} has wire type {wt}, expected {expected}", pos)
-
-
-def _scan_list(data: bytes, pos: int, end: int, kind: int, spans: list) -> None:
-    """Append the value spans of an Int64List/FloatList/BytesList message in data[pos:end].
-
-    Int64: spans of (packed-equivalent) varint bytes; float: spans of little-endian float32
-    bytes; bytes: one span per value.
-    """
-    while pos < end:
-        tag_pos = pos
-        tag = data[pos]
-        if tag < 0x80:
-            pos += 1
-        else:
-            tag, pos = _read_varint(data, pos, end)
-        field, wt = tag >> 3, tag & 7
-        if field != 1:
-            pos = _skip_field(data, pos, end, wt, tag_pos)
-            continue
-        if kind == _INT64_LIST:
-            if wt == 2:
-                s, pos = _read_len(data, pos, end, tag_pos, "packed int64 list")
-                if pos > s and data[pos - 1] >= 0x80:
-                    raise _Malformed("truncated varint in packed int64 list", pos - 1)
-                spans.append((s, pos))
-            elif wt == 0:
-                s = pos
-                pos = _read_varint(data, pos, end)[1]
-                spans.append((s, pos))
-            else:
-                raise _wrong_wire("Int64List.value", wt, "0 or 2", tag_pos)
-        elif kind == _FLOAT_LIST:
-            if wt == 2:
-                s, pos = _read_len(data, pos, end, tag_pos, "packed float list")
-                if (pos - s) % 4:
-                    raise _Malformed(
-                        f"packed float list length {pos - s} is not a multiple of 4", tag_pos
-                    )
-                spans.append((s, pos))
-            elif wt == 5:
-                if pos + 4 > end:
-                    raise _Malformed("truncated float value", tag_pos)
-                spans.append((pos, pos + 4))
-                pos += 4
-            else:
-                raise _wrong_wire("FloatList.value", wt, "2 or 5", tag_pos)
-        else:
-            if wt != 2:
-                raise _wrong_wire("BytesList.value", wt, "2", tag_pos)
-            s, pos = _read_len(data, pos, end, tag_pos, "bytes value")
-            spans.append((s, pos))
-
-
-def _scan_feature(data: bytes, pos: int, end: int):
-    """(kind, spans) of a Feature message in data[pos:end]; kind 0 if no value is set."""
-    kind = 0
-    spans: list = []
-    while pos < end:
-        tag_pos = pos
-        tag = data[pos]
-        if tag < 0x80:
-            pos += 1
-        else:
-            tag, pos = _read_varint(data, pos, end)
-        field, wt = tag >> 3, tag & 7
-        if field in _KIND_NAMES:
-            if wt != 2:
-                raise _wrong_wire(f"Feature.{_KIND_NAMES[field]}", wt, "2", tag_pos)
-            s, pos = _read_len(data, pos, end, tag_pos, _KIND_NAMES[field])
-            if field != kind:  # oneof: the last kind set wins; repeats of one kind merge
-                kind = field
-                spans = []
-            _scan_list(data, s, pos, kind, spans)
-        else:
-            pos = _skip_field(data, pos, end, wt, tag_pos)
-    return kind, spans
-
-
-_key_cache: Dict[bytes, str] = {}
-
-
-def _scan_features(data: bytes, pos: int, end: int, out: dict) -> None:
-    """Scan a Features message in data[pos:end] into out[name] = (kind, spans)."""
-    while pos < end:
-        tag_pos = pos
-        tag = data[pos]
-        if tag < 0x80:
-            pos += 1
-        else:
-            tag, pos = _read_varint(data, pos, end)
-        if tag != 0x0A:
-            field, wt = tag >> 3, tag & 7
-            if field == 1:
-                raise _wrong_wire("Features.feature", wt, "2", tag_pos)
-            pos = _skip_field(data, pos, end, wt, tag_pos)
-            continue
-        es, pos = _read_len(data, pos, end, tag_pos, "feature map entry")
-        # Map entry: key = 1, value = 2 (either may be absent or repeated; last wins).
-        key = b""
-        vspan = None
-        p = es
-        while p < pos:
-            t_pos = p
-            t = data[p]
-            if t < 0x80:
-                p += 1
-            else:
-                t, p = _read_varint(data, p, pos)
-            if t == 0x0A:
-                ks, p = _read_len(data, p, pos, t_pos, "feature name")
-                key = data[ks:p]
-            elif t == 0x12:
-                vs, p = _read_len(data, p, pos, t_pos, "Feature")
-                vspan = (vs, p)
-            else:
-                field, wt = t >> 3, t & 7
-                if field in (1, 2):
-                    raise _wrong_wire("feature map entry field %d" % field, wt, "2", t_pos)
-                p = _skip_field(data, p, pos, wt, t_pos)
-        name = _key_cache.get(key)
-        if name is None:
-            try:
-                name = key.decode("utf-8")
-            except UnicodeDecodeError:
-                raise _Malformed("feature name is not valid UTF-8", es) from None
-            if len(_key_cache) < 4096:
-                _key_cache[key] = name
-        out[name] = _scan_feature(data, *vspan) if vspan is not None else (0, [])
-
-
-def _scan_example(data: bytes) -> dict:
-    out: dict = {}
-    end = len(data)
-    pos = 0
-    while pos < end:
-        tag_pos = pos
-        tag = data[pos]
-        if tag < 0x80:
-            pos += 1
-        else:
-            tag, pos = _read_varint(data, pos, end)
-        if tag == 0x0A:
-            s, pos = _read_len(data, pos, end, tag_pos, "Features")
-            _scan_features(data, s, pos, out)  # repeated occurrences merge
-        else:
-            field, wt = tag >> 3, tag & 7
-            if field == 1:
-                raise _wrong_wire("Example.features", wt, "2", tag_pos)
-            if field == 0:
-                raise _Malformed("invalid field number 0", tag_pos)
-            pos = _skip_field(data, pos, end, wt, tag_pos)
-    return out
+_key_cache: Dict[bytes, str] = {}  # feature names the fast scanner recognises, as encoded
 
 
 def _fast_scan(data: bytes) -> Optional[dict]:
     """Scan the canonical layout (what protobuf, TensorFlow and ``encode_examples`` write).
 
     Returns ``{name: (kind, start, stop)}`` with one packed span per feature, or ``None`` for
-    anything else (other layouts, bytes lists, long varints, malformed data), in which case the
-    general scanner takes over and produces the precise error.  Varints are inlined: this is
-    the per-record cost of every reader.
+    anything else (other layouts, bytes lists, long varints, names not yet seen, malformed data),
+    which protobuf then reads (:func:`bert_data.format.example_proto.parse_example`).
     """
+    # Deliberately repetitive: each length varint (at most two bytes here) is decoded inline, not by a
+    # helper, because this loop is the per-record cost of every reader and of verify.
     out = {}
     try:
         end = len(data)
@@ -543,7 +328,9 @@ def _fast_scan(data: bytes) -> Optional[dict]:
             pos += ln
             name = keys.get(kb)
             if name is None:
-                return None
+                name = _new_key(kb)
+                if name is None:
+                    return None
             # value: 12 len Feature
             if data[pos] != 0x12:
                 return None
@@ -602,6 +389,17 @@ def _fast_scan(data: bytes) -> Optional[dict]:
     return out
 
 
+def _new_key(encoded: bytes) -> Optional[str]:
+    """A feature name not seen before (None if it is not UTF-8: protobuf reports that)."""
+    try:
+        name = encoded.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if len(_key_cache) < 4096:
+        _key_cache[encoded] = name
+    return name
+
+
 def _remember_keys(names) -> None:
     for nm in names:
         if len(_key_cache) < 4096:
@@ -649,19 +447,20 @@ def _decode_varints(buf: np.ndarray) -> np.ndarray:
     return vals.astype(np.int64) if dt is np.uint32 else vals.view(np.int64)
 
 
-def _join_spans(data: bytes, spans) -> bytes:
-    if len(spans) == 1:
-        s, e = spans[0]
-        return data[s:e]
-    return b"".join([data[s:e] for s, e in spans])
+def _values_array(kind: int, values):
+    """A list parsed by protobuf as :func:`decode_example` returns it."""
+    if kind == _INT64_LIST:
+        return np.array(list(values), dtype=np.int64)
+    if kind == _FLOAT_LIST:
+        return np.array(list(values), dtype=np.float32)
+    return list(values)  # bytes values, or [] when the Feature has no list
 
 
-def _scan_any(data: bytes) -> dict:
-    """``{name: (kind, spans)}`` via the fast scanner if it applies, else the general one."""
-    fast = _fast_scan(data)
-    if fast is not None:
-        return {nm: (k, [(a, b)] if b > a else []) for nm, (k, a, b) in fast.items()}
-    return _scan_example(data)
+def _packed(kind: int, values) -> bytes:
+    """An int64 or float list parsed by protobuf, as the packed payload bytes of the fast path."""
+    if kind == _INT64_LIST:
+        return b"".join(_varint_bytes(int(v) & 0xFFFFFFFFFFFFFFFF) for v in values)
+    return np.asarray(values, dtype="<f4").tobytes()
 
 
 def decode_example(data: bytes) -> Dict[str, Union[np.ndarray, List[bytes]]]:
@@ -669,42 +468,32 @@ def decode_example(data: bytes) -> Dict[str, Union[np.ndarray, List[bytes]]]:
 
     Returns ``{name: value}`` with an int64 array for ``int64_list``, a float32 array for
     ``float_list`` and ``list[bytes]`` for ``bytes_list`` (a Feature with no list set gives
-    ``[]``).  Packed and non-packed encodings are accepted and unknown fields skipped.
-    Malformed bytes raise ``ValueError``.
+    ``[]``).  Records that are not canonical are read as protobuf reads them (packed or not,
+    unknown fields skipped).  Malformed bytes raise ``ValueError``.
     """
     if not isinstance(data, bytes):
         data = bytes(data)
-    try:
-        scanned = _scan_any(data)
-    except _Malformed as e:
-        raise ValueError(f"malformed Example: {e.reason} at byte {e.pos}") from None
+    fast = _fast_scan(data)
+    if fast is None:
+        return {name: _values_array(kind, values) for name, (kind, values) in parse_example(data).items()}
     out: Dict[str, Union[np.ndarray, List[bytes]]] = {}
-    for name, (kind, spans) in scanned.items():
-        if kind == _INT64_LIST:
-            if not spans:
-                out[name] = np.zeros(0, dtype=np.int64)
-            else:
-                out[name] = _decode_varints(np.frombuffer(_join_spans(data, spans), np.uint8))
-        elif kind == _FLOAT_LIST:
-            if not spans:
-                out[name] = np.zeros(0, dtype=np.float32)
-            else:
-                out[name] = np.frombuffer(_join_spans(data, spans), "<f4").astype(np.float32)
-        else:
-            out[name] = [data[s:e] for s, e in spans]
+    for name, (kind, start, stop) in fast.items():
+        payload = np.frombuffer(data[start:stop], np.uint8)
+        out[name] = _decode_varints(payload) if kind == _INT64_LIST else payload.view("<f4").astype(np.float32)
     return out
 
 
-def _layout_error(i: int, scanned: dict, specs: Sequence[FeatureSpec]) -> ValueError:
+def _layout_error(i: int, kinds: Dict[str, int], specs: Sequence[FeatureSpec]) -> ValueError:
+    """What is wrong with record ``i``, whose features have these ``{name: kind}``."""
     names = [s.name for s in specs]
-    missing = [nm for nm in names if nm not in scanned]
+    missing = [nm for nm in names if nm not in kinds]
     if missing:
         return ValueError(f"record {i}: feature {missing[0]!r} is missing")
-    extra = [nm for nm in scanned if nm not in set(names)]
+    extra = [nm for nm in kinds if nm not in set(names)]
     if extra:
         return ValueError(f"record {i}: unexpected feature {extra[0]!r}")
     for spec in specs:
-        kind = scanned[spec.name][0]
+        kind = kinds[spec.name]
         if kind != _SPEC_KIND[spec.dtype]:
             got = _KIND_NAMES.get(kind, "no value")
             return ValueError(
@@ -752,18 +541,18 @@ def decode_examples(
                 for c, b in zip(chunks, nbytes):
                     del c[i:]
                     del b[i:]
+        if fast is not None:
+            raise _layout_error(i, {nm: k for nm, (k, _, _) in fast.items()}, specs)
         try:
-            scanned = _scan_example(rec)
-        except _Malformed as e:
-            raise ValueError(f"record {i}: malformed Example: {e.reason} at byte {e.pos}") from None
-        if scanned.keys() != name_set or any(
-            scanned[nm][0] != kind for nm, kind, _ in plan
-        ):
-            raise _layout_error(i, scanned, specs)
+            parsed = parse_example(rec)
+        except ValueError as error:
+            raise ValueError(f"record {i}: {error}") from None
+        if parsed.keys() != name_set or any(parsed[nm][0] != kind for nm, kind, _ in plan):
+            raise _layout_error(i, {nm: k for nm, (k, _) in parsed.items()}, specs)
         for nm, kind, (add_chunk, add_n) in plan:
-            b = _join_spans(rec, scanned[nm][1]) if scanned[nm][1] else b""
-            add_chunk(b)
-            add_n(len(b))
+            payload = _packed(kind, parsed[nm][1])
+            add_chunk(payload)
+            add_n(len(payload))
 
     out: Dict[str, np.ndarray] = {}
     for j, spec in enumerate(specs):

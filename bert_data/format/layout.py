@@ -1,7 +1,10 @@
-"""The record layout, in one place.
+"""The record layout, in one place: feature names, types and lengths, and the one translation
+between TF Model Garden's v2 names and the canonical ones.
 
 The writer, the readers, ``bert-data verify`` and the training loaders all take their feature
-names, types and lengths from here, so they cannot drift apart.  The layout is the one Google's
+names, types and lengths from here, so they cannot drift apart.  Readers translate v2 names
+(``input_word_ids``, ``input_type_ids``) with :func:`canonical_name` where records are decoded,
+so everything downstream sees canonical names only.  The layout is the one Google's
 ``run_pretraining.py`` parses (and Cerebras's ``BertTfRecordsProcessor``):
 
 =====================  =======  ===========================
@@ -77,22 +80,18 @@ def feature_specs(
     return specs
 
 
-def specs_from_manifest(manifest: dict) -> List[FeatureSpec]:
-    """The layout a dataset was written with, as its ``data_params.json`` records it."""
-    return [FeatureSpec(name, entry["dtype"], int(entry["length"])) for name, entry in manifest["features"].items()]
+_CANONICAL_NAMES = {v2: canonical for canonical, v2 in V2_NAMES.items()}
 
 
 def canonical_name(name: str) -> str:
-    """``input_word_ids`` -> ``input_ids`` and ``input_type_ids`` -> ``segment_ids``."""
-    for canonical, v2 in V2_NAMES.items():
-        if name == v2:
-            return canonical
-    return name
+    """``input_word_ids`` -> ``input_ids`` and ``input_type_ids`` -> ``segment_ids``; other names
+    are canonical already."""
+    return _CANONICAL_NAMES.get(name, name)
 
 
 def tf_feature_description(max_seq_length: int, max_predictions_per_seq: int, specs=None):
     """``tf.io.parse_single_example`` spec, identical to Google's run_pretraining.py input_fn
-    (or to the given layout, e.g. ``specs_from_manifest``).
+    (or to the given layout, e.g. a manifest's ``specs``).
 
     Imports TensorFlow, so only verification and tf.data loading call it.
     """

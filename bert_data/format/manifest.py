@@ -82,8 +82,14 @@ class Manifest:
 
     @property
     def compression(self) -> Optional[str]:
-        """None, "gzip" or "zlib"."""
-        return self.option("compression") or None
+        """None, "gzip" or "zlib"; ``ValueError`` when the manifest records anything else."""
+        from .tfrecord import normalize_compression
+
+        recorded = self.option("compression")
+        compression = normalize_compression(recorded)
+        if compression == "auto":
+            raise ValueError(f"compression {recorded!r} is not null, gzip or zlib")
+        return compression
 
     @property
     def vocab_file(self) -> Optional[str]:

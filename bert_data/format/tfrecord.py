@@ -31,7 +31,6 @@ import crc32c as _crc32c_mod
 __all__ = [
     "masked_crc32c",
     "frame_records",
-    "TFRecordWriter",
     "CorruptRecordError",
     "iter_records",
     "count_records",
@@ -39,6 +38,7 @@ __all__ = [
     "COMPRESSIONS",
     "normalize_compression",
     "detect_compression",
+    "file_format",
     "open_records",
 ]
 
@@ -102,65 +102,6 @@ def _display_name(path_or_file) -> str:
     return str(name) if isinstance(name, (str, bytes)) and name != "" else "<stream>"
 
 
-class TFRecordWriter:
-    """Appends framed records to a binary file.
-
-    ``target`` is a path (opened ``"wb"`` and closed by :meth:`close`) or an already-open binary
-    file object (flushed but left open by :meth:`close`).  Use as a context manager.
-    """
-
-    def __init__(self, target: PathOrFile):
-        if isinstance(target, (str, bytes, os.PathLike)):
-            self._file: BinaryIO = open(target, "wb")
-            self._owns = True
-        else:
-            self._file = target
-            self._owns = False
-        self.path = _display_name(target)
-        self.bytes_written = 0
-        self.records_written = 0
-        self._closed = False
-
-    def write(self, record: bytes) -> None:
-        self.write_many((record,))
-
-    def write_many(self, records: Sequence[bytes]) -> None:
-        """Frame and append ``records`` (any iterable of bytes) with a single file write."""
-        if self._closed:
-            raise ValueError(f"{self.path}: write to a closed TFRecordWriter")
-        if not isinstance(records, (list, tuple)):
-            records = list(records)
-        if not records:
-            return
-        data = frame_records(records)
-        self._file.write(data)
-        self.bytes_written += len(data)
-        self.records_written += len(records)
-
-    def flush(self) -> None:
-        if not self._closed:
-            self._file.flush()
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._owns:
-            self._file.close()
-        else:
-            self._file.flush()
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def __enter__(self) -> "TFRecordWriter":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
 class CorruptRecordError(ValueError):
     """A TFRecord file is truncated or fails a CRC check.
 
@@ -216,11 +157,9 @@ def normalize_compression(compression) -> Optional[str]:
         raise ValueError(f"compression must be None, 'gzip', 'zlib' or 'auto', got {compression!r}") from None
 
 
-def _sniff(head: bytes) -> Optional[str]:
-    if len(head) >= _HEADER:
-        n, lcrc = _unpack_qi(head[:_HEADER])
-        if lcrc == masked_crc32c(head[:8]):
-            return None  # a valid TFRecord length header
+def _format_of(head: bytes) -> Optional[str]:
+    if len(head) >= _HEADER and _unpack_qi(head[:_HEADER])[1] == masked_crc32c(head[:8]):
+        return "tfrecord"  # a valid TFRecord length header
     if head[:2] == b"\x1f\x8b":
         return "gzip"
     if len(head) >= 2 and head[0] & 0x0F == 8 and head[0] >> 4 <= 7 and (head[0] << 8 | head[1]) % 31 == 0:
@@ -228,18 +167,33 @@ def _sniff(head: bytes) -> Optional[str]:
     return None
 
 
-def detect_compression(path_or_file) -> Optional[str]:
-    """The compression of a TFRecord file from its first bytes: None (a valid TFRecord length
-    header, or an empty or unrecognised file), ``"gzip"`` (``1f 8b``) or ``"zlib"`` (a zlib header:
-    ``78 01``, ``78 9c``, ``78 da``...).  A file object must support ``peek`` (e.g. a buffered file)."""
+def file_format(path_or_file) -> Optional[str]:
+    """What a file starts with: ``"tfrecord"`` (a valid TFRecord length header), ``"gzip"``
+    (``1f 8b``), ``"zlib"`` (a zlib header: ``78 01``, ``78 9c``, ``78 da``...) or None (empty or
+    unrecognised).  A file object must support ``peek`` (e.g. a buffered file); it is not consumed."""
     if isinstance(path_or_file, (str, bytes, os.PathLike)):
         with open(path_or_file, "rb") as handle:
-            return _sniff(handle.read(_HEADER))
+            return _format_of(handle.read(_HEADER))
     peek = getattr(path_or_file, "peek", None)
     if peek is None:
         raise ValueError(f"{_display_name(path_or_file)}: cannot detect the compression of a stream "
                          f"without peek(): pass compression=None, 'gzip' or 'zlib'")
-    return _sniff(peek(_HEADER)[:_HEADER])
+    return _format_of(peek(_HEADER)[:_HEADER])
+
+
+def detect_compression(path_or_file) -> Optional[str]:
+    """The compression of a TFRecord file from its first bytes (:func:`file_format`): ``"gzip"``,
+    ``"zlib"``, or None (a valid TFRecord length header, or an empty or unrecognised file)."""
+    found = file_format(path_or_file)
+    return found if found in ("gzip", "zlib") else None
+
+
+def _resolved_compression(compression, path_or_file) -> Optional[str]:
+    """``compression`` normalised, with ``"auto"`` replaced by what the file's first bytes say."""
+    if compression is None:
+        return None
+    compression = normalize_compression(compression)
+    return detect_compression(path_or_file) if compression == "auto" else compression
 
 
 class _Decompressor(io.RawIOBase):
@@ -382,9 +336,7 @@ def open_records(path_or_file: PathOrFile, compression=None, buffer_size: int = 
     close it.  Closing a decompressing stream made for a path closes the file too.  Reads of a
     corrupt compressed stream raise :class:`CompressionError`; ``stream.tell()`` counts
     uncompressed bytes."""
-    compression = normalize_compression(compression)
-    if compression == "auto":
-        compression = detect_compression(path_or_file)
+    compression = _resolved_compression(compression, path_or_file)
     f, owns = _open_for_read(path_or_file, buffer_size if compression is None else _COMPRESSED_CHUNK)
     if compression is None:
         return f, owns
@@ -432,13 +384,10 @@ def iter_records(
     streaming; a corrupt or truncated compressed stream raises :class:`CorruptRecordError` too,
     with offsets in the uncompressed stream) or ``"auto"`` (:func:`detect_compression`).
     """
+    compression = _resolved_compression(compression, path_or_file)
     if compression is not None:
-        compression = normalize_compression(compression)
-        if compression == "auto":
-            compression = detect_compression(path_or_file)
-        if compression is not None:
-            yield from _iter_compressed(path_or_file, verify_crc, buffer_size, compression)
-            return
+        yield from _iter_compressed(path_or_file, verify_crc, buffer_size, compression)
+        return
     f, owns = _open_for_read(path_or_file, buffer_size)
     name = _display_name(path_or_file)
     try:
@@ -529,63 +478,7 @@ def _iter_compressed(path_or_file, verify_crc: bool, buffer_size: int, compressi
             stream.close()
 
 
-def count_records(path: PathOrFile, compression: Optional[str] = None) -> int:
-    """Number of records in a TFRecord file, from the length headers (data is skipped).
-
-    Length CRCs are checked and truncation is detected; data CRCs are not.  ``compression`` as
-    for :func:`iter_records` (a compressed file is decompressed to count its records).
-    """
-    if compression is not None:
-        compression = normalize_compression(compression)
-        if compression == "auto":
-            compression = detect_compression(path)
-        if compression is not None:
-            count = 0
-            for _ in _iter_compressed(path, False, 1 << 20, compression):
-                count += 1
-            return count
-    f, owns = _open_for_read(path, 1 << 16)
-    name = _display_name(path)
-    try:
-        remaining = _remaining_size(f)
-        seekable = remaining is not None and hasattr(f, "seek")
-        offset = 0
-        index = 0
-        while True:
-            header = f.read(_HEADER)
-            if len(header) != _HEADER:
-                if not header:
-                    return index
-                raise CorruptRecordError(name, index, offset, "truncated length header")
-            n, lcrc = _unpack_qi(header)
-            if lcrc != masked_crc32c(header[:8]):
-                raise CorruptRecordError(name, index, offset, "length CRC mismatch")
-            if seekable:
-                avail = remaining - offset - _HEADER
-                if n > avail:
-                    raise CorruptRecordError(
-                        name, index, offset,
-                        f"truncated record data (expected {n} bytes, file ends after {max(0, avail)})",
-                    )
-                if n + _FOOTER > avail:
-                    raise CorruptRecordError(name, index, offset, "truncated data CRC")
-                f.seek(n + _FOOTER, os.SEEK_CUR)
-            else:
-                got = 0
-                while got < n:
-                    chunk = f.read(min(n - got, 1 << 20))
-                    if not chunk:
-                        break
-                    got += len(chunk)
-                if got != n:
-                    raise CorruptRecordError(
-                        name, index, offset,
-                        f"truncated record data (expected {n} bytes, file ends after {got})",
-                    )
-                if len(f.read(_FOOTER)) != _FOOTER:
-                    raise CorruptRecordError(name, index, offset, "truncated data CRC")
-            offset += _HEADER + n + _FOOTER
-            index += 1
-    finally:
-        if owns:
-            f.close()
+def count_records(path_or_file: PathOrFile, compression: Optional[str] = None) -> int:
+    """Number of records in a TFRecord file.  Framing is checked as by :func:`iter_records`
+    (truncation, length CRCs), data CRCs are not; ``compression`` as there."""
+    return sum(1 for _ in iter_records(path_or_file, verify_crc=False, compression=compression))

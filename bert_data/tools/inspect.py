@@ -5,7 +5,7 @@ Each record shows segment A and B (NSP layouts) or its tokens (MLM-only layouts:
 there is one, and every masked-LM position as ``shown{original}``: ``[MASK]{cat}`` (replaced by
 [MASK]), ``cat{=}`` (kept as is, still predicted) or ``dog{cat}`` (replaced by a random token).
 Unmasked records (``--disable_masking``) show their tokens as stored, or, with ``mask_seed``, a
-preview of load-time masks (:func:`bert_data.load.loaders.dynamic_masking`).  Layout and compression
+preview of load-time masks (:func:`bert_data.dynamic_masking`).  Layout and compression
 come from the manifest, else the first record and first bytes.  Without a vocabulary the token
 ids are shown instead.
 """
@@ -19,8 +19,6 @@ from typing import Iterator, List, Optional
 
 import numpy as np
 
-from ..format.layout import canonical_name
-
 __all__ = ["InspectedRecord", "inspect_records", "format_record", "record_json", "LEGEND"]
 
 MASK, KEPT, RANDOM = "mask", "kept", "random"
@@ -30,7 +28,7 @@ MASK, KEPT, RANDOM = "mask", "kept", "random"
 class InspectedRecord:
     path: str
     index: int
-    features: dict  # name (as stored) -> 1-D numpy array
+    features: dict  # name (as the dataset stores it) -> 1-D numpy array
     tokens: List[str]  # the tokens shown to the model (with masks applied), unpadded
     length: int
     b_start: int  # position of B's first token (``length`` when there are no segments)
@@ -43,7 +41,7 @@ class InspectedRecord:
 
 def _resolve_shard(path: str) -> str:
     """A shard file; for a directory, its first shard."""
-    from ..load.loaders import resolve_shards
+    from ..format.dataset import resolve_shards
 
     if os.path.isdir(path):
         return resolve_shards(path)[0]
@@ -56,8 +54,9 @@ def inspect_records(shard: str, vocab_file: Optional[str] = None, n: int = 5,
     shard).  The vocabulary is ``vocab_file``, else the manifest's if it exists, else none.
     ``mask_seed``: for unmasked records, preview load-time masks drawn with this seed (the
     manifest's masking options; the records shown form one batch, key ``(0,)``)."""
-    from ..load.loaders import dataset_info, decode_chunk, dynamic_masking
+    from ..format.dataset import dataset_info, decode_records
     from ..format.tfrecord import iter_records
+    from ..load.dynamic_masks import dynamic_masking
     from ..tokenization import load_vocab
 
     shard = _resolve_shard(shard)
@@ -69,10 +68,9 @@ def inspect_records(shard: str, vocab_file: Optional[str] = None, n: int = 5,
                                     start, start + n if n >= 0 else None))
     if not records:
         return
-    cols = decode_chunk(records, info.specs, shard, start)
+    cols = decode_records(records, info.specs, shard, start)
     preview = mask_seed is not None and not info.masked
-    canonical = {name: canonical_name(name) for name in cols}
-    view = {canonical[name]: value for name, value in cols.items()}
+    view = cols
     if preview:
         if vocab is None:
             raise ValueError("previewing load-time masks needs the vocabulary: pass --vocab_file")
@@ -80,7 +78,7 @@ def inspect_records(shard: str, vocab_file: Optional[str] = None, n: int = 5,
         view = masker(view, key=(0,))
     mask_id = vocab.mask_id if vocab else None
     for j in range(len(records)):
-        stored = {name: cols[name][j] for name in cols}
+        stored = {info.stored_name(name): cols[name][j] for name in cols}
         feats = {name: view[name][j] for name in view}
         yield _inspect_one(shard, start + j, stored, feats, vocab, mask_id, preview)
 

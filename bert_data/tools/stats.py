@@ -12,8 +12,8 @@ Computed over every record (or the first ``limit``), vectorised over decoded bat
 * the [UNK] rate and the most frequent tokens of the original text (masked positions restored
   from ``masked_lm_ids``; [CLS]/[SEP] and document separators not counted).
 
-Every layout and compression the generator writes is read (from ``data_params.json``, else the
-first record and first bytes); statistics about features a layout lacks are None (JSON null)
+Every layout and compression the generator writes is read (from the manifest, else the first
+record and first bytes); statistics about features a layout lacks are None (JSON null)
 and left out of the text.
 """
 
@@ -25,9 +25,9 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from ..format.layout import canonical_name
-from ..load.loaders import (ShardGroup, _iter_chunks, dataset_info, describe_layout, layout_flags, manifest_compression,
-                      manifest_specs, manifest_vocab_file, shard_groups)
+from ..format.dataset import describe_layout, group_info, shard_groups
+from ..load.stages import decoded_chunks
+from ._common import guess_cls_sep
 
 __all__ = ["DatasetStats", "compute_stats", "format_stats", "plot_stats"]
 
@@ -216,18 +216,11 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
 
     out = []
     for group in shard_groups(paths):
-        if group.manifest is None:
-            info = dataset_info(group.files, compression=compression)
-            specs, compressions = info.specs, info.compressions
-            msl, mpp = info.max_seq_length, info.max_predictions_per_seq
-        else:
-            specs = manifest_specs(group.manifest)
-            group_compression = manifest_compression(group.manifest)
-            compressions = {path: group_compression for path in group.files}
-            msl, mpp = group.manifest["max_seq_length"], group.manifest["max_predictions_per_seq"]
-        flags = layout_flags(specs)
+        info = group_info(group, compression)
+        specs, compressions = info.specs, info.compressions
+        msl, mpp = info.max_seq_length, info.max_predictions_per_seq
+        flags = info.flags
         st = DatasetStats(group.name, list(group.files), msl, mpp)
-        canonical = {spec.name: canonical_name(spec.name) for spec in specs}
         st.feature_names = [spec.name for spec in specs]
         st.mlm_only, st.masked, st.v2_feature_names = flags["mlm_only"], flags["masked"], flags["v2_feature_names"]
         st.has_segments = st.has_nsp = not flags["mlm_only"]
@@ -238,9 +231,9 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
         st.a_hist = np.zeros(msl + 1, np.int64)
         st.b_hist = np.zeros(msl + 1, np.int64)
         st.token_counts = np.zeros(0, np.int64)
-        vpath = vocab_file or _manifest_vocab(group)
+        vpath = vocab_file or info.vocab_file()
         vocab = load_vocab(vpath) if vpath else None
-        separator_token = (group.manifest or {}).get("document_separator_token") or "[SEP]"
+        separator_token = group.manifest.option("document_separator_token", "[SEP]") if group.manifest else "[SEP]"
         if vocab is not None:
             st.unk_id, st.mask_id, st.tokens = vocab.unk_id, vocab.mask_id, vocab.tokens
             st.token_counts = np.zeros(vocab.size, np.int64)
@@ -249,8 +242,7 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
             what = ", [MASK] id taken as the most frequent id at masked positions" if st.masked else ""
             st.notes.append(f"no vocabulary (pass --vocab_file): token ids shown as numbers{what}, no [UNK] rate")
         guess_pending = vocab is None
-        for cols in _iter_chunks(group.files, specs, 4096, verify_crc=False, compressions=compressions):
-            cols = {canonical[name]: value for name, value in cols.items()}
+        for cols in decoded_chunks(group.files, specs, verify_crc=False, compressions=compressions):
             if limit is not None:
                 room = limit - st.n_records
                 if room <= 0:
@@ -260,7 +252,7 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
             if guess_pending:
                 st.mask_id = _guess_mask_id(cols) if st.masked else None
                 if st.mlm_only and separator_token == "[SEP]":
-                    st.separator_id = _guess_sep_id(cols)
+                    st.separator_id = guess_cls_sep(cols)[1]
                 guess_pending = False
             _accumulate(st, cols)
         if limit is not None and st.n_records >= limit:
@@ -269,22 +261,8 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
     return out
 
 
-def _guess_sep_id(cols) -> Optional[int]:
-    """[SEP] without a vocabulary: the most common last token."""
-    ids = cols["input_ids"]
-    if not len(ids):
-        return None
-    length = np.clip(cols["input_mask"].sum(axis=1), 1, ids.shape[1])
-    lasts = ids[np.arange(len(ids)), length - 1]
-    lasts = lasts[lasts >= 0]
-    return int(np.bincount(lasts).argmax()) if lasts.size else None
-
-
-def _manifest_vocab(group: ShardGroup) -> Optional[str]:
-    return manifest_vocab_file(group.manifest, group.manifest_path)
-
-
 def _guess_mask_id(cols) -> Optional[int]:
+    """[MASK] without a vocabulary: the most common token at the masked positions."""
     pos, w, ids = cols["masked_lm_positions"], cols["masked_lm_weights"], cols["input_ids"]
     active = w > 0
     if not active.any():
@@ -311,6 +289,7 @@ def format_stats(st: DatasetStats, top: int = 20) -> str:
         f"  full length           {_pct(d['fraction_full'])}   padded (< {st.max_seq_length}) "
         f"{_pct(d['fraction_padded'])}   short (<= {st.max_seq_length // 2}) {_pct(d['fraction_short'])}",
     ]
+    # One line per statistic the layout has (alike in shape only: each formats its own numbers).
     if d["segment_a_mean"] is not None:
         lines.append(f"  segment A / B         mean {d['segment_a_mean']:.1f} / {d['segment_b_mean']:.1f} tokens")
     if d["document_separators"] is not None:

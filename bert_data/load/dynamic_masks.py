@@ -1,0 +1,179 @@
+"""Masked-LM masks drawn at load time, for unmasked (``--disable_masking``) data.
+
+:class:`DynamicMasking` applies :func:`bert_data.masking.mask_tokens` (the generator's own
+masking) to batches of columns, deterministically from a seed and a key per batch;
+:func:`dynamic_masking` builds one with the dataset's masking options
+(:meth:`bert_data.masking.MaskingSpec.from_manifest`); :func:`masker_for` turns a reader's
+``mask=`` option into one.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Sequence
+
+from ..format.layout import canonical_name
+
+__all__ = ["DynamicMasking", "dynamic_masking", "masker_for"]
+
+MASK_OUTPUTS = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+
+
+class DynamicMasking:
+    """Masks drawn at load time, with the generator's rules (:func:`bert_data.masking.mask_tokens`):
+    ``masked_lm_prob`` of each row's tokens (rounded, at least 1, at most
+    ``max_predictions_per_seq``), never [CLS], [SEP] or the document separator; 80% [MASK], 10%
+    kept, 10% a random ordinary token; whole words or n-gram spans when asked.
+
+    ``masking(batch, key=None)`` maps ``{"input_ids" (or its v2 name): (n, L), "input_mask":
+    (n, L), ...}`` (numpy; ``input_mask`` 1 for tokens) to a new dict: the same entries with the
+    token ids masked (int32), plus ``masked_lm_positions`` and ``masked_lm_ids`` (int32) and
+    ``masked_lm_weights`` (float32), each ``(n, max_predictions_per_seq)``.
+
+    Deterministic: the masks of a batch depend only on ``(seed, *key)`` and the batch.  The
+    readers pass ``key=(batch_number,)`` (numbered from 0 in read order), so the numpy readers
+    and ``load_dataset`` give identical masks for the same seed and batches.  Without ``key``, calls
+    are numbered 0, 1, 2... by the object.  ``seed=None`` draws a seed (kept in ``.seed``).
+    ``spec`` (a :class:`bert_data.masking.MaskingSpec`) replaces the separate options.
+    """
+
+    def __init__(self, vocab, masked_lm_prob: float = 0.15, max_predictions_per_seq: int = 20,
+                 whole_word: bool = False, max_ngram_size: int = 1, seed: Optional[int] = None,
+                 document_separator_token: str = "[SEP]", spec=None):
+        import numpy as np
+
+        from ..masking import MaskingSpec
+
+        if spec is None:
+            spec = MaskingSpec.for_vocab(vocab, document_separator_token, masked_lm_prob=masked_lm_prob,
+                                         max_predictions_per_seq=max_predictions_per_seq, whole_word=whole_word,
+                                         max_ngram_size=max_ngram_size)
+        if seed is None:
+            seed = int(np.random.SeedSequence().generate_state(2, np.uint64)[0] >> np.uint64(1))
+        if isinstance(seed, bool) or int(seed) < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        self.vocab = vocab
+        self.spec = spec
+        self.seed = int(seed)
+        self.document_separator_token = document_separator_token
+        self._calls = 0
+
+    # The settings, as the spec holds them.
+    masked_lm_prob = property(lambda self: self.spec.masked_lm_prob)
+    max_predictions_per_seq = property(lambda self: self.spec.max_predictions_per_seq)
+    whole_word = property(lambda self: self.spec.whole_word)
+    max_ngram_size = property(lambda self: self.spec.max_ngram_size)
+    special_ids = property(lambda self: list(self.spec.special_ids))
+
+    def __repr__(self) -> str:
+        return (f"DynamicMasking(vocab={self.vocab.path!r}, masked_lm_prob={self.masked_lm_prob}, "
+                f"max_predictions_per_seq={self.max_predictions_per_seq}, whole_word={self.whole_word}, "
+                f"max_ngram_size={self.max_ngram_size}, seed={self.seed}, "
+                f"document_separator_token={self.document_separator_token!r})")
+
+    def rng(self, key: Sequence[int]):
+        import numpy as np
+
+        return np.random.default_rng([self.seed, *(int(k) for k in key)])
+
+    def arrays(self, input_ids, input_mask, key: Sequence[int]):
+        """``(input_ids, masked_lm_positions, masked_lm_ids, masked_lm_weights)`` for a batch."""
+        import numpy as np
+
+        from ..masking import mask_tokens
+
+        lengths = np.asarray(input_mask).sum(axis=1)
+        out = mask_tokens(np.asarray(input_ids), lengths, self.spec, self.vocab, self.rng(key))
+        return (out.input_ids.astype(np.int32, copy=False), out.masked_lm_positions.astype(np.int32, copy=False),
+                out.masked_lm_ids.astype(np.int32, copy=False), out.masked_lm_weights.astype(np.float32, copy=False))
+
+    def __call__(self, batch: Dict[str, "np.ndarray"], key: Optional[Sequence[int]] = None) -> Dict[str, "np.ndarray"]:
+        if key is None:
+            key = (self._calls,)
+            self._calls += 1
+        name = next((name for name in batch if canonical_name(name) == "input_ids"), None)
+        if name is None or "input_mask" not in batch:
+            raise ValueError(f"load-time masking needs input_ids and input_mask, got {sorted(batch)}")
+        present = [n for n in MASK_OUTPUTS if n in batch]
+        if present:
+            raise ValueError(f"the batch is already masked (it has {present[0]})")
+        ids, positions, labels, weights = self.arrays(batch[name], batch["input_mask"], key)
+        out = dict(batch)
+        out[name] = ids
+        out.update(masked_lm_positions=positions, masked_lm_ids=labels, masked_lm_weights=weights)
+        return out
+
+
+def _manifest_of(dataset):
+    """``(manifest, manifest_path)`` of a DatasetInfo, a Manifest (or its JSON dict) or paths."""
+    from ..format.dataset import DatasetInfo, dataset_info
+    from ..format.manifest import Manifest
+
+    if dataset is None:
+        return None, None
+    if isinstance(dataset, DatasetInfo):
+        return dataset.manifest, dataset.manifest_path
+    if isinstance(dataset, Manifest):
+        return dataset, None
+    if isinstance(dataset, dict):
+        return Manifest.from_json(dataset), None
+    info = dataset_info(dataset)
+    return info.manifest, info.manifest_path
+
+
+def dynamic_masking(vocab_file: Optional[str] = None, masked_lm_prob: Optional[float] = None,
+                    max_predictions_per_seq: Optional[int] = None, whole_word: Optional[bool] = None,
+                    max_ngram_size: Optional[int] = None, seed: Optional[int] = None,
+                    document_separator_token: Optional[str] = None, dataset=None) -> DynamicMasking:
+    """A :class:`DynamicMasking` (a callable ``batch -> masked batch``) for unmasked data.
+
+    Each option left None comes from ``dataset``'s manifest when there is one (``dataset``: a
+    directory or shard paths, a :class:`~bert_data.format.dataset.DatasetInfo` or a
+    :class:`~bert_data.format.manifest.Manifest`): ``vocab_file``, ``masked_lm_prob``,
+    ``max_predictions_per_seq``, ``mask_whole_word``, ``max_ngram_size``,
+    ``document_separator_token``; else the defaults 0.15, 20, False, 1, ``"[SEP]"`` (and
+    ``vocab_file`` is required).  A vocabulary whose SHA-256 differs from the manifest's
+    ``vocab_sha256`` is an error: the ids would mean other tokens.
+    """
+    from ..masking import MaskingSpec
+    from ..tokenization import load_vocab
+
+    manifest, manifest_path = _manifest_of(dataset)
+    if vocab_file is None:
+        vocab_file = manifest.find_vocab_file(manifest_path) if manifest is not None else None
+        if vocab_file is None:
+            listed = manifest.vocab_file if manifest is not None else None
+            raise ValueError(f"load-time masking needs the vocabulary: the manifest's vocab_file {listed} does "
+                             f"not exist, pass vocab_file=" if listed else
+                             "load-time masking needs the vocabulary: pass vocab_file=")
+    vocab = load_vocab(vocab_file)
+    if manifest is not None and manifest.vocab_sha256 and manifest.vocab_sha256 != vocab.sha256:
+        raise ValueError(f"vocabulary {vocab_file} (sha256 {vocab.sha256[:12]}...) is not the one the data was "
+                         f"made with (manifest: sha256 {manifest.vocab_sha256[:12]}...)")
+    options = dict(masked_lm_prob=masked_lm_prob, max_predictions_per_seq=max_predictions_per_seq,
+                   whole_word=whole_word, max_ngram_size=max_ngram_size)
+    if manifest is not None:
+        spec = MaskingSpec.from_manifest(manifest, vocab, document_separator_token=document_separator_token,
+                                         **options)
+        separator = document_separator_token or manifest.option("document_separator_token", "[SEP]")
+    else:
+        separator = document_separator_token or "[SEP]"
+        spec = MaskingSpec.for_vocab(vocab, separator, **{k: v for k, v in options.items() if v is not None})
+    return DynamicMasking(vocab, seed=seed, document_separator_token=separator, spec=spec)
+
+
+def masker_for(mask, info):
+    """A reader's ``mask=`` option as a callable ``(batch, key) -> batch``, or None; ``info``:
+    the :class:`~bert_data.format.dataset.DatasetInfo` being read."""
+    if mask is None or mask is False:
+        return None
+    if info.masked:
+        raise ValueError("mask=: the records are already masked (masked_lm_* features); load-time masking "
+                         "is for unmasked data (create_tfrecords --mlm_only --disable_masking)")
+    if mask is True:
+        return dynamic_masking(dataset=info)
+    if isinstance(mask, dict):
+        return dynamic_masking(dataset=info, **mask)
+    if callable(mask):
+        return mask
+    raise TypeError(f"mask= must be None, True, a dict of dynamic_masking options or a DynamicMasking, "
+                    f"got {type(mask).__name__}")

@@ -1,0 +1,169 @@
+"""The steps of the numpy and PyTorch readers, as small generator stages (in the style of
+webdataset's ``filters.py``): each takes an iterator of column batches (``{name: (n, ...)
+numpy array}``) and yields new ones, so a reader is a chain of them written once here.
+
+* :func:`decoded_chunks` -- the source: records of shard files, decoded in chunks (canonical
+  feature names), optionally only the records a reader keeps;
+* :func:`reader_share` -- which shards and records one of several readers (DataLoader workers,
+  distributed ranks) takes;
+* :func:`masked` -- load-time masks per batch, keyed by the batch number;
+* :func:`postprocessed` -- casts, mask inversion, the output names (used by ``tf.data`` too);
+* :func:`shuffled` -- a shuffle buffer;
+* :func:`rebatched` / :func:`unbatched` -- batches of a fixed size, or single records.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence
+
+import numpy as np
+
+from ..format.dataset import decode_records
+
+__all__ = ["DEFAULT_CHUNK", "decoded_chunks", "reader_share", "masked", "postprocess", "output_names",
+           "postprocessed", "shuffled", "rebatched", "unbatched"]
+
+# Records decoded together: big enough for numpy to pay off.
+DEFAULT_CHUNK = 4096
+
+Batch = Dict[str, np.ndarray]
+
+
+def _rows(batch: Batch) -> int:
+    return len(next(iter(batch.values())))
+
+
+def _concatenated(batches: Sequence[Batch]) -> Batch:
+    return {name: np.concatenate([batch[name] for batch in batches]) for name in batches[0]}
+
+
+def decoded_chunks(files: Sequence[str], specs, chunk: int = DEFAULT_CHUNK, verify_crc: bool = True,
+                   compressions: Optional[Dict[str, Optional[str]]] = None,
+                   keep: Optional[Callable[[int], bool]] = None) -> Iterator[Batch]:
+    """Decoded chunks of at most ``chunk`` records, in file order, never spanning two files, under
+    canonical names (:func:`bert_data.format.dataset.decode_records`).  ``keep(i) -> bool``
+    drops records (by running index over all files) before decoding.  ``compressions``: file ->
+    None, "gzip" or "zlib" (default: uncompressed)."""
+    from ..format.tfrecord import iter_records
+
+    compressions = compressions or {}
+    index = 0
+    for path in files:
+        buffer: List[bytes] = []
+        first = 0  # index within the file of buffer[0]
+        position = 0
+        for record in iter_records(path, verify_crc=verify_crc, compression=compressions.get(path)):
+            if keep is None or keep(index):
+                if not buffer:
+                    first = position
+                buffer.append(record)
+                if len(buffer) >= chunk:
+                    yield decode_records(buffer, specs, path, first if keep is None else None)
+                    buffer = []
+            index += 1
+            position += 1
+        if buffer:
+            yield decode_records(buffer, specs, path, first if keep is None else None)
+
+
+def reader_share(files: Sequence[str], reader: int, readers: int, split_by: str = "auto",
+                 order: Optional[Sequence[int]] = None):
+    """``(files, keep)`` for reader ``reader`` of ``readers``: its shards, and a record filter
+    for :func:`decoded_chunks` (None: every record of its shards).  ``order`` permutes the shards
+    first (every reader must use the same).  ``split_by="file"``: shards ``reader, reader +
+    readers, ...``; ``"record"``: every shard, the records whose running index ``i`` has ``i %
+    readers == reader``; ``"auto"``: by file when there are at least as many shards as readers."""
+    files = list(files) if order is None else [files[i] for i in order]
+    if split_by == "auto":
+        split_by = "file" if len(files) >= readers else "record"
+    if readers == 1:
+        return files, None
+    if split_by == "file":
+        return files[reader::readers], None
+    return files, (lambda i: i % readers == reader)
+
+
+def masked(batches: Iterable[Batch], masker, key_prefix: Sequence[int] = ()) -> Iterator[Batch]:
+    """Each batch through ``masker(batch, key)`` (load-time masking), with ``key = (*key_prefix,
+    k)`` for the ``k``-th batch; batches pass unchanged when ``masker`` is None."""
+    if masker is None:
+        yield from batches
+        return
+    for number, batch in enumerate(batches):
+        yield masker(batch, key=(*key_prefix, number))
+
+
+def postprocess(batch, int32: bool, invert_input_mask: bool, rename: Callable[[str], str],
+                cast: Callable = lambda value, dtype: value.astype(dtype)):
+    """One batch as readers hand it out: the input mask inverted if asked (1 on padding), int64
+    features cast to int32 with ``int32`` (else the int32 of load-time masks to int64), names
+    through ``rename``.  ``cast(value, dtype_name)`` converts (numpy by default; the tf.data
+    reader passes ``tf.cast``), so that numpy arrays and TensorFlow tensors get the same rules."""
+    if invert_input_mask:
+        batch = dict(batch, input_mask=1 - batch["input_mask"])
+    source, target = ("int64", "int32") if int32 else ("int32", "int64")
+    return {rename(name): cast(value, target) if value.dtype.name == source else value
+            for name, value in batch.items()}
+
+
+def output_names(info, canonical_names: bool) -> Callable[[str], str]:
+    """How a reader names its features (for :func:`postprocess`): canonical, or as the dataset
+    (``info``, a :class:`~bert_data.format.dataset.DatasetInfo`) stores them."""
+    if canonical_names:
+        return lambda name: name
+    return functools.lru_cache(maxsize=None)(info.stored_name)  # called per feature and batch
+
+
+def postprocessed(batches: Iterable[Batch], int32: bool, invert_input_mask: bool,
+                  rename: Callable[[str], str]) -> Iterator[Batch]:
+    """:func:`postprocess` over a stream of batches."""
+    for batch in batches:
+        yield postprocess(batch, int32, invert_input_mask, rename)
+
+
+def shuffled(batches: Iterable[Batch], buffer_size: int, rng: np.random.Generator) -> Iterator[Batch]:
+    """Records shuffled through a buffer of ``buffer_size`` (plus the batch that fills it): as
+    each batch arrives, a random draw of the pool leaves and the rest stays."""
+    buffer: List[Batch] = []
+    for batch in batches:
+        buffer.append(batch)
+        pooled = sum(_rows(b) for b in buffer)
+        if pooled >= buffer_size + _rows(batch):
+            merged = _concatenated(buffer)
+            permutation = rng.permutation(pooled)
+            out, kept = permutation[:pooled - buffer_size], permutation[pooled - buffer_size:]
+            yield {name: value[out] for name, value in merged.items()}
+            buffer = [{name: value[kept] for name, value in merged.items()}]
+    if buffer:
+        merged = _concatenated(buffer)
+        permutation = rng.permutation(_rows(merged))
+        yield {name: value[permutation] for name, value in merged.items()}
+
+
+def rebatched(batches: Iterable[Batch], batch_size: int, drop_remainder: bool = False) -> Iterator[Batch]:
+    """Batches of exactly ``batch_size`` records, in order, across the incoming ones (the rows of
+    one carry over to the next); the last, shorter one unless ``drop_remainder``."""
+    pending: List[Batch] = []
+    n_pending = 0
+    for batch in batches:
+        pending.append(batch)
+        n_pending += _rows(batch)
+        if n_pending < batch_size:
+            continue
+        merged = _concatenated(pending)
+        full = (n_pending // batch_size) * batch_size
+        for start in range(0, full, batch_size):
+            yield {name: value[start:start + batch_size] for name, value in merged.items()}
+        pending = [{name: value[full:] for name, value in merged.items()}] if full < n_pending else []
+        n_pending -= full
+    if n_pending and not drop_remainder:
+        yield _concatenated(pending)
+
+
+def unbatched(batches: Iterable[Batch]) -> Iterator[Batch]:
+    """One ``{name: row}`` per record (views into the batch)."""
+    for batch in batches:
+        columns = list(batch.items())
+        for i in range(_rows(batch)):
+            yield {name: value[i] for name, value in columns}
