@@ -55,7 +55,7 @@ def check_input_options(multiple_docs_in_single_file: bool, multiple_docs_separa
 @dataclass
 class GeneratorConfig:
     metadata_files: List[str]
-    vocab_file: str
+    vocab_file: Optional[str] = None  # WordPiece vocab.txt; with spm_model_file, the ids' file (optional)
     input_files_prefix: str = ""
     do_lower_case: bool = False
     max_seq_length: int = 128
@@ -89,6 +89,15 @@ class GeneratorConfig:
     max_ngram_size: int = 1
     v2_feature_names: bool = False
     compression: Optional[str] = None
+    # Other tokenizers and ALBERT's sentence order (issue 13): see bert_data.tokenizers.
+    tokenizer_file: Optional[str] = None  # a Hugging Face tokenizer.json
+    spm_model_file: Optional[str] = None  # a SentencePiece model, tokenized as ALBERT does
+    pad_token: Optional[str] = None  # special tokens: None = the tokenizer's own, else BERT's
+    unk_token: Optional[str] = None
+    cls_token: Optional[str] = None
+    sep_token: Optional[str] = None
+    mask_token: Optional[str] = None
+    sentence_order_prediction: bool = False
 
     # ------------------------------------------------------------------ derived values
     @property
@@ -142,8 +151,7 @@ class GeneratorConfig:
             self.val_metadata_files = [self.val_metadata_files]
         if not self.metadata_files:
             raise ConfigError("--metadata_files: give at least one metadata file")
-        if not self.vocab_file:
-            raise ConfigError("--vocab_file is required")
+        self._validate_tokenizer()
 
         def integer(name, minimum, maximum=None, why=""):
             value = getattr(self, name)
@@ -198,6 +206,24 @@ class GeneratorConfig:
         if not self.output_dir:
             raise ConfigError("--output_dir must not be empty")
         return self
+
+    def _validate_tokenizer(self) -> None:
+        if self.tokenizer_file and self.spm_model_file:
+            raise ConfigError("--tokenizer_file and --spm_model_file contradict each other: choose one tokenizer")
+        if self.tokenizer_file and self.vocab_file:
+            raise ConfigError("--tokenizer_file and --vocab_file contradict each other: a tokenizer.json holds its "
+                              "own vocabulary")
+        if self.tokenizer_file and self.do_lower_case:
+            raise ConfigError("--do_lower_case does not apply to --tokenizer_file: the tokenizer's own normalizer "
+                              "decides the case")
+        if not (self.vocab_file or self.tokenizer_file or self.spm_model_file):
+            raise ConfigError("--vocab_file is required (or --tokenizer_file, or --spm_model_file)")
+        for role in ("pad", "unk", "cls", "sep", "mask"):
+            value = getattr(self, f"{role}_token")
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ConfigError(f"--{role}_token must be a token of the vocabulary, got {value!r}")
+        if self.sentence_order_prediction and self.mlm_only:
+            raise ConfigError("--sentence_order_prediction needs sentence pairs: drop --mlm_only or it")
 
     def _validate_recipes(self, integer) -> None:
         integer("max_ngram_size", 1, 10)

@@ -63,6 +63,10 @@ class MaskingSpec:
     def for_vocab(cls, vocab, document_separator_token: Optional[str] = None, **options) -> "MaskingSpec":
         """[CLS] and [SEP] of ``vocab`` are never masked, nor ``document_separator_token`` when
         given (it must be in the vocabulary)."""
+        whole_words = options.get("whole_word") or int(options.get("max_ngram_size") or 1) > 1
+        if whole_words and getattr(vocab, "word_boundary", True) is None:
+            raise ValueError("whole-word and n-gram masking need word boundaries, and this tokenizer's pieces do "
+                             "not show where a word starts (no ##, \u2581 or \u0120 mark)")
         special = {vocab.cls_id, vocab.sep_id}
         if document_separator_token is not None:
             separator = vocab.token_to_id.get(document_separator_token)
@@ -136,7 +140,8 @@ def _choose_single_tokens(candidates, budget, max_predictions, rng):
 
 
 def _choose_whole_words(candidates, input_ids, is_continuation, budget, rng):
-    """Chosen positions when ``##`` pieces belong to the word before them."""
+    """Chosen positions when continuation pieces (``##`` pieces for WordPiece; see
+    ``Vocab.word_boundary``) belong to the word before them."""
     n, width = candidates.shape
     word_of, n_words, word_length = _words(candidates, input_ids, is_continuation)
     rows, cols = np.nonzero(candidates)

@@ -35,7 +35,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -71,26 +71,63 @@ class VocabError(ValueError):
 # --------------------------------------------------------------------------- vocabulary
 
 
-def _is_excluded_from_random(token: str) -> bool:
-    return (not token or token in SPECIAL_TOKENS or _UNUSED_RE.match(token) is not None
+def _is_excluded_from_random(token: str, specials=()) -> bool:
+    return (not token or token in SPECIAL_TOKENS or token in specials or _UNUSED_RE.match(token) is not None
             or _BRACKETED_SPECIAL_RE.match(token) is not None)
+
+
+# How whole-word and n-gram masking tell where a word starts (``Vocab.word_boundary``):
+#   "prefix:##"  a piece starting with "##" continues the word before it (BERT's WordPiece);
+#   "start:▁"    ALBERT's rule for SentencePiece pieces (``is_start_piece``), with the marker
+#                that stands for a space ("▁"; "Ġ" for byte-level BPE);
+#   None         the pieces carry no mark: words cannot be told apart.
+WORDPIECE_BOUNDARY = "prefix:##"
+
+# ALBERT's ``_is_start_piece_sp`` counts these one-character pieces (and any piece holding a
+# character outside a-z and them) as starting a word.  Its set lists '"' twice and no "'", and
+# adds "€" and "£" as bytes, which never equal a character: copied as written.
+_ALBERT_PUNCTUATION = frozenset('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
+_ALBERT_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz") | _ALBERT_PUNCTUATION
+
+
+def is_start_piece(piece: str, marker: str = "\u2581") -> bool:
+    """ALBERT's word-start rule for SentencePiece pieces: a piece starts a word when it begins
+    with the space marker or "<", is a punctuation character, or holds any character that is
+    not an English letter or such punctuation (digits and foreign scripts are words of their own)."""
+    return (piece.startswith(marker) or piece.startswith("<") or piece in _ALBERT_PUNCTUATION
+            or not all(c.lower() in _ALBERT_WORD_CHARS for c in piece))
+
+
+def continuation_flags(tokens: Sequence[str], word_boundary: Optional[str]) -> np.ndarray:
+    """Per token: does it continue the word before it (see ``WORDPIECE_BOUNDARY``)?"""
+    if not word_boundary:
+        return np.zeros(len(tokens), dtype=bool)
+    kind, _, mark = word_boundary.partition(":")
+    if kind == "prefix":
+        return np.fromiter((t.startswith(mark) for t in tokens), dtype=bool, count=len(tokens))
+    if kind == "start":
+        return np.fromiter((not is_start_piece(t, mark) for t in tokens), dtype=bool, count=len(tokens))
+    raise ValueError(f"unknown word boundary rule {word_boundary!r}")
 
 
 @dataclass(frozen=True)
 class Vocab:
-    """A loaded BERT vocabulary (immutable; cheap to pickle).
+    """A loaded vocabulary (immutable; cheap to pickle): BERT's ``vocab.txt``, or the pieces of
+    another tokenizer (``bert_data.tokenizers``).
 
-    ``tokens[i]`` is the token of id ``i``. ``is_continuation[i]`` is True for ``##``
-    pieces (used by whole-word masking). ``ordinary_ids`` are the ids random replacement
-    may draw: all but [PAD] [UNK] [CLS] [SEP] [MASK], ``[unusedN]`` and other bracketed
-    all-caps specials like ``[XYZ]``.
+    ``tokens[i]`` is the token of id ``i``, in the tokenizer's own form. ``is_continuation[i]``
+    is True for pieces that continue the word before them (``##`` pieces for WordPiece; see
+    ``word_boundary``), used by whole-word and n-gram masking. ``ordinary_ids`` are the ids
+    random replacement may draw: all but the special tokens ([PAD] [UNK] [CLS] [SEP] [MASK] or
+    the tokenizer's own), ``reserved`` ones, ``[unusedN]`` and other bracketed all-caps
+    specials like ``[XYZ]``. ``pad_id`` and ``unk_id`` are None for a tokenizer without them.
     """
 
     path: str
     tokens: tuple[str, ...]
     sha256: str
-    pad_id: int
-    unk_id: int
+    pad_id: Optional[int]
+    unk_id: Optional[int]
     cls_id: int
     sep_id: int
     mask_id: int
@@ -98,6 +135,10 @@ class Vocab:
     token_to_id: dict[str, int] = field(repr=False, compare=False)
     is_continuation: np.ndarray = field(repr=False, compare=False)
     ordinary_ids: np.ndarray = field(repr=False, compare=False)
+    # (pad, unk, cls, sep, mask) as this vocabulary spells them; None: it has no such token.
+    special_tokens: tuple = SPECIAL_TOKENS
+    word_boundary: Optional[str] = WORDPIECE_BOUNDARY
+    reserved: tuple = ()  # the tokenizer's other special tokens
 
     def __len__(self) -> int:
         return self.size
@@ -105,7 +146,8 @@ class Vocab:
     def __reduce__(self):
         # Pickle only the token list (as one string: much cheaper than a tuple of 30k
         # strings) and rebuild the derived fields in the receiving process.
-        return (_vocab_from_state, (self.path, "\n".join(self.tokens), self.sha256))
+        return (_vocab_from_state, (self.path, "\n".join(self.tokens), self.sha256, self.special_tokens,
+                                    self.word_boundary, self.reserved))
 
     def convert_tokens_to_ids(self, tokens: Iterable[str]) -> list[int]:
         t2i = self.token_to_id
@@ -116,13 +158,21 @@ class Vocab:
         return [toks[int(i)] for i in ids]
 
 
-def _vocab_from_state(path: str, joined: str, sha256: str) -> Vocab:
-    return vocab_from_tokens(joined.split("\n"), path=path, sha256=sha256)
+def _vocab_from_state(path: str, joined: str, sha256: str, special_tokens=SPECIAL_TOKENS,
+                      word_boundary=WORDPIECE_BOUNDARY, reserved=()) -> Vocab:
+    return vocab_from_tokens(joined.split("\n"), path=path, sha256=sha256, special_tokens=special_tokens,
+                             word_boundary=word_boundary, reserved=reserved)
 
 
-def vocab_from_tokens(tokens: Sequence[str], path: str = "<memory>", sha256: str | None = None) -> Vocab:
-    """Build a ``Vocab`` from tokens in id order (checks duplicates and specials)."""
+def vocab_from_tokens(tokens: Sequence[str], path: str = "<memory>", sha256: str | None = None,
+                      special_tokens: Sequence[Optional[str]] = SPECIAL_TOKENS,
+                      word_boundary: Optional[str] = WORDPIECE_BOUNDARY, reserved: Sequence[str] = ()) -> Vocab:
+    """Build a ``Vocab`` from tokens in id order (checks duplicates and specials).
+
+    ``special_tokens``: the (pad, unk, cls, sep, mask) tokens, each required to be in ``tokens``;
+    None for a pad or unk token the tokenizer does not have."""
     tokens = tuple(tokens)
+    special_tokens = tuple(special_tokens)
     if sha256 is None:
         sha256 = hashlib.sha256(("\n".join(tokens) + "\n").encode("utf-8")).hexdigest()
     if not tokens:
@@ -133,20 +183,25 @@ def vocab_from_tokens(tokens: Sequence[str], path: str = "<memory>", sha256: str
         if first != i:
             shown = repr(tok) + (" (blank line)" if tok == "" else "")
             raise VocabError(f"{path}: duplicate token {shown} at lines {first + 1} and {i + 1}")
-    missing = [s for s in SPECIAL_TOKENS if s not in token_to_id]
+    if None in special_tokens[2:]:
+        raise VocabError(f"{path}: [CLS], [SEP] and [MASK] tokens are required")
+    missing = [s for s in special_tokens if s is not None and s not in token_to_id]
     if missing:
-        raise VocabError(f"{path}: missing special token(s) {' '.join(missing)} "
-                         f"(a BERT vocabulary needs all of {' '.join(SPECIAL_TOKENS)})")
-    is_cont = np.fromiter((t.startswith("##") for t in tokens), dtype=bool, count=len(tokens))
-    ordinary = np.fromiter((i for i, t in enumerate(tokens) if not _is_excluded_from_random(t)),
+        if special_tokens == SPECIAL_TOKENS:
+            raise VocabError(f"{path}: missing special token(s) {' '.join(missing)} "
+                             f"(a BERT vocabulary needs all of {' '.join(SPECIAL_TOKENS)})")
+        raise VocabError(f"{path}: missing special token(s) {' '.join(missing)}")
+    is_cont = continuation_flags(tokens, word_boundary)
+    excluded = {s for s in special_tokens if s is not None} | set(reserved)
+    ordinary = np.fromiter((i for i, t in enumerate(tokens) if not _is_excluded_from_random(t, excluded)),
                            dtype=np.int32)
     is_cont.flags.writeable = False
     ordinary.flags.writeable = False
+    pad, unk, cls, sep, mask = (None if s is None else token_to_id[s] for s in special_tokens)
     return Vocab(
-        path=str(path), tokens=tokens, sha256=sha256,
-        pad_id=token_to_id["[PAD]"], unk_id=token_to_id["[UNK]"], cls_id=token_to_id["[CLS]"],
-        sep_id=token_to_id["[SEP]"], mask_id=token_to_id["[MASK]"], size=len(tokens),
-        token_to_id=token_to_id, is_continuation=is_cont, ordinary_ids=ordinary,
+        path=str(path), tokens=tokens, sha256=sha256, pad_id=pad, unk_id=unk, cls_id=cls, sep_id=sep,
+        mask_id=mask, size=len(tokens), token_to_id=token_to_id, is_continuation=is_cont, ordinary_ids=ordinary,
+        special_tokens=special_tokens, word_boundary=word_boundary, reserved=tuple(reserved),
     )
 
 
@@ -332,7 +387,7 @@ def bert_hf_tokenizer(model, do_lower_case: bool):
 def _build_hf_tokenizer(vocab: Vocab, do_lower_case: bool, max_input_chars_per_word: int):
     from tokenizers.models import WordPiece
 
-    return bert_hf_tokenizer(WordPiece(vocab=dict(vocab.token_to_id), unk_token="[UNK]",
+    return bert_hf_tokenizer(WordPiece(vocab=dict(vocab.token_to_id), unk_token=vocab.special_tokens[1],
                                        max_input_chars_per_word=max_input_chars_per_word), do_lower_case)
 
 

@@ -50,6 +50,20 @@ def add_document_arguments(group, metadata_help: str = "") -> None:
                             "(lines that are not JSON objects with a string at KEY are skipped and counted)")
 
 
+def add_tokenizer_arguments(group) -> None:
+    """The tokenizers besides a WordPiece vocab.txt, and their special tokens (bert_data.tokenizers)."""
+    group.add_argument("--tokenizer_file", default=None, metavar="FILE",
+                       help="a Hugging Face tokenizers tokenizer.json (WordPiece, BPE, Unigram...) instead of "
+                            "--vocab_file; it does its own normalisation (no --do_lower_case)")
+    group.add_argument("--spm_model_file", default=None, metavar="FILE",
+                       help="a SentencePiece model, tokenized as ALBERT does (needs pip install sentencepiece); "
+                            "--do_lower_case lower-cases first")
+    for role, default in (("cls", "[CLS]"), ("sep", "[SEP]"), ("mask", "[MASK]"), ("pad", "[PAD]"),
+                          ("unk", "[UNK]")):
+        group.add_argument(f"--{role}_token", default=None, metavar="TOKEN",
+                           help=f"the tokenizer's {role} token (default: the tokenizer's own, else {default})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="create_tfrecords",
@@ -67,10 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "rule-based sentencizer, no download needed)")
 
     tokens = parser.add_argument_group("tokens")
-    tokens.add_argument("--vocab_file", required=True, metavar="FILE",
-                        help="WordPiece vocabulary (vocab.txt) of the model you will train")
+    tokens.add_argument("--vocab_file", default=None, metavar="FILE",
+                        help="WordPiece vocabulary (vocab.txt) of the model you will train; with "
+                             "--spm_model_file, optional: the vocabulary whose line numbers are the ids")
     tokens.add_argument("--do_lower_case", action="store_true",
                         help="lower-case and strip accents (use with uncased vocabularies)")
+    add_tokenizer_arguments(tokens)
 
     instances = parser.add_argument_group("instances and masking (as Google's create_pretraining_data.py)")
     instances.add_argument("--max_seq_length", type=int, default=128, help="tokens per instance (default 128)")
@@ -87,6 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     instances.add_argument("--mask_whole_word", action="store_true",
                            help="mask all WordPiece pieces of a word together")
     instances.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    instances.add_argument("--sentence_order_prediction", action="store_true",
+                           help="ALBERT's sentence-order task instead of next-sentence prediction: B always "
+                                "follows A in the document, and half the pairs are swapped (label 1); still "
+                                "written as next_sentence_labels")
 
     recipes = parser.add_argument_group("recipes after BERT")
     recipes.add_argument("--mlm_only", action="store_true",

@@ -97,6 +97,32 @@ class Manifest:
         return self.option("vocab_file")
 
     @property
+    def tokenizer_file(self) -> Optional[str]:
+        """The Hugging Face ``tokenizer.json`` the data was made with, as recorded (or None)."""
+        return self.option("tokenizer_file")
+
+    @property
+    def spm_model_file(self) -> Optional[str]:
+        """The SentencePiece model the data was made with, as recorded (or None)."""
+        return self.option("spm_model_file")
+
+    @property
+    def do_lower_case(self) -> bool:
+        return bool(self.option("do_lower_case", False))
+
+    @property
+    def special_token_options(self) -> tuple:
+        """``--pad_token --unk_token --cls_token --sep_token --mask_token`` as given (None: the
+        tokenizer's own, else BERT's)."""
+        return tuple(self.option(f"{role}_token") for role in ("pad", "unk", "cls", "sep", "mask"))
+
+    @property
+    def sentence_order_prediction(self) -> bool:
+        """True when ``next_sentence_labels`` holds ALBERT's sentence-order label (1: A and B
+        swapped) rather than BERT's next-sentence label (1: B is random)."""
+        return bool(self.option("sentence_order_prediction", False))
+
+    @property
     def specs(self) -> List[FeatureSpec]:
         """The record layout: the ``features`` table, else (older manifests) the one the options
         imply."""
@@ -108,7 +134,13 @@ class Manifest:
     def find_vocab_file(self, manifest_path: Optional[str] = None) -> Optional[str]:
         """The vocabulary file this manifest names, if it exists: as recorded (absolute, or
         relative to the current directory), else relative to the manifest's directory."""
-        path = self.vocab_file
+        return self.find_file(self.vocab_file, manifest_path)
+
+    @staticmethod
+    def find_file(path: Optional[str], manifest_path: Optional[str] = None) -> Optional[str]:
+        """A file the manifest records (vocabulary, tokenizer, model), if it exists: as recorded
+        (absolute, or relative to the current directory), else relative to the manifest's
+        directory."""
         if not path:
             return None
         if os.path.isfile(path):

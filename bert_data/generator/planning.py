@@ -35,14 +35,21 @@ class Plan:
 
 def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: bool = True) -> Plan:
     """Everything that can be checked before any work: inputs, vocabulary, sentence model."""
-    from ..tokenization import load_vocab
+    from ..masking import MaskingSpec
+    from ..tokenizers import TokenizerSource, load_vocabulary
 
-    vocab = load_vocab(config.vocab_file)
+    source = TokenizerSource.from_config(config)
+    vocab = load_vocabulary(source)
     # Checked here, not only by MaskingSpec.from_config in the workers: windows that cross
     # documents need the token with masking disabled too, and a user needs the option's name.
     if config.mlm_only and config.document_separator_token not in vocab.token_to_id:
         raise ConfigError(f"--document_separator_token {config.document_separator_token} is not in "
-                          f"{config.vocab_file}")
+                          f"{vocab.path}")
+    if not config.disable_masking:
+        try:  # e.g. whole words with a tokenizer whose pieces do not show where words start
+            MaskingSpec.from_config(config, vocab)
+        except ValueError as error:
+            raise ConfigError(f"{source.option} {source.path}: {error}") from None
     if config.spacy_model and not config.single_sentence_per_line:
         from .sentences import make_sentence_splitter
 
@@ -69,7 +76,7 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
     units += docs_mod.plan_units(val_entries, split_mode=docs_mod.ALL_VAL, first_index=len(units), **plan_args)
     if not units or not any(unit.n_bytes for unit in units):
         raise InputError("no document with any text in " + ", ".join(config.metadata_files + config.val_metadata_files))
-    if check_case:
+    if check_case and source.kind == "wordpiece":  # the check measures WordPiece's [UNK] rate
         check_vocabulary_case(config, vocab, units)
     return Plan(units, len(entries) + len(val_entries) + len(missing), missing, vocab,
                 run_fingerprint(config, vocab, entries + val_entries))
@@ -89,7 +96,7 @@ def check_vocabulary_case(config: GeneratorConfig, vocab, units: List[Unit], sam
         size += len(document.text)
         if size >= sample_chars:
             break
-    message = check_case_mismatch(vocab, config.do_lower_case, texts, WordPieceTokenizer(config.vocab_file, config.do_lower_case))
+    message = check_case_mismatch(vocab, config.do_lower_case, texts, WordPieceTokenizer(vocab, config.do_lower_case))
     if message:
         warn(message)
 

@@ -37,6 +37,7 @@ from ..format.layout import canonical_name
 from .instances import PairArrays, TokenPool, create_pairs, create_windows, gather_instances
 from ..masking import MaskingSpec, mask_tokens
 from ..format.tfrecord import frame_records
+from ..tokenizers import TokenizerSource, make_tokenizer
 
 # Rows masked and encoded together: large enough for numpy to pay, small enough to keep a
 # worker's temporary arrays to a few MB.
@@ -61,11 +62,11 @@ class _WorkerContext:
 
     def __init__(self, config: GeneratorConfig):
         from .sentences import make_sentence_splitter
-        from ..tokenization import WordPieceTokenizer, force_single_thread
+        from ..tokenization import force_single_thread
 
         # One worker process, one tokenizer thread: parallelism comes from processes.
         force_single_thread()
-        self.tokenizer = WordPieceTokenizer(config.vocab_file, config.do_lower_case)
+        self.tokenizer = make_tokenizer(TokenizerSource.from_config(config))
         self.vocab = self.tokenizer.vocab
         self.splitter = make_sentence_splitter(config.single_sentence_per_line, config.spacy_model)
         self.token_dtype = np.uint16 if self.vocab.size <= np.iinfo(np.uint16).max + 1 else np.int32
@@ -74,7 +75,7 @@ class _WorkerContext:
     @classmethod
     def get(cls, config: GeneratorConfig) -> "_WorkerContext":
         # Per thread too: a Dask worker may run several tasks at once in threads.
-        key = (threading.get_ident(), config.vocab_file, config.do_lower_case, config.single_sentence_per_line,
+        key = (threading.get_ident(), TokenizerSource.from_config(config), config.single_sentence_per_line,
                config.spacy_model)
         if key not in cls._cached:
             cls._cached[key] = cls(config)
