@@ -1,4 +1,4 @@
-"""Stage 4: tokenized documents -> next-sentence-prediction pairs.
+"""Stage 4: tokenized documents -> next-sentence-prediction (or ALBERT sentence-order) pairs.
 
 This follows ``create_instances_from_document`` of Google's ``create_pretraining_data.py``
 step for step (target length drawn once per document, chunk accumulation, random split point,
@@ -117,11 +117,21 @@ def add_pairs_from_document(
     min_short_seq_length: int,
     rng: random.Random,
     out: PairBatch,
+    sentence_order: bool = False,
 ) -> None:
     """Append the pairs of one document to ``out`` (Google's create_instances_from_document).
 
     The hot loop of the generator: uniform integers are drawn as ``int(random() * n)``
     (``randint`` costs four Python calls per draw; the bias of the float draw is below 2**-32).
+
+    ``sentence_order``: ALBERT's sentence-order prediction (its ``create_instances_from_document``
+    without ``--random_next_sentence``): B is the rest of the chunk, and with probability 1/2 A
+    and B are swapped (``is_random_next`` 1), before truncation, as ALBERT does.  One corner case
+    is ALBERT's too: a chunk of one sentence cannot be split into A and B, and ALBERT then still
+    takes a random B from another document with label 1, as BERT does; so does this, so that the
+    data is ALBERT's (labels 1 are then "not in order": swapped, or rarely a random B).  The
+    random draws are ALBERT's: one per chunk of two sentences or more, none for the
+    one-sentence chunk's choice.
     """
     uniform = rng.random
     all_bounds = pool.bounds
@@ -145,7 +155,7 @@ def add_pairs_from_document(
             a_start = bounds[chunk_first]
             len_a = bounds[a_end] - a_start
 
-            if chunk_size == 1 or uniform() < 0.5:
+            if chunk_size == 1 or (not sentence_order and uniform() < 0.5):
                 is_random = 1
                 target_b_length = target_length - len_a
                 # Ten tries to find another document (a one-document pool falls back to itself).
@@ -168,6 +178,9 @@ def add_pairs_from_document(
                 is_random = 0
                 b_start = bounds[a_end]
                 len_b = bounds[i + 1] - b_start
+                if sentence_order and uniform() < 0.5:  # ALBERT's sentence order: swapped, label 1
+                    is_random = 1
+                    a_start, len_a, b_start, len_b = b_start, len_b, a_start, len_a
 
             if len_a + len_b > max_num_tokens:
                 remove_a, remove_b = truncation_counts(len_a, len_b, max_num_tokens)
@@ -194,13 +207,15 @@ def create_pairs(
     short_seq_prob: float,
     min_short_seq_length: int,
     rng: random.Random,
+    sentence_order: bool = False,
 ) -> PairArrays:
-    """All pairs of a pool: ``dupe_factor`` passes over every document."""
+    """All pairs of a pool: ``dupe_factor`` passes over every document (``sentence_order``: ALBERT's
+    sentence-order pairs, see :func:`add_pairs_from_document`)."""
     out = PairBatch()
     for _ in range(dupe_factor):
         for document_index in range(len(pool)):
             add_pairs_from_document(pool, document_index, max_num_tokens, short_seq_prob, min_short_seq_length,
-                                    rng, out)
+                                    rng, out, sentence_order)
     return out.arrays()
 
 

@@ -343,7 +343,8 @@ def pair_unit(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorCon
             pairs = create_windows(pool, passes, config.max_num_tokens, config.window_overlap, config.short_seq_prob,
                                    config.short_min, cross_document, rng)
         else:
-            pairs = create_pairs(pool, passes, config.max_num_tokens, config.short_seq_prob, config.short_min, rng)
+            pairs = create_pairs(pool, passes, config.max_num_tokens, config.short_seq_prob, config.short_min, rng,
+                                 sentence_order=config.sentence_order_prediction)
         # Instances are shuffled within a unit (the reference shuffles all of them at the end).
         order = np.random.default_rng(random_streams(config.seed, unit.index, split, SHUFFLING)).permutation(len(pairs))
         result.splits[split] = SplitPairs(paths[split], pairs.take(order))
