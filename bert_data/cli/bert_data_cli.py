@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "masked, cat{=} kept, dog{cat} replaced by a random token.")
     p.add_argument("shard", help="a .tfrecords file (or an output directory: its first shard)")
     p.add_argument("--vocab_file", default=None,
-                   help="vocabulary to show tokens (default: the manifest's vocab_file; else ids)")
+                   help="vocabulary to show tokens: a vocab.txt, tokenizer.json or SentencePiece model "
+                        "(default: the one the manifest records; else ids)")
     p.add_argument("-n", "--num_records", type=int, default=5, help="records to show (default 5)")
     p.add_argument("--start", type=int, default=0, help="first record to show (default 0)")
     p.add_argument("--json", action="store_true", help="one JSON object per record")
@@ -69,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"output directories (with {MANIFEST_NAME}; train/ and val/ are both checked), "
                         ".tfrecords files or globs")
     p.add_argument("--vocab_file", default=None,
-                   help="vocabulary for the id checks (default: the manifest's vocab_file)")
+                   help="vocabulary for the id checks: a vocab.txt, tokenizer.json or SentencePiece model "
+                        "(default: the one the manifest records)")
     p.add_argument("--max_problems", type=int, default=20, help="problems to list (default 20)")
     p.add_argument("-v", "--verbose", action="store_true", help="one line per file")
     _add_compression(p)
@@ -78,7 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Tokens per instance, short sequences, predictions per instance, the "
                                    "[MASK]/kept/random split, NSP balance, [UNK] rate and top tokens.")
     p.add_argument("paths", nargs="+", metavar="OUT_DIR", help="output directory (or .tfrecords files)")
-    p.add_argument("--vocab_file", default=None, help="vocabulary (default: the manifest's vocab_file)")
+    p.add_argument("--vocab_file", default=None,
+                   help="vocabulary: a vocab.txt, tokenizer.json or SentencePiece model (default: the one the "
+                        "manifest records)")
     p.add_argument("--plot", default=None, metavar="PNG",
                    help="also write histograms to this PNG (needs matplotlib: pip install 'bert_data[plot]')")
     p.add_argument("--limit", type=int, default=None, help="only the first N records of each dataset")

@@ -318,6 +318,14 @@ class DatasetInfo:
         """The manifest's vocabulary file, if it still exists."""
         return self.manifest.find_vocab_file(self.manifest_path) if self.manifest is not None else None
 
+    def tokenizer_source(self, override: Optional[str] = None):
+        """The tokenizer the data was made with (a :class:`bert_data.tokenizers.TokenizerSource`),
+        or None when its files are gone or no manifest names one; ``override``: a vocabulary or
+        tokenizer file to use instead."""
+        from ..tokenizers import TokenizerSource
+
+        return TokenizerSource.from_manifest(self.manifest, self.manifest_path, override)[0]
+
 
 def _file_compressions(files: Sequence[str], listed_in: Dict[str, Optional[str]], manifests: Dict[str, Manifest],
                        compression) -> Dict[str, Optional[str]]:

@@ -131,21 +131,22 @@ def dynamic_masking(vocab_file: Optional[str] = None, masked_lm_prob: Optional[f
     :class:`~bert_data.format.manifest.Manifest`): ``vocab_file``, ``masked_lm_prob``,
     ``max_predictions_per_seq``, ``mask_whole_word``, ``max_ngram_size``,
     ``document_separator_token``; else the defaults 0.15, 20, False, 1, ``"[SEP]"`` (and
-    ``vocab_file`` is required).  A vocabulary whose SHA-256 differs from the manifest's
-    ``vocab_sha256`` is an error: the ids would mean other tokens.
+    ``vocab_file`` is required).  The vocabulary is the tokenizer's the data was made with
+    (``vocab_file``, ``tokenizer_file`` or ``spm_model_file``, with its special tokens: see
+    :class:`bert_data.tokenizers.TokenizerSource`); ``vocab_file=`` may name any of the three
+    kinds of file.  A vocabulary whose SHA-256 differs from the manifest's ``vocab_sha256`` is an
+    error: the ids would mean other tokens.
     """
     from ..masking import MaskingSpec
-    from ..tokenization import load_vocab
+    from ..tokenizers import TokenizerSource, load_vocabulary
 
     manifest, manifest_path = _manifest_of(dataset)
-    if vocab_file is None:
-        vocab_file = manifest.find_vocab_file(manifest_path) if manifest is not None else None
-        if vocab_file is None:
-            listed = manifest.vocab_file if manifest is not None else None
-            raise ValueError(f"load-time masking needs the vocabulary: the manifest's vocab_file {listed} does "
-                             f"not exist, pass vocab_file=" if listed else
-                             "load-time masking needs the vocabulary: pass vocab_file=")
-    vocab = load_vocab(vocab_file)
+    source, missing = TokenizerSource.from_manifest(manifest, manifest_path, override=vocab_file)
+    if source is None:
+        raise ValueError(f"load-time masking needs the vocabulary: {missing}, pass vocab_file=" if missing else
+                         "load-time masking needs the vocabulary: pass vocab_file=")
+    vocab = load_vocabulary(source)
+    vocab_file = source.vocab_file or source.path
     if manifest is not None and manifest.vocab_sha256 and manifest.vocab_sha256 != vocab.sha256:
         raise ValueError(f"vocabulary {vocab_file} (sha256 {vocab.sha256[:12]}...) is not the one the data was "
                          f"made with (manifest: sha256 {manifest.vocab_sha256[:12]}...)")

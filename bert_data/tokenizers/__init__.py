@@ -73,8 +73,8 @@ class TokenizerSource:
     @classmethod
     def from_manifest(cls, manifest, manifest_path: Optional[str] = None,
                       override: Optional[str] = None) -> Tuple[Optional["TokenizerSource"], Optional[str]]:
-        """The tokenizer a dataset was made with: ``(source, None)``, or ``(None, why)`` when its
-        files cannot be found.  ``override``: a vocabulary or tokenizer file to use instead (its
+        """The tokenizer a dataset was made with: ``(source, None)``; ``(None, why)`` when a file
+        the manifest records cannot be found; ``(None, None)`` when it records none.  ``override``: a vocabulary or tokenizer file to use instead (its
         kind is read from its content); the manifest still gives case and special tokens."""
         specials = manifest.special_token_options if manifest is not None else (None,) * 5
         lower = manifest.do_lower_case if manifest is not None else False
@@ -86,7 +86,7 @@ class TokenizerSource:
                     return cls(SENTENCEPIECE, model, override, lower, specials), None
             return cls(kind, override, None, lower and kind != HUGGINGFACE, specials), None
         if manifest is None:
-            return None, "no manifest names a vocabulary"
+            return None, None
         for kind, recorded in ((SENTENCEPIECE, manifest.spm_model_file), (HUGGINGFACE, manifest.tokenizer_file),
                                (WORDPIECE, manifest.vocab_file)):
             if not recorded:
@@ -100,7 +100,7 @@ class TokenizerSource:
                 if vocab_file is None:
                     return None, f"the manifest's vocab_file {manifest.vocab_file} does not exist"
             return cls(kind, found, vocab_file, lower and kind != HUGGINGFACE, specials), None
-        return None, "the manifest names no vocabulary"
+        return None, None
 
 
 def detect_kind(path: str) -> str:

@@ -1,7 +1,8 @@
 """``bert-data inspect``: records as readable text.
 
 Each record shows segment A and B (NSP layouts) or its tokens (MLM-only layouts: ``[CLS] tokens
-[SEP]``, with any document separators inside) as WordPiece tokens, the next-sentence label when
+[SEP]``, with any document separators inside) as the tokenizer's pieces, in its own form
+(``##s``, ``▁word``, ``Ġword``), the next-sentence label when
 there is one, and every masked-LM position as ``shown{original}``: ``[MASK]{cat}`` (replaced by
 [MASK]), ``cat{=}`` (kept as is, still predicted) or ``dog{cat}`` (replaced by a random token).
 Unmasked records (``--disable_masking``) show their tokens as stored, or, with ``mask_seed``, a
@@ -37,6 +38,7 @@ class InspectedRecord:
     has_segments: bool = True
     has_masks: bool = True  # False: unmasked records (no masked_lm features, no preview)
     preview: bool = False  # masks drawn here by load-time masking (not stored in the record)
+    sentence_order: bool = False  # the label is ALBERT's sentence order (1: A and B swapped)
 
 
 def _resolve_shard(path: str) -> str:
@@ -57,13 +59,12 @@ def inspect_records(shard: str, vocab_file: Optional[str] = None, n: int = 5,
     from ..format.dataset import dataset_info, decode_records
     from ..format.tfrecord import iter_records
     from ..load.dynamic_masks import dynamic_masking
-    from ..tokenization import load_vocab
+    from ..tokenizers import load_vocabulary
 
     shard = _resolve_shard(shard)
     info = dataset_info([shard], compression=compression)
-    if vocab_file is None:
-        vocab_file = info.vocab_file()
-    vocab = load_vocab(vocab_file) if vocab_file else None
+    source = info.tokenizer_source(vocab_file)
+    vocab = load_vocabulary(source) if source else None
     records = list(itertools.islice(iter_records(shard, compression=info.compression(shard)),
                                     start, start + n if n >= 0 else None))
     if not records:
@@ -77,10 +78,13 @@ def inspect_records(shard: str, vocab_file: Optional[str] = None, n: int = 5,
         masker = dynamic_masking(vocab_file=vocab_file, seed=mask_seed, dataset=info)
         view = masker(view, key=(0,))
     mask_id = vocab.mask_id if vocab else None
+    sentence_order = info.manifest is not None and info.manifest.sentence_order_prediction
     for j in range(len(records)):
         stored = {info.stored_name(name): cols[name][j] for name in cols}
         feats = {name: view[name][j] for name in view}
-        yield _inspect_one(shard, start + j, stored, feats, vocab, mask_id, preview)
+        record = _inspect_one(shard, start + j, stored, feats, vocab, mask_id, preview)
+        record.sentence_order = sentence_order
+        yield record
 
 
 def _inspect_one(path, index, stored, f, vocab, mask_id, preview=False) -> InspectedRecord:
@@ -133,7 +137,11 @@ def format_record(rec: InspectedRecord) -> str:
     parts = [f"{os.path.basename(rec.path)} record {rec.index}: {rec.length}/{msl} tokens"]
     nsp = rec.next_sentence_label
     if nsp is not None:
-        parts.append(f"next_sentence_label={nsp} ({'B is a random sentence' if nsp == 1 else 'B follows A'})")
+        if rec.sentence_order:
+            meaning = "sentence order: A and B swapped" if nsp == 1 else "sentence order: B follows A"
+        else:
+            meaning = "B is a random sentence" if nsp == 1 else "B follows A"
+        parts.append(f"next_sentence_label={nsp} ({meaning})")
     if rec.has_masks:
         preview = ", load-time masks previewed" if rec.preview else ""
         parts.append(f"{len(rec.masked)} predictions ({kinds.count(MASK)} [MASK], {kinds.count(KEPT)} kept, "

@@ -212,7 +212,7 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
 
     Layout and compression come from each dataset's manifest; for files without one, from the
     first record and ``compression`` ("auto": the first bytes of each file)."""
-    from ..tokenization import load_vocab
+    from ..tokenizers import load_vocabulary
 
     out = []
     for group in shard_groups(paths):
@@ -231,8 +231,8 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
         st.a_hist = np.zeros(msl + 1, np.int64)
         st.b_hist = np.zeros(msl + 1, np.int64)
         st.token_counts = np.zeros(0, np.int64)
-        vpath = vocab_file or info.vocab_file()
-        vocab = load_vocab(vpath) if vpath else None
+        source = info.tokenizer_source(vocab_file)
+        vocab = load_vocabulary(source) if source else None
         separator_token = group.manifest.option("document_separator_token", "[SEP]") if group.manifest else "[SEP]"
         if vocab is not None:
             st.unk_id, st.mask_id, st.tokens = vocab.unk_id, vocab.mask_id, vocab.tokens

@@ -24,7 +24,8 @@ Checked, for every record (numpy, vectorised over batches of decoded records; no
 
 Checks about features a layout does not have are skipped for it.
 
-The vocabulary comes from ``vocab_file=`` or else the manifest's ``vocab_file``.  Without one,
+The vocabulary comes from ``vocab_file=`` (a ``vocab.txt``, ``tokenizer.json`` or SentencePiece
+model) or else the tokenizer the manifest records.  Without one,
 the ``[CLS]`` and ``[SEP]`` ids are the most common first and last tokens of the first batch of
 records (and are then required of every record), ids are range-checked against the manifest's
 ``vocab_size`` if there is one, and the checks needing the ``[PAD]``/``[MASK]`` ids are skipped;
@@ -199,23 +200,25 @@ def _infer_ids(cols, holder) -> VocabIds:
 
 
 def _vocab_for(group: ShardGroup, vocab_file: Optional[str], report: VerifyReport, cache: dict):
-    """The Vocab for a group (or None), with warnings/notes about where it came from."""
-    from ..tokenization import VocabError, load_vocab
+    """The Vocab for a group (or None), with warnings/notes about where it came from: the
+    tokenizer the manifest records (vocab.txt, tokenizer.json or SentencePiece model), or
+    ``vocab_file`` (any of those)."""
+    from ..tokenization import VocabError
+    from ..tokenizers import TokenizerSource, load_vocabulary
 
     manifest = group.manifest
-    path = vocab_file
-    if path is None and manifest is not None:
-        path = manifest.find_vocab_file(group.manifest_path)
-        if manifest.vocab_file and path is None:
-            report.notes.append(f"{group.name}: the manifest's vocab_file {manifest.vocab_file} does not exist")
-    if path is None:
+    source, missing = TokenizerSource.from_manifest(manifest, group.manifest_path, override=vocab_file)
+    if missing:
+        report.notes.append(f"{group.name}: {missing}")
+    if source is None:
         return None
-    if path not in cache:
+    path = source.vocab_file or source.path
+    if source not in cache:
         try:
-            cache[path] = load_vocab(path)
+            cache[source] = load_vocabulary(source)
         except VocabError as error:
             raise ValueError(str(error)) from None
-    vocab = cache[path]
+    vocab = cache[source]
     sha = manifest.vocab_sha256 if manifest is not None else None
     if sha and sha != vocab.sha256:
         report.warnings.append(
