@@ -91,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the statistics as JSON (one object; a list for train/ and val/)")
     _add_compression(p)
 
-    sub.add_parser("build-vocab", help="train a WordPiece vocab.txt with Hugging Face tokenizers",
+    sub.add_parser("build-vocab", help="train a vocabulary: WordPiece vocab.txt, tokenizer.json (BPE, Unigram, "
+                                       "WordPiece) or SentencePiece model",
                    add_help=False)
     return parser
 
