@@ -7,9 +7,13 @@
 
 Each run is a real ``create_tfrecords`` process; peak memory is the largest sum of resident
 memory over the whole process tree (parent and workers), sampled every 20 ms.  The *floor* is
-measured in the same invocation, in a separate single-threaded process: the same WordPiece
-tokenizer over the same sentences (ids only, batched), plus, for raw input, spaCy's blank("en")
+measured in the same invocation, in a separate single-threaded process: the same tokenizer
+over the same sentences (ids only, batched), plus, for raw input, spaCy's blank("en")
 + sentencizer over the same documents.  ``time/floor`` stays comparable across machines.
+
+The tokenizer is BERT's WordPiece (``--vocab_file``, default the shared BERT-uncased vocabulary),
+a Hugging Face ``--tokenizer_file tokenizer.json`` or a ``--spm_model_file`` SentencePiece model
+(ALBERT's tokenization; ``--vocab_file`` then optional), passed to every run and to the floor.
 """
 
 from __future__ import annotations
@@ -35,9 +39,9 @@ from bert_data.format.manifest import Manifest  # noqa: E402
 FLOOR_SCRIPT = r"""
 import json, os, sys, time
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
-paths, raw, vocab, lower = json.load(open(sys.argv[1]))
-from bert_data.tokenization import WordPieceTokenizer
-tokenizer = WordPieceTokenizer(vocab, lower)
+paths, raw, source = json.load(open(sys.argv[1]))
+from bert_data.tokenizers import TokenizerSource, make_tokenizer
+tokenizer = make_tokenizer(TokenizerSource(*source))
 texts = [open(p, encoding="utf-8", errors="replace").read() for p in paths]
 spacy_seconds = 0.0
 if raw:
@@ -94,7 +98,10 @@ def run_generator(arguments, env) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", default=str(DEFAULT_CORPUS), help="folder with metadata.txt, metadata_sents.txt")
-    parser.add_argument("--vocab_file", default=str(DEFAULT_VOCAB))
+    parser.add_argument("--vocab_file", default=None,
+                        help=f"WordPiece vocab.txt (default {DEFAULT_VOCAB}); with --spm_model_file, optional")
+    parser.add_argument("--tokenizer_file", default=None, help="a Hugging Face tokenizer.json instead")
+    parser.add_argument("--spm_model_file", default=None, help="a SentencePiece model instead (ALBERT's tokenization)")
     parser.add_argument("--cased", action="store_true", help="do not pass --do_lower_case")
     parser.add_argument("--input", choices=["sents", "raw"], default="sents",
                         help="sents: one sentence a line (metadata_sents.txt); raw: documents through spaCy")
@@ -110,6 +117,23 @@ def main(argv=None) -> int:
                         help="more create_tfrecords options, e.g. '--mask_whole_word' or '--compression gzip'")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = parser.parse_args(argv)
+    if args.tokenizer_file and (args.spm_model_file or args.vocab_file):
+        sys.exit("benchmark: --tokenizer_file replaces --vocab_file and --spm_model_file")
+    if not (args.tokenizer_file or args.spm_model_file or args.vocab_file):
+        args.vocab_file = str(DEFAULT_VOCAB)
+    # The tokenizer, as create_tfrecords takes it and as bert_data.tokenizers.TokenizerSource holds
+    # it: (kind, path, vocab_file, do_lower_case).  A tokenizer.json does its own normalisation.
+    lower = not args.cased and not args.tokenizer_file
+    if args.tokenizer_file:
+        tokenizer_args, source = ["--tokenizer_file", args.tokenizer_file], ["huggingface", args.tokenizer_file, None]
+    elif args.spm_model_file:
+        tokenizer_args = ["--spm_model_file", args.spm_model_file]
+        tokenizer_args += ["--vocab_file", args.vocab_file] if args.vocab_file else []
+        source = ["sentencepiece", args.spm_model_file, args.vocab_file]
+    else:
+        tokenizer_args, source = ["--vocab_file", args.vocab_file], ["wordpiece", args.vocab_file, None]
+    tokenizer_args += ["--do_lower_case"] if lower else []
+    source.append(lower)
 
     corpus = Path(args.corpus)
     metadata = corpus / ("metadata_sents.txt" if args.input == "sents" else "metadata.txt")
@@ -129,7 +153,7 @@ def main(argv=None) -> int:
         floor = None
         if not args.no_floor:
             payload = workdir / "floor.json"
-            payload.write_text(json.dumps([paths, args.input == "raw", args.vocab_file, not args.cased]))
+            payload.write_text(json.dumps([paths, args.input == "raw", source]))
             out = subprocess.run([sys.executable, "-c", FLOOR_SCRIPT, str(payload)], capture_output=True, text=True,
                                  env=env)
             if out.returncode:
@@ -144,12 +168,11 @@ def main(argv=None) -> int:
             command = [
                 sys.executable, "-m", "bert_data.cli.create_tfrecords",
                 "--metadata_files", str(run_metadata), "--input_files_prefix", str(corpus),
-                "--vocab_file", args.vocab_file, "--output_dir", str(output), "--quiet",
+                *tokenizer_args, "--output_dir", str(output), "--quiet",
                 "--dupe_factor", str(args.dupe_factor), "--max_seq_length", str(args.max_seq_length),
                 "--max_predictions_per_seq", str(args.max_predictions_per_seq), "--split_num", str(args.split_num),
                 "--num_workers", str(workers),
             ]
-            command += [] if args.cased else ["--do_lower_case"]
             command += ["--single_sentence_per_line"] if args.input == "sents" else []
             command += shlex.split(args.generator_args)
             measured = run_generator(command, env)
@@ -181,13 +204,14 @@ def main(argv=None) -> int:
         "corpus": str(corpus), "input": args.input, "documents": len(labels) * args.repeat,
         "input_mb": round(args.repeat * input_bytes / 1e6, 1), "dupe_factor": args.dupe_factor,
         "max_seq_length": args.max_seq_length, "repeat": args.repeat, "generator_args": args.generator_args,
+        "tokenizer": {"kind": source[0], "path": source[1], "vocab_file": source[2], "do_lower_case": lower},
         "floor": floor, "runs": runs,
     }
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     print(f"corpus {corpus} ({args.input}): {report['documents']} documents, {report['input_mb']} MB, "
-          f"dupe_factor {args.dupe_factor}, max_seq_length {args.max_seq_length}"
+          f"dupe_factor {args.dupe_factor}, max_seq_length {args.max_seq_length}, {source[0]} {source[1]}"
           + (f", {args.generator_args}" if args.generator_args else ""))
     if floor:
         parts = f"tokenizer {args.repeat} x {floor['tokenizer_seconds']:.2f} s"
