@@ -85,11 +85,15 @@ def test_sentence_order_is_deterministic_for_any_number_of_workers(sop_run, tmp_
     assert file_hashes(tmp_path / "nsp") != file_hashes(output)
 
 
-def test_the_manifest_and_inspect_say_sentence_order(sop_run):
+def test_the_manifest_inspect_and_stats_say_sentence_order(sop_run):
+    from bert_data.tools.stats import compute_stats, format_stats
+
     _, output = sop_run
     records = list(inspect_records(str(output), n=20))
     assert any("sentence order: A and B swapped" in format_record(r) for r in records)
     assert all(r.sentence_order for r in records)
+    (stats,) = compute_stats([str(output)])
+    assert "sentence order        swapped" in format_stats(stats)
 
 
 def test_pairs_on_token_ranges():

@@ -57,6 +57,7 @@ class DatasetStats:
     has_segments: bool = True
     masked: bool = True
     has_nsp: bool = True
+    sentence_order: bool = False  # the label is ALBERT's sentence order (1: swapped), not BERT's
     mlm_only: bool = False
     v2_feature_names: bool = False
     compression: Optional[str] = None
@@ -132,6 +133,7 @@ class DatasetStats:
                 "mask": self.n_mask / npred, "kept": self.n_kept / npred, "random": self.n_random / npred,
             },
             "nsp_random_next": self.nsp_random / n if self.has_nsp else None,
+            "sentence_order": self.sentence_order,
             "document_separators": {
                 "per_instance": self.n_separators / n,
                 "fraction_cross_document": self.n_cross_document / n,
@@ -224,6 +226,7 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
         st.feature_names = [spec.name for spec in specs]
         st.mlm_only, st.masked, st.v2_feature_names = flags["mlm_only"], flags["masked"], flags["v2_feature_names"]
         st.has_segments = st.has_nsp = not flags["mlm_only"]
+        st.sentence_order = group.manifest is not None and group.manifest.sentence_order_prediction
         st.compression = next(iter(set(compressions.values())), None) if len(set(compressions.values())) == 1 else "mixed"
         st.layout = describe_layout(specs)
         st.length_hist = np.zeros(msl + 1, np.int64)
@@ -306,8 +309,12 @@ def format_stats(st: DatasetStats, top: int = 20) -> str:
         lines.append(f"  masked positions      [MASK] {_pct(m['mask'])}  kept {_pct(m['kept'])}  "
                      f"random {_pct(m['random'])}  ({st.n_predictions:,} predictions)")
     if d["nsp_random_next"] is not None:
-        lines.append(f"  next sentence         random {_pct(d['nsp_random_next'])}  actual "
-                     f"{_pct(1 - d['nsp_random_next'])}")
+        if d["sentence_order"]:
+            lines.append(f"  sentence order        swapped (or random B) {_pct(d['nsp_random_next'])}  in order "
+                         f"{_pct(1 - d['nsp_random_next'])}")
+        else:
+            lines.append(f"  next sentence         random {_pct(d['nsp_random_next'])}  actual "
+                         f"{_pct(1 - d['nsp_random_next'])}")
     if d["unk_rate"] is not None:
         n_unk = int(round(d["unk_rate"] * d["text_tokens"]))
         lines.append(f"  [UNK] rate            {100 * d['unk_rate']:.4f}% ({n_unk:,} of {d['text_tokens']:,} text "
