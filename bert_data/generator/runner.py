@@ -41,7 +41,7 @@ from .. import __version__
 from ..config import GeneratorConfig
 from ..format.manifest import Manifest, SkippedDocuments
 from .assembly import Segment, ShardAssembler
-from .documents import BINARY, SPLIT_OF_CODE, TRAIN, VAL
+from .documents import BINARY, SPLIT_OF_CODE, TRAIN, VAL, Skip
 from .executors import default_executor, stop_executor
 from .output import (GenerationError, OutputLock, create_output_dir, discard_unjournaled_work, prepare_output_dir,
                      shard_path, split_dirs, work_dir_of, write_journal)
@@ -201,6 +201,7 @@ class _Scheduler:
         self.docs_tokenized = sum(plan.slices[index].n_docs for index in self.summaries)
         self.bytes_done = 0
         self.instances_paired = 0
+        self.binary_skips: List[Skip] = []  # reported as slices finish
 
     @property
     def tokenized_prefix(self) -> int:
@@ -241,6 +242,7 @@ class _Scheduler:
                 self.summaries[index] = value
                 self.docs_tokenized += self.plan.slices[index].n_docs
                 self.bytes_done += value.n_bytes
+                self.binary_skips += [skip for skip in value.skips if skip.reason == BINARY]
             elif kind == "pair":
                 result = self.units[index] = UnitResult(value)
                 self.instances_paired += value.n_instances
@@ -339,11 +341,11 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
                     freed_below += 1
                 write_journal(work_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
                 units_bar.update(1)
-            for summary in scheduler.summaries.values():
-                for skip in summary.skips:
-                    if skip.reason == BINARY and warned_binary < 20 and not getattr(skip, "warned", False):
-                        warn(f"{skip.label}: skipped: {skip.reason}")
-                        skip.warned, warned_binary = True, warned_binary + 1
+            while scheduler.binary_skips:  # a binary file among the inputs is worth a word at once
+                skip = scheduler.binary_skips.pop(0)
+                if warned_binary < 20:
+                    warn(f"{skip.label}: skipped: {skip.reason}")
+                    warned_binary += 1
             tokenize_bar.update(scheduler.docs_tokenized - tokenize_bar.n)
             elapsed = max(time.perf_counter() - started, 1e-9)
             units_bar.set_postfix(instances=f"{scheduler.instances_paired:,}",
