@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from typing import Dict, List, Optional
 
@@ -177,8 +178,13 @@ def write_journal(work_dir: str, fingerprint: str, shard_sizes: Dict[str, int], 
     }, sync=False)
 
 
+# Tokenized slices, complete (written through a temporary and renamed): a resumed run keeps them.
+_SLICE_FILE = re.compile(r"^slice-\d+\.(tokens\.npy|docs\.npy|sentences\.npy|json)$")
+
+
 def discard_unjournaled_work(work_dir: str) -> None:
-    """Remove the work files of units the journal does not vouch for: a resumed run redoes them."""
+    """Remove the work files of units the journal does not vouch for (a resumed run redoes
+    them), and any temporary file; tokenized slices stay for the resumed run."""
     for name in os.listdir(work_dir):
-        if name != JOURNAL:
+        if name != JOURNAL and not _SLICE_FILE.match(name):
             os.remove(os.path.join(work_dir, name))
