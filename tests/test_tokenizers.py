@@ -140,6 +140,11 @@ def test_sentencepiece_vocab_file_gives_the_same_ids(spm_model):
     texts = synthetic_lines(50, 3)
     assert with_file.encode_ids(texts) == plain.encode_ids(texts)
     assert with_file.vocab.tokens == plain.vocab.tokens and with_file.vocab.sha256 != plain.vocab.sha256
+    # Another kind of vocabulary given with the model is refused, naming both.
+    other = spm_model.with_name("bert_vocab.txt")
+    other.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "##s"]) + "\n")
+    with pytest.raises(VocabError, match=r"bert_vocab\.txt: holds only \d+ of the 60 pieces of .*m\.model"):
+        load_vocabulary(TokenizerSource(SENTENCEPIECE, str(spm_model), str(other)))
 
 
 def test_sentencepiece_vocabulary(spm_model):

@@ -128,11 +128,14 @@ def _build(source):
                               word_boundary="start:" + SPIECE_UNDERLINE, reserved=not_text)
     translate = None
     if source.vocab_file:
+        found = sum(piece in vocab.token_to_id for piece in pieces)
+        if found < size / 2:  # e.g. a WordPiece vocab.txt given with a SentencePiece model
+            raise VocabError(f"{where}: holds only {found} of the {size} pieces of {source.path}: not this model's "
+                             f"vocabulary (its .vocab file lists them)")
         unk = vocab.unk_id
-        if unk is None:
-            missing = [piece for piece in pieces if piece not in vocab.token_to_id]
-            if missing:
-                raise VocabError(f"{where}: lacks the model's piece {missing[0]!r} and has no unknown token")
+        if unk is None and found < size:
+            missing = next(piece for piece in pieces if piece not in vocab.token_to_id)
+            raise VocabError(f"{where}: lacks the model's piece {missing!r} and has no unknown token")
         translate = np.asarray([vocab.token_to_id.get(piece, unk) for piece in pieces], dtype=np.int64)
     return processor, vocab, translate
 
