@@ -213,7 +213,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         skipped = manifest["documents_skipped"]["count"]
         print(
             f"{split}: {manifest['n_examples']} examples from {manifest['n_docs']} documents in "
-            f"{config.num_output_files} files under {config.output_dir}"
+            f"{len(manifest['examples_per_file'])} files under {config.output_dir}"
             + (f" ({skipped} documents skipped, see {MANIFEST_NAME})" if skipped else ""),
             file=sys.stderr,
         )
