@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -255,3 +257,12 @@ def test_tiny_bert_learns(datasets):
         optimizer.zero_grad()
     after = held_out_loss()
     assert after < before, (before, after)
+
+
+def test_bert_data_never_imports_transformers(datasets):
+    code = ("import sys, bert_data\n"
+            f"next(bert_data.read_batches({str(datasets['nsp'])!r}, batch_size=2, format='transformers'))\n"
+            f"next(iter(bert_data.TorchDataset({str(datasets['nsp'])!r}, format='transformers')))\n"
+            "print('transformers' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
