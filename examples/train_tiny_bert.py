@@ -7,8 +7,9 @@
 
 ``TorchDataset(..., format="transformers")`` yields batches whose names are the model's own
 arguments (``input_ids``, ``attention_mask``, ``token_type_ids``, ``labels``,
-``next_sentence_label``), so ``model(**batch)`` returns the loss: the data plumbing is the five
-lines marked below.  The model follows the data's layout:
+``next_sentence_label``), so ``model(**batch)`` returns the loss: the data plumbing is a
+``TorchDataset``, a ``DataLoader`` and ``set_epoch`` (marked below).  The model follows the data's
+layout:
 
 * NSP data (the default): ``BertForPreTraining``, masked LM + next sentence;
 * sentence-order data (ALBERT's task): the pair label is named ``sentence_order_label``, the
