@@ -96,6 +96,14 @@ def test_the_manifest_inspect_and_stats_say_sentence_order(sop_run):
     assert "sentence order        swapped" in format_stats(stats)
 
 
+def test_transformers_batches_name_the_label_sentence_order(sop_run):
+    from bert_data import read_batches
+
+    _, output = sop_run
+    batch = next(iter(read_batches(str(output), batch_size=8, format="transformers")))
+    assert "sentence_order_label" in batch and "next_sentence_label" not in batch
+
+
 def test_pairs_on_token_ranges():
     """Tokens numbered by position: every pair's ranges show the order directly."""
     rng = random.Random(1)

@@ -156,7 +156,7 @@ def sequence_label_name(info) -> str:
     (``AlbertForPreTraining``) for data made with sentence-order prediction, else
     ``"next_sentence_label"`` (``BertForPreTraining``).  Both are stored as
     ``next_sentence_labels``; only the manifest tells them apart (no manifest: next sentence)."""
-    orders = {bool(manifest.option("sentence_order_prediction", False)) for manifest in info.manifests.values()}
+    orders = {manifest.sentence_order_prediction for manifest in info.manifests.values()}
     if len(orders) > 1:
         raise ValueError("the shards mix sentence-order and next-sentence labels (their manifests' "
                          "sentence_order_prediction differ)")
