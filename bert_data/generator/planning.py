@@ -68,7 +68,7 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
     """Everything that can be checked before any work: inputs, vocabulary, sentence model; then
     the corpus cut into slices and its documents dealt into units."""
     from ..masking import MaskingSpec
-    from ..tokenizers import TokenizerSource, load_vocabulary
+    from ..tokenizers import WORDPIECE, TokenizerSource, load_vocabulary
 
     source = TokenizerSource.from_config(config)
     vocab = load_vocabulary(source)
@@ -113,7 +113,7 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
                                   separator_line=config.separator_line, jsonl_text_key=config.jsonl_text_key)
     if not corpus.n_docs or not corpus.n_bytes:
         raise InputError("no document with any text in " + ", ".join(config.metadata_files + config.val_metadata_files))
-    if check_case and source.kind == "wordpiece":  # the check measures WordPiece's [UNK] rate
+    if check_case and source.kind == WORDPIECE:  # the check measures WordPiece's [UNK] rate
         check_vocabulary_case(config, vocab, corpus.slices)
     split_docs = {split: np.flatnonzero(corpus.doc_splits == code)
                   for code, split in docs_mod.SPLIT_OF_CODE.items()}
