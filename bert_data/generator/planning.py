@@ -15,6 +15,7 @@ from .. import __version__
 from ..config import ConfigError, GeneratorConfig
 from . import documents as docs_mod
 from .documents import InputError, Unit
+from .listing import list_documents
 
 # Options that change how the work is done, never what is written.
 NOT_IN_FINGERPRINT = ("num_workers", "overwrite", "resume")
@@ -33,8 +34,12 @@ class Plan:
     fingerprint: str = ""
 
 
-def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: bool = True) -> Plan:
-    """Everything that can be checked before any work: inputs, vocabulary, sentence model."""
+def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: bool = True,
+              allow_case_mismatch: bool = False) -> Plan:
+    """Everything that can be checked before any work: inputs, vocabulary, sentence model.
+
+    A vocabulary whose case disagrees with ``do_lower_case`` stops the run (ConfigError) unless
+    ``allow_case_mismatch``, which turns it into a warning."""
     from ..tokenization import load_vocab
 
     vocab = load_vocab(config.vocab_file)
@@ -43,17 +48,18 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
     if config.mlm_only and config.document_separator_token not in vocab.token_to_id:
         raise ConfigError(f"--document_separator_token {config.document_separator_token} is not in "
                           f"{config.vocab_file}")
+    check_masking_budget(config)
     if config.spacy_model and not config.single_sentence_per_line:
         from .sentences import make_sentence_splitter
 
         make_sentence_splitter(False, config.spacy_model)  # fails now, with advice, if missing
 
-    entries = docs_mod.read_metadata(config.metadata_files, config.input_files_prefix)
-    entries, missing = docs_mod.check_documents_exist(entries, skip_missing)
+    entries, missing = list_documents(config.metadata_files, config.input_files, config.input_files_prefix,
+                                      skip_missing)
     val_entries = []
     if config.val_metadata_files:
-        val_entries = docs_mod.read_metadata(config.val_metadata_files, config.input_files_prefix)
-        val_entries, val_missing = docs_mod.check_documents_exist(val_entries, skip_missing)
+        val_entries, val_missing = list_documents(config.val_metadata_files, [], config.input_files_prefix,
+                                                  skip_missing)
         missing += val_missing
     for entry, reason in missing:
         warn(f"{entry.metadata_file}:{entry.line_number}: skipped: {reason}: {entry.path}")
@@ -68,17 +74,35 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
     units = docs_mod.plan_units(entries, split_mode=split_mode, **plan_args)
     units += docs_mod.plan_units(val_entries, split_mode=docs_mod.ALL_VAL, first_index=len(units), **plan_args)
     if not units or not any(unit.n_bytes for unit in units):
-        raise InputError("no document with any text in " + ", ".join(config.metadata_files + config.val_metadata_files))
+        named = config.metadata_files + config.input_files + config.val_metadata_files
+        raise InputError("no document with any text in " + ", ".join(named))
     if check_case:
-        check_vocabulary_case(config, vocab, units)
+        check_vocabulary_case(config, vocab, units, allow_case_mismatch)
     return Plan(units, len(entries) + len(val_entries) + len(missing), missing, vocab,
                 run_fingerprint(config, vocab, entries + val_entries))
 
 
-def check_vocabulary_case(config: GeneratorConfig, vocab, units: List[Unit], sample_chars: int = 200_000) -> None:
-    """Warn when a lower-case vocabulary meets cased text (or the reverse), with the [UNK] rate
-    measured on the first documents: the most common silent mistake in BERT data."""
-    from ..tokenization import WordPieceTokenizer, check_case_mismatch, vocab_is_lowercase
+def check_masking_budget(config: GeneratorConfig) -> None:
+    """Warn when --max_predictions_per_seq caps masking well below --masked_lm_prob (e.g.
+    max_seq_length 1024 with the default 20 predictions masks at most 2% of a full instance):
+    Google's advice is max_predictions_per_seq = max_seq_length * masked_lm_prob."""
+    candidates = config.max_num_tokens  # the tokens of a full-length instance ([CLS]/[SEP] never masked)
+    wanted = max(1, round(candidates * config.masked_lm_prob))
+    if config.max_predictions_per_seq >= 0.9 * wanted:
+        return
+    effective = config.max_predictions_per_seq / candidates
+    advised = max(wanted, round(config.max_seq_length * config.masked_lm_prob))
+    warn(f"--max_predictions_per_seq {config.max_predictions_per_seq} caps masking at {effective:.1%} of a full "
+         f"{config.max_seq_length:,}-token instance, well below --masked_lm_prob {config.masked_lm_prob:g}; use "
+         f"--max_predictions_per_seq {advised} (max_seq_length * masked_lm_prob, as Google advises)")
+
+
+def check_vocabulary_case(config: GeneratorConfig, vocab, units: List[Unit], allow_mismatch: bool = False,
+                          sample_chars: int = 200_000) -> None:
+    """Refuse a lower-case vocabulary with cased text and no --do_lower_case (or a cased one
+    with it), with the [UNK] rates measured on the first documents: the most common silent
+    mistake in BERT data.  With ``allow_mismatch``, a warning instead."""
+    from ..tokenization import measure_case_mismatch, vocab_is_lowercase
 
     if vocab_is_lowercase(vocab) == config.do_lower_case:
         return
@@ -89,9 +113,14 @@ def check_vocabulary_case(config: GeneratorConfig, vocab, units: List[Unit], sam
         size += len(document.text)
         if size >= sample_chars:
             break
-    message = check_case_mismatch(vocab, config.do_lower_case, texts, WordPieceTokenizer(config.vocab_file, config.do_lower_case))
-    if message:
-        warn(message)
+    mismatch = measure_case_mismatch(vocab, config.do_lower_case, texts)
+    if mismatch is None or not mismatch.changes_tokens:
+        return  # the sample reads the same either way (e.g. no capitals): nothing is lost
+    fix = "drop --do_lower_case (--do_lower_case=false)" if config.do_lower_case else "add --do_lower_case"
+    if allow_mismatch:
+        warn(f"{mismatch.describe()} (--allow_case_mismatch)")
+        return
+    raise ConfigError(f"{mismatch.describe()}; {fix}, or pass --allow_case_mismatch to run anyway")
 
 
 def run_fingerprint(config: GeneratorConfig, vocab, entries) -> str:

@@ -42,8 +42,9 @@ from ..format.manifest import Manifest, SkippedDocuments
 from .assembly import Segment, ShardAssembler
 from .documents import BINARY, TRAIN, VAL
 from .executors import default_executor, stop_executor
-from .output import (GenerationError, OutputLock, create_output_dir, discard_unjournaled_work, prepare_output_dir,
-                     shard_path, split_dirs, work_dir_of, write_journal)
+from .output import (GenerationError, Interrupted, OutputLock, create_output_dir, discard_unjournaled_work,
+                     lock_path, manifest_name, prepare_output_dir, read_journal, shard_path, split_dirs, work_dir_of,
+                     write_journal)
 from .planning import Plan, make_plan, warn
 from .tasks import UnitError, UnitPairs, encode_shards, make_encode_tasks, pair_unit, pool_path, tokenize_slice
 
@@ -131,7 +132,7 @@ class _Scheduler:
     """
 
     def __init__(self, plan: Plan, config: GeneratorConfig, executor: cf.Executor, work_dir: str,
-                 first_unit: int = 0, parallelism: int = 1):
+                 first_unit: int = 0, parallelism: int = 1, records_before: Optional[Dict[str, int]] = None):
         self.plan, self.config, self.executor, self.work_dir = plan, config, executor, work_dir
         # Tasks in flight: every worker busy, and enough queued that workers do not wait while
         # the parent appends a unit to the shards.
@@ -147,6 +148,12 @@ class _Scheduler:
         self.unmerged_units = 0
         self.docs_done = 0
         self.bytes_done = 0
+        self.records_encoded = 0  # by the encode tasks finished so far (the progress bar's count)
+        # Google's --output_file spreads the run's instance i over file i mod N: a unit's encode
+        # tasks need the instances of the units before it, so they wait for those to be paired.
+        self.records_before = dict(records_before or {TRAIN: 0, VAL: 0})
+        self.paired: Dict[int, UnitPairs] = {}
+        self.next_to_encode = first_unit
 
     def fill(self) -> None:
         while len(self.in_flight) < self.window:
@@ -164,7 +171,9 @@ class _Scheduler:
                 self.unmerged_units += 1
                 self.slices[unit.index] = [None] * len(unit.slices)
                 self.slices_missing[unit.index] = len(unit.slices)
-            tokens_path = os.path.join(self.work_dir, f"unit-{unit.index:07d}-slice-{self.next_slice:05d}.tokens.npy")
+            # Work files number units from 1, as messages do.
+            tokens_path = os.path.join(self.work_dir,
+                                       f"unit-{unit.index + 1:07d}-slice-{self.next_slice:05d}.tokens.npy")
             future = self.executor.submit(tokenize_slice, unit.slices[self.next_slice], self.config, tokens_path)
             self.in_flight[future] = ("tokenize", unit.index, self.next_slice)
             self.next_slice += 1
@@ -187,20 +196,38 @@ class _Scheduler:
                     unit = self.plan.units[index]
                     self.ready.append(("pair", index, (unit, self.slices.pop(index), self.config, self.work_dir)))
             elif kind == "pair":
-                result = self.units[index] = UnitResult(value)
-                for split, data in value.splits.items():
-                    for task in make_encode_tasks(index, split, data, self.config.num_output_files):
-                        self.ready.append(("encode", index, (task, self.config, self.work_dir)))
-                        result.encode_tasks_left += 1
-                value.splits = {}  # the tasks hold what is needed; keep the parent lean
-                if not result.encode_tasks_left:
-                    yield self.units.pop(index)
+                self.paired[index] = value
+                yield from self.encode_paired()
             else:
+                self.records_encoded += sum(segment.n_records for segment in value)
                 result = self.units[index]
                 result.segments += value
                 result.encode_tasks_left -= 1
                 if not result.encode_tasks_left:
                     yield self.units.pop(index)
+
+    def encode_paired(self):
+        """Queue the encode tasks of paired units (in unit order with --output_file, see
+        ``records_before``); yield those that have nothing to encode."""
+        if self.config.output_files:
+            indices = []
+            while self.next_to_encode in self.paired:
+                indices.append(self.next_to_encode)
+                self.next_to_encode += 1
+        else:
+            indices = list(self.paired)
+        for index in indices:
+            value = self.paired.pop(index)
+            result = self.units[index] = UnitResult(value)
+            for split, data in value.splits.items():
+                rotation = self.records_before[split] if self.config.output_files else None
+                for task in make_encode_tasks(index, split, data, self.config.num_output_files, rotation):
+                    self.ready.append(("encode", index, (task, self.config, self.work_dir)))
+                    result.encode_tasks_left += 1
+                self.records_before[split] += value.n_instances[split]
+            value.splits = {}  # the tasks hold what is needed; keep the parent lean
+            if not result.encode_tasks_left:
+                yield self.units.pop(index)
 
     def merged(self) -> None:
         self.unmerged_units -= 1
@@ -212,9 +239,12 @@ def generate(
     progress: bool = True,
     skip_missing: bool = False,
     parallelism: Optional[int] = None,
+    allow_case_mismatch: bool = False,
 ) -> RunSummary:
     """Run the whole generator. Raises ConfigError/InputError/VocabError before any work,
-    GenerationError for a failure during it, KeyboardInterrupt when interrupted (resumable).
+    GenerationError for a failure during it, ``output.Interrupted`` (a KeyboardInterrupt) when
+    interrupted (resumable).  A vocabulary whose case disagrees with ``do_lower_case`` is a
+    ConfigError unless ``allow_case_mismatch``.
 
     ``executor``: any ``concurrent.futures`` executor (default: a local process pool of
     ``config.num_workers``); ``parallelism``: how many tasks it runs at once (default
@@ -222,9 +252,9 @@ def generate(
     """
     started = time.perf_counter()
     config.validate()
-    plan = make_plan(config, skip_missing)
+    plan = make_plan(config, skip_missing, allow_case_mismatch=allow_case_mismatch)
     create_output_dir(config)
-    lock = OutputLock(config.output_dir)
+    lock = OutputLock(config.output_dir, lock_path(config))
     lock.acquire()
     try:
         return _run_locked(config, plan, executor, progress, started, parallelism or config.workers)
@@ -247,7 +277,8 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
     if own_executor:
         remaining_slices = sum(len(u.slices) for u in plan.units[first_unit:])
         executor = default_executor(max(1, min(config.workers, remaining_slices)))
-    scheduler = _Scheduler(plan, config, executor, work_dir, first_unit, parallelism)
+    scheduler = _Scheduler(plan, config, executor, work_dir, first_unit, parallelism, dict(totals.n_examples))
+    first_records = sum(totals.n_examples.values())
     finished: Dict[int, UnitResult] = {}
     done_docs = sum(u.n_docs for u in plan.units[:first_unit])
     bar = _progress(sum(u.n_docs for u in plan.units), progress, initial=done_docs)
@@ -274,18 +305,26 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
                 write_journal(work_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
             bar.update(done_docs + scheduler.docs_done - bar.n)
             elapsed = max(time.perf_counter() - started, 1e-9)
-            bar.set_postfix(instances=sum(totals.n_examples.values()),
+            bar.set_postfix(instances=f"{first_records + scheduler.records_encoded:,}",
                             MBps=f"{scheduler.bytes_done / 1e6 / elapsed:.1f}", refresh=False)
         if not sum(totals.n_examples.values()):
             raise GenerationError("no document with any text: every listed document was skipped "
                                   f"({', '.join(f'{n} {r}' for r, n in totals.skipped_by_reason.items())})")
         assembler.finish()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interruption:
         bar.close()
         _stop_work(executor, own_executor, scheduler)
-        assembler.close()
-        discard_unjournaled_work(work_dir)  # units not yet appended are redone by --resume
-        raise
+        journal = read_journal(work_dir)  # what --resume will find: the units it vouches for
+        if journal is None:  # nothing to keep: leave the directory as if the run never started
+            assembler.remove()
+            shutil.rmtree(work_dir, ignore_errors=True)
+        else:
+            assembler.close()
+            discard_unjournaled_work(work_dir)  # units not yet appended are redone by --resume
+        signum = interruption.signum if isinstance(interruption, Interrupted) else signal.SIGINT
+        kept = journal["totals"]["units_done"] if journal else 0
+        raise Interrupted(signum, kept, len(plan.units),
+                          sum(journal["shard_sizes"].values()) if journal else 0) from None
     except BaseException as error:
         bar.close()
         _stop_work(executor, own_executor, scheduler)
@@ -322,7 +361,7 @@ def _stop_work(executor, own_executor: bool, scheduler) -> None:
 def _raise_on_sigterm():
     """SIGTERM takes the same clean path as Ctrl-C (only the main thread can set handlers)."""
     def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
+        raise Interrupted(signum)
 
     try:
         return signal.signal(signal.SIGTERM, handler)
@@ -352,9 +391,10 @@ def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals) -> D
             invalid_utf8_replaced=totals.invalid_utf8_replaced,
             documents_skipped=skipped,
             vocab_sha256=plan.vocab.sha256,
+            vocab_path=os.path.abspath(config.vocab_file),
             vocab_size=plan.vocab.size,
             bert_data_version=__version__,
         )
-        manifest.write(directory)
+        manifest.write(directory, manifest_name(config))
         manifests[split] = manifest.to_json()
     return manifests
