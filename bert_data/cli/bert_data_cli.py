@@ -76,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max_problems", type=int, default=20, help="problems to list (default 20)")
     p.add_argument("--max_unk_rate", type=float, default=DEFAULT_MAX_UNK_RATE, metavar="FRACTION",
                    help=f"fail when more than this fraction of a dataset's text tokens is [UNK] (default "
-                        f"{DEFAULT_MAX_UNK_RATE:g}: text tokenized with the right vocabulary is far below it, a "
-                        "case mismatch far above; 1 never fails)")
+                        f"{DEFAULT_MAX_UNK_RATE:g}: text tokenized with the right vocabulary is far below it, an "
+                        "uncased vocabulary read without do_lower_case far above; 1 never fails)")
     p.add_argument("-v", "--verbose", action="store_true", help="one line per file")
     _add_compression(p)
 
@@ -156,6 +156,8 @@ def _inspect(args) -> int:
             shown += 1
         if shown == 0:
             print(f"{args.shard}: no records from {args.start}", file=sys.stderr)
+    except BrokenPipeError:
+        raise  # piped into head: main stops quietly
     except (CorruptRecordError, VocabError, ValueError, OSError, ImportError) as error:
         return _error("inspect", str(error))
     return 0

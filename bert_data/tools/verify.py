@@ -60,7 +60,7 @@ __all__ = ["Problem", "VerifyReport", "verify", "check_batch", "VocabIds", "coun
 BATCH = 4096
 # verify fails when more than this fraction of a dataset's text tokens is [UNK]: text tokenized
 # with a vocabulary that fits it stays far below (BERT-Base uncased on English: about 0.01%),
-# while a case mismatch (a cased vocabulary with do_lower_case, or the reverse) gives 5-10%.
+# while an uncased vocabulary read without do_lower_case gives 5-10% on English text.
 DEFAULT_MAX_UNK_RATE = 0.01
 
 
@@ -230,7 +230,7 @@ def _check_unk_rate(group: ShardGroup, holder: dict, report: VerifyReport, max_u
     if text and unk / text > max_unk_rate:
         report.add(Problem(group.name, None, f"[UNK] rate {unk / text:.2%} ({unk:,} of {text:,} text tokens) is above "
                                              f"--max_unk_rate {max_unk_rate:.2%}: the vocabulary does not fit the text "
-                                             "(a cased vocabulary with do_lower_case, or the reverse?)"))
+                                             "(an uncased vocabulary without do_lower_case? text in another language?)"))
 
 
 def _infer_ids(cols, holder) -> VocabIds:
