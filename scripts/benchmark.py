@@ -220,7 +220,7 @@ def main(argv=None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
 
     report = {
-        "corpus": described, "input": args.input, "documents": len(paths) * args.repeat,
+        "corpus": described, "input": args.input, "files": len(paths) * args.repeat,
         "input_mb": round(args.repeat * input_bytes / 1e6, 1), "dupe_factor": args.dupe_factor,
         "max_seq_length": args.max_seq_length, "repeat": args.repeat, "generator_args": args.generator_args,
         "floor": floor, "runs": runs,
@@ -228,7 +228,7 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"corpus {described} ({args.input}): {report['documents']:,} listed files, {report['input_mb']} MB, "
+    print(f"corpus {described} ({args.input}): {report['files']:,} listed files, {report['input_mb']} MB, "
           f"dupe_factor {args.dupe_factor}, max_seq_length {args.max_seq_length}"
           + (f", {args.generator_args}" if args.generator_args else ""))
     if floor:

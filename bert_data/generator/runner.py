@@ -309,7 +309,7 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
                             MBps=f"{scheduler.bytes_done / 1e6 / elapsed:.1f}", refresh=False)
         if not sum(totals.n_examples.values()):
             raise GenerationError("no document with any text: every listed document was skipped "
-                                  f"({', '.join(f'{n} {r}' for r, n in totals.skipped_by_reason.items())})")
+                                  f"({', '.join(f'{n:,} {r}' for r, n in totals.skipped_by_reason.items())})")
         assembler.finish()
     except KeyboardInterrupt as interruption:
         bar.close()
