@@ -79,6 +79,9 @@ class GeneratorConfig:
     num_workers: Optional[int] = None
     val_fraction: float = 0.0
     val_metadata_files: List[str] = field(default_factory=list)
+    val_seed: int = 0  # chooses the --val_fraction documents; --seed never moves them
+    keep_corpus_order: bool = False  # units of neighbouring documents instead of a mixed corpus
+    short_seq_draw: str = "document"  # when the short target length is drawn: per document or chunk
     overwrite: bool = False
     resume: bool = False
     # Recipes after BERT (issue: MLM-only, n-gram masking, formats).
@@ -175,6 +178,9 @@ class GeneratorConfig:
         integer("split_num", 1)
         integer("num_output_files", 1)
         integer("seed", 0, 2**63 - 1)
+        integer("val_seed", 0, 2**63 - 1)
+        if self.short_seq_draw not in ("document", "chunk"):
+            raise ConfigError(f"--short_seq_draw must be document or chunk, got {self.short_seq_draw!r}")
         if self.num_workers is not None:
             integer("num_workers", 1)
 

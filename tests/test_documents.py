@@ -11,9 +11,20 @@ def write(path, data):
     return path
 
 
-def texts(unit, separator_line=None, multi=False):
+def plan(entries, **options):
+    """The corpus of ``entries``, all train."""
+    return d.plan_corpus(entries, lambda label, position: d.TRAIN_CODE, **options)
+
+
+def sources(corpus):
+    return [source for piece in corpus.slices for source in piece.sources]
+
+
+def texts(group, separator_line=None, multi=False):
+    """The texts of a corpus, a slice or a list of sources."""
+    group = sources(group) if isinstance(group, d.CorpusPlan) else getattr(group, "sources", group)
     skips = []
-    found = [doc.text for doc in d.read_documents(unit.sources, separator_line, multi, skips)]
+    found = [doc.text for doc in d.read_documents(group, separator_line, multi, skips)]
     return found, skips
 
 
@@ -41,39 +52,42 @@ def test_missing_document_names_metadata_file_and_line(tmp_path):
     assert [e.label for e in usable] == ["a.txt"] and missing[0][1] == "file not found"
 
 
-def test_one_document_per_file_units_of_split_num(tmp_path):
+def test_one_document_per_file_numbered_in_listed_order(tmp_path):
     for i in range(7):
         write(tmp_path / f"{i}.txt", f"doc {i}")
     entries = d.read_metadata([str(write(tmp_path / "m.txt", "\n".join(f"{i}.txt" for i in range(7))))], str(tmp_path))
-    units = d.plan_units(entries, split_num=3, split_mode=d.ALL_TRAIN)
-    assert [u.n_docs for u in units] == [3, 3, 1]
-    assert [u.index for u in units] == [0, 1, 2]
-    assert texts(units[2])[0] == ["doc 6"]
+    corpus = plan(entries)
+    assert corpus.n_docs == 7 and corpus.doc_splits.tolist() == [d.TRAIN_CODE] * 7
+    assert [s.corpus_doc for s in sources(corpus)] == list(range(7))
+    assert [s.first_doc for s in corpus.slices] == [0] and corpus.slices[0].n_docs == 7
+    docs = list(d.read_documents(sources(corpus), None, False, []))
+    assert [(doc.text, doc.corpus_doc) for doc in docs][6] == ("doc 6", 6)
 
 
 def test_blank_lines_separate_documents_google_format(tmp_path):
     body = "s1 a\ns2 a\n\n\ns1 b\n  \t\ns1 c\ns2 c\n\n"
     path = write(tmp_path / "f.txt", body)
     entries = d.read_metadata([str(write(tmp_path / "m.txt", "f.txt"))], str(tmp_path))
-    units = d.plan_units(entries, 2, d.ALL_TRAIN, multiple_docs_in_single_file=True)
-    assert [u.n_docs for u in units] == [2, 1]
-    first, _ = texts(units[0], None, True)
-    second, _ = texts(units[1], None, True)
+    corpus = plan(entries, multiple_docs_in_single_file=True, slice_docs=2)
+    assert [s.n_docs for s in corpus.slices] == [2, 1] and [s.first_doc for s in corpus.slices] == [0, 2]
+    first, _ = texts(corpus.slices[0], None, True)
+    second, _ = texts(corpus.slices[1], None, True)
     assert first == ["s1 a\ns2 a\n", "s1 b\n"]
     assert second == ["s1 c\ns2 c\n"]
-    labels = [doc.label for doc in d.read_documents(units[1].sources, None, True, [])]
-    assert labels == ["f.txt#2"]
+    docs = list(d.read_documents(corpus.slices[1].sources, None, True, []))
+    assert [(doc.label, doc.corpus_doc) for doc in docs] == [("f.txt#2", 2)]
     assert path.exists()
 
 
-def test_separator_line_and_units_spanning_files(tmp_path):
+def test_separator_line_and_slices_spanning_files(tmp_path):
     write(tmp_path / "a.txt", "one\n[SEP]\ntwo\n  [SEP]  \nthree")
     write(tmp_path / "b.txt", "four\n[SEP]\n\n[SEP]\nfive [SEP] inline stays\n")
     entries = d.read_metadata([str(write(tmp_path / "m.txt", "a.txt\nb.txt"))], str(tmp_path))
-    units = d.plan_units(entries, 4, d.ALL_TRAIN, multiple_docs_in_single_file=True, separator_line="[SEP]")
-    assert [u.n_docs for u in units] == [4, 1]
-    found = [texts(u, "[SEP]", True)[0] for u in units]
-    assert found == [["one\n", "two\n", "three", "four\n"], ["five [SEP] inline stays\n"]]
+    corpus = plan(entries, multiple_docs_in_single_file=True, separator_line="[SEP]")
+    assert corpus.n_docs == 5 and corpus.docs_per_path == {entries[0].path: 3, entries[1].path: 2}
+    assert texts(corpus, "[SEP]", True)[0] == ["one\n", "two\n", "three", "four\n", "five [SEP] inline stays\n"]
+    docs = list(d.read_documents(sources(corpus), "[SEP]", True, []))
+    assert [(doc.label, doc.corpus_doc) for doc in docs][2:4] == [("a.txt#2", 2), ("b.txt#0", 3)]
 
 
 def test_binary_empty_and_invalid_utf8_documents(tmp_path):
@@ -81,10 +95,9 @@ def test_binary_empty_and_invalid_utf8_documents(tmp_path):
     write(tmp_path / "empty.txt", "  \n\t\n")
     write(tmp_path / "latin1.txt", "caf\xe9 ok".encode("latin-1"))
     entries = d.read_metadata([str(write(tmp_path / "m.txt", "bin.txt\nempty.txt\nlatin1.txt"))], str(tmp_path))
-    (unit,) = d.plan_units(entries, 10, d.ALL_TRAIN)
     skips = []
-    docs = list(d.read_documents(unit.sources, None, False, skips))
-    assert [(s.reason, s.label) for s in skips] == [(d.BINARY, "bin.txt"), (d.EMPTY, "empty.txt")]
+    docs = list(d.read_documents(sources(plan(entries)), None, False, skips))
+    assert [(s.reason, s.label, s.corpus_doc) for s in skips] == [(d.BINARY, "bin.txt", 0), (d.EMPTY, "empty.txt", 1)]
     assert docs[0].text == "caf\ufffd ok" and docs[0].n_replaced == 1
 
 
@@ -98,7 +111,7 @@ def test_validation_choice_is_stable_and_near_the_fraction():
     assert not any(d.is_validation_document(label, 0, 0.0) for label in labels)
 
 
-def test_units_are_sliced_for_parallel_tokenization(tmp_path):
+def test_the_corpus_is_sliced_for_parallel_tokenization(tmp_path):
     lines = []
     for i in range(300):
         lines += [f"sentence {i}", ""]
@@ -107,14 +120,14 @@ def test_units_are_sliced_for_parallel_tokenization(tmp_path):
         write(tmp_path / f"{i}.txt", "x" * 1000)
     m = write(tmp_path / "m.txt", "big.txt")
     entries = d.read_metadata([str(m)], str(tmp_path))
-    units = d.plan_units(entries, 100, d.ALL_TRAIN, multiple_docs_in_single_file=True, slice_docs=30)
-    assert [u.n_docs for u in units] == [100, 100, 100]
-    assert [len(u.slices) for u in units] == [4, 4, 4] and units[0].slice_docs == [30, 30, 30, 10]
-    found = [doc.text.strip() for doc in d.read_documents(units[1].sources, None, True, [])]
-    assert found == [f"sentence {i}" for i in range(100, 200)]
+    corpus = plan(entries, multiple_docs_in_single_file=True, slice_docs=30)
+    assert [s.n_docs for s in corpus.slices] == [30] * 10
+    assert [s.first_doc for s in corpus.slices] == list(range(0, 300, 30))
+    found = [doc.text.strip() for doc in d.read_documents(corpus.slices[4].sources, None, True, [])]
+    assert found == [f"sentence {i}" for i in range(120, 150)]
     entries = d.read_metadata([str(write(tmp_path / "m2.txt", "\n".join(f"{i}.txt" for i in range(5))))], str(tmp_path))
-    (unit,) = d.plan_units(entries, 10, d.ALL_TRAIN, slice_docs=64, slice_bytes=2500)
-    assert unit.slice_docs == [2, 2, 1] and unit.n_bytes == 5000
+    corpus = plan(entries, slice_docs=64, slice_bytes=2500)
+    assert [s.n_docs for s in corpus.slices] == [2, 2, 1] and corpus.n_bytes == 5000
 
 
 def test_large_documents_are_cut_into_parts_at_paragraph_line_or_space(tmp_path):
@@ -130,8 +143,10 @@ def test_large_documents_are_cut_into_parts_at_paragraph_line_or_space(tmp_path)
     cuts = d.document_parts(str(no_space), 10000, 3001)
     assert all((end - start) % 2 == 0 for start, end in cuts)  # never inside a character
     entries = d.read_metadata([str(write(tmp_path / "m.txt", "big.txt"))], str(tmp_path))
-    (unit,) = d.plan_units(entries, 10, d.ALL_TRAIN, part_bytes=4000, slice_bytes=2000)
-    assert unit.n_docs == 1 and len(unit.slices) == len(parts)
-    assert [s.continues for s in unit.sources] == [False] + [True] * (len(parts) - 1)
-    texts = [doc.text for doc in d.read_documents(unit.sources, None, False, [])]
-    assert "".join(texts) == text
+    corpus = plan(entries, part_bytes=4000, slice_bytes=2000)
+    assert corpus.n_docs == 1 and len(corpus.slices) == len(parts)
+    assert [s.continues for s in sources(corpus)] == [False] + [True] * (len(parts) - 1)
+    assert all(s.in_parts and s.corpus_doc == 0 for s in sources(corpus))
+    assert [s.starts_with_a_part for s in corpus.slices] == [False] + [True] * (len(parts) - 1)
+    found = [doc.text for doc in d.read_documents(sources(corpus), None, False, [])]
+    assert "".join(found) == text

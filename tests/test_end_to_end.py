@@ -204,7 +204,8 @@ def test_train_and_validation_are_disjoint_by_document(synthetic_corpus, tmp_pat
             docs |= synthetic_corpus.document_of(a) | synthetic_corpus.document_of(b)
         seen[split] = docs
     assert not seen["train"] & seen["val"]
-    expected_val = {label for label in synthetic_corpus.documents if is_validation_document(label, config.seed, 0.25)}
+    expected_val = {label for label in synthetic_corpus.documents
+                    if is_validation_document(label, config.val_seed, 0.25)}
     assert seen["val"] == expected_val
     assert summary.manifests["val"]["n_docs"] == len(expected_val)
     # Validation has one mask per instance (dupe 1), train has dupe_factor passes.
@@ -253,16 +254,16 @@ def test_documents_split_into_parts_give_the_same_bytes(synthetic_corpus, tmp_pa
 
     _, _, _, whole = generated
     planned = []
-    original = documents.plan_units
+    original = documents.plan_corpus
 
     def plan_in_small_parts(*args, **kwargs):
-        units = original(*args, part_bytes=1500, **kwargs)
-        planned.extend(units)
-        return units
+        corpus = original(*args, part_bytes=1500, **kwargs)
+        planned.extend(corpus.slices)
+        return corpus
 
-    monkeypatch.setattr(documents, "plan_units", plan_in_small_parts)
+    monkeypatch.setattr(documents, "plan_corpus", plan_in_small_parts)
     generate(make_config(synthetic_corpus, tmp_path), progress=False)
-    assert sum(source.continues for unit in planned for source in unit.sources) > 20
+    assert sum(source.continues for piece in planned for source in piece.sources) > 20
     assert file_hashes(tmp_path) == file_hashes(whole)
 
 
@@ -274,7 +275,7 @@ def test_a_blank_part_of_a_large_document_is_not_a_skipped_document(tmp_path, mo
     first = corpus.root / "docs" / "doc000.txt"
     text = first.read_text()
     first.write_text(text + " " * 5000 + "\n\n" + text)  # a run of white space longer than a part
-    original = documents.plan_units
-    monkeypatch.setattr(documents, "plan_units", lambda *a, **k: original(*a, part_bytes=1500, **k))
+    original = documents.plan_corpus
+    monkeypatch.setattr(documents, "plan_corpus", lambda *a, **k: original(*a, part_bytes=1500, **k))
     manifest = generate(make_config(corpus, tmp_path / "out"), progress=False).manifests["train"]
     assert manifest["documents_skipped"]["count"] == 0 and manifest["n_docs"] == 3

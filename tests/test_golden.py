@@ -14,23 +14,35 @@ from bert_data.generator.runner import generate
 from conftest import file_hashes, make_corpus
 
 GOLDEN = {
-    False: {
+    # (mask_whole_word, keep_corpus_order)
+    (False, False): {
+        "examples-1.tfrecords": "1fa931c5a392d4738161889e741877da17f93faa7635868be0c445bc6cbc0cf1",
+        "examples-2.tfrecords": "ac44d6b97a2252b7d50294cef898f9029f09f39797c82d284ef729386e6af471",
+    },
+    (True, False): {
+        "examples-1.tfrecords": "e5b3fbce01f36f364c2d23b28f87fc5d3cc32515c5da419c7df662d2fdc1d4ca",
+        "examples-2.tfrecords": "b01aa39edba80b2242c73b979e120a03b781b9c855d0be3944bca3e2da60f01b",
+    },
+    # With the listed order kept, the bytes are those of the versions before global mixing:
+    # mixing changes which documents form a unit, and nothing else.
+    (False, True): {
         "examples-1.tfrecords": "c36344ca64407ff8cdb9fcf5a293d92c2b127122431d98ab196a124b312be137",
         "examples-2.tfrecords": "4b1135dcaa0a290d8f05b6a400c194004468e27318ae4ee1c3c5f2a136098661",
     },
-    True: {
+    (True, True): {
         "examples-1.tfrecords": "4c7f95d47bf129c5d8940ab0f81fd60d635be3cbf4781190305724b5237c1308",
         "examples-2.tfrecords": "3df170194db2218779440663e04f3a7cf112ebf113bfa427fe36783703886f41",
     },
 }
 
 
-@pytest.mark.parametrize("whole_word", [False, True])
-def test_output_bytes_are_pinned(tmp_path, whole_word):
+@pytest.mark.parametrize("whole_word,keep_corpus_order", sorted(GOLDEN))
+def test_output_bytes_are_pinned(tmp_path, whole_word, keep_corpus_order):
     corpus = make_corpus(tmp_path / "c", n_docs=12, min_sentences=5, max_sentences=15)
     out = tmp_path / "out"
     generate(GeneratorConfig(metadata_files=[str(corpus.metadata)], input_files_prefix=str(corpus.root),
                              vocab_file=str(corpus.vocab), do_lower_case=True, max_seq_length=32,
                              max_predictions_per_seq=5, dupe_factor=2, split_num=5, num_output_files=2,
-                             output_dir=str(out), num_workers=1, seed=7, mask_whole_word=whole_word), progress=False)
-    assert file_hashes(out) == GOLDEN[whole_word]
+                             output_dir=str(out), num_workers=1, seed=7, mask_whole_word=whole_word,
+                             keep_corpus_order=keep_corpus_order), progress=False)
+    assert file_hashes(out) == GOLDEN[whole_word, keep_corpus_order]

@@ -180,10 +180,10 @@ def test_jsonl_reader_reasons_labels_and_text(tmp_path):
              b'{"t": "x", "other": "\xff"}']
     path = write_compressed(tmp_path / "f.jsonl", b"\r\n".join(lines), "")
     entries = d.read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path, [path]))], str(tmp_path))
-    (unit,) = d.plan_units(entries, 100, d.ALL_TRAIN, jsonl_text_key="t")
-    assert unit.n_docs == 9  # the blank line holds no document
+    corpus = plan(entries, jsonl_text_key="t")
+    assert corpus.n_docs == 9  # the blank line holds no document
     skips = []
-    docs = list(d.read_documents(unit.sources, None, False, skips))
+    docs = list(d.read_documents(sources(corpus), None, False, skips))
     assert [(doc.label, doc.text, doc.n_replaced) for doc in docs] == [
         ("f.jsonl#0", "caf\u00e9 ok", 0), ("f.jsonl#5", "bom", 0), ("f.jsonl#6", "lone \ufffd surrogate", 1),
         ("f.jsonl#8", "x", 0)]
@@ -232,7 +232,7 @@ def test_truncated_compressed_multi_document_file_fails_at_planning(tmp_path):
     path.write_bytes(data[: len(data) // 2])
     entries = d.read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path, [path]))], str(tmp_path))
     with pytest.raises(InputError, match=r"m.txt:1: cannot read xz file .*cut.txt.xz: "):
-        d.plan_units(entries, 10, d.ALL_TRAIN, multiple_docs_in_single_file=True)
+        plan(entries, multiple_docs_in_single_file=True)
 
 
 def test_missing_zstandard_fails_at_planning_naming_the_file(tmp_path, monkeypatch):
@@ -240,17 +240,27 @@ def test_missing_zstandard_fails_at_planning_naming_the_file(tmp_path, monkeypat
     entries = d.read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path, [path]))], str(tmp_path))
     monkeypatch.setattr(input_files, "_zstandard", lambda: None)
     with pytest.raises(InputError, match=r"m.txt:1: .*a.txt.zst is zstd-compressed .*pip install zstandard$"):
-        d.plan_units(entries, 10, d.ALL_TRAIN)
+        plan(entries)
 
 
 # ---------------------------------------------------------------------------- (e) planning
 
-def unit_contents(units, multi=True):
-    return [[(doc.label, doc.text) for doc in d.read_documents(u.sources, None, multi, [])] for u in units]
+def plan(entries, **options):
+    """The corpus of ``entries``, all train."""
+    return d.plan_corpus(entries, lambda label, position: d.TRAIN_CODE, **options)
+
+
+def sources(corpus):
+    return [source for piece in corpus.slices for source in piece.sources]
+
+
+def slice_contents(slices, multi=True):
+    return [[(doc.label, doc.corpus_doc, doc.text) for doc in d.read_documents(s.sources, None, multi, [])]
+            for s in slices]
 
 
 @pytest.mark.parametrize("codec", ["gz", "bz2", "zst"])
-def test_units_of_split_num_across_compressed_multi_document_files(tmp_path, codec):
+def test_slices_across_compressed_multi_document_files(tmp_path, codec):
     sizes = [5, 7, 3, 1, 0]
     files, plain = [], []
     for number, size in enumerate(sizes):
@@ -260,21 +270,22 @@ def test_units_of_split_num_across_compressed_multi_document_files(tmp_path, cod
     entries = d.read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path / codec, files))], str(tmp_path / codec))
     plain_entries = d.read_metadata([str(write_metadata(tmp_path / "p.txt", tmp_path / "plain", plain))],
                                     str(tmp_path / "plain"))
-    for split_num, slice_docs in ((4, 64), (4, 2), (6, 1), (100, 3)):
-        units = d.plan_units(entries, split_num, d.ALL_TRAIN, multiple_docs_in_single_file=True, slice_docs=slice_docs)
-        reference = d.plan_units(plain_entries, split_num, d.ALL_TRAIN, multiple_docs_in_single_file=True,
-                                 slice_docs=slice_docs)
-        assert [u.n_docs for u in units] == [u.n_docs for u in reference]
-        assert sum(u.n_docs for u in units) == 16 and all(u.n_docs == split_num for u in units[:-1])
-        assert [u.slice_docs for u in units] == [u.slice_docs for u in reference]
-        assert all(s.codec == codec for u in units for s in u.sources)
+    for slice_docs in (64, 2, 1, 3):
+        corpus = plan(entries, multiple_docs_in_single_file=True, slice_docs=slice_docs)
+        reference = plan(plain_entries, multiple_docs_in_single_file=True, slice_docs=slice_docs)
+        assert [s.n_docs for s in corpus.slices] == [s.n_docs for s in reference.slices]
+        assert [s.first_doc for s in corpus.slices] == [s.first_doc for s in reference.slices]
+        assert corpus.n_docs == 16 and all(s.n_docs <= slice_docs for s in corpus.slices)
+        assert all(s.codec == codec for s in sources(corpus))
         # Only a file's last range reads on to the end of its stream.
-        assert [s.end < 0 for u in units for s in u.sources].count(True) == 4
-        plain_labels = [[(label.replace(f".{codec}#", "#"), text) for label, text in u] for u in unit_contents(units)]
-        assert plain_labels == unit_contents(reference)
-        assert unit_contents(units)[-1][-1] == (f"f3.txt.{codec}#0", "file 3 doc 0\nsecond line\n")
-    labels = [label for unit in unit_contents(units) for label, _ in unit]
-    assert labels == [f"f{n}.txt.{codec}#{i}" for n, size in enumerate(sizes) for i in range(size)]
+        assert [s.end < 0 for s in sources(corpus)].count(True) == 4
+        plain_labels = [[(label.replace(f".{codec}#", "#"), position, text) for label, position, text in piece]
+                        for piece in slice_contents(corpus.slices)]
+        assert plain_labels == slice_contents(reference.slices)
+        assert slice_contents(corpus.slices)[-1][-1] == (f"f3.txt.{codec}#0", 15, "file 3 doc 0\nsecond line\n")
+    found = [(label, position) for piece in slice_contents(corpus.slices) for label, position, _ in piece]
+    assert found == list(zip([f"f{n}.txt.{codec}#{i}" for n, size in enumerate(sizes) for i in range(size)],
+                             range(16)))
 
 
 def test_stream_spans_equal_whole_buffer_spans_at_any_chunk_size():
@@ -294,13 +305,13 @@ def test_ranges_read_out_of_order_and_from_threads(tmp_path):
     text = "".join(f"doc {i} " + "word " * (i % 7) + "\n\n" for i in range(300)).encode()
     path = write_compressed(tmp_path / "f.txt", text, "gz")
     entries = d.read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path, [path]))], str(tmp_path))
-    units = d.plan_units(entries, 40, d.ALL_TRAIN, multiple_docs_in_single_file=True, slice_docs=10)
-    expected = unit_contents(units)
-    assert unit_contents(units[::-1]) == expected[::-1]
+    units = plan(entries, multiple_docs_in_single_file=True, slice_docs=10).slices
+    expected = slice_contents(units)
+    assert slice_contents(units[::-1]) == expected[::-1]
     results = {}
 
     def read(index):
-        results[index] = unit_contents([units[index]])[0]
+        results[index] = slice_contents([units[index]])[0]
 
     threads = [threading.Thread(target=read, args=(i,)) for i in range(len(units))]
     for thread in threads:
@@ -309,12 +320,12 @@ def test_ranges_read_out_of_order_and_from_threads(tmp_path):
         thread.join()
     assert [results[i] for i in range(len(units))] == expected
     # A process forked while the parent holds a stream open must not share its file offset.
-    assert unit_contents(units[:1]) == expected[:1] and input_files._open_streams.streams
+    assert slice_contents(units[:1]) == expected[:1] and input_files._open_streams.streams
     import multiprocessing
 
     with multiprocessing.get_context("fork").Pool(1) as pool:
-        assert pool.map(unit_contents, [[unit] for unit in units[1:]]) == [[e] for e in expected[1:]]
-    assert unit_contents(units[1:]) == expected[1:]
+        assert pool.map(slice_contents, [[unit] for unit in units[1:]]) == [[e] for e in expected[1:]]
+    assert slice_contents(units[1:]) == expected[1:]
 
 
 def test_compressed_one_document_files_are_whole_documents(tmp_path):
@@ -322,10 +333,11 @@ def test_compressed_one_document_files_are_whole_documents(tmp_path):
     files = [write_compressed(tmp_path / "a.txt", text.encode(), "bz2"),
              write_compressed(tmp_path / "b.txt", text.encode(), "")]
     entries = d.read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path, files))], str(tmp_path))
-    (unit,) = d.plan_units(entries, 10, d.ALL_TRAIN, part_bytes=4000)
-    assert unit.n_docs == 2 and unit.sources[0].codec == "bz2" and unit.sources[0].end == -1
-    assert sum(s.continues for s in unit.sources) > 3  # only the plain file is cut
-    docs = list(d.read_documents(unit.sources, None, False, []))
+    corpus = plan(entries, part_bytes=4000)
+    found = sources(corpus)
+    assert corpus.n_docs == 2 and found[0].codec == "bz2" and found[0].end == -1
+    assert sum(s.continues for s in found) > 3  # only the plain file is cut
+    docs = list(d.read_documents(found, None, False, []))
     assert docs[0].label == "a.txt.bz2" and docs[0].text == text and not docs[0].continues
 
 
@@ -358,17 +370,16 @@ def test_memory_stays_bounded_reading_a_large_compressed_jsonl_file(tmp_path):
     sampler.start()
     try:
         entries = d.read_metadata([str(metadata)], str(tmp_path))
-        units = d.plan_units(entries, 1000, d.ALL_TRAIN, jsonl_text_key="text")
+        corpus = plan(entries, jsonl_text_key="text")
         n_docs = n_chars = 0
-        for unit in units:
-            for group in unit.slices:
-                for document in d.read_documents(group, None, False, []):
-                    n_docs += 1
-                    n_chars += len(document.text)
+        for piece in corpus.slices:
+            for document in d.read_documents(piece.sources, None, False, []):
+                n_docs += 1
+                n_chars += len(document.text)
     finally:
         done.set()
         sampler.join()
-    assert n_docs == n_lines and len(units) == 50 and n_chars > 45_000_000
+    assert n_docs == corpus.n_docs == n_lines and len(corpus.slices) == -(-n_lines // 64) and n_chars > 45_000_000
     growth = max(peak[0], process.memory_info().rss) - baseline
     print(f"RSS growth {growth / 1e6:.1f} MB")
     assert growth < 30_000_000, f"RSS grew by {growth / 1e6:.1f} MB reading 50 MB"

@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from bert_data.cli.create_tfrecords import main
+from bert_data.generator import runner
 from bert_data.generator.assembly import ShardAssembler
 from bert_data.generator.output import OutputLock
 
@@ -345,18 +346,36 @@ def interrupt_at_append(monkeypatch, number: int, seen_pieces: list):
     monkeypatch.setattr(ShardAssembler, "append", append)
 
 
-def test_interrupted_before_any_unit_keeps_nothing_and_a_plain_rerun_works(capsys, corpus, tmp_path, monkeypatch):
+def test_interrupted_before_anything_was_finished_keeps_nothing_and_a_plain_rerun_works(capsys, corpus, tmp_path,
+                                                                                         monkeypatch):
     output = tmp_path / "out"
     with monkeypatch.context() as patch:
-        interrupt_at_append(patch, 1, [])
+        def tokenize_slice(*args):
+            raise KeyboardInterrupt
+
+        patch.setattr(runner, "tokenize_slice", tokenize_slice)
         code, err = cli(capsys, corpus, output, "--split_num", "2")
     assert code == 130
-    assert err.strip() == ("create_tfrecords: interrupted; no unit was finished, so nothing is kept; run the same "
+    assert err.strip() == ("create_tfrecords: interrupted; nothing was finished, so nothing is kept; run the same "
                            "command again to start over")
     assert list(output.iterdir()) == []  # as if the run had never started
     code, err = cli(capsys, corpus, output, "--split_num", "2", "--resume")
     assert code == 2 and "holds no interrupted run, so there is nothing to resume; run without --resume" in err
     assert cli(capsys, corpus, output, "--split_num", "2")[0] == 0  # no --overwrite needed
+
+
+def test_interrupted_before_the_first_unit_keeps_the_tokenized_slices(capsys, corpus, tmp_path, monkeypatch):
+    assert cli(capsys, corpus, tmp_path / "reference", "--split_num", "2")[0] == 0
+    output = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        interrupt_at_append(patch, 1, [])
+        code, err = cli(capsys, corpus, output, "--split_num", "2")
+    assert code == 130
+    assert err.strip() == ("create_tfrecords: interrupted; no unit was written yet; 1 of 1 tokenized slices kept; run "
+                           "the same command with --resume to continue with unit 1")
+    code, err = cli(capsys, corpus, output, "--split_num", "2", "--resume")
+    assert code == 0 and "resumed: no unit had been written; the interrupted run's tokenized slices were reused" in err
+    assert file_hashes(output) == file_hashes(tmp_path / "reference")
 
 
 def test_interrupted_after_one_unit_says_what_is_kept_and_resume_goes_on_from_there(capsys, corpus, tmp_path,
@@ -379,11 +398,11 @@ def test_interrupted_after_one_unit_says_what_is_kept_and_resume_goes_on_from_th
     assert file_hashes(output) == file_hashes(tmp_path / "reference")
 
 
-def test_resume_with_a_run_that_finished_no_unit_is_refused(capsys, corpus, tmp_path):
+def test_resume_with_a_run_that_kept_nothing_is_refused(capsys, corpus, tmp_path):
     output = tmp_path / "out"
-    (output / ".bert_data_work").mkdir(parents=True)  # as a run killed (SIGKILL) before its first unit leaves
+    (output / ".bert_data_work").mkdir(parents=True)  # as a run killed (SIGKILL) before its journal leaves
     code, err = cli(capsys, corpus, output, "--resume")
-    assert code == 2 and "finished no unit before it stopped, so there is nothing to resume" in err
+    assert code == 2 and "stopped before it kept anything, so there is nothing to resume" in err
     assert "with --overwrite" in err
     assert cli(capsys, corpus, output, "--overwrite")[0] == 0
 

@@ -162,8 +162,8 @@ def test_the_summary_names_each_split_directory_with_thousands_separators(capsys
 class _RecordingBar:
     """Stands for tqdm: records the instance counts the run shows."""
 
-    def __init__(self, total, initial=0):
-        self.n, self.instances = initial, []
+    def __init__(self, total, enabled, description, unit, initial=0, position=0):
+        self.description, self.n, self.instances = description, initial, []
 
     def update(self, k):
         self.n += k
@@ -182,7 +182,7 @@ def test_the_progress_bar_counts_instances_as_each_encode_task_finishes(corpus, 
     from bert_data.generator import tasks
 
     bars = []
-    monkeypatch.setattr(runner, "_progress", lambda total, enabled, initial=0: bars.append(_RecordingBar(total, initial))
+    monkeypatch.setattr(runner, "_progress", lambda *args, **kwargs: bars.append(_RecordingBar(*args, **kwargs))
                         or bars[-1])
     monkeypatch.setattr(tasks, "shard_groups", lambda n_records, n_shards: [[shard] for shard in range(n_shards)])
     config = GeneratorConfig(metadata_files=[str(corpus.metadata)], input_files_prefix=str(corpus.root),
@@ -191,6 +191,6 @@ def test_the_progress_bar_counts_instances_as_each_encode_task_finishes(corpus, 
                              output_dir=str(tmp_path / "out"), num_workers=1)
     summary = runner.generate(config, progress=True)
     total = summary.manifests["train"]["n_examples"]
-    shown = bars[0].instances
+    shown = [count for bar in bars for count in bar.instances]
     assert shown[-1] == total
     assert any(0 < count < total for count in shown), shown  # part of the unit's records, before it is merged

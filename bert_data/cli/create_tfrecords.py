@@ -106,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="fraction of tokens to mask, in (0, 1] (default 0.15)")
     instances.add_argument("--short_seq_prob", type=float, default=0.1,
                            help="probability of a shorter target length (default 0.1)")
+    instances.add_argument("--short_seq_draw", choices=["document", "chunk"], default="document",
+                           help="when the shorter target is drawn: once per document (default, as Google: a "
+                                "long document that draws it becomes many short pairs) or per chunk (about "
+                                "short_seq_prob of instances are short whatever the document sizes)")
     instances.add_argument("--min_short_seq_length", type=int, default=None,
                            help="shortest target length when short, in [2, max_seq_length - 3) (default 2)")
     instances.add_argument("--dupe_factor", type=int, default=None,
@@ -153,17 +157,28 @@ def build_parser() -> argparse.ArgumentParser:
                   "finished units are kept, and the result is byte-identical to an uninterrupted run; "
                   "refused when there is nothing to resume")
     output.add_argument("--val_fraction", type=float, default=0.0,
-                        help="fraction of documents, chosen by a stable hash of path and seed, that "
-                             "go to OUTPUT_DIR/val (default 0: no validation split)")
+                        help="fraction of documents, chosen by a stable hash of their path and --val_seed, "
+                             "that go to OUTPUT_DIR/val (default 0: no validation split)")
+    output.add_argument("--val_seed", type=int, default=0,
+                        help="seed of the --val_fraction hash (default 0); --seed changes masks and pairs, "
+                             "never which documents are held out")
     output.add_argument("--val_metadata_files", nargs="+", default=[], metavar="FILE",
-                        help="metadata files listing validation documents (instead of --val_fraction)")
+                        help="metadata files listing validation documents (instead of --val_fraction); a "
+                             "document listed there is left out of train even if --metadata_files lists it "
+                             "(counted as n_docs_held_out in the train manifest)")
 
     add_google_arguments(parser)
 
     work = parser.add_argument_group("work")
     work.add_argument("--split_num", type=int, default=1000,
                       help="documents per unit of work; random-next sentences come from the same "
-                           "unit (default 1000)")
+                           "unit (default 1000). Units are uniform samples of the whole corpus, so every "
+                           "stretch of every shard is too")
+    add_bool(work, "--keep_corpus_order",
+             help="units of neighbouring documents in listed order instead of a mixed corpus (e.g. for a "
+                  "curriculum). Costs mixing: each shard then walks the corpus from its first source to its "
+                  "last, and random-next sentences come from neighbouring documents; a trainer's small shuffle "
+                  "buffer sees one region at a time")
     work.add_argument("--num_workers", type=int, default=None,
                       help="worker processes (default: all cores); output is identical for any value")
     cluster = work.add_mutually_exclusive_group()
@@ -248,7 +263,9 @@ def report(config, summary) -> None:
         note = f" ({skipped:,} documents skipped, see {manifest_name(config)})" if skipped else ""
         print(f"{split}: {counts} {where}{note}", file=sys.stderr)
     resumed = ""
-    if summary.resumed_from_unit:
+    if config.resume and not summary.resumed_from_unit:
+        resumed = " (resumed: no unit had been written; the interrupted run's tokenized slices were reused)"
+    elif summary.resumed_from_unit:
         n_units = next(iter(summary.manifests.values())).get("n_units") or 0
         kept = summary.resumed_from_unit
         resumed = (f" (resumed: unit{'s 1-' if kept > 1 else ' '}{kept:,} kept from the interrupted run, units "

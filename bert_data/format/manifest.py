@@ -50,6 +50,8 @@ class Manifest:
     n_units: Optional[int] = None
     invalid_utf8_replaced: int = 0
     documents_skipped: SkippedDocuments = field(default_factory=SkippedDocuments)
+    # Documents of --metadata_files left out of train because --val_metadata_files names them.
+    n_docs_held_out: int = 0
     vocab_sha256: Optional[str] = None
     # The vocabulary's absolute path, beside its hash: the options keep the path as typed, which
     # tools run from another directory cannot resolve.

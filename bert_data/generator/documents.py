@@ -30,7 +30,9 @@ import mmap
 import os
 import re
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import BinaryIO, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
 
 from .input_files import (CODEC_NAMES, READ_CHUNK, InputError, check_codecs, codec_errors, compression_of, one_line,
                           open_decompressed, read_range)
@@ -38,10 +40,6 @@ from .input_files import (CODEC_NAMES, READ_CHUNK, InputError, check_codecs, cod
 TRAIN = "train"
 VAL = "val"
 
-# How a unit's documents are assigned to splits.
-SPLIT_BY_HASH = "hash"  # --val_fraction: a stable hash of (seed, document) decides
-ALL_TRAIN = "train"
-ALL_VAL = "val"
 
 
 @dataclass(frozen=True)
@@ -58,40 +56,52 @@ class Source:
     continues: bool = False  # a later part of the document the previous source began
     codec: str = ""  # "" (plain), "gz", "bz2", "xz" or "zst": how the file is compressed
     jsonl_key: Optional[str] = None  # JSON Lines: one document a line, its text at this key
+    corpus_doc: int = 0  # position in the listed corpus of the range's first document
+    in_parts: bool = False  # one part of a document read in parts (see document_parts)
 
 
 @dataclass
-class Unit:
-    """``split_num`` documents: one random stream, one next-sentence pool, one piece of output.
+class Slice:
+    """Neighbouring documents of the listed corpus, read, split into sentences and tokenized
+    together: the grain of the first phase of work.  Small, so every core stays busy even when
+    documents are few and large (a large document is read in parts, a slice each).
 
-    Its sources are grouped in *slices*, the grain at which documents are read, split into
-    sentences and tokenized (in parallel, even within a unit); ``n_docs`` counts documents
-    listed, before any are skipped.
+    ``first_doc`` is the corpus position of the first document that starts or continues here;
+    ``n_docs`` counts the documents that start here (listed, before any are skipped).
     """
 
     index: int
-    split_mode: str
-    slices: List[List[Source]] = field(default_factory=list)
+    first_doc: int
+    sources: List[Source] = field(default_factory=list)
     n_docs: int = 0
     n_bytes: int = 0
-    slice_docs: List[int] = field(default_factory=list)
-    slice_bytes: List[int] = field(default_factory=list)
 
     @property
-    def sources(self) -> List[Source]:
-        return [source for group in self.slices for source in group]
+    def starts_with_a_part(self) -> bool:
+        """It begins with a later part of a document that began in an earlier slice."""
+        return bool(self.sources) and self.sources[0].continues
 
-    def add(self, source: Source, n_docs: int, n_bytes: int, max_slice_docs: int, max_slice_bytes: int) -> None:
-        if (not self.slices or self.slice_docs[-1] + n_docs > max_slice_docs
-                or self.slice_bytes[-1] + n_bytes > max_slice_bytes):
-            self.slices.append([])
-            self.slice_docs.append(0)
-            self.slice_bytes.append(0)
-        self.slices[-1].append(source)
-        self.slice_docs[-1] += n_docs
-        self.slice_bytes[-1] += n_bytes
-        self.n_docs += n_docs
-        self.n_bytes += n_bytes
+
+@dataclass
+class CorpusPlan:
+    """The listed corpus: its slices, in order, and the split of each document, by position
+    (``doc_splits[g]`` is TRAIN_CODE or VAL_CODE for the document at position ``g``)."""
+
+    slices: List[Slice]
+    doc_splits: np.ndarray  # uint8, one per document
+    docs_per_path: Dict[str, int] = field(default_factory=dict)  # input file -> documents planned
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.doc_splits)
+
+    @property
+    def n_bytes(self) -> int:
+        return sum(piece.n_bytes for piece in self.slices)
+
+
+TRAIN_CODE, VAL_CODE = 0, 1
+SPLIT_OF_CODE = {TRAIN_CODE: TRAIN, VAL_CODE: VAL}
 
 
 @dataclass
@@ -267,78 +277,100 @@ def document_parts(path: str, size: int, part_bytes: int) -> List[Tuple[int, int
     return parts
 
 
-def plan_units(
+class _SlicePlanner:
+    """Cuts the corpus, in listed order, into slices of at most ``slice_docs`` documents or
+    about ``slice_bytes``, and numbers its documents."""
+
+    def __init__(self, slice_docs: int, slice_bytes: int):
+        self.slice_docs, self.slice_bytes = slice_docs, slice_bytes
+        self.slices: List[Slice] = []
+        self.splits = bytearray()  # the split code of each document, by corpus position
+        self.docs_per_path: Dict[str, int] = {}
+
+    @property
+    def next_doc(self) -> int:
+        return len(self.splits)
+
+    def new_documents(self, path: str, split_codes: Iterable[int]) -> None:
+        before = len(self.splits)
+        self.splits.extend(split_codes)
+        self.docs_per_path[path] = self.docs_per_path.get(path, 0) + len(self.splits) - before
+
+    def add(self, source: Source, n_docs: int, n_bytes: int) -> None:
+        current = self.slices[-1] if self.slices else None
+        if (current is None or current.n_docs + n_docs > self.slice_docs
+                or current.n_bytes + n_bytes > self.slice_bytes):
+            current = Slice(len(self.slices), source.corpus_doc)
+            self.slices.append(current)
+        current.sources.append(source)
+        current.n_docs += n_docs
+        current.n_bytes += n_bytes
+
+
+def plan_corpus(
     entries: Sequence[MetadataEntry],
-    split_num: int,
-    split_mode: str,
-    first_index: int = 0,
+    split_of: Callable[[str, int], int],
+    val_entries: Sequence[MetadataEntry] = (),
     multiple_docs_in_single_file: bool = False,
     separator_line: Optional[str] = None,
     slice_docs: int = 64,
     slice_bytes: int = 1 << 21,
     part_bytes: int = 1 << 22,
     jsonl_text_key: Optional[str] = None,
-) -> List[Unit]:
-    """Group documents, in metadata order, into units of ``split_num`` documents, and each
-    unit's documents into slices of at most ``slice_docs`` documents or about ``slice_bytes``.
+) -> CorpusPlan:
+    """Number the documents of ``entries`` and then ``val_entries``, in listed order, and cut
+    them into slices.  ``split_of(label, position)`` gives the split code of a document of
+    ``entries``; every document of ``val_entries`` is validation.
 
     With ``jsonl_text_key`` every file is JSON Lines (one document a non-blank line).  A
     compressed file is decompressed here once (in chunks) to find its documents, when it holds
-    many; when it is one document, its first bytes are decompressed to check it."""
-    check_codecs(entries)
+    many; when it is one document, its first bytes are decompressed to check it.  Memory: the
+    slices, and one byte a document."""
+    check_codecs(list(entries) + list(val_entries))
     jsonl = jsonl_text_key is not None
-    units: List[Unit] = []
-    current = Unit(first_index, split_mode)
-
-    def close_current():
-        nonlocal current
-        if current.n_docs:
-            units.append(current)
-            current = Unit(first_index + len(units), split_mode)
+    planner = _SlicePlanner(slice_docs, slice_bytes)
+    pattern = document_pattern(separator_line, jsonl)
 
     def cannot_read(entry: MetadataEntry, codec: str, error: BaseException) -> InputError:
         return InputError(f"{entry.metadata_file}:{entry.line_number}: cannot read {CODEC_NAMES[codec]} file "
                           f"{entry.path}: {one_line(error)}")
 
-    if not multiple_docs_in_single_file and not jsonl:
-        for entry in entries:
-            codec = compression_of(entry.path)
-            if codec:
-                try:  # the first bytes now: a file that is not what its name says fails before any work
-                    with open_decompressed(entry.path, codec) as stream:
-                        stream.read(1)
-                except codec_errors() as error:
-                    raise cannot_read(entry, codec, error) from None
-                # One document, whole: a compressed stream cannot be cut into parts.
-                current.add(Source(entry.path, entry.label, 0, -1, codec=codec), 1,
-                            os.path.getsize(entry.path) * COMPRESSION_RATIO_GUESS, slice_docs, slice_bytes)
-            else:
-                size = os.path.getsize(entry.path)
-                for number, (start, end) in enumerate(document_parts(entry.path, size, part_bytes)):
-                    # Each part of a large document is a slice of its own (tokenized in parallel);
-                    # only the first counts as a document.
-                    current.add(Source(entry.path, entry.label, start, end, 0, continues=number > 0),
-                                0 if number else 1, end - start, slice_docs, slice_bytes)
-            if current.n_docs >= split_num:
-                close_current()
-        close_current()
-        return units
+    def plan_whole_file(entry: MetadataEntry, split_code) -> None:
+        """One document a file; a large plain one in parts, each a slice of its own."""
+        position = planner.next_doc
+        codec = compression_of(entry.path)
+        if codec:
+            try:  # the first bytes now: a file that is not what its name says fails before any work
+                with open_decompressed(entry.path, codec) as stream:
+                    stream.read(1)
+            except codec_errors() as error:
+                raise cannot_read(entry, codec, error) from None
+            # One document, whole: a compressed stream cannot be cut into parts.
+            planner.add(Source(entry.path, entry.label, 0, -1, codec=codec, corpus_doc=position), 1,
+                        os.path.getsize(entry.path) * COMPRESSION_RATIO_GUESS)
+        else:
+            size = os.path.getsize(entry.path)
+            parts = document_parts(entry.path, size, part_bytes)
+            for number, (start, end) in enumerate(parts):
+                # Only the first part counts as a document.
+                planner.add(Source(entry.path, entry.label, start, end, 0, continues=number > 0, corpus_doc=position,
+                                   in_parts=len(parts) > 1), 0 if number else 1, end - start)
+        planner.new_documents(entry.path, [split_code(entry.label, position)])
 
-    pattern = document_pattern(separator_line, jsonl)
-
-    def plan_file(entry: MetadataEntry, spans: Iterable[Tuple[int, int]], codec: str) -> None:
-        """Ranges of whole documents: a range ends with its unit, or when its slice is full."""
+    def plan_file(entry: MetadataEntry, spans: Iterable[Tuple[int, int]], codec: str, split_code) -> None:
+        """Ranges of whole documents, each ending when its slice is full."""
         range_start = range_end = None
         range_first = range_docs = 0
-        last = None  # (list, index) of the file's last source
+        codes = bytearray()  # one byte a document: files may hold millions
+        last = None  # the file's last source: (slice, index)
 
         def close_range():
             nonlocal range_start, range_docs, last
             if range_start is not None:
                 source = Source(entry.path, entry.label, range_start, range_end, range_first, codec=codec,
-                                jsonl_key=jsonl_text_key)
-                current.add(source, range_docs, range_end - range_start, slice_docs, slice_bytes)
-                last = (current.slices[-1], len(current.slices[-1]) - 1)
+                                jsonl_key=jsonl_text_key, corpus_doc=planner.next_doc + range_first)
+                planner.add(source, range_docs, range_end - range_start)
+                last = (planner.slices[-1], len(planner.slices[-1].sources) - 1)
             range_start, range_docs = None, 0
 
         for doc_number, (doc_start, doc_end) in enumerate(spans):
@@ -346,32 +378,34 @@ def plan_units(
                 range_start, range_first = doc_start, doc_number
             range_end = doc_end
             range_docs += 1
-            if current.n_docs + range_docs >= split_num:
-                close_range()
-                close_current()
-            elif range_docs >= slice_docs or range_end - range_start >= slice_bytes:
+            codes.append(split_code(f"{entry.label}#{doc_number}", planner.next_doc + doc_number))
+            if range_docs >= slice_docs or range_end - range_start >= slice_bytes:
                 close_range()
         close_range()
+        planner.new_documents(entry.path, codes)
         if codec and last is not None:  # read on to the end of the stream, which is then closed
-            group, index = last
-            group[index] = dataclasses.replace(group[index], end=-1)
+            piece, index = last
+            piece.sources[index] = dataclasses.replace(piece.sources[index], end=-1)
 
-    for entry in entries:
-        codec = compression_of(entry.path)
-        if codec:
-            try:
-                with open_decompressed(entry.path, codec) as stream:
-                    plan_file(entry, stream_document_spans(stream, pattern), codec)
-            except codec_errors() as error:
-                raise cannot_read(entry, codec, error) from None
-            continue
-        size = os.path.getsize(entry.path)
-        if size == 0:
-            continue
-        with open(entry.path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            plan_file(entry, document_spans(buf, 0, size, pattern), "")
-    close_current()
-    return units
+    for group, split_code in ((entries, split_of), (val_entries, lambda label, position: VAL_CODE)):
+        for entry in group:
+            if not multiple_docs_in_single_file and not jsonl:
+                plan_whole_file(entry, split_code)
+                continue
+            codec = compression_of(entry.path)
+            if codec:
+                try:
+                    with open_decompressed(entry.path, codec) as stream:
+                        plan_file(entry, stream_document_spans(stream, pattern), codec, split_code)
+                except codec_errors() as error:
+                    raise cannot_read(entry, codec, error) from None
+                continue
+            size = os.path.getsize(entry.path)
+            if size == 0:
+                continue
+            with open(entry.path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+                plan_file(entry, document_spans(buf, 0, size, pattern), "", split_code)
+    return CorpusPlan(planner.slices, np.frombuffer(bytes(planner.splits), dtype=np.uint8), planner.docs_per_path)
 
 
 # ---------------------------------------------------------------------------- reading
@@ -382,12 +416,16 @@ class Document:
     text: str
     n_replaced: int = 0  # bytes that were not UTF-8, replaced by U+FFFD
     continues: bool = False  # a later part of a large document (see document_parts)
+    corpus_doc: int = 0  # position in the listed corpus
+    in_parts: bool = False  # one part of a document read in parts
 
 
 @dataclass
 class Skip:
     reason: str
     label: str
+    corpus_doc: int = 0
+    in_parts: bool = False
 
 
 BINARY = "binary file (NUL bytes)"
@@ -417,22 +455,20 @@ def read_documents(sources: Sequence[Source], separator_line: Optional[str], mul
     pattern = separator_pattern(separator_line) if multiple_docs_in_single_file else None
     for source in sources:
         data = read_range(source)
-        if source.jsonl_key is not None:
-            for offset, (doc_start, doc_end) in enumerate(list(document_spans(data, 0, len(data), LINE_PATTERN))):
-                document = _json_document(data[doc_start:doc_end], f"{source.label}#{source.first_doc + offset}",
-                                          source.jsonl_key, skips)
-                if document is not None:
-                    yield document
-            continue
-        if pattern is None:
-            document = _decoded(data, source.label, skips)
+        if pattern is None and source.jsonl_key is None:
+            document = _decoded(data, source.label, skips, source.corpus_doc, source.in_parts)
             del data  # never hold a large text's bytes and its characters at once for long
             if document is not None:
                 document.continues = source.continues
                 yield document
             continue
-        for offset, (doc_start, doc_end) in enumerate(list(document_spans(data, 0, len(data), pattern))):
-            document = _decoded(data[doc_start:doc_end], f"{source.label}#{source.first_doc + offset}", skips)
+        spans = list(document_spans(data, 0, len(data), LINE_PATTERN if source.jsonl_key is not None else pattern))
+        for offset, (doc_start, doc_end) in enumerate(spans):
+            label, position = f"{source.label}#{source.first_doc + offset}", source.corpus_doc + offset
+            if source.jsonl_key is not None:
+                document = _json_document(data[doc_start:doc_end], label, source.jsonl_key, skips, position)
+            else:
+                document = _decoded(data[doc_start:doc_end], label, skips, position)
             if document is not None:
                 yield document
 
@@ -440,26 +476,27 @@ def read_documents(sources: Sequence[Source], separator_line: Optional[str], mul
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _json_document(line: bytes, label: str, key: str, skips: List[Skip]) -> Optional[Document]:
+def _json_document(line: bytes, label: str, key: str, skips: List[Skip], position: int) -> Optional[Document]:
     """One JSON Lines document: the string at ``key`` of the object on the line."""
+    skips = _Skips(skips, label, position)
     text, n_replaced = decode_text(line)
     try:
         record = json.loads(text[1:] if text.startswith("\ufeff") else text)  # a byte-order mark may lead
     except (ValueError, RecursionError):
-        skips.append(Skip(INVALID_JSON, label))
+        skips.add(INVALID_JSON)
         return None
     if not isinstance(record, dict):
-        skips.append(Skip(NOT_OBJECT, label))
+        skips.add(NOT_OBJECT)
         return None
     if key not in record:
-        skips.append(Skip(MISSING_KEY, label))
+        skips.add(MISSING_KEY)
         return None
     value = record[key]
     if not isinstance(value, str):
-        skips.append(Skip(NOT_STRING, label))
+        skips.add(NOT_STRING)
         return None
     if "\x00" in value:
-        skips.append(Skip(BINARY, label))
+        skips.add(BINARY)
         return None
     if n_replaced:  # invalid UTF-8 elsewhere on the line does not count
         n_replaced = min(n_replaced, value.count("\ufffd"))
@@ -467,20 +504,34 @@ def _json_document(line: bytes, label: str, key: str, skips: List[Skip]) -> Opti
         value, replaced = _SURROGATE.subn("\ufffd", value)
         n_replaced += replaced
     if not value.strip():
-        skips.append(Skip(EMPTY, label))
+        skips.add(EMPTY)
         return None
-    return Document(label, value, n_replaced)
+    return Document(label, value, n_replaced, corpus_doc=position)
 
 
-def _decoded(data: bytes, label: str, skips: List[Skip]) -> Optional[Document]:
+def _decoded(data: bytes, label: str, skips: List[Skip], position: int, in_parts: bool = False) -> Optional[Document]:
+    skips = _Skips(skips, label, position, in_parts)
     if b"\x00" in data:
-        skips.append(Skip(BINARY, label))
+        skips.add(BINARY)
         return None
     text, n_replaced = decode_text(data)
     if not text.strip():
-        skips.append(Skip(EMPTY, label))
+        skips.add(EMPTY)
         return None
-    return Document(label, text, n_replaced)
+    return Document(label, text, n_replaced, corpus_doc=position, in_parts=in_parts)
+
+
+@dataclass
+class _Skips:
+    """Where one document's skip, if any, is recorded."""
+
+    into: List[Skip]
+    label: str
+    position: int
+    in_parts: bool = False
+
+    def add(self, reason: str) -> None:
+        self.into.append(Skip(reason, self.label, self.position, self.in_parts))
 
 
 class DocumentTexts:
@@ -500,12 +551,12 @@ class DocumentTexts:
         from .listing import list_documents  # (it builds on this module)
 
         entries, self.missing = list_documents(metadata_files, input_files, input_files_prefix, skip_missing)
-        # Units group the generator's work; here only their sources, in order, matter.
-        units = plan_units(entries, split_num=max(1, len(entries)), split_mode=ALL_TRAIN,
+        # Slices group the generator's work; here only their sources, in order, matter.
+        plan = plan_corpus(entries, lambda label, position: TRAIN_CODE,
                            multiple_docs_in_single_file=multiple_docs_in_single_file,
                            separator_line=separator_line, jsonl_text_key=jsonl_text_key)
-        self.sources = [source for unit in units for source in unit.sources]
-        self.n_listed = sum(unit.n_docs for unit in units)  # documents found, before any is skipped
+        self.sources = [source for piece in plan.slices for source in piece.sources]
+        self.n_listed = plan.n_docs  # documents found, before any is skipped
         self.separator_line = separator_line
         self.multiple_docs_in_single_file = multiple_docs_in_single_file
         self.n_docs = 0

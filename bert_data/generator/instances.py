@@ -117,8 +117,13 @@ def add_pairs_from_document(
     min_short_seq_length: int,
     rng: random.Random,
     out: PairBatch,
+    per_chunk: bool = False,
 ) -> None:
     """Append the pairs of one document to ``out`` (Google's create_instances_from_document).
+
+    ``per_chunk``: draw the target length anew for every chunk instead of once per document,
+    so that about ``short_seq_prob`` of the instances are short whatever the document sizes
+    (with Google's draw a long document that draws a short target becomes many short pairs).
 
     The hot loop of the generator: uniform integers are drawn as ``int(random() * n)``
     (``randint`` costs four Python calls per draw; the bias of the float draw is below 2**-32).
@@ -129,11 +134,14 @@ def add_pairs_from_document(
     n_sentences = len(bounds) - 1
     n_documents = len(all_bounds)
 
-    # Usually fill the whole sequence; sometimes a shorter one, to narrow the gap between
-    # pre-training and fine-tuning on short inputs.  Drawn once per document, as Google does.
-    target_length = max_num_tokens
-    if uniform() < short_seq_prob:
-        target_length = min_short_seq_length + int(uniform() * (max_num_tokens - min_short_seq_length + 1))
+    def draw_target_length() -> int:
+        # Usually fill the whole sequence; sometimes a shorter one, to narrow the gap between
+        # pre-training and fine-tuning on short inputs.
+        if uniform() < short_seq_prob:
+            return min_short_seq_length + int(uniform() * (max_num_tokens - min_short_seq_length + 1))
+        return max_num_tokens
+
+    target_length = draw_target_length()  # once per document, as Google does
 
     chunk_first = 0  # the chunk is sentences chunk_first..i
     i = 0
@@ -184,6 +192,8 @@ def add_pairs_from_document(
             out.b_length.append(len_b)
             out.is_random_next.append(is_random)
             chunk_first = i + 1
+            if per_chunk:
+                target_length = draw_target_length()
         i += 1
 
 
@@ -194,13 +204,14 @@ def create_pairs(
     short_seq_prob: float,
     min_short_seq_length: int,
     rng: random.Random,
+    per_chunk: bool = False,
 ) -> PairArrays:
     """All pairs of a pool: ``dupe_factor`` passes over every document."""
     out = PairBatch()
     for _ in range(dupe_factor):
         for document_index in range(len(pool)):
             add_pairs_from_document(pool, document_index, max_num_tokens, short_seq_prob, min_short_seq_length,
-                                    rng, out)
+                                    rng, out, per_chunk)
     return out.arrays()
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from typing import Dict, List, Optional
 
@@ -41,19 +42,24 @@ class GenerationError(RuntimeError):
 class Interrupted(KeyboardInterrupt):
     """A run stopped by Ctrl-C or SIGTERM (a KeyboardInterrupt, so callers that catch that still
     do), with what it kept for ``--resume``: the first ``units_kept`` of ``n_units`` units, in
-    ``bytes_kept`` bytes of shards."""
+    ``bytes_kept`` bytes of shards, and ``slices_kept`` of ``n_slices`` tokenized slices."""
 
-    def __init__(self, signum: int, units_kept: int = 0, n_units: int = 0, bytes_kept: int = 0):
+    def __init__(self, signum: int, units_kept: int = 0, n_units: int = 0, bytes_kept: int = 0,
+                 slices_kept: int = 0, n_slices: int = 0):
         super().__init__(signum)
         self.signum, self.units_kept, self.n_units, self.bytes_kept = signum, units_kept, n_units, bytes_kept
+        self.slices_kept, self.n_slices = slices_kept, n_slices
 
     def describe(self) -> str:
         """Units are numbered from 1, as the work files are."""
-        if not self.units_kept:
-            return "no unit was finished, so nothing is kept; run the same command again to start over"
-        kept = "unit 1" if self.units_kept == 1 else f"units 1-{self.units_kept:,}"
-        return (f"{kept} of {self.n_units:,} kept ({self.bytes_kept / 1e6:,.1f} MB of shards); run the same "
-                f"command with --resume to continue with unit {self.units_kept + 1:,}")
+        resume = f"run the same command with --resume to continue with unit {self.units_kept + 1:,}"
+        if self.units_kept:
+            kept = "unit 1" if self.units_kept == 1 else f"units 1-{self.units_kept:,}"
+            return f"{kept} of {self.n_units:,} kept ({self.bytes_kept / 1e6:,.1f} MB of shards); {resume}"
+        if self.slices_kept:
+            return (f"no unit was written yet; {self.slices_kept:,} of {self.n_slices:,} tokenized slices kept; "
+                    f"{resume}")
+        return "nothing was finished, so nothing is kept; run the same command again to start over"
 
 
 def split_dirs(config: GeneratorConfig) -> Dict[str, str]:
@@ -187,8 +193,8 @@ def prepare_output_dir(config: GeneratorConfig, fingerprint: str) -> Optional[di
         if journal is None:
             # Never start afresh silently under --resume: the user believes work is kept.
             if found:
-                raise ConfigError(f"--resume: the run in {config.output_dir} finished no unit before it stopped, "
-                                  "so there is nothing to resume; run without --resume, with --overwrite, to start again")
+                raise ConfigError(f"--resume: the run in {config.output_dir} stopped before it kept anything, so there "
+                                  "is nothing to resume; run without --resume, with --overwrite, to start again")
             raise ConfigError(f"--resume: {config.output_dir} holds no interrupted run, so there is nothing to resume; "
                               "run without --resume to start")
         if journal.get("fingerprint") != fingerprint:
@@ -215,8 +221,9 @@ def prepare_output_dir(config: GeneratorConfig, fingerprint: str) -> Optional[di
 # ---------------------------------------------------------------------------- journal
 
 def read_journal(work_dir: str) -> Optional[dict]:
-    """``{"fingerprint", "shard_sizes", "shard_checksums", "totals"}``, or None if no unit was
-    journaled.  ``shard_checksums`` is missing from journals of earlier versions."""
+    """``{"fingerprint", "shard_sizes", "shard_checksums", "totals"}``, or None if the run never
+    began writing (the journal is written before the first task).  ``shard_checksums`` is missing
+    from journals of earlier versions."""
     path = os.path.join(work_dir, JOURNAL)
     if not os.path.exists(path):
         return None
@@ -233,8 +240,21 @@ def write_journal(work_dir: str, fingerprint: str, shard_sizes: Dict[str, int], 
     }, sync=False)
 
 
+# Tokenized slices, complete (written through a temporary and renamed): a resumed run keeps them.
+_SLICE_FILE = re.compile(r"^slice-\d+\.(tokens\.npy|docs\.npy|sentences\.npy|json)$")
+
+
+def count_tokenized_slices(work_dir: str) -> int:
+    """Slices whose tokenization finished (their summary is written last)."""
+    try:
+        return sum(1 for name in os.listdir(work_dir) if name.startswith("slice-") and name.endswith(".json"))
+    except FileNotFoundError:
+        return 0
+
+
 def discard_unjournaled_work(work_dir: str) -> None:
-    """Remove the work files of units the journal does not vouch for: a resumed run redoes them."""
+    """Remove the work files of units the journal does not vouch for (a resumed run redoes
+    them), and any temporary file; tokenized slices stay for the resumed run."""
     for name in os.listdir(work_dir):
-        if name != JOURNAL:
+        if name != JOURNAL and not _SLICE_FILE.match(name):
             os.remove(os.path.join(work_dir, name))

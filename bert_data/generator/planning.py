@@ -9,13 +9,17 @@ import hashlib
 import json
 import sys
 from dataclasses import dataclass, field
-from typing import List
+from typing import Dict, List
 
 from .. import __version__
 from ..config import ConfigError, GeneratorConfig
+import numpy as np
+
 from . import documents as docs_mod
-from .documents import InputError, Unit
+from .documents import TRAIN, VAL, CorpusPlan, InputError, Slice
 from .listing import list_documents
+from .mixing import CorpusOrder
+from .tasks import SliceTable, UnitWork
 
 # Options that change how the work is done, never what is written.
 NOT_IN_FINGERPRINT = ("num_workers", "overwrite", "resume")
@@ -26,17 +30,45 @@ def warn(message: str) -> None:
 
 
 @dataclass
+class PlannedUnit:
+    """A unit as the scheduler sees it: its split, its place in the split's order, how many
+    listed documents it holds, and the range of slices its documents lie in (it can be paired
+    once those are tokenized, and they can go once no later unit needs them)."""
+
+    index: int
+    split: str
+    local_index: int
+    n_docs: int
+    first_slice: int
+    last_slice: int
+
+
+@dataclass
 class Plan:
-    units: List[Unit]
-    n_listed: int
-    missing: list = field(default_factory=list)  # (MetadataEntry, reason), with --skip_missing
+    corpus: CorpusPlan
+    units: List[PlannedUnit]
+    orders: Dict[str, CorpusOrder]  # per split: the seeded order its documents are taken in
+    split_docs: Dict[str, np.ndarray]  # per split: the corpus positions of its documents, ascending
+    split_num: int
+    n_listed: Dict[str, int]  # per split: documents listed (missing files included)
+    missing: list = field(default_factory=list)  # (MetadataEntry, reason, split), with --skip_missing
+    excluded_as_validation: int = 0  # documents of --metadata_files also in --val_metadata_files
     vocab: object = None
     fingerprint: str = ""
+
+    @property
+    def slices(self) -> List[Slice]:
+        return self.corpus.slices
+
+    def unit_work(self, unit: PlannedUnit) -> UnitWork:
+        places = self.orders[unit.split].unit_documents(unit.local_index, self.split_num)
+        return UnitWork(unit.index, unit.split, self.split_docs[unit.split][places])
 
 
 def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: bool = True,
               allow_case_mismatch: bool = False) -> Plan:
-    """Everything that can be checked before any work: inputs, vocabulary, sentence model.
+    """Everything that can be checked before any work: inputs, vocabulary, sentence model; then
+    the corpus cut into slices and its documents dealt into units.
 
     A vocabulary whose case disagrees with ``do_lower_case`` stops the run (ConfigError) unless
     ``allow_case_mismatch``, which turns it into a warning."""
@@ -56,30 +88,57 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
 
     entries, missing = list_documents(config.metadata_files, config.input_files, config.input_files_prefix,
                                       skip_missing)
-    val_entries = []
+    val_entries, val_missing = [], []
     if config.val_metadata_files:
         val_entries, val_missing = list_documents(config.val_metadata_files, [], config.input_files_prefix,
                                                   skip_missing)
-        missing += val_missing
-    for entry, reason in missing:
+    # A document named for validation is never trained on: it leaves the training list.
+    held_out = {entry.path for entry in val_entries}
+    excluded = [entry for entry in entries if entry.path in held_out]
+    entries = [entry for entry in entries if entry.path not in held_out]
+
+    def split_code(label: str, position: int) -> int:
+        if config.val_fraction > 0 and docs_mod.is_validation_document(label, config.val_seed, config.val_fraction):
+            return docs_mod.VAL_CODE
+        return docs_mod.TRAIN_CODE
+
+    missing = [(entry, reason, docs_mod.SPLIT_OF_CODE[split_code(entry.label, -1)]) for entry, reason in missing]
+    missing += [(entry, reason, VAL) for entry, reason in val_missing]
+    for entry, reason, _ in missing:
         warn(f"{entry.metadata_file}:{entry.line_number}: skipped: {reason}: {entry.path}")
 
-    split_mode = docs_mod.SPLIT_BY_HASH if config.val_fraction > 0 else docs_mod.ALL_TRAIN
-    plan_args = dict(
-        split_num=config.split_num,
-        multiple_docs_in_single_file=config.multiple_docs_in_single_file,
-        separator_line=config.separator_line,
-        jsonl_text_key=config.jsonl_text_key,
-    )
-    units = docs_mod.plan_units(entries, split_mode=split_mode, **plan_args)
-    units += docs_mod.plan_units(val_entries, split_mode=docs_mod.ALL_VAL, first_index=len(units), **plan_args)
-    if not units or not any(unit.n_bytes for unit in units):
+    corpus = docs_mod.plan_corpus(entries, split_code, val_entries,
+                                  multiple_docs_in_single_file=config.multiple_docs_in_single_file,
+                                  separator_line=config.separator_line, jsonl_text_key=config.jsonl_text_key)
+    if not corpus.n_docs or not corpus.n_bytes:
         named = config.metadata_files + config.input_files + config.val_metadata_files
         raise InputError("no document with any text in " + ", ".join(named))
     if check_case:
-        check_vocabulary_case(config, vocab, units, allow_case_mismatch)
-    return Plan(units, len(entries) + len(val_entries) + len(missing), missing, vocab,
+        check_vocabulary_case(config, vocab, corpus.slices, allow_case_mismatch)
+    split_docs = {split: np.flatnonzero(corpus.doc_splits == code)
+                  for code, split in docs_mod.SPLIT_OF_CODE.items()}
+    orders = {split: CorpusOrder(len(docs), config.seed, shuffle=not config.keep_corpus_order)
+              for split, docs in split_docs.items()}
+    units = plan_units(corpus, split_docs, orders, config.split_num)
+    n_listed = {split: len(docs) + sum(1 for *_, s in missing if s == split) for split, docs in split_docs.items()}
+    excluded_docs = sum(corpus.docs_per_path.get(path, 0) for path in {entry.path for entry in excluded})
+    return Plan(corpus, units, orders, split_docs, config.split_num, n_listed, missing, excluded_docs, vocab,
                 run_fingerprint(config, vocab, entries + val_entries))
+
+
+def plan_units(corpus: CorpusPlan, split_docs: Dict[str, np.ndarray], orders: Dict[str, CorpusOrder],
+               split_num: int) -> List[PlannedUnit]:
+    """Train units, then validation units, each ``split_num`` documents taken in its split's
+    order, with the slices they need."""
+    table = SliceTable.of(corpus.slices)
+    units: List[PlannedUnit] = []
+    for split in (TRAIN, VAL):
+        order = orders[split]
+        for local in range(order.n_units(split_num)):
+            docs = split_docs[split][order.unit_documents(local, split_num)]
+            first, last = table.slices_of(np.asarray([docs.min(), docs.max()]))
+            units.append(PlannedUnit(len(units), split, local, len(docs), int(first[0]), int(last[1])))
+    return units
 
 
 def check_masking_budget(config: GeneratorConfig) -> None:
@@ -97,7 +156,7 @@ def check_masking_budget(config: GeneratorConfig) -> None:
          f"--max_predictions_per_seq {advised} (max_seq_length * masked_lm_prob, as Google advises)")
 
 
-def check_vocabulary_case(config: GeneratorConfig, vocab, units: List[Unit], allow_mismatch: bool = False,
+def check_vocabulary_case(config: GeneratorConfig, vocab, slices: List[Slice], allow_mismatch: bool = False,
                           sample_chars: int = 200_000) -> None:
     """Refuse a lower-case vocabulary with cased text and no --do_lower_case (or a cased one
     with it), with the [UNK] rates measured on the first documents: the most common silent
@@ -107,7 +166,8 @@ def check_vocabulary_case(config: GeneratorConfig, vocab, units: List[Unit], all
     if vocab_is_lowercase(vocab) == config.do_lower_case:
         return
     texts, size = [], 0
-    for document in docs_mod.read_documents(units[0].sources, config.separator_line,
+    sources = [source for piece in slices[:8] for source in piece.sources]
+    for document in docs_mod.read_documents(sources, config.separator_line,
                                             config.multiple_docs_in_single_file, []):
         texts += [line for line in document.text[: sample_chars - size].split("\n") if line.strip()]
         size += len(document.text)

@@ -27,6 +27,7 @@ Nothing lost, nothing silent:
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import errno
 import os
 import shutil
@@ -40,13 +41,14 @@ from .. import __version__
 from ..config import GeneratorConfig
 from ..format.manifest import Manifest, SkippedDocuments
 from .assembly import Segment, ShardAssembler
-from .documents import BINARY, TRAIN, VAL
+from .documents import BINARY, SPLIT_OF_CODE, TRAIN, VAL, Skip
 from .executors import default_executor, stop_executor
-from .output import (GenerationError, Interrupted, OutputLock, create_output_dir, discard_unjournaled_work,
-                     lock_path, manifest_name, prepare_output_dir, read_journal, shard_path, split_dirs, work_dir_of,
-                     write_journal)
+from .output import (GenerationError, Interrupted, OutputLock, count_tokenized_slices, create_output_dir,
+                     discard_unjournaled_work, lock_path, manifest_name, prepare_output_dir, read_journal,
+                     shard_path, split_dirs, work_dir_of, write_journal)
 from .planning import Plan, make_plan, warn
-from .tasks import UnitError, UnitPairs, encode_shards, make_encode_tasks, pair_unit, pool_path, tokenize_slice
+from .tasks import (SliceSummary, SliceTable, UnitError, UnitPairs, encode_shards, make_encode_tasks, pair_unit,
+                    pool_path, slice_paths, tokenize_slice)
 
 MAX_LISTED_SKIPS = 100
 
@@ -54,47 +56,95 @@ MAX_LISTED_SKIPS = 100
 # ---------------------------------------------------------------------------- totals
 
 @dataclass
-class RunTotals:
-    """What the manifest reports, accumulated unit by unit (and kept in the journal)."""
+class SplitTotals:
+    """One split's counts, accumulated unit by unit (and kept in the journal)."""
 
-    units_done: int = 0
-    n_docs: Dict[str, int] = field(default_factory=lambda: {TRAIN: 0, VAL: 0})
-    n_examples: Dict[str, int] = field(default_factory=lambda: {TRAIN: 0, VAL: 0})
-    records_per_shard: Dict[str, int] = field(default_factory=dict)
+    n_units: int = 0
+    n_docs: int = 0
+    n_examples: int = 0
     n_sentences: int = 0
     n_tokens: int = 0
-    n_chars: int = 0
     invalid_utf8_replaced: int = 0
-    skipped_by_reason: Dict[str, int] = field(default_factory=dict)
-    skipped_first: List[dict] = field(default_factory=list)
+
+
+@dataclass
+class RunTotals:
+    """What the manifests report of the units written so far (kept in the journal)."""
+
+    units_done: int = 0
+    splits: Dict[str, SplitTotals] = field(default_factory=lambda: {TRAIN: SplitTotals(), VAL: SplitTotals()})
+    records_per_shard: Dict[str, int] = field(default_factory=dict)
 
     def add(self, result: "UnitResult") -> None:
         pairs = result.pairs
         self.units_done += 1
-        for split in (TRAIN, VAL):
-            self.n_docs[split] += pairs.n_docs[split]
-            self.n_examples[split] += pairs.n_instances[split]
+        totals = self.splits[pairs.split]
+        totals.n_units += 1
+        totals.n_docs += pairs.n_docs
+        totals.n_examples += pairs.n_instances
+        totals.n_sentences += pairs.n_sentences
+        totals.n_tokens += pairs.n_tokens
+        totals.invalid_utf8_replaced += pairs.n_replaced
         for segment in result.segments:
             key = f"{segment.split}/{segment.shard}"
             self.records_per_shard[key] = self.records_per_shard.get(key, 0) + segment.n_records
-        self.n_sentences += pairs.n_sentences
-        self.n_tokens += pairs.n_tokens
-        self.n_chars += pairs.n_bytes
-        self.invalid_utf8_replaced += pairs.n_replaced
-        for skip in pairs.skips:
-            self.add_skip(skip.reason, skip.label)
 
-    def add_skip(self, reason: str, label: str) -> None:
-        self.skipped_by_reason[reason] = self.skipped_by_reason.get(reason, 0) + 1
-        if len(self.skipped_first) < MAX_LISTED_SKIPS:
-            self.skipped_first.append({"path": label, "reason": reason})
+    @property
+    def n_examples(self) -> int:
+        return sum(totals.n_examples for totals in self.splits.values())
 
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        return {"units_done": self.units_done, "records_per_shard": self.records_per_shard,
+                "splits": {split: dataclasses.asdict(totals) for split, totals in self.splits.items()}}
 
     @classmethod
     def from_json(cls, data: dict) -> "RunTotals":
-        return cls(**data)
+        return cls(data["units_done"], {split: SplitTotals(**totals) for split, totals in data["splits"].items()},
+                   data["records_per_shard"])
+
+
+class SkippedTotals:
+    """Documents skipped, per split: the missing files, then what the tokenized slices report
+    (recounted from the slices' summaries on every run, so a resumed run counts each once)."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.by_split = {TRAIN: SkippedDocuments(), VAL: SkippedDocuments()}
+        for entry, reason, split in plan.missing:
+            self._add(split, reason, entry.label)
+
+    def _add(self, split: str, reason: str, label: str) -> None:
+        skipped = self.by_split[split]
+        skipped.count += 1
+        skipped.by_reason[reason] = skipped.by_reason.get(reason, 0) + 1
+        if len(skipped.first) < MAX_LISTED_SKIPS:
+            skipped.first.append({"path": label, "reason": reason})
+
+    def add_slices(self, summaries: List[SliceSummary]) -> None:
+        """A document read in parts is skipped once, not once a part, and a blank part does not
+        make it blank (a binary part is reported all the same: text was lost)."""
+        kept_in_parts = {position for summary in summaries for position in summary.kept_in_parts}
+        seen = set()
+        for summary in summaries:
+            for skip in summary.skips:
+                if skip.in_parts:
+                    if (skip.reason, skip.corpus_doc) in seen or (
+                            skip.reason != BINARY and skip.corpus_doc in kept_in_parts):
+                        continue
+                    seen.add((skip.reason, skip.corpus_doc))
+                split = SPLIT_OF_CODE[int(self.plan.corpus.doc_splits[skip.corpus_doc])]
+                self._add(split, skip.reason, skip.label)
+
+    @property
+    def count(self) -> int:
+        return sum(skipped.count for skipped in self.by_split.values())
+
+    def reasons(self) -> Dict[str, int]:
+        merged: Dict[str, int] = {}
+        for skipped in self.by_split.values():
+            for reason, n in skipped.by_reason.items():
+                merged[reason] = merged.get(reason, 0) + n
+        return merged
 
 
 @dataclass
@@ -104,12 +154,12 @@ class RunSummary:
     resumed_from_unit: int = 0
 
 
-def _progress(total_docs: int, enabled: bool, initial: int = 0):
+def _progress(total: int, enabled: bool, description: str, unit: str, initial: int = 0, position: int = 0):
     from tqdm import tqdm
 
     tqdm.monitor_interval = 0  # no monitor thread: worker processes are forked
-    return tqdm(total=total_docs, initial=initial, unit="doc", disable=not enabled, dynamic_ncols=True,
-                file=sys.stderr, desc="documents")
+    return tqdm(total=total, initial=initial, unit=unit, disable=not enabled, dynamic_ncols=True, file=sys.stderr,
+                desc=description, position=position)
 
 
 @dataclass
@@ -124,78 +174,85 @@ class UnitResult:
 class _Scheduler:
     """Runs the three kinds of task on an executor, in dependency order:
 
-    tokenize (one per slice) -> pair (one per unit) -> encode (a few per unit and split).
+    tokenize (one per slice, in corpus order) -> pair (one per unit, once every slice holding
+    its documents is tokenized) -> encode (a few per unit).
 
-    Ready pair and encode tasks go before new tokenize tasks, and at most ``open_units`` units
-    are between their first task and their merge, so the data held here stays bounded.
-    Yields units, as each one's pieces are all written, in any order.
+    With the corpus mixed, a unit's documents come from everywhere, so pairing starts when
+    tokenizing ends; with ``--keep_corpus_order`` a unit is ready as soon as its own slices are.
+    Ready encode and pair tasks go before new tokenize tasks, and at most ``open_units`` units
+    are between their pairing and their merge, so the data held here stays bounded.  Yields
+    units, as each one's pieces are all written, in any order.
     """
 
     def __init__(self, plan: Plan, config: GeneratorConfig, executor: cf.Executor, work_dir: str,
-                 first_unit: int = 0, parallelism: int = 1, records_before: Optional[Dict[str, int]] = None):
+                 first_unit: int = 0, parallelism: int = 1, done_slices: Optional[Dict[int, SliceSummary]] = None,
+                 records_before: Optional[Dict[str, int]] = None):
         self.plan, self.config, self.executor, self.work_dir = plan, config, executor, work_dir
         # Tasks in flight: every worker busy, and enough queued that workers do not wait while
         # the parent appends a unit to the shards.
         self.window = 2 * parallelism + 2
         self.open_units = parallelism + 2
         self.in_flight: Dict[cf.Future, tuple] = {}
-        self.slices: Dict[int, list] = {}
-        self.slices_missing: Dict[int, int] = {}
-        self.ready: List[tuple] = []  # (kind, args) of pair and encode tasks whose inputs are here
+        self.table = SliceTable.of(plan.slices)
+        self.summaries: Dict[int, SliceSummary] = dict(done_slices or {})
+        self.to_tokenize = [piece.index for piece in plan.slices if piece.index not in self.summaries]
+        self.ready: List[tuple] = []  # (kind, index, args) of encode tasks whose inputs are here
         self.units: Dict[int, UnitResult] = {}
-        self.next_unit = first_unit  # next unit whose slices are to be submitted
-        self.next_slice = 0
+        self.next_unit = first_unit  # next unit to pair
         self.unmerged_units = 0
-        self.docs_done = 0
+        self.docs_tokenized = sum(plan.slices[index].n_docs for index in self.summaries)
         self.bytes_done = 0
+        self.instances_paired = 0
         self.records_encoded = 0  # by the encode tasks finished so far (the progress bar's count)
+        self.binary_skips: List[Skip] = []  # reported as slices finish
         # Google's --output_file spreads the run's instance i over file i mod N: a unit's encode
         # tasks need the instances of the units before it, so they wait for those to be paired.
         self.records_before = dict(records_before or {TRAIN: 0, VAL: 0})
         self.paired: Dict[int, UnitPairs] = {}
         self.next_to_encode = first_unit
 
+    @property
+    def tokenized_prefix(self) -> int:
+        """Slices 0 .. N - 1 are all tokenized."""
+        done = self.to_tokenize[0] if self.to_tokenize else len(self.plan.slices)
+        pending = [index for kind, index, _ in self.in_flight.values() if kind == "tokenize"]
+        return min([done] + pending)
+
     def fill(self) -> None:
         while len(self.in_flight) < self.window:
             if self.ready:
                 kind, index, args = self.ready.pop(0)
-                function = pair_unit if kind == "pair" else encode_shards
-                self.in_flight[self.executor.submit(function, *args)] = (kind, index, None)
+                self.in_flight[self.executor.submit(encode_shards, *args)] = (kind, index, None)
                 continue
-            if self.next_unit >= len(self.plan.units):
-                return
-            unit = self.plan.units[self.next_unit]
-            if self.next_slice == 0:
-                if self.unmerged_units >= self.open_units:
-                    return
+            units = self.plan.units
+            if (self.next_unit < len(units) and self.unmerged_units < self.open_units
+                    and units[self.next_unit].last_slice < self.tokenized_prefix):
+                unit = units[self.next_unit]
+                work = self.plan.unit_work(unit)
+                future = self.executor.submit(pair_unit, work, self.table, self.config, self.work_dir)
+                self.in_flight[future] = ("pair", unit.index, None)
+                self.next_unit += 1
                 self.unmerged_units += 1
-                self.slices[unit.index] = [None] * len(unit.slices)
-                self.slices_missing[unit.index] = len(unit.slices)
-            # Work files number units from 1, as messages do.
-            tokens_path = os.path.join(self.work_dir,
-                                       f"unit-{unit.index + 1:07d}-slice-{self.next_slice:05d}.tokens.npy")
-            future = self.executor.submit(tokenize_slice, unit.slices[self.next_slice], self.config, tokens_path)
-            self.in_flight[future] = ("tokenize", unit.index, self.next_slice)
-            self.next_slice += 1
-            if self.next_slice == len(unit.slices):
-                self.next_unit, self.next_slice = self.next_unit + 1, 0
+                continue
+            if not self.to_tokenize:
+                return
+            index = self.to_tokenize.pop(0)
+            future = self.executor.submit(tokenize_slice, self.plan.slices[index], self.config, self.work_dir)
+            self.in_flight[future] = ("tokenize", index, None)
 
     def finished_units(self):
         """Wait for some tasks; yield the units whose output is all written."""
         done, _ = cf.wait(list(self.in_flight), return_when=cf.FIRST_COMPLETED)
         for future in done:
-            kind, index, slice_number = self.in_flight.pop(future)
+            kind, index, _ = self.in_flight.pop(future)
             value = future.result()
             if kind == "tokenize":
-                self.docs_done += value.n_docs_seen
+                self.summaries[index] = value
+                self.docs_tokenized += self.plan.slices[index].n_docs
                 self.bytes_done += value.n_bytes
-                self.slices[index][slice_number] = value
-                self.slices_missing[index] -= 1
-                if not self.slices_missing[index]:
-                    del self.slices_missing[index]
-                    unit = self.plan.units[index]
-                    self.ready.append(("pair", index, (unit, self.slices.pop(index), self.config, self.work_dir)))
+                self.binary_skips += [skip for skip in value.skips if skip.reason == BINARY]
             elif kind == "pair":
+                self.instances_paired += value.n_instances
                 self.paired[index] = value
                 yield from self.encode_paired()
             else:
@@ -219,18 +276,28 @@ class _Scheduler:
         for index in indices:
             value = self.paired.pop(index)
             result = self.units[index] = UnitResult(value)
-            for split, data in value.splits.items():
-                rotation = self.records_before[split] if self.config.output_files else None
-                for task in make_encode_tasks(index, split, data, self.config.num_output_files, rotation):
+            if value.pairs is not None:
+                rotation = self.records_before[value.split] if self.config.output_files else None
+                for task in make_encode_tasks(index, value.split, value.pairs, self.config.num_output_files, rotation):
                     self.ready.append(("encode", index, (task, self.config, self.work_dir)))
                     result.encode_tasks_left += 1
-                self.records_before[split] += value.n_instances[split]
-            value.splits = {}  # the tasks hold what is needed; keep the parent lean
+            self.records_before[value.split] += value.n_instances
+            value.pairs = None  # the tasks hold what is needed; keep the parent lean
             if not result.encode_tasks_left:
                 yield self.units.pop(index)
 
     def merged(self) -> None:
         self.unmerged_units -= 1
+
+
+def slices_still_needed(plan: Plan) -> List[int]:
+    """For each unit u: the first slice any unit from u on needs (slices before it can go)."""
+    needed, lowest = [0] * (len(plan.units) + 1), len(plan.slices)
+    needed[-1] = lowest
+    for unit in reversed(plan.units):
+        lowest = min(lowest, unit.first_slice)
+        needed[unit.index] = lowest
+    return needed
 
 
 def generate(
@@ -266,22 +333,24 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
     journal = prepare_output_dir(config, plan.fingerprint)
     work_dir = work_dir_of(config)
     totals = RunTotals.from_json(journal["totals"]) if journal else RunTotals()
-    if not journal:
-        for entry, reason in plan.missing:
-            totals.add_skip(reason, entry.label)
     first_unit = totals.units_done
     assembler = ShardAssembler(config, journal["shard_sizes"] if journal else None,
                                journal.get("shard_checksums") if journal else None)
+    still_needed = slices_still_needed(plan)
+    done_slices = finished_slices(plan, work_dir, still_needed[first_unit])
+    if not journal:  # from now on an interruption can be resumed, tokenized slices and all
+        write_journal(work_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
 
     own_executor = executor is None
     if own_executor:
-        remaining_slices = sum(len(u.slices) for u in plan.units[first_unit:])
-        executor = default_executor(max(1, min(config.workers, remaining_slices)))
-    scheduler = _Scheduler(plan, config, executor, work_dir, first_unit, parallelism, dict(totals.n_examples))
-    first_records = sum(totals.n_examples.values())
+        executor = default_executor(max(1, min(config.workers, len(plan.slices) + len(plan.units))))
+    scheduler = _Scheduler(plan, config, executor, work_dir, first_unit, parallelism, done_slices,
+                           {split: counts.n_examples for split, counts in totals.splits.items()})
+    first_records = totals.n_examples
     finished: Dict[int, UnitResult] = {}
-    done_docs = sum(u.n_docs for u in plan.units[:first_unit])
-    bar = _progress(sum(u.n_docs for u in plan.units), progress, initial=done_docs)
+    freed_below = 0
+    tokenize_bar = _progress(plan.corpus.n_docs, progress, "tokenized", "doc", scheduler.docs_tokenized)
+    units_bar = _progress(len(plan.units), progress, "written", "unit", first_unit, position=1)
     previous_term = _raise_on_sigterm()
     warned_binary = 0
     try:
@@ -292,41 +361,51 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
             while totals.units_done in finished:  # strictly in unit order: bytes do not depend on timing
                 result = finished.pop(totals.units_done)
                 assembler.append(result.segments)
-                for split in (TRAIN, VAL):  # the unit's token pools are no longer needed
-                    path = pool_path(work_dir, result.pairs.unit_index, split)
-                    if os.path.exists(path):
-                        os.remove(path)
+                remove_if_present(pool_path(work_dir, result.pairs.unit_index))  # the unit's pool is spent
                 totals.add(result)
                 scheduler.merged()
-                for skip in result.pairs.skips:
-                    if skip.reason == BINARY and warned_binary < 20:
-                        warn(f"{skip.label}: skipped: {skip.reason}")
-                        warned_binary += 1
+                # Tokenized slices that no later unit reads (with the corpus mixed: at the end).
+                while freed_below < still_needed[totals.units_done]:
+                    for path in slice_paths(work_dir, freed_below).values():
+                        if not path.endswith(".json"):  # summaries stay: the skips are counted from them
+                            remove_if_present(path)
+                    freed_below += 1
                 write_journal(work_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
-            bar.update(done_docs + scheduler.docs_done - bar.n)
+                units_bar.update(1)
+            while scheduler.binary_skips:  # a binary file among the inputs is worth a word at once
+                skip = scheduler.binary_skips.pop(0)
+                if warned_binary < 20:
+                    warn(f"{skip.label}: skipped: {skip.reason}")
+                    warned_binary += 1
+            tokenize_bar.update(scheduler.docs_tokenized - tokenize_bar.n)
             elapsed = max(time.perf_counter() - started, 1e-9)
-            bar.set_postfix(instances=f"{first_records + scheduler.records_encoded:,}",
-                            MBps=f"{scheduler.bytes_done / 1e6 / elapsed:.1f}", refresh=False)
-        if not sum(totals.n_examples.values()):
+            # Records written by each encode task as it finishes (a unit has several).
+            units_bar.set_postfix(instances=f"{first_records + scheduler.records_encoded:,}",
+                                  MBps=f"{scheduler.bytes_done / 1e6 / elapsed:.1f}", refresh=False)
+        if not totals.n_examples:
+            skipped = SkippedTotals(plan)
+            skipped.add_slices(list(scheduler.summaries.values()))
             raise GenerationError("no document with any text: every listed document was skipped "
-                                  f"({', '.join(f'{n:,} {r}' for r, n in totals.skipped_by_reason.items())})")
+                                  f"({', '.join(f'{n:,} {r}' for r, n in skipped.reasons().items())})")
         assembler.finish()
     except KeyboardInterrupt as interruption:
-        bar.close()
+        tokenize_bar.close()
+        units_bar.close()
         _stop_work(executor, own_executor, scheduler)
         journal = read_journal(work_dir)  # what --resume will find: the units it vouches for
-        if journal is None:  # nothing to keep: leave the directory as if the run never started
+        assembler.close()
+        discard_unjournaled_work(work_dir)  # units not yet appended are redone by --resume
+        kept_units = journal["totals"]["units_done"] if journal else 0
+        kept_slices = count_tokenized_slices(work_dir)
+        if not kept_units and not kept_slices:  # nothing to resume: as if the run never started
             assembler.remove()
             shutil.rmtree(work_dir, ignore_errors=True)
-        else:
-            assembler.close()
-            discard_unjournaled_work(work_dir)  # units not yet appended are redone by --resume
         signum = interruption.signum if isinstance(interruption, Interrupted) else signal.SIGINT
-        kept = journal["totals"]["units_done"] if journal else 0
-        raise Interrupted(signum, kept, len(plan.units),
-                          sum(journal["shard_sizes"].values()) if journal else 0) from None
+        raise Interrupted(signum, kept_units, len(plan.units), sum(journal["shard_sizes"].values()) if journal else 0,
+                          kept_slices, len(plan.slices)) from None
     except BaseException as error:
-        bar.close()
+        tokenize_bar.close()
+        units_bar.close()
         _stop_work(executor, own_executor, scheduler)
         assembler.remove()
         shutil.rmtree(work_dir, ignore_errors=True)
@@ -339,14 +418,39 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
             raise GenerationError(f"cannot write output{where}: {error.strerror}; temporary files removed") from error
         raise
     finally:
-        bar.close()
+        tokenize_bar.close()
+        units_bar.close()
         if previous_term is not None:
             signal.signal(signal.SIGTERM, previous_term)
     if own_executor:
         executor.shutdown()
-    manifests = write_manifests(config, plan, totals)
+    skipped = SkippedTotals(plan)
+    skipped.add_slices([scheduler.summaries[index] for index in sorted(scheduler.summaries)])
+    manifests = write_manifests(config, plan, totals, skipped)
     shutil.rmtree(work_dir, ignore_errors=True)
     return RunSummary(manifests, time.perf_counter() - started, first_unit)
+
+
+def finished_slices(plan: Plan, work_dir: str, first_needed: int) -> Dict[int, SliceSummary]:
+    """Slices an interrupted run tokenized (a summary is written last): not tokenized again,
+    unless a unit still to come needs tokens that were already freed."""
+    done = {}
+    for piece in plan.slices:
+        summary = SliceSummary.load(work_dir, piece.index)
+        if summary is None:
+            continue
+        if piece.index >= first_needed and not all(
+                os.path.exists(path) for path in slice_paths(work_dir, piece.index).values()):
+            continue
+        done[piece.index] = summary
+    return done
+
+
+def remove_if_present(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
 
 
 def _stop_work(executor, own_executor: bool, scheduler) -> None:
@@ -369,27 +473,35 @@ def _raise_on_sigterm():
         return None
 
 
-def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals) -> Dict[str, dict]:
-    """Write each split's manifest (last: it marks the split finished); returns them as JSON."""
+def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals,
+                    skipped: SkippedTotals) -> Dict[str, dict]:
+    """Write each split's manifest (last: it marks the split finished); returns them as JSON.
+    Each describes its own split: its counts, and the options it was made with, with the
+    effective values of options left to their defaults."""
     manifests = {}
-    skipped = SkippedDocuments(sum(totals.skipped_by_reason.values()), dict(totals.skipped_by_reason),
-                               list(totals.skipped_first))
     for split, directory in split_dirs(config).items():
         names = [os.path.basename(shard_path(directory, config, shard)) for shard in range(config.num_output_files)]
+        counts = totals.splits[split]
+        options = config.as_dict()
+        options["min_short_seq_length"] = config.short_min
+        options["overlap_size"] = config.window_overlap if config.mlm_only else None  # windows only
+        if split == VAL:
+            options["dupe_factor"] = 1  # validation instances are made once
         manifest = Manifest(
-            options=config.as_dict(),
-            n_examples=totals.n_examples[split],
-            n_docs=totals.n_docs[split],
+            options=options,
+            n_examples=counts.n_examples,
+            n_docs=counts.n_docs,
             split=split,
             examples_per_file={name: totals.records_per_shard.get(f"{split}/{i}", 0) for i, name in enumerate(names)},
             bytes_per_file={name: os.path.getsize(os.path.join(directory, name)) for name in names},
             features=config.feature_specs(),
-            n_docs_listed=plan.n_listed,
-            n_sentences=totals.n_sentences,
-            n_tokens=totals.n_tokens,
-            n_units=len(plan.units),
-            invalid_utf8_replaced=totals.invalid_utf8_replaced,
-            documents_skipped=skipped,
+            n_docs_listed=plan.n_listed[split],
+            n_sentences=counts.n_sentences,
+            n_tokens=counts.n_tokens,
+            n_units=counts.n_units,
+            invalid_utf8_replaced=counts.invalid_utf8_replaced,
+            documents_skipped=skipped.by_split[split],
+            n_docs_held_out=plan.excluded_as_validation if split == TRAIN else 0,
             vocab_sha256=plan.vocab.sha256,
             vocab_path=os.path.abspath(config.vocab_file),
             vocab_size=plan.vocab.size,

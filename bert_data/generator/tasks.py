@@ -1,10 +1,12 @@
 """The stages, run as three kinds of task:
 
-``tokenize_slice``: documents -> sentences -> token ids, for one slice of a unit.  Slices are
-small, so every core stays busy even when a unit's documents are few and large.
+``tokenize_slice``: documents -> sentences -> token ids, for one slice of the listed corpus
+(neighbouring documents).  Slices are small, so every core stays busy even when documents are
+few and large.  Its tokens and a table of its documents stay in the work directory.
 
-``pair_unit``: token ids -> shuffled next-sentence pairs, for one unit (the pool that random
-next sentences come from), from its tokenized slices.  Pairs are token ranges: small to send.
+``pair_unit``: token ids -> shuffled next-sentence pairs, for one unit: documents drawn from the
+whole corpus (see ``mixing``), gathered from the slices that hold them; the pool random next
+sentences come from.  Pairs are token ranges: small to send.
 
 ``encode_shards``: pairs -> masked instances -> encoded, framed examples, for one unit and some
 of the output shards, into a piece file.
@@ -18,6 +20,8 @@ imports TensorFlow.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import random
 import threading
@@ -30,7 +34,7 @@ import numpy as np
 
 from . import documents as docs_mod
 from ..config import GeneratorConfig
-from .documents import TRAIN, VAL, Skip, Source, Unit
+from .documents import TRAIN, VAL, Document, Skip, Slice
 from ..format.example_codec import encode_examples
 from .assembly import Segment, SegmentCompressor
 from ..format.layout import canonical_name
@@ -102,53 +106,75 @@ def load_array(path: str) -> np.ndarray:
     return np.load(path, mmap_mode="r", allow_pickle=False)
 
 
+# Columns of a slice's document table (``slice-N.docs.npy``): one row per document read in the
+# slice (a document read in parts has a row in each of its slices).
+DOC_POSITION, TOKEN_START, TOKEN_END, SENTENCE_START, SENTENCE_END, DOC_REPLACED = range(6)
+
+
+def slice_paths(work_dir: str, index: int) -> Dict[str, str]:
+    base = os.path.join(work_dir, f"slice-{index:07d}")
+    return {"tokens": base + ".tokens.npy", "docs": base + ".docs.npy", "sentences": base + ".sentences.npy",
+            "summary": base + ".json"}
+
+
 @dataclass
-class TokenizedSlice:
-    """The documents of one slice: token ids in a file of the work directory (tasks on any
-    machine read it; the orchestrator never carries them), the rest here."""
+class SliceSummary:
+    """What the orchestrator keeps of a tokenized slice (its tokens stay in the work directory,
+    where tasks on any machine read them).  Saved beside them, last: a slice with a summary is
+    complete, and ``--resume`` does not tokenize it again."""
 
-    labels: List[str]
-    tokens_path: str  # every token of every kept document, end to end (.npy)
-    n_tokens: int
-    sentence_lengths: np.ndarray  # tokens per sentence, all documents end to end
-    sentences_per_doc: np.ndarray
-    continues: List[bool] = field(default_factory=list)  # per document: a later part of the one before
-    skips: List[Skip] = field(default_factory=list)
+    index: int
+    n_tokens: int = 0
     n_bytes: int = 0  # characters of text read
-    n_replaced: int = 0
+    skips: List[Skip] = field(default_factory=list)
+    kept_in_parts: List[int] = field(default_factory=list)  # positions of kept documents read in parts
 
-    @property
-    def n_docs_seen(self) -> int:
-        return len(self.labels) - sum(self.continues) + len(self.skips)
+    def to_json(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["skips"] = [dataclasses.astuple(skip) for skip in self.skips]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> "SliceSummary":
+        return cls(data["index"], data["n_tokens"], data["n_bytes"], [Skip(*skip) for skip in data["skips"]],
+                   list(data["kept_in_parts"]))
+
+    @classmethod
+    def load(cls, work_dir: str, index: int) -> Optional["SliceSummary"]:
+        try:
+            with open(slice_paths(work_dir, index)["summary"], encoding="utf-8") as handle:
+                return cls.from_json(json.load(handle))
+        except FileNotFoundError:
+            return None
 
 
-def tokenize_slice(sources: Sequence[Source], config: GeneratorConfig, tokens_path: str) -> TokenizedSlice:
+def tokenize_slice(piece: Slice, config: GeneratorConfig, work_dir: str) -> SliceSummary:
+    """Documents -> sentences -> token ids, for one slice; writes its tokens, sentence lengths and
+    document table to the work directory."""
     context = _WorkerContext.get(config)
     skips: List[Skip] = []
     # Documents as read (the splitter may read ahead of the sentences it yields) ...
-    seen: List[str] = []
-    seen_continues: List[bool] = []
-    counts = {"bytes": 0, "replaced": 0}
+    seen: List[Document] = []
+    counts = {"bytes": 0}
     # ... documents split into sentences, waiting to be tokenized together ...
-    pending: List[Tuple[str, List[str], bool]] = []
+    pending: List[Tuple[Document, List[str]]] = []
     # ... and documents kept, with their token ids.
-    labels: List[str] = []
-    continues: List[bool] = []
+    rows: List[List[int]] = []
+    kept_in_parts: List[int] = []
     token_parts: List[np.ndarray] = []
     sentence_lengths: List[int] = []
-    sentences_per_doc: List[int] = []
+    position = {"tokens": 0}
 
     def texts():
-        for document in docs_mod.read_documents(sources, config.separator_line,
+        for document in docs_mod.read_documents(piece.sources, config.separator_line,
                                                 config.multiple_docs_in_single_file, skips):
             counts["bytes"] += len(document.text)
-            counts["replaced"] += document.n_replaced
-            seen.append(document.label)
-            seen_continues.append(document.continues)
+            seen.append(document)
             yield document.text
+            document.text = ""  # the splitter has it; hold no second copy
 
     def flush():
-        batch = [sentence for _, sentences, _ in pending for sentence in sentences]
+        batch = [sentence for _, sentences in pending for sentence in sentences]
         lengths = np.zeros(len(batch), dtype=np.int64)
         parts: List[np.ndarray] = []
         # In bounded calls: the ids come back as Python objects, a few hundred bytes a token.
@@ -167,27 +193,29 @@ def tokenize_slice(sources: Sequence[Source], config: GeneratorConfig, tokens_pa
         tokens = np.concatenate(parts) if parts else np.zeros(0, dtype=context.token_dtype)
         ends = np.cumsum(lengths)
         first = 0
-        for label, sentences, is_continuation in pending:
+        for document, sentences in pending:
             doc_lengths = lengths[first : first + len(sentences)]
             # Sentences with no token (only characters the normaliser drops) are dropped, and a
             # document left with no sentence is skipped, as the reference does.
             kept = doc_lengths[doc_lengths > 0]
             if not len(kept):
-                skips.append(Skip(docs_mod.NO_SENTENCE, label))
+                skips.append(Skip(docs_mod.NO_SENTENCE, document.label, document.corpus_doc, document.in_parts))
             else:
-                labels.append(label)
-                continues.append(is_continuation)
-                sentence_lengths.extend(kept.tolist())
-                sentences_per_doc.append(len(kept))
                 begin = int(ends[first - 1]) if first else 0
                 token_parts.append(tokens[begin : int(ends[first + len(sentences) - 1])])
+                rows.append([document.corpus_doc, position["tokens"], position["tokens"] + len(token_parts[-1]),
+                             len(sentence_lengths), len(sentence_lengths) + len(kept), document.n_replaced])
+                position["tokens"] += len(token_parts[-1])
+                sentence_lengths.extend(kept.tolist())
+                if document.in_parts:
+                    kept_in_parts.append(document.corpus_doc)
             first += len(sentences)
         pending.clear()
 
     try:
         n_pending = chars_pending = 0
         for index, sentences in enumerate(context.splitter.split(texts())):
-            pending.append((seen[index], sentences, seen_continues[index]))
+            pending.append((seen[index], sentences))
             n_pending += len(sentences)
             chars_pending += sum(map(len, sentences))
             if n_pending >= TOKENIZE_BATCH or chars_pending >= TOKENIZE_CHARS:
@@ -195,22 +223,20 @@ def tokenize_slice(sources: Sequence[Source], config: GeneratorConfig, tokens_pa
                 n_pending = chars_pending = 0
         flush()
     except Exception as error:  # name the document: the first thing a user needs to know
-        where = seen[-1] if seen else (sources[0].label if sources else "?")
+        where = seen[-1].label if seen else (piece.sources[0].label if piece.sources else "?")
         raise UnitError(f"{where}: {type(error).__name__}: {error}") from error
 
+    paths = slice_paths(work_dir, piece.index)
     tokens = np.concatenate(token_parts) if token_parts else np.zeros(0, dtype=context.token_dtype)
-    save_array(tokens, tokens_path)
-    return TokenizedSlice(
-        labels=labels,
-        tokens_path=tokens_path,
-        n_tokens=len(tokens),
-        sentence_lengths=np.asarray(sentence_lengths, dtype=np.int32),
-        sentences_per_doc=np.asarray(sentences_per_doc, dtype=np.int32),
-        continues=continues,
-        skips=skips,
-        n_bytes=counts["bytes"],
-        n_replaced=counts["replaced"],
-    )
+    save_array(tokens, paths["tokens"])
+    save_array(np.asarray(sentence_lengths, dtype=np.int32), paths["sentences"])
+    save_array(np.asarray(rows, dtype=np.int64).reshape(-1, 6), paths["docs"])
+    summary = SliceSummary(piece.index, len(tokens), counts["bytes"], skips, kept_in_parts)
+    temporary = private_temporary(paths["summary"])
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(summary.to_json(), handle)
+    os.replace(temporary, paths["summary"])
+    return summary
 
 
 # ---------------------------------------------------------------------------- pair_unit
@@ -228,125 +254,144 @@ def python_random(sequence: np.random.SeedSequence) -> random.Random:
 
 
 @dataclass
-class SplitPairs:
-    """One split of one unit, paired and shuffled: what the encode tasks need."""
+class SliceTable:
+    """Where the documents are: the corpus position of each slice's first document, and whether
+    the slice begins with a later part of a document (so a unit's task finds its documents
+    among the tokenized slices without asking anyone)."""
 
-    tokens_path: str  # the split's token pool (.npy in the work directory)
+    first_docs: np.ndarray  # int64, ascending
+    starts_with_a_part: np.ndarray  # bool
+
+    @classmethod
+    def of(cls, slices: Sequence[Slice]) -> "SliceTable":
+        return cls(np.asarray([piece.first_doc for piece in slices], dtype=np.int64),
+                   np.asarray([piece.starts_with_a_part for piece in slices], dtype=bool))
+
+    def slices_of(self, positions: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """For each document position: the first and the last slice that hold some of it."""
+        positions = np.asarray(positions, dtype=np.int64)
+        last = np.searchsorted(self.first_docs, positions, side="right") - 1
+        first = last.copy()
+        while True:  # back over the slices holding later parts of the document
+            back = (first > 0) & (self.first_docs[np.maximum(first, 0)] == positions) & \
+                self.starts_with_a_part[np.maximum(first, 0)]
+            if not back.any():
+                return first, last
+            first[back] -= 1
+
+
+@dataclass
+class UnitWork:
+    """One unit: its documents (corpus positions, in the unit's order) and their split."""
+
+    index: int
+    split: str
+    docs: np.ndarray
+
+
+@dataclass
+class SplitPairs:
+    """One unit, paired and shuffled: what the encode tasks need."""
+
+    tokens_path: str  # the unit's token pool (.npy in the work directory)
     pairs: PairArrays  # token ranges into the pool, in output order
 
 
 @dataclass
 class UnitPairs:
     unit_index: int
-    splits: Dict[str, SplitPairs] = field(default_factory=dict)
-    n_docs: Dict[str, int] = field(default_factory=lambda: {TRAIN: 0, VAL: 0})
-    n_instances: Dict[str, int] = field(default_factory=lambda: {TRAIN: 0, VAL: 0})
+    split: str
+    pairs: Optional[SplitPairs] = None
+    n_docs: int = 0  # documents with text
+    n_instances: int = 0
     n_sentences: int = 0
     n_tokens: int = 0
-    n_bytes: int = 0
     n_replaced: int = 0
-    skips: List[Skip] = field(default_factory=list)
 
 
-def split_pools(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorConfig,
-                pool_paths: Dict[str, str], separator_id: Optional[int] = None) -> Dict[str, TokenPool]:
-    """The unit's documents as one token pool per split (train, and validation if any), each
-    written to its file in ``pool_paths`` and memory-mapped from there.  With ``separator_id``
-    (MLM-only windows that cross documents) that token stands between documents."""
-    chosen: Dict[str, List[Tuple[int, int, int]]] = {TRAIN: [], VAL: []}  # (slice, first, end token)
-    bounds: Dict[str, List[List[int]]] = {TRAIN: [], VAL: []}
-    sizes = {TRAIN: 0, VAL: 0}
-    last_label = {TRAIN: None, VAL: None}
-    for number, piece in enumerate(slices):
-        sentence_ends = np.cumsum(piece.sentence_lengths)
-        first_sentence = 0
-        for label, n_sentences, continues in zip(piece.labels, piece.sentences_per_doc.tolist(),
-                                                 piece.continues or [False] * len(piece.labels)):
-            if unit.split_mode == docs_mod.SPLIT_BY_HASH:
-                split = VAL if docs_mod.is_validation_document(label, config.seed, config.val_fraction) else TRAIN
-            else:
-                split = unit.split_mode
-            start = int(sentence_ends[first_sentence - 1]) if first_sentence else 0
-            ends = sentence_ends[first_sentence : first_sentence + n_sentences]
-            joined = continues and last_label[split] == label  # a later part of a large document
-            if separator_id is not None and bounds[split] and not joined:
-                chosen[split].append((-1, 0, 1))  # the separator, between two documents
-                sizes[split] += 1
-            offset = sizes[split] - start  # where this document starts in its split's pool
-            if joined:
-                bounds[split][-1] += (ends + offset).tolist()
-            else:
-                bounds[split].append([start + offset] + (ends + offset).tolist())
-            last_label[split] = label
-            chosen[split].append((number, start, int(ends[-1])))
-            sizes[split] += int(ends[-1]) - start
-            first_sentence += n_sentences
-
-    pools = {}
-    sources = [load_array(piece.tokens_path) for piece in slices]
-    dtype = sources[0].dtype if sources else np.int32
-    for split in (TRAIN, VAL):
-        if not bounds[split]:
-            pools[split] = TokenPool(np.zeros(0, dtype), [])
+def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
+              separator_id: Optional[int] = None) -> Tuple[TokenPool, int]:
+    """The unit's documents, gathered from the tokenized slices in the unit's order, as one token
+    pool written to ``path`` and memory-mapped from there.  A document read in parts is joined
+    again; a skipped document has no rows and is left out.  With ``separator_id`` (MLM-only
+    windows that cross documents) that token stands between documents.  Also returns the count
+    of characters of the documents that replaced invalid UTF-8."""
+    first, last = table.slices_of(unit.docs)
+    wanted = np.unique(unit.docs)
+    rows: Dict[int, List[Tuple[int, np.ndarray]]] = {}  # position -> [(slice, row)] in slice order
+    sentences: Dict[int, np.ndarray] = {}
+    tokens: Dict[int, np.ndarray] = {}
+    for number in np.unique(np.concatenate([np.arange(a, b + 1) for a, b in zip(first, last)] or [[]])).astype(int):
+        paths = slice_paths(work_dir, number)
+        table_rows = load_array(paths["docs"])
+        hits = np.flatnonzero(np.isin(table_rows[:, DOC_POSITION], wanted))
+        if not len(hits):
             continue
-        temporary = private_temporary(pool_paths[split])
-        pool = np.lib.format.open_memmap(temporary, mode="w+", dtype=dtype, shape=(sizes[split],))
-        position = 0
-        for number, start, end in chosen[split]:
-            pool[position : position + end - start] = sources[number][start:end] if number >= 0 else separator_id
-            position += end - start
-        pool.flush()
-        del pool
-        os.replace(temporary, pool_paths[split])
-        pools[split] = TokenPool(load_array(pool_paths[split]), bounds[split])
-    return pools
+        tokens[number], sentences[number] = load_array(paths["tokens"]), load_array(paths["sentences"])
+        for hit in hits:
+            rows.setdefault(int(table_rows[hit, DOC_POSITION]), []).append((number, np.array(table_rows[hit])))
+
+    size, bounds, copies, replaced = 0, [], [], 0
+    for position in unit.docs.tolist():
+        if position not in rows:
+            continue
+        if separator_id is not None and bounds:
+            copies.append((-1, 0, 1))  # the separator, between two documents
+            size += 1
+        starts = [size]
+        for number, row in rows[position]:
+            lengths = sentences[number][row[SENTENCE_START]:row[SENTENCE_END]]
+            starts += (size + np.cumsum(lengths)).tolist()
+            copies.append((number, int(row[TOKEN_START]), int(row[TOKEN_END])))
+            size += int(row[TOKEN_END] - row[TOKEN_START])
+            replaced += int(row[DOC_REPLACED])
+        bounds.append(starts)
+    dtype = next(iter(tokens.values())).dtype if tokens else np.int32
+    if not bounds:
+        return TokenPool(np.zeros(0, dtype), []), 0
+    temporary = private_temporary(path)
+    pool = np.lib.format.open_memmap(temporary, mode="w+", dtype=dtype, shape=(size,))
+    at = 0
+    for number, start, end in copies:
+        pool[at : at + end - start] = tokens[number][start:end] if number >= 0 else separator_id
+        at += end - start
+    pool.flush()
+    del pool
+    os.replace(temporary, path)
+    return TokenPool(load_array(path), bounds), replaced
 
 
-def pool_path(work_dir: str, unit_index: int, split: str) -> str:
-    return os.path.join(work_dir, f"unit-{unit_index + 1:07d}-{split}.pool.npy")  # numbered from 1
+def pool_path(work_dir: str, unit_index: int) -> str:
+    return os.path.join(work_dir, f"unit-{unit_index + 1:07d}.pool.npy")  # units numbered from 1, as messages do
 
 
-def pair_unit(unit: Unit, slices: Sequence[TokenizedSlice], config: GeneratorConfig, work_dir: str) -> UnitPairs:
-    result = UnitPairs(unit.index)
-    # A blank part of a large document does not make the document blank, and a document read
-    # in parts is skipped once, not once a part.
-    in_parts = {source.label for source in unit.sources if source.continues}
-    kept = {label for piece in slices for label in piece.labels if label in in_parts}
-    seen_skips = set()
-    for piece in slices:
-        for skip in piece.skips:
-            if skip.label in in_parts:
-                if (skip.reason, skip.label) in seen_skips or (skip.reason != docs_mod.BINARY and skip.label in kept):
-                    continue
-                seen_skips.add((skip.reason, skip.label))
-            result.skips.append(skip)
-        result.n_bytes += piece.n_bytes
-        result.n_replaced += piece.n_replaced
-        result.n_sentences += len(piece.sentence_lengths)
-        result.n_tokens += piece.n_tokens
-    paths = {split: pool_path(work_dir, unit.index, split) for split in (TRAIN, VAL)}
+def pair_unit(unit: UnitWork, table: SliceTable, config: GeneratorConfig, work_dir: str) -> UnitPairs:
+    """Token ids -> shuffled pairs (or MLM-only windows) for one unit: its documents are the pool
+    random next sentences come from."""
+    result = UnitPairs(unit.index, unit.split)
     cross_document = config.mlm_only and config.allow_cross_document_examples
     separator = _WorkerContext.get(config).document_separator_id if cross_document else None
-    pools = split_pools(unit, slices, config, paths, separator)
-    for piece in slices:  # the pools hold these tokens now
-        if os.path.exists(piece.tokens_path):
-            os.remove(piece.tokens_path)
-    for split, pool in pools.items():
-        result.n_docs[split] = len(pool)
-        if not len(pool):
-            continue
-        # Validation data gets one mask per instance: evaluation needs no duplicates.
-        passes = config.dupe_factor if split == TRAIN else 1
-        rng = python_random(random_streams(config.seed, unit.index, split, PAIRING))
-        if config.mlm_only:
-            pairs = create_windows(pool, passes, config.max_num_tokens, config.window_overlap, config.short_seq_prob,
-                                   config.short_min, cross_document, rng)
-        else:
-            pairs = create_pairs(pool, passes, config.max_num_tokens, config.short_seq_prob, config.short_min, rng)
-        # Instances are shuffled within a unit (the reference shuffles all of them at the end).
-        order = np.random.default_rng(random_streams(config.seed, unit.index, split, SHUFFLING)).permutation(len(pairs))
-        result.splits[split] = SplitPairs(paths[split], pairs.take(order))
-        result.n_instances[split] = len(pairs)
+    path = pool_path(work_dir, unit.index)
+    pool, result.n_replaced = unit_pool(unit, table, work_dir, path, separator)
+    result.n_docs = len(pool)
+    if not len(pool):
+        return result
+    result.n_tokens = int(sum(bounds[-1] - bounds[0] for bounds in pool.bounds))
+    result.n_sentences = sum(len(bounds) - 1 for bounds in pool.bounds)
+    # Validation data gets one mask per instance: evaluation needs no duplicates.
+    passes = config.dupe_factor if unit.split == TRAIN else 1
+    rng = python_random(random_streams(config.seed, unit.index, unit.split, PAIRING))
+    if config.mlm_only:
+        pairs = create_windows(pool, passes, config.max_num_tokens, config.window_overlap, config.short_seq_prob,
+                               config.short_min, cross_document, rng)
+    else:
+        pairs = create_pairs(pool, passes, config.max_num_tokens, config.short_seq_prob, config.short_min, rng,
+                             per_chunk=config.short_seq_draw == "chunk")
+    # Instances are shuffled within a unit, itself a sample of the whole corpus (the reference
+    # shuffles all instances at the end, in memory).
+    order = np.random.default_rng(random_streams(config.seed, unit.index, unit.split, SHUFFLING)).permutation(len(pairs))
+    result.pairs = SplitPairs(path, pairs.take(order))
+    result.n_instances = len(pairs)
     return result
 
 
