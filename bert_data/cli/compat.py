@@ -85,7 +85,7 @@ def resolve(args: argparse.Namespace, argv: Sequence[str], warn) -> argparse.Nam
         args.input_files = split_commas(args.input_file)
         args.single_sentence_per_line = args.multiple_docs_in_single_file = True
     if args.output_file:
-        for option in ("output_dir", "num_output_files", "name"):
+        for option in ("output_dir", "num_output_files", "name", "records_per_file", "megabytes_per_file"):
             if getattr(args, option) is not None:
                 raise ConfigError(f"--output_file names the output files: it cannot be combined with --{option}")
         args.output_files = split_commas(args.output_file)

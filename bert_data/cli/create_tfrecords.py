@@ -150,6 +150,14 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--output_dir", default=None, metavar="DIR",
                         help=f"where shards and the manifest ({MANIFEST_NAME}) go (default ./tfrecords/)")
     output.add_argument("--num_output_files", type=int, default=None, help="shards per split (default 10)")
+    sizing = output.add_mutually_exclusive_group()
+    sizing.add_argument("--records_per_file", type=int, default=None, metavar="N",
+                        help="size shards by records instead of --num_output_files: about N records each")
+    sizing.add_argument("--megabytes_per_file", type=float, default=None, metavar="MB",
+                        help="size shards by bytes instead of --num_output_files: about MB megabytes each "
+                             "(TensorFlow's guidance for large datasets: 100-200 MB). The count of shards per "
+                             "split is set when its first unit is paired, from an estimate of the split's "
+                             "size; shards come out within a few percent of the target")
     output.add_argument("--name", default=None, help="shard file name prefix (default examples)")
     add_bool(output, "--overwrite", help="replace output already in --output_dir (only files this tool writes)")
     add_bool(output, "--resume",
@@ -259,14 +267,14 @@ def report(config, summary) -> None:
             files = ", ".join(config.output_files)
             where = f"in {files} (manifest {os.path.join(directory, manifest_name(config))})"
         else:
-            where = f"in {config.num_output_files:,} files under {directory}"
+            where = f"in {len(manifest['examples_per_file']):,} files under {directory}"
         note = f" ({skipped:,} documents skipped, see {manifest_name(config)})" if skipped else ""
         print(f"{split}: {counts} {where}{note}", file=sys.stderr)
     resumed = ""
     if config.resume and not summary.resumed_from_unit:
         resumed = " (resumed: no unit had been written; the interrupted run's tokenized slices were reused)"
     elif summary.resumed_from_unit:
-        n_units = next(iter(summary.manifests.values())).get("n_units") or 0
+        n_units = sum(manifest.get("n_units") or 0 for manifest in summary.manifests.values())
         kept = summary.resumed_from_unit
         resumed = (f" (resumed: unit{'s 1-' if kept > 1 else ' '}{kept:,} kept from the interrupted run, units "
                    f"{kept + 1:,}-{n_units:,} done now)")
