@@ -194,3 +194,25 @@ def test_the_progress_bar_counts_instances_as_each_encode_task_finishes(corpus, 
     shown = [count for bar in bars for count in bar.instances]
     assert shown[-1] == total
     assert any(0 < count < total for count in shown), shown  # part of the unit's records, before it is merged
+
+
+def test_progress_bars_only_on_a_terminal(capsys, tmp_path, monkeypatch):
+    """build-vocab shows a bar per pass and create_tfrecords its bars when stderr is a terminal;
+    none in a log or pipe, none with --quiet."""
+    corpus = make_corpus(tmp_path / "c", n_docs=4, min_sentences=5, max_sentences=8)
+    vocab_args = ["--input_files", str(corpus.root / "docs" / "*.txt"), "--vocab_size", "200", "--min_frequency", "1",
+                  "--do_lower_case", "--out", str(tmp_path / "v.txt")]
+    generator_args = ["--metadata_files", corpus.metadata, "--input_files_prefix", corpus.root, "--vocab_file",
+                      corpus.vocab, "--do_lower_case", "--dupe_factor", "1", "--num_workers", "1"]
+    assert build_vocab_main(vocab_args) == 0
+    assert cli(capsys, *generator_args, "--output_dir", tmp_path / "o1")[0] == 0
+    err = capsys.readouterr().err
+    assert "pass 1/2" not in err and "tokenized" not in err  # capsys is not a terminal
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
+    assert build_vocab_main(vocab_args) == 0
+    code, err = cli(capsys, *generator_args, "--output_dir", tmp_path / "o2")
+    assert code == 0
+    assert "pass 1/2: counting characters" in err and "pass 2/2: training" in err and "tokenized" in err
+    assert build_vocab_main(vocab_args + ["--quiet"]) == 0
+    code, err = cli(capsys, *generator_args, "--output_dir", tmp_path / "o3", "--quiet")
+    assert "pass 1/2" not in err and "tokenized" not in err
