@@ -236,6 +236,11 @@ def test_bpe_without_word_marks_refuses_whole_word_masking(corpus, tmp_path, cap
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.tfrecords"))
     assert create_main(argv + ["--do_lower_case"]) == 2
     assert "--do_lower_case does not apply to --tokenizer_file" in capsys.readouterr().err
+    missing = ["--metadata_files", str(corpus.metadata), "--input_files_prefix", str(corpus.root), "--spm_model_file",
+               str(tmp_path / "gone.model"), "--output_dir", str(tmp_path / "out2"), "--quiet"]
+    assert create_main(missing) == 2
+    assert capsys.readouterr().err == (f"create_tfrecords: error: {tmp_path / 'gone.model'}: SentencePiece model not "
+                                       f"found (--spm_model_file)\n")
 
 
 # ------------------------------------------------------------------ end to end, every tool

@@ -43,7 +43,8 @@ from ..format.manifest import Manifest, SkippedDocuments
 from .assembly import Segment, ShardAssembler
 from .documents import BINARY, SPLIT_OF_CODE, TRAIN, VAL, Skip
 from .executors import default_executor, stop_executor
-from .output import (GenerationError, OutputLock, create_output_dir, discard_unjournaled_work, prepare_output_dir,
+from .output import (GenerationError, Interrupted, OutputLock, count_tokenized_slices, create_output_dir,
+                     discard_unjournaled_work, lock_path, manifest_name, prepare_output_dir, read_journal,
                      shard_path, split_dirs, work_dir_of, write_journal)
 from .planning import Plan, make_plan, warn
 from .tasks import (DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError, UnitPairs,
@@ -188,7 +189,7 @@ class _Scheduler:
 
     def __init__(self, plan: Plan, config: GeneratorConfig, executor: cf.Executor, work_dir: str,
                  first_unit: int = 0, parallelism: int = 1, done_slices: Optional[Dict[int, SliceSummary]] = None,
-                 shards: Optional["ShardCounts"] = None):
+                 shards: Optional["ShardCounts"] = None, records_before: Optional[Dict[str, int]] = None):
         self.plan, self.config, self.executor, self.work_dir = plan, config, executor, work_dir
         self.shards = shards
         self.waiting_for_count: Dict[int, UnitPairs] = {}  # paired units of splits not yet sized
@@ -207,7 +208,12 @@ class _Scheduler:
         self.docs_tokenized = sum(plan.slices[index].n_docs for index in self.summaries)
         self.bytes_done = 0
         self.instances_paired = 0
+        self.records_encoded = 0  # by the encode tasks finished so far (the progress bar's count)
         self.binary_skips: List[Skip] = []  # reported as slices finish
+        # Google's --output_file spreads the run's instance i over file i mod N: a unit's encode
+        # tasks need the instances of the units before it, so they wait for those to be paired.
+        self.records_before = dict(records_before or {TRAIN: 0, VAL: 0})
+        self.next_to_encode = first_unit
 
     @property
     def tokenized_prefix(self) -> int:
@@ -254,8 +260,13 @@ class _Scheduler:
                 self.instances_paired += value.n_instances
                 self.waiting_for_count[index] = value
                 for ready_index in self.shards.settle(self.waiting_for_count, self.summaries):
+                    if self.config.output_files:  # in unit order, without gaps (see records_before)
+                        if ready_index != self.next_to_encode:
+                            break
+                        self.next_to_encode += 1
                     yield from self._encode(self.waiting_for_count.pop(ready_index))
             else:
+                self.records_encoded += sum(segment.n_records for segment in value)
                 result = self.units[index]
                 result.segments += value
                 result.encode_tasks_left -= 1
@@ -267,9 +278,11 @@ class _Scheduler:
         result = self.units[value.unit_index]
         if value.pairs is not None:
             count = self.shards.counts[value.split]
-            for task in make_encode_tasks(value.unit_index, value.split, value.pairs, count):
+            rotation = self.records_before[value.split] if self.config.output_files else None
+            for task in make_encode_tasks(value.unit_index, value.split, value.pairs, count, rotation):
                 self.ready.append(("encode", value.unit_index, (task, self.config, self.work_dir)))
                 result.encode_tasks_left += 1
+        self.records_before[value.split] += value.n_instances
         value.pairs = None  # the tasks hold what is needed; keep the parent lean
         if not result.encode_tasks_left:
             yield self.units.pop(value.unit_index)
@@ -362,9 +375,12 @@ def generate(
     progress: bool = True,
     skip_missing: bool = False,
     parallelism: Optional[int] = None,
+    allow_case_mismatch: bool = False,
 ) -> RunSummary:
     """Run the whole generator. Raises ConfigError/InputError/VocabError before any work,
-    GenerationError for a failure during it, KeyboardInterrupt when interrupted (resumable).
+    GenerationError for a failure during it, ``output.Interrupted`` (a KeyboardInterrupt) when
+    interrupted (resumable).  A vocabulary whose case disagrees with ``do_lower_case`` is a
+    ConfigError unless ``allow_case_mismatch``.
 
     ``executor``: any ``concurrent.futures`` executor (default: a local process pool of
     ``config.num_workers``); ``parallelism``: how many tasks it runs at once (default
@@ -372,9 +388,9 @@ def generate(
     """
     started = time.perf_counter()
     config.validate()
-    plan = make_plan(config, skip_missing)
+    plan = make_plan(config, skip_missing, allow_case_mismatch=allow_case_mismatch)
     create_output_dir(config)
-    lock = OutputLock(config.output_dir)
+    lock = OutputLock(config.output_dir, lock_path(config))
     lock.acquire()
     try:
         return _run_locked(config, plan, executor, progress, started, parallelism or config.workers)
@@ -398,7 +414,9 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
     own_executor = executor is None
     if own_executor:
         executor = default_executor(max(1, min(config.workers, len(plan.slices) + len(plan.units))))
-    scheduler = _Scheduler(plan, config, executor, work_dir, first_unit, parallelism, done_slices, shards)
+    scheduler = _Scheduler(plan, config, executor, work_dir, first_unit, parallelism, done_slices, shards,
+                           {split: counts.n_examples for split, counts in totals.splits.items()})
+    first_records = totals.n_examples
     finished: Dict[int, UnitResult] = {}
     freed_below = 0
     tokenize_bar = _progress(plan.corpus.n_docs, progress, "tokenized", "doc", scheduler.docs_tokenized)
@@ -432,22 +450,31 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
                     warned_binary += 1
             tokenize_bar.update(scheduler.docs_tokenized - tokenize_bar.n)
             elapsed = max(time.perf_counter() - started, 1e-9)
-            units_bar.set_postfix(instances=f"{scheduler.instances_paired:,}",
+            # Records written by each encode task as it finishes (a unit has several).
+            units_bar.set_postfix(instances=f"{first_records + scheduler.records_encoded:,}",
                                   MBps=f"{scheduler.bytes_done / 1e6 / elapsed:.1f}", refresh=False)
         if not totals.n_examples:
             skipped = SkippedTotals(plan)
             skipped.add_slices(list(scheduler.summaries.values()))
             raise GenerationError("no document with any text: every listed document was skipped "
-                                  f"({', '.join(f'{n} {r}' for r, n in skipped.reasons().items())})")
+                                  f"({', '.join(f'{n:,} {r}' for r, n in skipped.reasons().items())})")
         shards.finish()
         assembler.finish()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interruption:
         tokenize_bar.close()
         units_bar.close()
         _stop_work(executor, own_executor, scheduler)
+        journal = read_journal(work_dir)  # what --resume will find: the units it vouches for
         assembler.close()
         discard_unjournaled_work(work_dir)  # units not yet appended are redone by --resume
-        raise
+        kept_units = journal["totals"]["units_done"] if journal else 0
+        kept_slices = count_tokenized_slices(work_dir)
+        if not kept_units and not kept_slices:  # nothing to resume: as if the run never started
+            assembler.remove()
+            shutil.rmtree(work_dir, ignore_errors=True)
+        signum = interruption.signum if isinstance(interruption, Interrupted) else signal.SIGINT
+        raise Interrupted(signum, kept_units, len(plan.units), sum(journal["shard_sizes"].values()) if journal else 0,
+                          kept_slices, len(plan.slices)) from None
     except BaseException as error:
         tokenize_bar.close()
         units_bar.close()
@@ -510,7 +537,7 @@ def _stop_work(executor, own_executor: bool, scheduler) -> None:
 def _raise_on_sigterm():
     """SIGTERM takes the same clean path as Ctrl-C (only the main thread can set handlers)."""
     def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
+        raise Interrupted(signum)
 
     try:
         return signal.signal(signal.SIGTERM, handler)
@@ -523,7 +550,10 @@ def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals,
     """Write each split's manifest (last: it marks the split finished); returns them as JSON.
     Each describes its own split: its counts, and the options it was made with, with the
     effective values of options left to their defaults."""
+    from ..tokenizers import TokenizerSource
+
     manifests = {}
+    vocab_path, tokenizer_path = TokenizerSource.from_config(config).recorded_paths()
     for split, directory in split_dirs(config).items():
         names = [os.path.basename(shard_path(directory, config, shard)) for shard in range(totals.shard_counts[split])]
         counts = totals.splits[split]
@@ -549,9 +579,11 @@ def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals,
             documents_skipped=skipped.by_split[split],
             n_docs_held_out=plan.excluded_as_validation if split == TRAIN else 0,
             vocab_sha256=plan.vocab.sha256,
+            vocab_path=vocab_path,
+            tokenizer_path=tokenizer_path,
             vocab_size=plan.vocab.size,
             bert_data_version=__version__,
         )
-        manifest.write(directory)
+        manifest.write(directory, manifest_name(config))
         manifests[split] = manifest.to_json()
     return manifests

@@ -74,33 +74,46 @@ class TokenizerSource:
     def from_manifest(cls, manifest, manifest_path: Optional[str] = None,
                       override: Optional[str] = None) -> Tuple[Optional["TokenizerSource"], Optional[str]]:
         """The tokenizer a dataset was made with: ``(source, None)``; ``(None, why)`` when a file
-        the manifest records cannot be found; ``(None, None)`` when it records none.  ``override``: a vocabulary or tokenizer file to use instead (its
-        kind is read from its content); the manifest still gives case and special tokens."""
+        the manifest records cannot be found; ``(None, None)`` when it records none.
+        ``override``: a vocabulary or tokenizer file to use instead (its kind is read from its
+        content); the manifest still gives case and special tokens."""
         specials = manifest.special_token_options if manifest is not None else (None,) * 5
         lower = manifest.do_lower_case if manifest is not None else False
         if override is not None:
             kind = detect_kind(override)
             if kind == WORDPIECE and manifest is not None and manifest.spm_model_file:
-                model = manifest.find_file(manifest.spm_model_file, manifest_path)
+                model = manifest.find_tokenizer_file(manifest_path)
                 if model is not None:  # a SentencePiece dataset's --vocab_file: the ids' file
                     return cls(SENTENCEPIECE, model, override, lower, specials), None
             return cls(kind, override, None, lower and kind != HUGGINGFACE, specials), None
         if manifest is None:
             return None, None
-        for kind, recorded in ((SENTENCEPIECE, manifest.spm_model_file), (HUGGINGFACE, manifest.tokenizer_file),
-                               (WORDPIECE, manifest.vocab_file)):
-            if not recorded:
-                continue
-            found = manifest.find_file(recorded, manifest_path)
+        lower = lower and not manifest.tokenizer_file
+        if manifest.spm_model_file or manifest.tokenizer_file:
+            kind = SENTENCEPIECE if manifest.spm_model_file else HUGGINGFACE
+            found = manifest.find_tokenizer_file(manifest_path)
             if found is None:
+                recorded = manifest.spm_model_file or manifest.tokenizer_file
                 return None, f"the manifest's {_OPTION[kind][2:]} {recorded} does not exist"
             vocab_file = None
-            if kind == SENTENCEPIECE and manifest.vocab_file:
-                vocab_file = manifest.find_file(manifest.vocab_file, manifest_path)
+            if kind == SENTENCEPIECE and manifest.vocab_file:  # the ids' file
+                vocab_file = manifest.find_vocab_file(manifest_path)
                 if vocab_file is None:
                     return None, f"the manifest's vocab_file {manifest.vocab_file} does not exist"
-            return cls(kind, found, vocab_file, lower and kind != HUGGINGFACE, specials), None
+            return cls(kind, found, vocab_file, lower, specials), None
+        if manifest.vocab_file:
+            found = manifest.find_vocab_file(manifest_path)
+            if found is None:
+                return None, f"the manifest's vocab_file {manifest.vocab_file} does not exist"
+            return cls(WORDPIECE, found, None, lower, specials), None
         return None, None
+
+    def recorded_paths(self) -> Tuple[Optional[str], Optional[str]]:
+        """``(vocab_path, tokenizer_path)``: the absolute paths a manifest records beside the
+        options (which keep the paths as typed)."""
+        if self.kind == WORDPIECE:
+            return os.path.abspath(self.path), None
+        return (os.path.abspath(self.vocab_file) if self.vocab_file else None), os.path.abspath(self.path)
 
 
 def detect_kind(path: str) -> str:
