@@ -45,9 +45,13 @@ def add_document_arguments(group, metadata_help: str = "") -> None:
     group.add_argument("--multiple_docs_separator", default="\n", metavar="TEXT",
                        help="a line holding this text separates documents; the default \\n (typed "
                             "literally) means a blank line")
-    group.add_argument("--jsonl_text_key", default=None, metavar="KEY",
-                       help="input files are JSON Lines: one document a line, its text the string at KEY "
-                            "(lines that are not JSON objects with a string at KEY are skipped and counted)")
+    # Where documents live (issue 14): one option names the text in tables and JSON Lines alike.
+    group.add_argument("--text_column", "--jsonl_text_key", dest="jsonl_text_key", default=None, metavar="NAME",
+                       help="the text's column in Parquet and Arrow files (.parquet, .arrow, .feather: one "
+                            "document a row; default text) and its key in JSON Lines. Given, the other files "
+                            "are read as JSON Lines: one document a line, its text the string at NAME. Rows "
+                            "and lines without a text are skipped and counted. --jsonl_text_key is the same "
+                            "option")
 
 
 def build_parser() -> argparse.ArgumentParser:
