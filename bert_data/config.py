@@ -92,6 +92,9 @@ class GeneratorConfig:
     max_ngram_size: int = 1
     v2_feature_names: bool = False
     compression: Optional[str] = None
+    # Where data lives (issue 14): the directory or URL tasks exchange intermediate data through
+    # (default: OUTPUT_DIR/.bert_data_work; with a Dask cluster and a URL output, the output's).
+    work_dir: Optional[str] = None
 
     # ------------------------------------------------------------------ derived values
     @property

@@ -26,7 +26,12 @@ example:
       --output_dir ./tfrecords --overwrite
 
 input files ending in .gz, .bz2, .xz or .zst/.zstd are decompressed as they are read
-(.zst needs pip install zstandard).
+(.zst needs pip install zstandard); .parquet, .arrow and .feather files are tables, one
+document a row (pip install 'bert_data[parquet]').
+
+paths (metadata files, --input_files_prefix, the listed files, --vocab_file, --output_dir,
+--work_dir) may be URLs: s3://, gs://, hf://, https://, ... through fsspec
+(pip install 'bert_data[cloud]'); credentials come from each library's usual environment.
 
 output: OUTPUT_DIR/NAME-1.tfrecords .. NAME-N.tfrecords and the manifest OUTPUT_DIR/{manifest}
 (with a validation split: OUTPUT_DIR/train/ and OUTPUT_DIR/val/, each laid out like that).""".format(manifest=MANIFEST_NAME)
@@ -159,10 +164,17 @@ def build_parser() -> argparse.ArgumentParser:
     cluster = work.add_mutually_exclusive_group()
     cluster.add_argument("--scheduler", metavar="ADDRESS", default=None,
                          help="run the work on the Dask cluster whose scheduler is at ADDRESS "
-                              "(tcp://host:8786); inputs and --output_dir must be on a file system "
-                              "every worker reaches. Needs pip install -e \".[dask]\"")
+                              "(tcp://host:8786); inputs and the vocabulary must be URLs or on a file system "
+                              "every worker reaches, and so must the work directory (see --work_dir). Needs "
+                              "pip install -e \".[dask]\"")
     cluster.add_argument("--dask", action="store_true",
                          help="run the work on a local Dask cluster of --num_workers processes")
+    work.add_argument("--work_dir", default=None, metavar="DIR_OR_URL",
+                      help="where workers exchange intermediate data (token ids, pools, encoded pieces): a "
+                           "directory, or a URL every worker reaches (s3://bucket/scratch) when a Dask cluster "
+                           "shares no file system with this machine (default OUTPUT_DIR/.bert_data_work; with "
+                           "--scheduler and an --output_dir URL, that URL's .bert_data_work). A run uses its own "
+                           "folder inside it and removes it when done")
     work.add_argument("--skip_missing", action="store_true",
                       help="skip (and count) metadata entries whose file is missing, instead of stopping")
     work.add_argument("--quiet", action="store_true", help="no progress bar")

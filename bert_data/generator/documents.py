@@ -35,12 +35,12 @@ import mmap
 import os
 import re
 from dataclasses import dataclass, field
-from typing import BinaryIO, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import storage
-from .input_files import (CODEC_NAMES, READ_CHUNK, InputError, RangeBuffer, check_codecs, codec_errors,
+from .input_files import (CODEC_NAMES, InputError, RangeBuffer, check_codecs, codec_errors,
                           compression_of, one_line, open_decompressed, read_range)
 # Separators and document spans (re-exported: readers and tests look for them here).
 from .spans import LINE_PATTERN, document_pattern, document_spans, separator_pattern, stream_document_spans  # noqa: F401

@@ -21,7 +21,7 @@ from .mixing import CorpusOrder
 from .tasks import SliceTable, UnitWork
 
 # Options that change how the work is done, never what is written.
-NOT_IN_FINGERPRINT = ("num_workers", "overwrite", "resume")
+NOT_IN_FINGERPRINT = ("num_workers", "overwrite", "resume", "work_dir")
 
 
 def warn(message: str) -> None:
@@ -68,8 +68,10 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
     """Everything that can be checked before any work: inputs, vocabulary, sentence model; then
     the corpus cut into slices and its documents dealt into units."""
     from ..tokenization import load_vocab
+    from .locations import with_local_files
 
-    vocab = load_vocab(config.vocab_file)
+    files = with_local_files(config)  # a vocabulary at a URL: read from a local copy
+    vocab = load_vocab(files.vocab_file)
     # Checked here, not only by MaskingSpec.from_config in the workers: windows that cross
     # documents need the token with masking disabled too, and a user needs the option's name.
     if config.mlm_only and config.document_separator_token not in vocab.token_to_id:
@@ -107,7 +109,7 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
     if not corpus.n_docs or not corpus.n_bytes:
         raise InputError("no document with any text in " + ", ".join(config.metadata_files + config.val_metadata_files))
     if check_case:
-        check_vocabulary_case(config, vocab, corpus.slices)
+        check_vocabulary_case(files, vocab, corpus.slices)
     split_docs = {split: np.flatnonzero(corpus.doc_splits == code)
                   for code, split in docs_mod.SPLIT_OF_CODE.items()}
     orders = {split: CorpusOrder(len(docs), config.seed, shuffle=not config.keep_corpus_order)

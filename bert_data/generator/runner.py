@@ -42,9 +42,12 @@ from ..config import GeneratorConfig
 from ..format.manifest import Manifest, SkippedDocuments
 from .assembly import Segment, ShardAssembler
 from .documents import BINARY, SPLIT_OF_CODE, TRAIN, VAL, Skip
-from .executors import default_executor, stop_executor
+from .. import storage
+from .executors import check_workers_see, default_executor, shares_local_files, stop_executor
+from .locations import RemoteOutput, check_output_url, forget_local_copies, run_locations
 from .output import (GenerationError, OutputLock, create_output_dir, discard_unjournaled_work, prepare_output_dir,
-                     shard_path, split_dirs, work_dir_of, write_journal)
+                     shard_path, split_dirs, write_journal)
+from .scratch import discard_unjournaled, listdir, load_jsons
 from .planning import Plan, make_plan, warn
 from .tasks import (SliceSummary, SliceTable, UnitError, UnitPairs, encode_shards, make_encode_tasks, pair_unit,
                     pool_path, slice_paths, tokenize_slice)
@@ -290,27 +293,54 @@ def generate(
     """
     started = time.perf_counter()
     config.validate()
+    check_output_url(config)
+    forget_local_copies()  # a URL's vocabulary is fetched afresh for each run
     plan = make_plan(config, skip_missing)
-    create_output_dir(config)
-    lock = OutputLock(config.output_dir)
-    lock.acquire()
+    # Output to a URL is assembled in a local staging directory (see ``locations``).
+    places = run_locations(config, distributed=not shares_local_files(executor))
+    remote = RemoteOutput(config, places) if places.remote else None
+    if remote is not None:
+        remote.acquire()
     try:
-        return _run_locked(config, plan, executor, progress, started, parallelism or config.workers)
+        local = places.local_config(config)
+        if remote is not None:
+            remote.check_staging()
+        create_output_dir(local)
+        lock = OutputLock(local.output_dir)
+        lock.acquire()
+        try:
+            return _run_locked(config, local, places, remote, plan, executor, progress, started,
+                               parallelism or config.workers)
+        finally:
+            lock.release()
     finally:
-        lock.release()
+        if remote is not None:
+            remote.release()
 
 
-def _run_locked(config, plan: Plan, executor, progress: bool, started: float, parallelism: int) -> RunSummary:
-    journal = prepare_output_dir(config, plan.fingerprint)
-    work_dir = work_dir_of(config)
+def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Plan, executor, progress: bool,
+                started: float, parallelism: int) -> RunSummary:
+    """``local``: the configuration of the local side (``config`` itself unless the output is a
+    URL); ``places.scratch``: where tasks exchange data; ``places.journal_dir``: the journal."""
+    journal = prepare_output_dir(local, plan.fingerprint)
+    if remote is not None:
+        remote.prepare(resuming=journal is not None)
+    work_dir, journal_dir = places.scratch, places.journal_dir
+    if work_dir != journal_dir:  # a work directory of its own (--work_dir, or the output URL's)
+        if journal is None:
+            storage.remove_tree(work_dir)
+        else:
+            discard_unjournaled(work_dir)
+        storage.makedirs(work_dir)
+    check_workers_see(executor, work_dir)
     totals = RunTotals.from_json(journal["totals"]) if journal else RunTotals()
     first_unit = totals.units_done
-    assembler = ShardAssembler(config, journal["shard_sizes"] if journal else None,
-                               journal.get("shard_checksums") if journal else None)
+    assembler = ShardAssembler(local, journal["shard_sizes"] if journal else None,
+                               journal.get("shard_checksums") if journal else None, fetch_dir=journal_dir)
     still_needed = slices_still_needed(plan)
     done_slices = finished_slices(plan, work_dir, still_needed[first_unit])
     if not journal:  # from now on an interruption can be resumed, tokenized slices and all
-        write_journal(work_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
+        write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
 
     own_executor = executor is None
     if own_executor:
@@ -330,16 +360,15 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
             while totals.units_done in finished:  # strictly in unit order: bytes do not depend on timing
                 result = finished.pop(totals.units_done)
                 assembler.append(result.segments)
-                remove_if_present(pool_path(work_dir, result.pairs.unit_index))  # the unit's pool is spent
+                storage.remove(pool_path(work_dir, result.pairs.unit_index))  # the unit's pool is spent
                 totals.add(result)
                 scheduler.merged()
                 # Tokenized slices that no later unit reads (with the corpus mixed: at the end).
                 while freed_below < still_needed[totals.units_done]:
-                    for path in slice_paths(work_dir, freed_below).values():
-                        if not path.endswith(".json"):  # summaries stay: the skips are counted from them
-                            remove_if_present(path)
+                    storage.remove_many([path for path in slice_paths(work_dir, freed_below).values()
+                                         if not path.endswith(".json")])  # summaries stay: skips are counted from them
                     freed_below += 1
-                write_journal(work_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
+                write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
                 units_bar.update(1)
             while scheduler.binary_skips:  # a binary file among the inputs is worth a word at once
                 skip = scheduler.binary_skips.pop(0)
@@ -355,20 +384,25 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
             skipped.add_slices(list(scheduler.summaries.values()))
             raise GenerationError("no document with any text: every listed document was skipped "
                                   f"({', '.join(f'{n} {r}' for r, n in skipped.reasons().items())})")
-        assembler.finish()
+        assembler.finish(rename=remote is None)  # staged shards are uploaded whole, below
     except KeyboardInterrupt:
         tokenize_bar.close()
         units_bar.close()
         _stop_work(executor, own_executor, scheduler)
         assembler.close()
-        discard_unjournaled_work(work_dir)  # units not yet appended are redone by --resume
+        discard_unjournaled_work(journal_dir)  # units not yet appended are redone by --resume
+        if work_dir != journal_dir:
+            discard_unjournaled(work_dir)
         raise
     except BaseException as error:
         tokenize_bar.close()
         units_bar.close()
         _stop_work(executor, own_executor, scheduler)
         assembler.remove()
-        shutil.rmtree(work_dir, ignore_errors=True)
+        shutil.rmtree(journal_dir, ignore_errors=True)
+        _remove_quietly(work_dir)
+        if remote is not None:
+            shutil.rmtree(places.local_output, ignore_errors=True)
         if isinstance(error, UnitError):
             raise GenerationError(str(error)) from error
         if isinstance(error, cf.process.BrokenProcessPool):
@@ -386,31 +420,45 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
         executor.shutdown()
     skipped = SkippedTotals(plan)
     skipped.add_slices([scheduler.summaries[index] for index in sorted(scheduler.summaries)])
-    manifests = write_manifests(config, plan, totals, skipped)
-    shutil.rmtree(work_dir, ignore_errors=True)
+    sizes = None
+    if remote is not None:  # every shard to its final key, then the manifests (last)
+        staged = {shard_path(directory, local, shard) + ".tmp": shard_path(split_dirs(config)[split], config, shard)
+                  for split, directory in split_dirs(local).items() for shard in range(config.num_output_files)}
+        remote.upload_shards(staged)
+        sizes = {url: os.path.getsize(path) for path, url in staged.items()}
+    manifests = write_manifests(config, plan, totals, skipped, sizes)
+    _remove_quietly(work_dir)
+    shutil.rmtree(journal_dir, ignore_errors=True)
+    if remote is not None:
+        shutil.rmtree(places.local_output, ignore_errors=True)
     return RunSummary(manifests, time.perf_counter() - started, first_unit)
+
+
+def _remove_quietly(work_dir: str) -> None:
+    """The work directory, local or at a URL: a failure to clean up never fails a finished run."""
+    try:
+        storage.remove_tree(work_dir)
+    except OSError as error:
+        warn(f"could not remove the work directory {work_dir}: {error}")
 
 
 def finished_slices(plan: Plan, work_dir: str, first_needed: int) -> Dict[int, SliceSummary]:
     """Slices an interrupted run tokenized (a summary is written last): not tokenized again,
-    unless a unit still to come needs tokens that were already freed."""
-    done = {}
+    unless a unit still to come needs tokens that were already freed.  One listing of the work
+    directory, and the summaries read at once (a URL answers them concurrently)."""
+    names = set(listdir(work_dir))
+    if not names:
+        return {}
+    candidates = []
     for piece in plan.slices:
-        summary = SliceSummary.load(work_dir, piece.index)
-        if summary is None:
+        paths = slice_paths(work_dir, piece.index)
+        if storage.basename(paths["summary"]) not in names:
             continue
-        if piece.index >= first_needed and not all(
-                os.path.exists(path) for path in slice_paths(work_dir, piece.index).values()):
+        if piece.index >= first_needed and not all(storage.basename(path) in names for path in paths.values()):
             continue
-        done[piece.index] = summary
-    return done
-
-
-def remove_if_present(path: str) -> None:
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass
+        candidates.append(piece.index)
+    summaries = load_jsons([slice_paths(work_dir, index)["summary"] for index in candidates])
+    return {index: SliceSummary.from_json(data) for index, data in zip(candidates, summaries)}
 
 
 def _stop_work(executor, own_executor: bool, scheduler) -> None:
@@ -433,11 +481,12 @@ def _raise_on_sigterm():
         return None
 
 
-def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals,
-                    skipped: SkippedTotals) -> Dict[str, dict]:
+def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals, skipped: SkippedTotals,
+                    sizes: Optional[Dict[str, int]] = None) -> Dict[str, dict]:
     """Write each split's manifest (last: it marks the split finished); returns them as JSON.
     Each describes its own split: its counts, and the options it was made with, with the
-    effective values of options left to their defaults."""
+    effective values of options left to their defaults.  ``sizes``: shard path -> bytes, for
+    shards that are not local files (uploaded from staging)."""
     manifests = {}
     for split, directory in split_dirs(config).items():
         names = [os.path.basename(shard_path(directory, config, shard)) for shard in range(config.num_output_files)]
@@ -453,7 +502,8 @@ def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals,
             n_docs=counts.n_docs,
             split=split,
             examples_per_file={name: totals.records_per_shard.get(f"{split}/{i}", 0) for i, name in enumerate(names)},
-            bytes_per_file={name: os.path.getsize(os.path.join(directory, name)) for name in names},
+            bytes_per_file={name: sizes[path] if sizes else os.path.getsize(path)
+                            for name, path in ((name, os.path.join(directory, name)) for name in names)},
             features=config.feature_specs(),
             n_docs_listed=plan.n_listed[split],
             n_sentences=counts.n_sentences,

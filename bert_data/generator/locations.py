@@ -1,0 +1,264 @@
+"""Where a run's data lives: the output (a local directory or a URL), the local directory the
+shards are assembled in, the work directory tasks exchange data through, and the files
+(vocabulary, tokenizer) that workers need local copies of.
+
+Output to a URL keeps every promise of a local run:
+
+* the shards are assembled in a local *staging* directory (appending is what a local file
+  system does well and an object store cannot), with the journal beside them, so ``--resume``
+  works as it does locally, on the same machine: the staging directory is named after the
+  output URL (``$XDG_CACHE_HOME/bert_data/staging/<hash>``, or under a local ``--work_dir``);
+* when every unit is in, each shard is uploaded to its final key (an upload appears complete or
+  not at all: a reader never sees part of a shard), then the manifests, last;
+* a lock object (``OUTPUT/.bert_data.lock``) keeps a second run out: written with a check and
+  read back, naming the host, process and staging directory.  Object stores have no exclusive
+  create here, so two runs started in the same instant could both pass; the rule is one run per
+  output prefix, and the lock catches the common mistake.  A lock left by a killed run on this
+  host is taken over; one from another host must be removed by hand (the error says how).
+
+The work directory (``--work_dir``) is local by default (beside the journal: a local run is as
+before), or any URL all workers reach: with a Dask executor and a URL output, it defaults to
+``OUTPUT/.bert_data_work`` on the object store, so no task ever needs a path only the client
+can see.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Dict, List
+
+from .. import storage
+from ..config import ConfigError, GeneratorConfig
+from ..format.manifest import Manifest
+from .documents import TRAIN, VAL
+from .output import LOCK, WORK_DIR, GenerationError, split_dirs
+
+# Options naming files the workers open by path: fetched once per process when they are URLs.
+FILE_OPTIONS = ("vocab_file", "tokenizer_file", "spm_model_file")
+
+
+# ---------------------------------------------------------------------------- files workers open
+
+_local_copies: Dict[str, str] = {}
+_copies_dir: List[str] = []
+
+
+def _copies_directory() -> str:
+    if not _copies_dir or not os.path.isdir(_copies_dir[0]):
+        _copies_dir[:] = [tempfile.mkdtemp(prefix="bert_data-files-")]
+        atexit.register(shutil.rmtree, _copies_dir[0], True)
+    return _copies_dir[0]
+
+
+def local_copy(url: str) -> str:
+    """A local copy of a file at a URL, fetched once per process (a forked worker uses its
+    parent's).  ``forget_local_copies`` makes the next call fetch again."""
+    path = _local_copies.get(url)
+    if path is None or not os.path.exists(path):
+        digest = hashlib.sha256(url.encode("utf-8")).hexdigest()[:16]
+        path = os.path.join(_copies_directory(), f"{digest}-{storage.basename(url)}")
+        try:
+            storage.download(url, path)
+        except FileNotFoundError:
+            raise ConfigError(f"{url}: file not found") from None
+        except OSError as error:
+            raise ConfigError(f"{url}: cannot read: {error.strerror or error}") from None
+        _local_copies[url] = path
+    return path
+
+
+def forget_local_copies() -> None:
+    """A new run fetches its files again (they may have changed since the last)."""
+    _local_copies.clear()
+
+
+def with_local_files(config: GeneratorConfig) -> GeneratorConfig:
+    """``config`` with URL-named files (vocabulary, tokenizer) replaced by local copies: what the
+    tokenizers, which open paths, are given.  ``config`` itself is unchanged (the manifest and
+    the run's fingerprint keep the URL)."""
+    local = {name: local_copy(getattr(config, name)) for name in FILE_OPTIONS
+             if storage.is_url(getattr(config, name, None))}
+    return dataclasses.replace(config, **local) if local else config
+
+
+# ---------------------------------------------------------------------------- the run's places
+
+@dataclass
+class RunLocations:
+    output: str  # --output_dir as given: a local directory or a URL
+    local_output: str  # where shards are assembled: the output directory, or the staging directory
+    scratch: str  # the work directory tasks exchange data through: local, or a URL
+    journal_dir: str  # local: the journal, beside the shards in progress
+
+    @property
+    def remote(self) -> bool:
+        return storage.is_url(self.output)
+
+    def local_config(self, config: GeneratorConfig) -> GeneratorConfig:
+        """The configuration the local machinery (lock, journal, assembly) works on."""
+        return dataclasses.replace(config, output_dir=self.local_output) if self.remote else config
+
+
+def _run_id(output: str) -> str:
+    where = output if storage.is_url(output) else os.path.abspath(output)
+    return hashlib.sha256(where.rstrip("/").encode("utf-8")).hexdigest()[:16]
+
+
+def default_staging_root() -> str:
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "bert_data", "staging")
+
+
+def run_locations(config: GeneratorConfig, distributed: bool = False) -> RunLocations:
+    """Where this run's data goes.  ``distributed``: tasks run on machines that may not see
+    this one's files (a Dask cluster)."""
+    output, work = config.output_dir, config.work_dir
+    run = f"bert_data-{_run_id(output)}"
+    if storage.is_url(output):
+        root = work if work and not storage.is_url(work) else default_staging_root()
+        local_output = os.path.abspath(os.path.join(root, run))
+    else:
+        local_output = output
+    journal_dir = os.path.abspath(os.path.join(local_output, WORK_DIR))
+    if work and storage.is_url(work):
+        scratch = storage.join(work, run)
+    elif work:  # local: its own folder there (for a URL output, the staging folder's work directory)
+        scratch = journal_dir if storage.is_url(output) else os.path.abspath(os.path.join(work, run))
+    elif distributed and storage.is_url(output):
+        scratch = storage.join(output, WORK_DIR)
+    else:
+        scratch = journal_dir
+    return RunLocations(output, local_output, scratch, journal_dir)
+
+
+# ---------------------------------------------------------------------------- output at a URL
+
+class RemoteOutput:
+    """The output URL's side of a run: its lock object, what an earlier run left there, and
+    the finished dataset's upload."""
+
+    def __init__(self, config: GeneratorConfig, places: RunLocations):
+        self.config, self.places = config, places
+        self.lock_url = storage.join(places.output, LOCK)
+        self.owner = {"host": socket.gethostname(), "pid": os.getpid(), "staging": places.local_output,
+                      "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        self.held = False
+
+    # ------------------------------------------------------------------ lock
+    def acquire(self) -> None:
+        output = self.places.output
+        try:
+            found = json.loads(storage.read_bytes(self.lock_url))
+        except FileNotFoundError:
+            found = None
+        except (OSError, ValueError) as error:
+            raise ConfigError(f"--output_dir {output}: cannot read: {getattr(error, 'strerror', None) or error}") from None
+        if found is not None and not self._stale(found):
+            raise ConfigError(
+                f"--output_dir {output} is in use by another run (pid {found.get('pid')} on {found.get('host')} since "
+                f"{found.get('started')}); wait for it to finish, or if that run is dead remove {self.lock_url}")
+        try:
+            storage.write_bytes(self.lock_url, json.dumps(self.owner).encode("utf-8"))
+            again = json.loads(storage.read_bytes(self.lock_url))
+        except (OSError, ValueError) as error:
+            raise ConfigError(f"--output_dir {output} is not writable: {getattr(error, 'strerror', None) or error}") \
+                from None
+        if again != self.owner:  # another run wrote its lock at the same moment
+            raise ConfigError(f"--output_dir {output} is in use by another run (pid {again.get('pid')} on "
+                              f"{again.get('host')}); one run per output prefix")
+        self.held = True
+
+    def _stale(self, found: dict) -> bool:
+        """A lock of a process of this host that no longer exists."""
+        if found.get("host") != self.owner["host"]:
+            return False
+        try:
+            os.kill(int(found.get("pid")), 0)
+        except ProcessLookupError:
+            return True
+        except (PermissionError, TypeError, ValueError):
+            return False
+        return False
+
+    def release(self) -> None:
+        if not self.held:
+            return
+        try:
+            if json.loads(storage.read_bytes(self.lock_url)) == self.owner:
+                storage.remove(self.lock_url)
+        except (OSError, ValueError):
+            pass
+        self.held = False
+
+    # ------------------------------------------------------------------ earlier output
+    def check_staging(self) -> None:
+        """An interrupted run of this output staged here is never dropped silently."""
+        config, staging = self.config, self.places.local_output
+        if config.resume or config.overwrite or not os.path.isdir(staging) or not os.listdir(staging):
+            return
+        raise ConfigError(f"--output_dir {self.places.output}: an interrupted run of it is staged in {staging}; "
+                          "pass --resume to continue it or --overwrite to start again")
+
+    def existing_outputs(self) -> List[str]:
+        """URLs of files an earlier run wrote there (only ones this tool writes)."""
+        found = []
+        for directory in (self.places.output, storage.join(self.places.output, TRAIN),
+                          storage.join(self.places.output, VAL)):
+            for name in storage.listdir(directory):
+                if Manifest.is_manifest_file(name) or name.endswith((".tfrecords", ".tfrecords.tmp")):
+                    found.append(storage.join(directory, name))
+        if storage.listdir(storage.join(self.places.output, WORK_DIR)):
+            found.append(storage.join(self.places.output, WORK_DIR))
+        return found
+
+    def prepare(self, resuming: bool) -> None:
+        """Refuse to mix with an earlier run's files unless told (--overwrite: they go;
+        --resume: a finished run has nothing to resume)."""
+        config, output = self.config, self.places.output
+        train_dir = split_dirs(config)[TRAIN]
+        if config.resume and storage.exists(Manifest.path_in(train_dir)):
+            raise ConfigError(f"--resume: {output} holds a finished run; nothing to resume")
+        found = self.existing_outputs()
+        if not found or resuming:
+            return
+        if not (config.overwrite or config.resume):
+            raise ConfigError(
+                f"--output_dir {output} already holds output ({storage.basename(found[0])}"
+                f"{' and more' if len(found) > 1 else ''}); pass --overwrite to replace it or --resume to "
+                "continue an interrupted run")
+        for url in found:
+            storage.remove_tree(url) if url.endswith(WORK_DIR) else storage.remove(url)
+
+    # ------------------------------------------------------------------ the finished dataset
+    def upload_shards(self, local_shards: Dict[str, str]) -> None:
+        """Each finished shard (local path -> final URL) to its key; the manifests come after."""
+        for local, url in local_shards.items():
+            try:
+                storage.upload(local, url)
+            except OSError as error:
+                raise GenerationError(f"cannot upload {url}: {error.strerror or error}; the finished shards stay "
+                                      f"staged in {self.places.local_output}: run the same command with --resume to "
+                                      "upload them") from error
+
+
+def check_output_url(config: GeneratorConfig) -> None:
+    """A URL output needs fsspec and the protocol's library: say so before any work."""
+    if storage.is_url(config.output_dir):
+        try:
+            storage.filesystem(config.output_dir)
+        except storage.StorageError as error:
+            raise ConfigError(f"--output_dir {error}") from None
+    if config.work_dir and storage.is_url(config.work_dir):
+        try:
+            storage.filesystem(config.work_dir)
+        except storage.StorageError as error:
+            raise ConfigError(f"--work_dir {error}") from None
