@@ -163,7 +163,8 @@ def test_a_missing_input_in_the_bucket_is_one_line_before_any_work(s3, corpus_an
 
 
 def test_files_of_many_documents_are_found_in_a_bucket_as_locally(s3, tmp_path):
-    """JSON Lines, plain and compressed, and blank-line separated files, scanned from a stream."""
+    """JSON Lines, plain and compressed, blank-line separated files (scanned from a stream), and
+    Parquet and Arrow tables (row groups read through fsspec's file objects)."""
     from bert_data.generator.documents import DocumentTexts
 
     root = tmp_path / "many"
@@ -174,9 +175,18 @@ def test_files_of_many_documents_are_found_in_a_bucket_as_locally(s3, tmp_path):
     (root / "meta.txt").write_text("a.jsonl\nb.jsonl.gz\n")
     (root / "c.txt").write_text("\n\n\n".join(f"doc {i}\nline two" for i in range(25)))
     (root / "meta2.txt").write_text("c.txt\n")
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    texts = [f"row {i} " + "text " * (i % 5) if i % 9 else None for i in range(60)]
+    pq.write_table(pa.table({"text": texts}), root / "t.parquet", row_group_size=7)
+    with pa.ipc.new_stream(root / "t.arrow", pa.schema([("text", pa.string())])) as writer:
+        for start in range(0, 60, 25):
+            writer.write_batch(pa.record_batch([pa.array(texts[start:start + 25])], names=["text"]))
+    (root / "meta3.txt").write_text("t.parquet\nt.arrow\n")
     s3.put(str(root) + "/", "bert-data-tests/many/", recursive=True)
     for meta, options in (("meta.txt", dict(jsonl_text_key="text")),
-                          ("meta2.txt", dict(multiple_docs_in_single_file=True))):
+                          ("meta2.txt", dict(multiple_docs_in_single_file=True)), ("meta3.txt", {})):
         local = DocumentTexts([str(root / meta)], str(root), **options)
         remote = DocumentTexts([f"{BUCKET}/many/{meta}"], f"{BUCKET}/many", **options)
         assert list(remote) == list(local) and len(list(local)) > 20
