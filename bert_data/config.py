@@ -73,6 +73,9 @@ class GeneratorConfig:
     split_num: int = 1000
     output_dir: str = "./tfrecords/"
     num_output_files: int = 10
+    # Shards sized by content instead of counted (the count is then set during the run).
+    records_per_file: Optional[int] = None
+    megabytes_per_file: Optional[float] = None
     name: str = "examples"
     seed: int = 0
     num_workers: Optional[int] = None
@@ -120,6 +123,11 @@ class GeneratorConfig:
     def separator_line(self) -> Optional[str]:
         """The text of a separator line, or None when documents are separated by blank lines."""
         return separator_line_of(self.multiple_docs_separator)
+
+    @property
+    def sizes_shards(self) -> bool:
+        """Shards sized by records or megabytes: their count per split is set during the run."""
+        return self.records_per_file is not None or self.megabytes_per_file is not None
 
     @property
     def has_validation(self) -> bool:
@@ -173,6 +181,15 @@ class GeneratorConfig:
         integer("dupe_factor", 1)
         integer("split_num", 1)
         integer("num_output_files", 1)
+        if self.records_per_file is not None:
+            integer("records_per_file", 1)
+        if self.megabytes_per_file is not None:
+            if isinstance(self.megabytes_per_file, bool) or not isinstance(self.megabytes_per_file, (int, float)) \
+                    or not self.megabytes_per_file > 0:
+                raise ConfigError(f"--megabytes_per_file must be a positive number, got {self.megabytes_per_file!r}")
+            if self.records_per_file is not None:
+                raise ConfigError("--records_per_file and --megabytes_per_file contradict each other: size shards "
+                                  "by one of them")
         integer("seed", 0, 2**63 - 1)
         integer("val_seed", 0, 2**63 - 1)
         if self.short_seq_draw not in ("document", "chunk"):

@@ -243,3 +243,54 @@ def test_resume_reuses_the_slices_tokenized_before_an_interruption(tmp_path, mon
     generate(config(corpus, tmp_path / "out", split_num=8, resume=True), progress=False)
     assert calls == list(range(6, 10))  # only the slices not yet tokenized
     assert file_hashes(tmp_path / "out") == file_hashes(tmp_path / "reference")
+
+
+# ---------------------------------------------------------------------------- shard sizing
+
+@pytest.mark.parametrize("keep_corpus_order", [False, True])
+def test_shards_sized_by_records(sourced_corpus, tmp_path, keep_corpus_order):
+    summary = generate(config(sourced_corpus, tmp_path / "one", records_per_file=100, val_fraction=0.2,
+                              keep_corpus_order=keep_corpus_order), progress=False)
+    for split, n_shards_at_least in (("train", 4), ("val", 1)):
+        manifest = summary.manifests[split]
+        counts = list(manifest["examples_per_file"].values())
+        assert manifest["num_output_files"] == len(counts) >= n_shards_at_least
+        assert len(list((tmp_path / "one" / split).glob("*.tfrecords"))) == len(counts)
+        # The count comes from an estimate made on the first unit: each shard within 15% of 100.
+        assert all(85 <= n <= 115 for n in counts), counts
+        assert sum(counts) == manifest["n_examples"] == sum(len(read_shard(p))
+                                                            for p in (tmp_path / "one" / split).glob("*.tfrecords"))
+    generate(config(sourced_corpus, tmp_path / "two", records_per_file=100, val_fraction=0.2, num_workers=2,
+                    keep_corpus_order=keep_corpus_order), progress=False)
+    assert file_hashes(tmp_path / "one") == file_hashes(tmp_path / "two")
+
+
+def test_shards_sized_by_megabytes_compressed(sourced_corpus, tmp_path):
+    target = 0.02  # 20 KB: a small corpus
+    summary = generate(config(sourced_corpus, tmp_path, megabytes_per_file=target, compression="gzip"),
+                       progress=False)
+    sizes = list(summary.manifests["train"]["bytes_per_file"].values())
+    assert len(sizes) >= 3 and all(0.85 * target * 1e6 <= size <= 1.15 * target * 1e6 for size in sizes), sizes
+    with pytest.raises(Exception, match="contradict"):
+        generate(config(sourced_corpus, tmp_path / "x", megabytes_per_file=1, records_per_file=5), progress=False)
+
+
+def test_sized_shards_resume_to_the_same_bytes(sourced_corpus, tmp_path, monkeypatch):
+    import bert_data.generator.assembly as assembly
+
+    generate(config(sourced_corpus, tmp_path / "reference", records_per_file=150, split_num=20), progress=False)
+    real_append, appended = assembly.ShardAssembler.append, []
+
+    def append_then_stop(self, segments):
+        if len(appended) == 8:
+            raise KeyboardInterrupt  # as Ctrl-C would, after eight units
+        appended.append(1)
+        real_append(self, segments)
+
+    monkeypatch.setattr(assembly.ShardAssembler, "append", append_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        generate(config(sourced_corpus, tmp_path / "out", records_per_file=150, split_num=20), progress=False)
+    monkeypatch.setattr(assembly.ShardAssembler, "append", real_append)
+    generate(config(sourced_corpus, tmp_path / "out", records_per_file=150, split_num=20, resume=True),
+             progress=False)
+    assert file_hashes(tmp_path / "out") == file_hashes(tmp_path / "reference")

@@ -191,3 +191,14 @@ def test_files_of_many_documents_are_found_in_a_bucket_as_locally(s3, tmp_path):
         remote = DocumentTexts([f"{BUCKET}/many/{meta}"], f"{BUCKET}/many", **options)
         assert list(remote) == list(local) and len(list(local)) > 20
         assert remote.skipped == local.skipped
+
+
+def test_shards_sized_by_records_are_uploaded_as_set(s3, corpus_and_reference, tmp_path):
+    corpus, _, _ = corpus_and_reference
+    upload_corpus(s3, corpus)
+    with small_parts():
+        local = generate(s3_config(corpus, tmp_path / "local", local=True, records_per_file=150), progress=False)
+        generate(s3_config(corpus, f"{BUCKET}/sized", records_per_file=150), progress=False)
+    count = local.manifests["train"]["num_output_files"]
+    assert count != 3 and bucket_hashes(s3, f"{BUCKET}/sized") == file_hashes(tmp_path / "local")
+    assert Manifest.read(f"{BUCKET}/sized").options["num_output_files"] == count

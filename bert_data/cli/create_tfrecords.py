@@ -131,6 +131,14 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--output_dir", default="./tfrecords/", metavar="DIR",
                         help=f"where shards and the manifest ({MANIFEST_NAME}) go (default ./tfrecords/)")
     output.add_argument("--num_output_files", type=int, default=10, help="shards per split (default 10)")
+    sizing = output.add_mutually_exclusive_group()
+    sizing.add_argument("--records_per_file", type=int, default=None, metavar="N",
+                        help="size shards by records instead of --num_output_files: about N records each")
+    sizing.add_argument("--megabytes_per_file", type=float, default=None, metavar="MB",
+                        help="size shards by bytes instead of --num_output_files: about MB megabytes each "
+                             "(TensorFlow's guidance for large datasets: 100-200 MB). The count of shards per "
+                             "split is set when its first unit is paired, from an estimate of the split's "
+                             "size; shards come out within a few percent of the target")
     output.add_argument("--name", default="examples", help="shard file name prefix (default examples)")
     output.add_argument("--overwrite", action="store_true",
                         help="replace output already in --output_dir (only files this tool writes)")
@@ -221,7 +229,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         skipped = manifest["documents_skipped"]["count"]
         print(
             f"{split}: {manifest['n_examples']} examples from {manifest['n_docs']} documents in "
-            f"{config.num_output_files} files under {config.output_dir}"
+            f"{len(manifest['examples_per_file'])} files under {config.output_dir}"
             + (f" ({skipped} documents skipped, see {MANIFEST_NAME})" if skipped else ""),
             file=sys.stderr,
         )

@@ -127,30 +127,39 @@ class ShardAssembler:
     data, then a final block and the Adler-32 of everything (combined from the segments')."""
 
     def __init__(self, config: GeneratorConfig, sizes: Optional[Dict[str, int]] = None,
-                 checksums: Optional[Dict[str, list]] = None, fetch_dir: Optional[str] = None):
+                 checksums: Optional[Dict[str, list]] = None, shard_counts: Optional[Dict[str, int]] = None,
+                 fetch_dir: Optional[str] = None):
         self.config = config
         self.fetch_dir = fetch_dir  # where pieces at a URL are downloaded to, to be appended
         self.dirs = split_dirs(config)
         self.zlib = config.compression == "zlib"
         self.checksums: Dict[str, list] = dict(checksums or {})  # key -> [adler32, raw length]
         self.handles = {}
-        for split, directory in self.dirs.items():
-            for shard in range(config.num_output_files):
-                path = shard_path(directory, config, shard) + ".tmp"
-                key = f"{split}/{shard}"
-                if sizes is None:
-                    handle = open(path, "wb")
-                    if self.zlib:
-                        handle.write(ZLIB_HEADER)
-                    self.checksums[key] = [1, 0]
-                else:  # resume: drop whatever came after the last unit the journal vouches for
-                    if not os.path.exists(path) or os.path.getsize(path) < sizes[key]:
-                        raise GenerationError(f"--resume: {path} is missing or shorter than the journal says; "
-                                              "use --overwrite to start again")
-                    handle = open(path, "r+b")
-                    handle.truncate(sizes[key])
-                    handle.seek(sizes[key])
-                self.handles[key] = handle
+        self.shard_counts: Dict[str, int] = {}  # per split, once known (see open_split)
+        for split, count in (shard_counts or {}).items():
+            self.open_split(split, count, sizes)
+
+    def open_split(self, split: str, count: int, sizes: Optional[Dict[str, int]] = None) -> None:
+        """Create the ``count`` shards of a split (its count may be decided during the run, when
+        shards are sized by records or megabytes), or, resuming, reopen those the journal lists
+        (``sizes``) at the sizes it vouches for."""
+        self.shard_counts[split] = count
+        for shard in range(count):
+            path = shard_path(self.dirs[split], self.config, shard) + ".tmp"
+            key = f"{split}/{shard}"
+            if sizes is None or key not in sizes:
+                handle = open(path, "wb")
+                if self.zlib:
+                    handle.write(ZLIB_HEADER)
+                self.checksums[key] = [1, 0]
+            else:  # resume: drop whatever came after the last unit the journal vouches for
+                if not os.path.exists(path) or os.path.getsize(path) < sizes[key]:
+                    raise GenerationError(f"--resume: {path} is missing or shorter than the journal says; "
+                                          "use --overwrite to start again")
+                handle = open(path, "r+b")
+                handle.truncate(sizes[key])
+                handle.seek(sizes[key])
+            self.handles[key] = handle
 
     def append(self, segments: List[Segment]) -> None:
         """One unit's segments, in (split, shard) order; their piece files are removed after."""

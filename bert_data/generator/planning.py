@@ -115,6 +115,9 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
     orders = {split: CorpusOrder(len(docs), config.seed, shuffle=not config.keep_corpus_order)
               for split, docs in split_docs.items()}
     units = plan_units(corpus, split_docs, orders, config.split_num)
+    if config.sizes_shards:  # a split's size is known once every slice is tokenized
+        for unit in units:
+            unit.last_slice = len(corpus.slices) - 1
     n_listed = {split: len(docs) + sum(1 for *_, s in missing if s == split) for split, docs in split_docs.items()}
     excluded_docs = sum(corpus.docs_per_path.get(path, 0) for path in {entry.path for entry in excluded})
     return Plan(corpus, units, orders, split_docs, config.split_num, n_listed, missing, excluded_docs, vocab,

@@ -47,10 +47,11 @@ from .executors import check_workers_see, default_executor, shares_local_files, 
 from .locations import RemoteOutput, check_output_url, forget_local_copies, run_locations
 from .output import (GenerationError, OutputLock, create_output_dir, discard_unjournaled_work, prepare_output_dir,
                      shard_path, split_dirs, write_journal)
-from .scratch import discard_unjournaled, listdir, load_jsons
+from .scratch import discard_unjournaled, listdir, load_arrays, load_jsons
 from .planning import Plan, make_plan, warn
-from .tasks import (SliceSummary, SliceTable, UnitError, UnitPairs, encode_shards, make_encode_tasks, pair_unit,
-                    pool_path, slice_paths, tokenize_slice)
+from .tasks import (DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError, UnitPairs,
+                    encode_shards, make_encode_tasks, pair_unit, pool_path, record_bytes, slice_paths,
+                    tokenize_slice)
 
 MAX_LISTED_SKIPS = 100
 
@@ -76,6 +77,7 @@ class RunTotals:
     units_done: int = 0
     splits: Dict[str, SplitTotals] = field(default_factory=lambda: {TRAIN: SplitTotals(), VAL: SplitTotals()})
     records_per_shard: Dict[str, int] = field(default_factory=dict)
+    shard_counts: Dict[str, int] = field(default_factory=dict)  # per split, once set
 
     def add(self, result: "UnitResult") -> None:
         pairs = result.pairs
@@ -97,12 +99,13 @@ class RunTotals:
 
     def to_json(self) -> dict:
         return {"units_done": self.units_done, "records_per_shard": self.records_per_shard,
-                "splits": {split: dataclasses.asdict(totals) for split, totals in self.splits.items()}}
+                "splits": {split: dataclasses.asdict(totals) for split, totals in self.splits.items()},
+                "shard_counts": self.shard_counts}
 
     @classmethod
     def from_json(cls, data: dict) -> "RunTotals":
         return cls(data["units_done"], {split: SplitTotals(**totals) for split, totals in data["splits"].items()},
-                   data["records_per_shard"])
+                   data["records_per_shard"], data.get("shard_counts", {}))
 
 
 class SkippedTotals:
@@ -187,8 +190,11 @@ class _Scheduler:
     """
 
     def __init__(self, plan: Plan, config: GeneratorConfig, executor: cf.Executor, work_dir: str,
-                 first_unit: int = 0, parallelism: int = 1, done_slices: Optional[Dict[int, SliceSummary]] = None):
+                 first_unit: int = 0, parallelism: int = 1, done_slices: Optional[Dict[int, SliceSummary]] = None,
+                 shards: Optional["ShardCounts"] = None):
         self.plan, self.config, self.executor, self.work_dir = plan, config, executor, work_dir
+        self.shards = shards
+        self.waiting_for_count: Dict[int, UnitPairs] = {}  # paired units of splits not yet sized
         # Tasks in flight: every worker busy, and enough queued that workers do not wait while
         # the parent appends a unit to the shards.
         self.window = 2 * parallelism + 2
@@ -247,15 +253,11 @@ class _Scheduler:
                 self.bytes_done += value.n_bytes
                 self.binary_skips += [skip for skip in value.skips if skip.reason == BINARY]
             elif kind == "pair":
-                result = self.units[index] = UnitResult(value)
+                self.units[index] = UnitResult(value)
                 self.instances_paired += value.n_instances
-                if value.pairs is not None:
-                    for task in make_encode_tasks(index, value.split, value.pairs, self.config.num_output_files):
-                        self.ready.append(("encode", index, (task, self.config, self.work_dir)))
-                        result.encode_tasks_left += 1
-                value.pairs = None  # the tasks hold what is needed; keep the parent lean
-                if not result.encode_tasks_left:
-                    yield self.units.pop(index)
+                self.waiting_for_count[index] = value
+                for ready_index in self.shards.settle(self.waiting_for_count, self.summaries):
+                    yield from self._encode(self.waiting_for_count.pop(ready_index))
             else:
                 result = self.units[index]
                 result.segments += value
@@ -263,8 +265,90 @@ class _Scheduler:
                 if not result.encode_tasks_left:
                     yield self.units.pop(index)
 
+    def _encode(self, value: UnitPairs):
+        """Queue a paired unit's encode tasks (none for a unit without text: it is done)."""
+        result = self.units[value.unit_index]
+        if value.pairs is not None:
+            count = self.shards.counts[value.split]
+            for task in make_encode_tasks(value.unit_index, value.split, value.pairs, count):
+                self.ready.append(("encode", value.unit_index, (task, self.config, self.work_dir)))
+                result.encode_tasks_left += 1
+        value.pairs = None  # the tasks hold what is needed; keep the parent lean
+        if not result.encode_tasks_left:
+            yield self.units.pop(value.unit_index)
+
     def merged(self) -> None:
         self.unmerged_units -= 1
+
+
+class ShardCounts:
+    """How many shards each split gets: ``--num_output_files``, or, with ``--records_per_file`` /
+    ``--megabytes_per_file``, a count set when the split's first unit is paired (whichever
+    unit's pairing finishes first, the first unit decides, so the count is the same in every
+    run): that unit is a sample of the split, so its instances per token, times the split's
+    tokens, estimate the split's records, and a sample of its records, encoded, their size."""
+
+    def __init__(self, plan: Plan, config: GeneratorConfig, assembler: ShardAssembler, counts: Dict[str, int],
+                 work_dir: str):
+        self.plan, self.config, self.assembler, self.work_dir = plan, config, assembler, work_dir
+        self.counts = counts  # the journaled totals' own dict: set counts are journaled with them
+        self.first_unit = {}
+        for unit in plan.units:
+            self.first_unit.setdefault(unit.split, unit.index)
+        for split in split_dirs(config):
+            if split not in counts and not config.sizes_shards:
+                self.set(split, config.num_output_files)
+
+    def set(self, split: str, count: int) -> None:
+        self.counts[split] = count
+        self.assembler.open_split(split, count)
+
+    def settle(self, waiting: Dict[int, UnitPairs], summaries: Dict[int, SliceSummary]) -> List[int]:
+        """The waiting units whose split has (now) a shard count, in unit order."""
+        for split, first in self.first_unit.items():
+            if split not in self.counts and first in waiting:
+                self.set(split, self.estimate(waiting[first], summaries))
+        return sorted(index for index, value in waiting.items() if value.split in self.counts)
+
+    def estimate(self, first: UnitPairs, summaries: Dict[int, SliceSummary]) -> int:
+        if not first.n_tokens or first.pairs is None:
+            return 1
+        split_tokens = split_token_counts(self.plan, self.work_dir)[first.split]
+        records = first.n_instances * split_tokens / first.n_tokens
+        if self.config.records_per_file is not None:
+            return max(1, round(records / self.config.records_per_file))
+        target = self.config.megabytes_per_file * 1e6
+        # A segment is one unit's share of a shard: it depends on the count being set, so the
+        # count is estimated uncompressed first, then with segments of the size it implies.
+        uncompressed = records * record_bytes(first.pairs, self.config, self.plan.vocab, first.n_instances)
+        count = max(1, round(uncompressed / target))
+        if self.config.compression:
+            segment_rows = max(1, first.n_instances // count)
+            count = max(1, round(records * record_bytes(first.pairs, self.config, self.plan.vocab, segment_rows)
+                                 / target))
+        return count
+
+    def finish(self) -> None:
+        """A split with no unit of text still gets its (empty) shards."""
+        for split in split_dirs(self.config):
+            if split not in self.counts:
+                self.set(split, 1 if self.config.sizes_shards else self.config.num_output_files)
+
+
+def split_token_counts(plan: Plan, work_dir: str) -> Dict[str, int]:
+    """Tokens of each split, from the tokenized slices' document tables."""
+    counts = {TRAIN: 0, VAL: 0}
+    paths = [slice_paths(work_dir, piece.index)["docs"] for piece in plan.slices]
+    # A batch at a time: a URL answers a batch's requests concurrently, and memory stays bounded.
+    tables = (rows for first in range(0, len(paths), 256) for rows in load_arrays(paths[first:first + 256]))
+    for rows in tables:
+        if not len(rows):
+            continue
+        tokens = rows[:, TOKEN_END] - rows[:, TOKEN_START]
+        codes = plan.corpus.doc_splits[rows[:, DOC_POSITION]]
+        for code, split in SPLIT_OF_CODE.items():
+            counts[split] += int(tokens[codes == code].sum())
+    return counts
 
 
 def slices_still_needed(plan: Plan) -> List[int]:
@@ -336,7 +420,9 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
     totals = RunTotals.from_json(journal["totals"]) if journal else RunTotals()
     first_unit = totals.units_done
     assembler = ShardAssembler(local, journal["shard_sizes"] if journal else None,
-                               journal.get("shard_checksums") if journal else None, fetch_dir=journal_dir)
+                               journal.get("shard_checksums") if journal else None, dict(totals.shard_counts),
+                               fetch_dir=journal_dir)
+    shards = ShardCounts(plan, config, assembler, totals.shard_counts, work_dir)
     still_needed = slices_still_needed(plan)
     done_slices = finished_slices(plan, work_dir, still_needed[first_unit])
     if not journal:  # from now on an interruption can be resumed, tokenized slices and all
@@ -345,7 +431,7 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
     own_executor = executor is None
     if own_executor:
         executor = default_executor(max(1, min(config.workers, len(plan.slices) + len(plan.units))))
-    scheduler = _Scheduler(plan, config, executor, work_dir, first_unit, parallelism, done_slices)
+    scheduler = _Scheduler(plan, config, executor, work_dir, first_unit, parallelism, done_slices, shards)
     finished: Dict[int, UnitResult] = {}
     freed_below = 0
     tokenize_bar = _progress(plan.corpus.n_docs, progress, "tokenized", "doc", scheduler.docs_tokenized)
@@ -365,8 +451,9 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
                 scheduler.merged()
                 # Tokenized slices that no later unit reads (with the corpus mixed: at the end).
                 while freed_below < still_needed[totals.units_done]:
-                    storage.remove_many([path for path in slice_paths(work_dir, freed_below).values()
-                                         if not path.endswith(".json")])  # summaries stay: skips are counted from them
+                    paths = slice_paths(work_dir, freed_below)
+                    # The summary and the document table stay: skips and split sizes are counted from them.
+                    storage.remove_many([paths["tokens"], paths["sentences"]])
                     freed_below += 1
                 write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
                 units_bar.update(1)
@@ -384,6 +471,7 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
             skipped.add_slices(list(scheduler.summaries.values()))
             raise GenerationError("no document with any text: every listed document was skipped "
                                   f"({', '.join(f'{n} {r}' for r, n in skipped.reasons().items())})")
+        shards.finish()
         assembler.finish(rename=remote is None)  # staged shards are uploaded whole, below
     except KeyboardInterrupt:
         tokenize_bar.close()
@@ -423,7 +511,7 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
     sizes = None
     if remote is not None:  # every shard to its final key, then the manifests (last)
         staged = {shard_path(directory, local, shard) + ".tmp": shard_path(split_dirs(config)[split], config, shard)
-                  for split, directory in split_dirs(local).items() for shard in range(config.num_output_files)}
+                  for split, directory in split_dirs(local).items() for shard in range(totals.shard_counts[split])}
         remote.upload_shards(staged)
         sizes = {url: os.path.getsize(path) for path, url in staged.items()}
     manifests = write_manifests(config, plan, totals, skipped, sizes)
@@ -489,9 +577,10 @@ def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals, skip
     shards that are not local files (uploaded from staging)."""
     manifests = {}
     for split, directory in split_dirs(config).items():
-        names = [os.path.basename(shard_path(directory, config, shard)) for shard in range(config.num_output_files)]
+        names = [os.path.basename(shard_path(directory, config, shard)) for shard in range(totals.shard_counts[split])]
         counts = totals.splits[split]
         options = config.as_dict()
+        options["num_output_files"] = totals.shard_counts[split]  # as set, when shards are sized
         options["min_short_seq_length"] = config.short_min
         options["overlap_size"] = config.window_overlap if config.mlm_only else None  # windows only
         if split == VAL:

@@ -55,6 +55,13 @@ def load_array(path: str) -> np.ndarray:
     return np.load(path, mmap_mode="r", allow_pickle=False)
 
 
+def load_arrays(paths: Sequence[str]) -> List[np.ndarray]:
+    """Several arrays: memory-mapped, or read at once from a URL (concurrent requests)."""
+    if not paths or not storage.is_url(paths[0]):
+        return [load_array(path) for path in paths]
+    return [np.load(io.BytesIO(data), allow_pickle=False) for data in storage.read_many(list(paths))]
+
+
 def save_json(data: dict, path: str) -> None:
     if storage.is_url(path):
         storage.write_bytes(path, json.dumps(data).encode("utf-8"))

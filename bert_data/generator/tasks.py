@@ -438,6 +438,30 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
     return segments
 
 
+def record_bytes(pairs: SplitPairs, config: GeneratorConfig, vocab, segment_rows: int, sample: int = 2048) -> float:
+    """Bytes a record takes in the shards (framed, and compressed as the run compresses), from
+    the first ``sample`` pairs encoded exactly as ``encode_shards`` does (the masks of a
+    throwaway stream: they change a record's size by a byte or two at most).  Compressed, each
+    unit's part of a shard is a segment of its own (a gzip member, a flushed deflate block), so
+    the sample is compressed in segments of ``segment_rows`` records: small segments compress
+    less well."""
+    rows = slice(0, min(sample, len(pairs.pairs)))
+    n = rows.stop
+    if not n:
+        return 0.0
+    specs = config.feature_specs()
+    masking = None if config.disable_masking else MaskingSpec.from_config(config, vocab)
+    instances = gather_instances(load_array(pairs.tokens_path), pairs.pairs.take(rows), config.max_seq_length,
+                                 vocab.cls_id, vocab.sep_id, single_segment=config.mlm_only)
+    columns = record_columns(instances, config, vocab, masking, np.random.default_rng(0))
+    records = encode_examples({spec.name: columns[canonical_name(spec.name)] for spec in specs}, specs)
+    size, step = 0, max(1, segment_rows)
+    for start in range(0, n, step):
+        compressor = SegmentCompressor(config.compression)
+        size += len(compressor.compress(frame_records(records[start:start + step]))) + len(compressor.flush())
+    return size / n
+
+
 def record_columns(instances, config: GeneratorConfig, vocab, masking: Optional[MaskingSpec],
                    rng: np.random.Generator) -> dict:
     """The feature columns of a batch of instances, by canonical feature name, masked as

@@ -6,7 +6,7 @@ from typing import Dict, Iterator, Optional
 
 from ..format.dataset import Paths, dataset_info
 from .dynamic_masks import masker_for
-from .stages import DEFAULT_CHUNK, decoded_chunks, masked, output_names, postprocessed, rebatched, unbatched
+from .stages import DEFAULT_CHUNK, check_format, decoded_chunks, formatted, masked, rebatched, unbatched
 
 __all__ = ["read_batches", "read_examples"]
 
@@ -15,7 +15,7 @@ def read_batches(paths: Paths, batch_size: int = DEFAULT_CHUNK, max_seq_length: 
                  max_predictions_per_seq: Optional[int] = None, drop_remainder: bool = False,
                  verify_crc: bool = True, int32: bool = False,
                  invert_input_mask: bool = False, compression="auto", mask=None,
-                 canonical_names: bool = False) -> Iterator[Dict[str, "np.ndarray"]]:
+                 canonical_names: bool = False, format: str = "google") -> Iterator[Dict[str, "np.ndarray"]]:
     """Yield ``{feature: (batch, length) array}`` over the shards in order, without TensorFlow.
 
     The features are the dataset's (its manifest's ``"features"``, else the first record's):
@@ -30,28 +30,39 @@ def read_batches(paths: Paths, batch_size: int = DEFAULT_CHUNK, max_seq_length: 
     manifest, random seed), a dict of :func:`dynamic_masking` options (e.g. ``{"seed": 0}``) or a
     :class:`DynamicMasking`; batch number ``k`` (from 0) is masked with ``key=(k,)``.  Truncated
     or corrupt files raise :class:`bert_data.format.tfrecord.CorruptRecordError`.
+
+    ``format="transformers"``: the inputs of Hugging Face transformers' models instead
+    (``input_ids``, ``attention_mask``, ``token_type_ids``, ``labels`` with -100 where nothing
+    is predicted, ``next_sentence_label`` of shape ``(batch,)`` or ``sentence_order_label`` for
+    sentence-order data; MLM-only data: the first, second and fourth only), all int64;
+    ``int32`` and ``invert_input_mask`` do not apply, ``canonical_names`` changes nothing.
+    Unmasked data needs ``mask=``.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     info = dataset_info(paths, max_seq_length, max_predictions_per_seq, compression)
     masker = masker_for(mask, info)
+    check_format(format, info, masker is not None, int32, invert_input_mask)
     chunks = decoded_chunks(info.files, info.specs, max(batch_size, DEFAULT_CHUNK), verify_crc, info.compressions)
     batches = masked(rebatched(chunks, batch_size, drop_remainder), masker)
-    yield from postprocessed(batches, int32, invert_input_mask, output_names(info, canonical_names))
+    yield from formatted(batches, format, info, int32, invert_input_mask, canonical_names)
 
 
 def read_examples(paths: Paths, max_seq_length: Optional[int] = None,
                   max_predictions_per_seq: Optional[int] = None, verify_crc: bool = True,
                   int32: bool = False, invert_input_mask: bool = False, compression="auto",
-                  mask=None, canonical_names: bool = False) -> Iterator[Dict[str, "np.ndarray"]]:
+                  mask=None, canonical_names: bool = False,
+                  format: str = "google") -> Iterator[Dict[str, "np.ndarray"]]:
     """Yield one ``{feature: 1-D numpy array}`` dict per record, in file order, without TensorFlow.
 
     The layout comes from the manifest next to the shards, else from the first record (else the
     arguments).  Records are decoded in vectorised chunks of 4,096 (and load-time masks, with
     ``mask=``, drawn per chunk: as ``read_batches(batch_size=4096, mask=...)``); the arrays yielded
     are views into a chunk (copy them to keep one record without its chunk).  Options as
-    :func:`read_batches`.
+    :func:`read_batches`; with ``format="transformers"`` the sentence-pair label is a numpy
+    scalar (a batch of them is ``(batch,)``, as the models take it).
     """
     yield from unbatched(read_batches(paths, DEFAULT_CHUNK, max_seq_length, max_predictions_per_seq,
                                       verify_crc=verify_crc, int32=int32, invert_input_mask=invert_input_mask,
-                                      compression=compression, mask=mask, canonical_names=canonical_names))
+                                      compression=compression, mask=mask, canonical_names=canonical_names,
+                                      format=format))

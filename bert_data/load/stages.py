@@ -8,6 +8,8 @@ numpy array}``) and yields new ones, so a reader is a chain of them written once
   distributed ranks) takes;
 * :func:`masked` -- load-time masks per batch, keyed by the batch number;
 * :func:`postprocessed` -- casts, mask inversion, the output names (used by ``tf.data`` too);
+* :func:`to_transformers` / :func:`formatted` -- Hugging Face ``transformers``'s model inputs
+  (``format="transformers"``) instead of Google's layout;
 * :func:`shuffled` -- a shuffle buffer;
 * :func:`rebatched` / :func:`unbatched` -- batches of a fixed size, or single records.
 """
@@ -21,11 +23,19 @@ import numpy as np
 
 from ..format.dataset import decode_records
 
-__all__ = ["DEFAULT_CHUNK", "decoded_chunks", "reader_share", "masked", "postprocess", "output_names",
-           "postprocessed", "shuffled", "rebatched", "unbatched"]
+__all__ = ["DEFAULT_CHUNK", "FORMATS", "IGNORE_INDEX", "decoded_chunks", "reader_share", "masked", "postprocess",
+           "output_names", "postprocessed", "check_format", "sequence_label_name", "masked_lm_labels",
+           "to_transformers", "formatted", "shuffled", "rebatched", "unbatched"]
 
 # Records decoded together: big enough for numpy to pay off.
 DEFAULT_CHUNK = 4096
+
+# What readers hand out: the stored layout (Google's, Cerebras's with invert_input_mask), or the
+# inputs of Hugging Face transformers' models.
+FORMATS = ("google", "transformers")
+# The label of positions without a prediction: PyTorch's CrossEntropyLoss ignore_index, which
+# transformers' models use.
+IGNORE_INDEX = -100
 
 Batch = Dict[str, np.ndarray]
 
@@ -120,6 +130,79 @@ def postprocessed(batches: Iterable[Batch], int32: bool, invert_input_mask: bool
     """:func:`postprocess` over a stream of batches."""
     for batch in batches:
         yield postprocess(batch, int32, invert_input_mask, rename)
+
+
+def check_format(format: str, info, masked_at_load: bool, int32: bool = False,
+                 invert_input_mask: bool = False) -> None:
+    """Refuse a reader's ``format=`` option (see :data:`FORMATS`) when it is unknown or cannot be
+    honoured for the dataset ``info`` (a :class:`~bert_data.format.dataset.DatasetInfo`)."""
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(map(repr, FORMATS))}, got {format!r}")
+    if format != "transformers":
+        return
+    if int32 or invert_input_mask:
+        # The models want int64 (CrossEntropyLoss refuses int32 targets) and 1 on tokens.
+        option = "int32=True" if int32 else "invert_input_mask=True"
+        raise ValueError(f"format='transformers' gives int64 ids, labels and masks with 1 on tokens, as the "
+                         f"models take them: {option} does not apply")
+    if not info.masked and not masked_at_load:
+        raise ValueError("format='transformers' needs masked-LM labels: the records are unmasked "
+                         "(--disable_masking), pass mask= to draw masks at load time")
+    sequence_label_name(info)  # shards that disagree fail here, not at the first batch
+
+
+def sequence_label_name(info) -> str:
+    """What transformers calls the record's sentence-pair label: ``"sentence_order_label"``
+    (``AlbertForPreTraining``) for data made with sentence-order prediction, else
+    ``"next_sentence_label"`` (``BertForPreTraining``).  Both are stored as
+    ``next_sentence_labels``; only the manifest tells them apart (no manifest: next sentence)."""
+    orders = {bool(manifest.option("sentence_order_prediction", False)) for manifest in info.manifests.values()}
+    if len(orders) > 1:
+        raise ValueError("the shards mix sentence-order and next-sentence labels (their manifests' "
+                         "sentence_order_prediction differ)")
+    return "sentence_order_label" if True in orders else "next_sentence_label"
+
+
+def masked_lm_labels(input_ids: np.ndarray, positions: np.ndarray, ids: np.ndarray,
+                     weights: np.ndarray) -> np.ndarray:
+    """Google's ``masked_lm_*`` columns as one label per token (``(n, length)`` int64), as
+    transformers' masked-LM losses take them: the original id at each predicted position,
+    :data:`IGNORE_INDEX` elsewhere.  Only slots with weight > 0 are predictions; the padding
+    slots (position 0, id 0, weight 0) must set nothing, or they would write label 0 on [CLS]
+    (or over a real label at position 0)."""
+    labels = np.full(np.shape(input_ids), IGNORE_INDEX, dtype=np.int64)
+    rows, slots = np.nonzero(np.asarray(weights) > 0)
+    labels[rows, np.asarray(positions)[rows, slots]] = np.asarray(ids)[rows, slots]
+    return labels
+
+
+def to_transformers(batch, sequence_label: str = "next_sentence_label", labels: Callable = masked_lm_labels,
+                    cast: Callable = lambda value, dtype: value.astype(dtype, copy=False)):
+    """A (masked) batch under canonical names as transformers' models take it: ``input_ids``
+    (as stored, [MASK] included), ``attention_mask`` (``input_mask``), ``token_type_ids``
+    (``segment_ids``; not for MLM-only data), ``labels`` (:func:`masked_lm_labels`) and
+    ``sequence_label`` (``next_sentence_labels`` as ``(n,)``, see :func:`sequence_label_name`;
+    not for MLM-only data), all int64.  ``labels`` and ``cast`` are numpy's by default; the
+    tf.data reader passes TensorFlow ones (the same rules, as in :func:`postprocess`)."""
+    out = {"input_ids": cast(batch["input_ids"], "int64"), "attention_mask": cast(batch["input_mask"], "int64")}
+    if "segment_ids" in batch:
+        out["token_type_ids"] = cast(batch["segment_ids"], "int64")
+    out["labels"] = labels(batch["input_ids"], batch["masked_lm_positions"], batch["masked_lm_ids"],
+                           batch["masked_lm_weights"])
+    if "next_sentence_labels" in batch:
+        out[sequence_label] = cast(batch["next_sentence_labels"][:, 0], "int64")
+    return out
+
+
+def formatted(batches: Iterable[Batch], format: str, info, int32: bool, invert_input_mask: bool,
+              canonical_names: bool) -> Iterator[Batch]:
+    """The last step of the numpy and PyTorch readers: batches as ``format`` asks
+    (:func:`check_format` first), Google's layout through :func:`postprocess`, or
+    :func:`to_transformers`."""
+    if format == "transformers":
+        sequence_label = sequence_label_name(info)
+        return (to_transformers(batch, sequence_label) for batch in batches)
+    return postprocessed(batches, int32, invert_input_mask, output_names(info, canonical_names))
 
 
 def shuffled(batches: Iterable[Batch], buffer_size: int, rng: np.random.Generator) -> Iterator[Batch]:

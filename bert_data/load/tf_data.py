@@ -9,7 +9,7 @@ from typing import Optional
 from ..format.dataset import Paths, dataset_info
 from ..format.layout import canonical_name
 from .dynamic_masks import masker_for
-from .stages import output_names, postprocess
+from .stages import IGNORE_INDEX, check_format, output_names, postprocess, sequence_label_name, to_transformers
 
 __all__ = ["load_dataset"]
 
@@ -21,9 +21,9 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
                  is_training: bool = True, num_cpu_threads: int = 4,
                  drop_remainder: Optional[bool] = None, repeat: Optional[bool] = None,
                  shuffle_buffer: int = 100, seed: Optional[int] = None,
-                 int32: bool = True, invert_input_mask: bool = False,
+                 int32: Optional[bool] = None, invert_input_mask: bool = False,
                  input_context=None, prefetch: bool = True, compression="auto", mask=None,
-                 canonical_names: bool = False):
+                 canonical_names: bool = False, format: str = "google"):
     """A ``tf.data.Dataset`` of feature dicts, batched, as Google's ``run_pretraining.py`` builds it.
 
     Training (``is_training=True``), as Google's ``input_fn``: the shard list is repeated and
@@ -37,7 +37,7 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
     (its manifest's ``"features"``, else the first record's: Google's seven, MLM-only, unmasked,
     v2 names; ``canonical_names=True`` renames ``input_word_ids``/``input_type_ids`` to
     ``input_ids``/``segment_ids``), parsed with that spec; int64 features are cast to int32
-    (``int32=True``, Google's ``_decode_record`` does the same for TPUs).
+    (``int32`` defaults to True, as Google's ``_decode_record`` does for TPUs).
     ``invert_input_mask=True`` gives 1 for padding and 0 for tokens, as Cerebras's BERT input
     pipeline expects.  ``input_context`` (a ``tf.distribute.InputContext``) shards the files
     across input pipelines.  Compressed shards are read with their ``compression_type``
@@ -49,6 +49,13 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
     stream, so repeated epochs get new masks; with ``input_context`` the key is ``(pipeline_id,
     k)``): for the same seed and the same batches, the masks equal those of ``read_batches``.
 
+    ``format="transformers"``: elements hold the inputs of Hugging Face transformers' models,
+    under the names of ``bert_data.read_batches(..., format="transformers")`` (``input_ids``,
+    ``attention_mask``, ``token_type_ids``, ``labels``, ``next_sentence_label`` or
+    ``sentence_order_label``), all ``tf.int64`` (``int32`` defaults to False and may not be set,
+    nor ``invert_input_mask``); the labels are scattered with TensorFlow ops
+    (:func:`masked_lm_labels`), with the rules of the numpy readers.
+
     ``max_seq_length`` / ``max_predictions_per_seq`` may be omitted when the shards' manifest
     (or first record) tells them; when given, they are checked against the manifest.
     """
@@ -58,6 +65,10 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
 
     info = dataset_info(file_pattern, max_seq_length, max_predictions_per_seq, compression)
     masker = masker_for(mask, info)
+    if int32 is None:
+        int32 = format != "transformers"
+    check_format(format, info, masker is not None, int32, invert_input_mask)
+    sequence_label = sequence_label_name(info) if format == "transformers" else None
     if drop_remainder is None:
         drop_remainder = is_training
     if repeat is None:
@@ -112,6 +123,8 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
         example = {canonical_name(name): value for name, value in parsed.items()}
         if masker is not None:
             example = apply_mask(example, number)
+        if sequence_label is not None:
+            return to_transformers(example, sequence_label, labels=masked_lm_labels, cast=tf.cast)
         return postprocess(example, int32, invert_input_mask, rename, cast=tf.cast)
 
     d = d.batch(batch_size, drop_remainder=drop_remainder)
@@ -122,3 +135,19 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
     if prefetch:
         d = d.prefetch(autotune)
     return d
+
+
+def masked_lm_labels(input_ids, positions, ids, weights):
+    """:func:`bert_data.load.stages.masked_lm_labels` in TensorFlow ops, for ``tf.data`` graphs
+    (no Python per batch, so the pipeline stays parallel and serialisable): the original id at
+    each slot with weight > 0, ``IGNORE_INDEX`` elsewhere; padding slots set nothing.  The tests
+    check it against the numpy one on every record."""
+    import tensorflow as tf
+
+    slots = tf.where(weights > 0)  # (k, 2): [row, slot] of each real prediction
+    columns = tf.cast(tf.gather_nd(positions, slots), tf.int64)
+    targets = tf.stack([slots[:, 0], columns], axis=1)
+    labels = tf.fill(tf.shape(input_ids, out_type=tf.int64), tf.constant(IGNORE_INDEX, tf.int64))
+    labels = tf.tensor_scatter_nd_update(labels, targets, tf.cast(tf.gather_nd(ids, slots), tf.int64))
+    labels.set_shape(input_ids.shape)  # tf.fill of a dynamic shape forgets the static one
+    return labels

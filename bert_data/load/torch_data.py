@@ -28,11 +28,18 @@ def _torch_dataset_class():
 
     from ..format.dataset import dataset_info
     from .dynamic_masks import masker_for
-    from .stages import (decoded_chunks, masked, output_names, postprocessed, reader_share, rebatched, shuffled,
-                         unbatched)
+    from .stages import check_format, decoded_chunks, formatted, masked, reader_share, rebatched, shuffled, unbatched
+
+    def tensor(value):
+        # A record's sentence-pair label in format="transformers" is a numpy scalar: a 0-d
+        # tensor, so that default collation stacks them to (batch,), the shape the models take
+        # (np.ascontiguousarray would make it (1,)).
+        if np.ndim(value) == 0:
+            return torch.tensor(value)
+        return torch.from_numpy(np.ascontiguousarray(value))
 
     def tensors(batch):
-        return {name: torch.from_numpy(np.ascontiguousarray(value)) for name, value in batch.items()}
+        return {name: tensor(value) for name, value in batch.items()}
 
     class TorchDataset(IterableDataset):
         """Records as dicts of ``torch`` tensors, split across DataLoader workers and ranks.
@@ -58,6 +65,11 @@ def _torch_dataset_class():
         ``compression`` as there.  ``mask`` (as in ``read_batches``) masks unmasked data at
         load time, per decoded chunk of records before shuffling, keyed by ``(epoch, g, chunk)``:
         new masks every epoch, different ones in every reader, reproducible for a seed.
+
+        ``format="transformers"``: items are the inputs of Hugging Face transformers' models
+        (``input_ids``, ``attention_mask``, ``token_type_ids``, ``labels``, ``next_sentence_label``
+        or ``sentence_order_label``; see ``bert_data.read_batches``), all ``torch.long``, so
+        ``model(**batch)`` gives the loss.
         """
 
         def __init__(self, paths: Paths, batch_size: Optional[int] = None,
@@ -65,12 +77,14 @@ def _torch_dataset_class():
                      split_by: str = "auto", shuffle_buffer: int = 0, seed: int = 0,
                      drop_remainder: bool = False, int32: bool = False, invert_input_mask: bool = False,
                      rank: Optional[int] = None, world_size: Optional[int] = None, verify_crc: bool = True,
-                     compression="auto", mask=None, canonical_names: bool = False):
+                     compression="auto", mask=None, canonical_names: bool = False, format: str = "google"):
             super().__init__()
             if split_by not in ("auto", "file", "record"):
                 raise ValueError(f"split_by must be 'auto', 'file' or 'record', got {split_by!r}")
             info = dataset_info(paths, max_seq_length, max_predictions_per_seq, compression)
             self.masker = masker_for(mask, info)
+            check_format(format, info, self.masker is not None, int32, invert_input_mask)
+            self.format = format
             self.canonical_names = canonical_names
             self.info = info
             self.files = list(info.files)
@@ -117,8 +131,8 @@ def _torch_dataset_class():
                 return iter(())
             chunks = decoded_chunks(files, self.info.specs, verify_crc=self.verify_crc,
                                     compressions=self.info.compressions, keep=keep)
-            chunks = postprocessed(masked(chunks, self.masker, (self.epoch, g)), self.int32, self.invert_input_mask,
-                                   output_names(self.info, self.canonical_names))
+            chunks = formatted(masked(chunks, self.masker, (self.epoch, g)), self.format, self.info, self.int32,
+                               self.invert_input_mask, self.canonical_names)
             if self.shuffle_buffer > 0:
                 chunks = shuffled(chunks, self.shuffle_buffer, np.random.default_rng([self.seed, self.epoch, g]))
             return chunks
