@@ -95,7 +95,10 @@ def read_bytes(path: str, start: int = 0, end: Optional[int] = None) -> bytes:
     fs, inner = filesystem(path)
     if not start and end is None:
         return fs.cat_file(inner)
-    return fs.cat_file(inner, start=start, end=end)
+    data = fs.cat_file(inner, start=start, end=end)
+    if end is not None and len(data) > end - start:  # a web server that ignores byte ranges
+        raise StorageError(f"{path}: the server ignored a byte-range request (bytes {start}-{end})")
+    return data
 
 
 def read_many(paths: Sequence[str], starts: Optional[Sequence[int]] = None,
@@ -175,9 +178,10 @@ def stat_files(paths: Sequence[str]) -> Dict[str, Optional[Dict]]:
             if listing is not None:
                 fs, inner = filesystem(path)
                 entry = listing.get(inner.rstrip("/"))
-                found[path] = None if entry is None else {"type": entry.get("type", "file"),
-                                                          "size": int(entry.get("size") or 0)}
-                continue
+                # Else asked directly: a listing (an HTTP page's links) may be partial or lack sizes.
+                if entry is not None and entry.get("size") is not None:
+                    found[path] = {"type": entry.get("type", "file"), "size": int(entry["size"])}
+                    continue
             try:
                 found[path] = info(path)
             except FileNotFoundError:

@@ -80,3 +80,29 @@ def test_a_work_directory_of_its_own(synthetic_corpus, tmp_path, generated_refer
     generate(corpus_config(synthetic_corpus, tmp_path / "out", work_dir=str(work), num_workers=2), progress=False)
     assert file_hashes(tmp_path / "out") == generated_reference
     assert sorted(p.name for p in work.iterdir()) == ["someone-elses.txt"]
+
+
+def test_a_corpus_over_http_gives_the_bytes_of_local_files(synthetic_corpus, tmp_path, generated_reference):
+    """``http(s)://``: a web server on 127.0.0.1 serving the corpus folder (no listing is trusted:
+    each listed file is asked for)."""
+    pytest.importorskip("aiohttp")
+    import functools
+    import http.server
+    import threading
+
+    from bert_data.generator.runner import generate
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(synthetic_corpus.root))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        config = corpus_config(synthetic_corpus, tmp_path / "out", metadata_files=[f"{url}/metadata.txt"],
+                               input_files_prefix=url, vocab_file=f"{url}/vocab.txt", num_workers=2)
+        generate(config, progress=False)
+        assert file_hashes(tmp_path / "out") == generated_reference
+    finally:
+        server.shutdown()
+        server.server_close()
