@@ -129,7 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     output = parser.add_argument_group("output")
     output.add_argument("--output_dir", default="./tfrecords/", metavar="DIR",
-                        help=f"where shards and the manifest ({MANIFEST_NAME}) go (default ./tfrecords/)")
+                        help=f"where shards and the manifest ({MANIFEST_NAME}) go: a directory or a URL "
+                             "(s3://, gs://, ...: shards are staged locally and uploaded whole when complete, the "
+                             "manifest last) (default ./tfrecords/)")
     output.add_argument("--num_output_files", type=int, default=10, help="shards per split (default 10)")
     sizing = output.add_mutually_exclusive_group()
     sizing.add_argument("--records_per_file", type=int, default=None, metavar="N",

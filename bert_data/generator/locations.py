@@ -235,8 +235,11 @@ class RemoteOutput:
                 f"--output_dir {output} already holds output ({storage.basename(found[0])}"
                 f"{' and more' if len(found) > 1 else ''}); pass --overwrite to replace it or --resume to "
                 "continue an interrupted run")
-        for url in found:
-            storage.remove_tree(url) if url.endswith(WORK_DIR) else storage.remove(url)
+        for url in found:  # only this tool's files, as a local --overwrite
+            if url.endswith(WORK_DIR):
+                storage.remove_tree(url)
+            else:
+                storage.remove(url)
 
     # ------------------------------------------------------------------ the finished dataset
     def upload_shards(self, local_shards: Dict[str, str]) -> None:
