@@ -54,8 +54,9 @@ def check_input_options(multiple_docs_in_single_file: bool, multiple_docs_separa
 
 @dataclass
 class GeneratorConfig:
-    metadata_files: List[str]
-    vocab_file: str
+    # The documents: metadata files listing them, or --input_files paths and globs (or both).
+    metadata_files: List[str] = field(default_factory=list)
+    vocab_file: str = ""
     input_files_prefix: str = ""
     do_lower_case: bool = False
     max_seq_length: int = 128
@@ -95,6 +96,12 @@ class GeneratorConfig:
     max_ngram_size: int = 1
     v2_feature_names: bool = False
     compression: Optional[str] = None
+    # Documents named directly (paths or globs, relative to input_files_prefix), as Google's
+    # --input_file and our --input_files give them.
+    input_files: List[str] = field(default_factory=list)
+    # Google's --output_file: the shards are exactly these files (one directory), instead of
+    # OUTPUT_DIR/NAME-i.tfrecords; output_dir is then their directory.
+    output_files: List[str] = field(default_factory=list)
     # Where data lives (issue 14): the directory or URL tasks exchange intermediate data through
     # (default: OUTPUT_DIR/.bert_data_work; with a Dask cluster and a URL output, the output's).
     work_dir: Optional[str] = None
@@ -150,12 +157,12 @@ class GeneratorConfig:
     def validate(self) -> "GeneratorConfig":
         """Check every option on its own and against the others; raise ConfigError on the first
         problem.  Files are checked later, by the planner, which can name the metadata line."""
-        if isinstance(self.metadata_files, str):
-            self.metadata_files = [self.metadata_files]
-        if isinstance(self.val_metadata_files, str):
-            self.val_metadata_files = [self.val_metadata_files]
-        if not self.metadata_files:
-            raise ConfigError("--metadata_files: give at least one metadata file")
+        for name in ("metadata_files", "val_metadata_files", "input_files", "output_files"):
+            if isinstance(getattr(self, name), str):
+                setattr(self, name, [getattr(self, name)])
+        if not self.metadata_files and not self.input_files:
+            raise ConfigError("no documents: give --metadata_files (files listing them), --input_files (paths or "
+                              "globs) or Google's --input_file")
         if not self.vocab_file:
             raise ConfigError("--vocab_file is required")
 
@@ -221,9 +228,35 @@ class GeneratorConfig:
         self._validate_recipes(integer)
         if self.overwrite and self.resume:
             raise ConfigError("--overwrite and --resume contradict each other: start again or continue, not both")
+        if any("://" in path for path in self.output_files):  # (issue 14) a URL output is a directory
+            raise ConfigError("--output_file names local files; to write to a URL give --output_dir s3://... (or gs://)")
+        if self.output_files:
+            self._validate_output_files()
         if not self.output_dir:
             raise ConfigError("--output_dir must not be empty")
         return self
+
+    def _validate_output_files(self) -> None:
+        """Google's --output_file: the named files are the shards, so they set the output
+        directory and the number of shards."""
+        paths = [os.path.abspath(path) for path in self.output_files]
+        directories = sorted({os.path.dirname(path) for path in paths})
+        if len(directories) > 1:
+            raise ConfigError(f"--output_file: the files must be in one directory (the manifest lists them by name), "
+                              f"got {directories[0]} and {directories[1]}")
+        names = [os.path.basename(path) for path in paths]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ConfigError(f"--output_file names {repeated[0]} more than once")
+        for path in paths:
+            if os.path.isdir(path):
+                raise ConfigError(f"--output_file {path} is a directory; name the file to write")
+        if self.has_validation:
+            raise ConfigError("--output_file writes one dataset: for a validation split (--val_fraction, "
+                              "--val_metadata_files) use --output_dir")
+        self.output_files = paths
+        self.output_dir = directories[0]
+        self.num_output_files = len(paths)
 
     def _validate_recipes(self, integer) -> None:
         integer("max_ngram_size", 1, 10)

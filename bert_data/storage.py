@@ -189,6 +189,14 @@ def stat_files(paths: Sequence[str]) -> Dict[str, Optional[Dict]]:
     return found
 
 
+def glob(pattern: str) -> List[str]:
+    """URLs matching an fsspec glob (``s3://bucket/c4/*.parquet``), sorted."""
+    fs, inner = filesystem(pattern)
+    protocol = pattern.split("://", 1)[0]
+    found = fs.glob(inner, detail=True)
+    return sorted(f"{protocol}://{path}" for path, entry in found.items() if entry.get("type", "file") == "file")
+
+
 def listdir(path: str) -> List[str]:
     """Names in a folder ([] if it does not exist)."""
     if not is_url(path):

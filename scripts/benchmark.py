@@ -4,6 +4,13 @@
     python scripts/benchmark.py                         # ../shared/corpus, sentence a line, dupe 10
     python scripts/benchmark.py --input raw --dupe_factor 1 --num_workers 1 2
     python scripts/benchmark.py --repeat 4 --json       # a 4x larger corpus: memory must not grow
+    python scripts/benchmark.py --metadata_files my/metadata.txt --input_files_prefix my --input raw \\
+        --vocab_file my/vocab.txt --num_workers 1 2     # your own corpus
+    python scripts/benchmark.py --input_files 'wiki/*.txt' --generator_args='--multiple_docs_in_single_file'
+
+Any corpus works: ``--metadata_files``/``--input_files`` (with ``--input_files_prefix``) name the
+documents as create_tfrecords takes them, and the document options in ``--generator_args``
+(``--multiple_docs_in_single_file``, ``--jsonl_text_key``, ...) apply to the floor too.
 
 Each run is a real ``create_tfrecords`` process; peak memory is the largest sum of resident
 memory over the whole process tree (parent and workers), sampled every 20 ms.  The *floor* is
@@ -35,10 +42,15 @@ from bert_data.format.manifest import Manifest  # noqa: E402
 FLOOR_SCRIPT = r"""
 import json, os, sys, time
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
-paths, raw, vocab, lower = json.load(open(sys.argv[1]))
+metadata, raw, vocab, lower, documents = json.load(open(sys.argv[1]))
+from bert_data.config import separator_line_of
+from bert_data.generator.documents import DocumentTexts
 from bert_data.tokenization import WordPieceTokenizer
 tokenizer = WordPieceTokenizer(vocab, lower)
-texts = [open(p, encoding="utf-8", errors="replace").read() for p in paths]
+# The documents as the generator reads them (many a file, JSON Lines, compressed), read before timing.
+texts = list(DocumentTexts([metadata], "", multiple_docs_in_single_file=documents["multiple_docs_in_single_file"],
+                           separator_line=separator_line_of(documents["multiple_docs_separator"]),
+                           jsonl_text_key=documents["jsonl_text_key"]))
 spacy_seconds = 0.0
 if raw:
     from bert_data.generator.sentences import make_sentence_splitter
@@ -92,12 +104,22 @@ def run_generator(arguments, env) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", default=str(DEFAULT_CORPUS), help="folder with metadata.txt, metadata_sents.txt")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
+    parser.add_argument("--corpus", default=str(DEFAULT_CORPUS),
+                        help="folder with metadata.txt (raw) and metadata_sents.txt (sentence a line); default "
+                             "../shared/corpus; not used with --metadata_files or --input_files")
+    parser.add_argument("--metadata_files", nargs="+", default=[], metavar="FILE",
+                        help="your corpus: metadata files listing its documents (as create_tfrecords takes them)")
+    parser.add_argument("--input_files", nargs="+", default=[], metavar="PATH_OR_GLOB",
+                        help="your corpus: its documents as paths or globs")
+    parser.add_argument("--input_files_prefix", default="", metavar="DIR",
+                        help="directory the paths of --metadata_files / --input_files are relative to")
     parser.add_argument("--vocab_file", default=str(DEFAULT_VOCAB))
     parser.add_argument("--cased", action="store_true", help="do not pass --do_lower_case")
     parser.add_argument("--input", choices=["sents", "raw"], default="sents",
-                        help="sents: one sentence a line (metadata_sents.txt); raw: documents through spaCy")
+                        help="sents: one sentence a line (--single_sentence_per_line; with --corpus: "
+                             "metadata_sents.txt); raw: documents through spaCy (with --corpus: metadata.txt)")
     parser.add_argument("--num_workers", type=int, nargs="+", default=[1], help="one run per value")
     parser.add_argument("--dupe_factor", type=int, default=10)
     parser.add_argument("--max_seq_length", type=int, default=128)
@@ -111,25 +133,45 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = parser.parse_args(argv)
 
-    corpus = Path(args.corpus)
-    metadata = corpus / ("metadata_sents.txt" if args.input == "sents" else "metadata.txt")
-    if not metadata.exists():
-        sys.exit(f"benchmark: {metadata} not found (give --corpus)")
-    labels = [line.strip() for line in metadata.read_text().splitlines() if line.strip()]
-    labels = [label for label in labels if not any(part in label for part in args.exclude)]
-    paths = [str(corpus / label) for label in labels]
+    from bert_data.cli.create_tfrecords import build_parser as generator_parser
+    from bert_data.cli.flags import rewrite_bool_values
+    from bert_data.generator.listing import list_documents
+
+    # The document options among --generator_args: they shape what the floor reads too.
+    generator = generator_parser()
+    documents, _ = generator.parse_known_args(rewrite_bool_values(generator, shlex.split(args.generator_args)))
+    documents = {key: getattr(documents, key) for key in ("multiple_docs_in_single_file", "multiple_docs_separator",
+                                                          "jsonl_text_key")}
+    if args.metadata_files or args.input_files:
+        corpus = Path(args.input_files_prefix or ".")
+        described = " ".join(args.metadata_files + args.input_files)
+        metadata_files, input_files, prefix = args.metadata_files, args.input_files, args.input_files_prefix
+    else:
+        corpus = Path(args.corpus)
+        metadata = corpus / ("metadata_sents.txt" if args.input == "sents" else "metadata.txt")
+        if not metadata.exists():
+            sys.exit(f"benchmark: {metadata} not found (give --corpus, --metadata_files or --input_files)")
+        described = str(corpus)
+        metadata_files, input_files, prefix = [str(metadata)], [], str(corpus)
+    try:
+        entries, _ = list_documents(metadata_files, input_files, prefix)
+    except ValueError as error:
+        sys.exit(f"benchmark: {error}")
+    paths = [entry.path for entry in entries if not any(part in entry.label for part in args.exclude)]
     input_bytes = sum(os.path.getsize(p) for p in paths)
 
     workdir = Path(tempfile.mkdtemp(prefix="bert_data_bench_"))
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     try:
-        run_metadata = workdir / "metadata.txt"
-        run_metadata.write_text("\n".join(labels * args.repeat) + "\n")
+        run_metadata = workdir / "metadata.txt"  # absolute paths: the documents, --repeat times
+        run_metadata.write_text("\n".join(paths * args.repeat) + "\n")
+        once = workdir / "once.txt"
+        once.write_text("\n".join(paths) + "\n")
 
         floor = None
         if not args.no_floor:
             payload = workdir / "floor.json"
-            payload.write_text(json.dumps([paths, args.input == "raw", args.vocab_file, not args.cased]))
+            payload.write_text(json.dumps([str(once), args.input == "raw", args.vocab_file, not args.cased, documents]))
             out = subprocess.run([sys.executable, "-c", FLOOR_SCRIPT, str(payload)], capture_output=True, text=True,
                                  env=env)
             if out.returncode:
@@ -143,7 +185,7 @@ def main(argv=None) -> int:
             output = workdir / f"out-{workers}"
             command = [
                 sys.executable, "-m", "bert_data.cli.create_tfrecords",
-                "--metadata_files", str(run_metadata), "--input_files_prefix", str(corpus),
+                "--metadata_files", str(run_metadata),
                 "--vocab_file", args.vocab_file, "--output_dir", str(output), "--quiet",
                 "--dupe_factor", str(args.dupe_factor), "--max_seq_length", str(args.max_seq_length),
                 "--max_predictions_per_seq", str(args.max_predictions_per_seq), "--split_num", str(args.split_num),
@@ -178,7 +220,7 @@ def main(argv=None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
 
     report = {
-        "corpus": str(corpus), "input": args.input, "documents": len(labels) * args.repeat,
+        "corpus": described, "input": args.input, "files": len(paths) * args.repeat,
         "input_mb": round(args.repeat * input_bytes / 1e6, 1), "dupe_factor": args.dupe_factor,
         "max_seq_length": args.max_seq_length, "repeat": args.repeat, "generator_args": args.generator_args,
         "floor": floor, "runs": runs,
@@ -186,7 +228,7 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"corpus {corpus} ({args.input}): {report['documents']} documents, {report['input_mb']} MB, "
+    print(f"corpus {described} ({args.input}): {report['files']:,} listed files, {report['input_mb']} MB, "
           f"dupe_factor {args.dupe_factor}, max_seq_length {args.max_seq_length}"
           + (f", {args.generator_args}" if args.generator_args else ""))
     if floor:

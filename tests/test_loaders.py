@@ -300,3 +300,20 @@ def test_torch_dataset(out, reference):
     mask = torch.cat([b["input_mask"] for b in epoch0]).numpy()
     lengths = (1 - mask).sum(axis=1)
     assert set(lengths) <= set(reference["input_mask"].sum(axis=1))
+
+
+def test_load_dataset_without_tensorflow_names_the_extra(out, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tensorflow", None)  # as if TensorFlow were not installed
+    with pytest.raises(ImportError, match=r"load_dataset needs TensorFlow, which is not installed .*"
+                                          r"pip install 'bert_data\[tf\]'"):
+        bert_data.load_dataset(out)
+
+
+def test_load_dataset_prints_no_buffer_size_notice(out):
+    """TensorFlow logs a notice for every file read with a non-default buffer_size."""
+    code = ("import sys\nfrom bert_data import load_dataset\n"
+            "for batch in load_dataset(sys.argv[1], batch_size=4, seed=1).take(3): pass\n"
+            "for batch in load_dataset(sys.argv[1], batch_size=4, is_training=False).take(3): pass\n")
+    result = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "buffer size" not in result.stderr and "buffer_size" not in result.stderr

@@ -202,3 +202,15 @@ def test_shards_sized_by_records_are_uploaded_as_set(s3, corpus_and_reference, t
     count = local.manifests["train"]["num_output_files"]
     assert count != 3 and bucket_hashes(s3, f"{BUCKET}/sized") == file_hashes(tmp_path / "local")
     assert Manifest.read(f"{BUCKET}/sized").options["num_output_files"] == count
+
+
+def test_input_files_globbed_in_a_bucket_as_locally(s3, corpus_and_reference, tmp_path):
+    """--input_files with a pattern: fsspec's glob in a bucket, the same files in the same order."""
+    corpus, _, _ = corpus_and_reference
+    upload_corpus(s3, corpus)
+    local = generate(s3_config(corpus, tmp_path / "local", local=True, metadata_files=[],
+                               input_files=["docs/doc01*.txt"]), progress=False)
+    remote = generate(s3_config(corpus, tmp_path / "remote", metadata_files=[], input_files=["docs/doc01*.txt"]),
+                      progress=False)
+    assert local.manifests["train"]["n_docs"] == remote.manifests["train"]["n_docs"] == 10
+    assert file_hashes(tmp_path / "remote") == file_hashes(tmp_path / "local")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import psutil
 import pytest
 
 from bert_data.cli.create_tfrecords import main
+from bert_data.generator import runner
 from bert_data.generator.assembly import ShardAssembler
 from bert_data.generator.output import OutputLock
 
@@ -123,13 +125,46 @@ def test_vocabulary_problems_are_named(capsys, corpus, tmp_path):
     assert "[MASK]" in err and "vocab.txt" in err and len(err.strip().splitlines()) == 1
 
 
-def test_cased_text_with_lowercase_vocabulary_warns_with_unk_rate(capsys, corpus, tmp_path):
+def test_cased_text_with_lowercase_vocabulary_is_refused_with_unk_rate_unless_allowed(capsys, corpus, tmp_path):
     argv = ["--metadata_files", str(corpus.metadata), "--input_files_prefix", str(corpus.root), "--quiet",
             "--vocab_file", str(corpus.vocab), "--output_dir", str(tmp_path / "out"), "--dupe_factor", "1",
             "--num_workers", "1"]
-    assert main(argv) == 0
+    assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "warning" in err and "do_lower_case" in err and "[UNK]" in err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("create_tfrecords: error: ")
+    assert "uncased" in err and "[UNK] rate" in err and "add --do_lower_case" in err and "--allow_case_mismatch" in err
+    assert re.search(r"\[UNK\] rate [1-9]\d*\.\d\d% .* 0\.00% with do_lower_case on", err), err
+    assert not (tmp_path / "out").exists()
+    assert main(argv + ["--allow_case_mismatch"]) == 0
+    err = capsys.readouterr().err
+    assert "warning" in err and "uncased" in err and "[UNK] rate" in err
+
+
+def test_cased_vocabulary_with_do_lower_case_is_refused(capsys, corpus, tmp_path):
+    cased = tmp_path / "cased.txt"  # the corpus vocabulary plus the capitalised words it has
+    words = {word for path in corpus.documents for word in (corpus.root / path).read_text().split()}
+    capitals = sorted({word.strip(".,") for word in words if word[:1].isupper()})
+    cased.write_text(corpus.vocab.read_text() + "\n".join(capitals) + "\n")
+    argv = ["--metadata_files", str(corpus.metadata), "--input_files_prefix", str(corpus.root), "--quiet",
+            "--vocab_file", str(cased), "--do_lower_case=True", "--output_dir", str(tmp_path / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "looks cased but do_lower_case is on" in err and "drop --do_lower_case" in err
+    assert len(err.strip().splitlines()) == 1
+    assert main(argv[:-3] + ["--output_dir", str(tmp_path / "out2"), "--dupe_factor", "1"]) == 0  # cased: fine
+
+
+def test_a_vocabulary_without_the_other_case_is_not_a_mismatch_when_it_changes_no_token(capsys, corpus, tmp_path):
+    """A lower-case vocabulary with text that has no capitals (here: the corpus lower-cased)
+    reads the same with and without --do_lower_case: nothing to refuse."""
+    lowered = tmp_path / "lowered"
+    for label in corpus.documents:
+        (lowered / label).parent.mkdir(parents=True, exist_ok=True)
+        (lowered / label).write_text((corpus.root / label).read_text().lower())
+    argv = ["--metadata_files", str(corpus.metadata), "--input_files_prefix", str(lowered), "--quiet",
+            "--vocab_file", str(corpus.vocab), "--output_dir", str(tmp_path / "out"), "--dupe_factor", "1"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "uncased" not in capsys.readouterr().err
 
 
 def test_uninstalled_spacy_model_is_named_with_advice(capsys, corpus, tmp_path):
@@ -251,12 +286,16 @@ def test_interrupted_run_leaves_nothing_complete_looking_and_resumes_to_the_same
     code, err, done_at_signal = interrupt_after_first_units(corpus, output,
                                                            lambda p: p.send_signal(getattr(signal, how)))
     assert looks_complete(output) == []
+    done_at_exit = units_done(output / ".bert_data_work" / "journal.json")
     if how != "SIGKILL":
-        assert code == 130 and "--resume" in err
+        assert code == {"SIGINT": 130, "SIGTERM": 143}[how]
         # It stops at once: the units in flight are dropped, not finished (2 workers keep at
         # most 2 + 2 units open), however long the rest of the run would take.
-        done_at_exit = units_done(output / ".bert_data_work" / "journal.json")
         assert 2 <= done_at_signal <= done_at_exit <= done_at_signal + 4 < 30
+        # What is kept and where --resume goes on, numbered from 1 as the work files are.
+        assert f"units 1-{done_at_exit} of 30 kept (" in err and " MB of shards)" in err, err
+        assert f"with --resume to continue with unit {done_at_exit + 1}" in err
+        assert len(err.strip().splitlines()) == 1
     # A killed parent's workers notice and exit (the kernel signals them); waiting for that has
     # a generous bound only so that a leak fails the test instead of hanging it.
     def survivors():
@@ -270,7 +309,8 @@ def test_interrupted_run_leaves_nothing_complete_looking_and_resumes_to_the_same
 
     resumed = subprocess.run(generator_command(corpus, output, "--resume"), cwd=REPO, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
-    assert "resumed after unit" in resumed.stderr
+    assert f"resumed: units 1-{done_at_exit} kept from the interrupted run, units {done_at_exit + 1}-30 done now" \
+        in resumed.stderr
     assert file_hashes(output) == reference
     assert not (output / ".bert_data_work").exists()
 
@@ -288,6 +328,83 @@ def test_resume_refuses_other_options_and_finished_runs(long_run, tmp_path):
     assert subprocess.run(generator_command(corpus, output, "--resume"), cwd=REPO, capture_output=True).returncode == 0
     again = subprocess.run(generator_command(corpus, output, "--resume"), cwd=REPO, capture_output=True, text=True)
     assert again.returncode == 2 and "nothing to resume" in again.stderr
+
+
+def interrupt_at_append(monkeypatch, number: int, seen_pieces: list):
+    """Ctrl-C during the ``number``-th unit's append to the shards (after ``number - 1`` units
+    were journaled), in this process."""
+    real_append = ShardAssembler.append
+    calls = []
+
+    def append(self, segments):
+        calls.append(1)
+        seen_pieces.extend(Path(segment.path).name for segment in segments)
+        if len(calls) == number:
+            raise KeyboardInterrupt
+        real_append(self, segments)
+
+    monkeypatch.setattr(ShardAssembler, "append", append)
+
+
+def test_interrupted_before_anything_was_finished_keeps_nothing_and_a_plain_rerun_works(capsys, corpus, tmp_path,
+                                                                                         monkeypatch):
+    output = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        def tokenize_slice(*args):
+            raise KeyboardInterrupt
+
+        patch.setattr(runner, "tokenize_slice", tokenize_slice)
+        code, err = cli(capsys, corpus, output, "--split_num", "2")
+    assert code == 130
+    assert err.strip() == ("create_tfrecords: interrupted; nothing was finished, so nothing is kept; run the same "
+                           "command again to start over")
+    assert list(output.iterdir()) == []  # as if the run had never started
+    code, err = cli(capsys, corpus, output, "--split_num", "2", "--resume")
+    assert code == 2 and "holds no interrupted run, so there is nothing to resume; run without --resume" in err
+    assert cli(capsys, corpus, output, "--split_num", "2")[0] == 0  # no --overwrite needed
+
+
+def test_interrupted_before_the_first_unit_keeps_the_tokenized_slices(capsys, corpus, tmp_path, monkeypatch):
+    assert cli(capsys, corpus, tmp_path / "reference", "--split_num", "2")[0] == 0
+    output = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        interrupt_at_append(patch, 1, [])
+        code, err = cli(capsys, corpus, output, "--split_num", "2")
+    assert code == 130
+    assert err.strip() == ("create_tfrecords: interrupted; no unit was written yet; 1 of 1 tokenized slices kept; run "
+                           "the same command with --resume to continue with unit 1")
+    code, err = cli(capsys, corpus, output, "--split_num", "2", "--resume")
+    assert code == 0 and "resumed: no unit had been written; the interrupted run's tokenized slices were reused" in err
+    assert file_hashes(output) == file_hashes(tmp_path / "reference")
+
+
+def test_interrupted_after_one_unit_says_what_is_kept_and_resume_goes_on_from_there(capsys, corpus, tmp_path,
+                                                                                       monkeypatch):
+    assert cli(capsys, corpus, tmp_path / "reference", "--split_num", "2")[0] == 0
+    output = tmp_path / "out"
+    pieces = []
+    with monkeypatch.context() as patch:
+        interrupt_at_append(patch, 2, pieces)
+        code, err = cli(capsys, corpus, output, "--split_num", "2")
+    assert code == 130
+    kept = sum(p.stat().st_size for p in output.glob("*.tfrecords.tmp"))
+    assert f"interrupted; unit 1 of 4 kept ({kept / 1e6:,.1f} MB of shards); run the same command with --resume " \
+           "to continue with unit 2" in err
+    # Work files number units from 1, as the messages do: the first unit's pieces are unit 1's.
+    assert pieces and all(name.startswith(("unit-0000001-", "unit-0000002-")) for name in pieces), pieces
+    assert pieces[0].startswith("unit-0000001-")
+    code, err = cli(capsys, corpus, output, "--split_num", "2", "--resume")
+    assert code == 0 and "resumed: unit 1 kept from the interrupted run, units 2-4 done now" in err
+    assert file_hashes(output) == file_hashes(tmp_path / "reference")
+
+
+def test_resume_with_a_run_that_kept_nothing_is_refused(capsys, corpus, tmp_path):
+    output = tmp_path / "out"
+    (output / ".bert_data_work").mkdir(parents=True)  # as a run killed (SIGKILL) before its journal leaves
+    code, err = cli(capsys, corpus, output, "--resume")
+    assert code == 2 and "stopped before it kept anything, so there is nothing to resume" in err
+    assert "with --overwrite" in err
+    assert cli(capsys, corpus, output, "--overwrite")[0] == 0
 
 
 def test_a_200_mb_document_without_newline_or_punctuation(tmp_path):

@@ -32,6 +32,9 @@ bytes show (--compression forces it for files without manifest).
 
 run 'bert-data COMMAND --help' for a command's options."""
 
+# bert-data verify fails above this [UNK] rate (see tools.verify.DEFAULT_MAX_UNK_RATE, not imported: --help is instant).
+DEFAULT_MAX_UNK_RATE = 0.01
+
 COMPRESSION_HELP = (f"compression of files without {MANIFEST_NAME}: auto (default: from their first bytes), "
                     "none, gzip or zlib; a manifest's own compression always applies")
 
@@ -42,10 +45,10 @@ def _add_compression(p) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bert-data", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("inspect", help="decode records to readable text",
+    p = sub.add_parser("inspect", allow_abbrev=False, help="decode records to readable text",
                        description="Show records as text: segments A and B, the next-sentence label, "
                                    "and each masked-LM position as shown{original}: [MASK]{cat} was "
                                    "masked, cat{=} kept, dog{cat} replaced by a random token.")
@@ -60,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "with this seed (the manifest's masking options)")
     _add_compression(p)
 
-    p = sub.add_parser("verify", help="check every record (exit status 0 only if all is well)",
+    p = sub.add_parser("verify", allow_abbrev=False, help="check every record (exit status 0 only if all is well)",
                        description="Check framing and CRCs, the feature layout, token ids, positions, "
                                    f"weights, segments, [CLS]/[SEP] and the counts in {MANIFEST_NAME}, "
                                    "for every record. Exit status 0 only if everything holds, 1 with "
@@ -71,10 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vocab_file", default=None,
                    help="vocabulary for the id checks (default: the manifest's vocab_file)")
     p.add_argument("--max_problems", type=int, default=20, help="problems to list (default 20)")
+    p.add_argument("--max_unk_rate", type=float, default=DEFAULT_MAX_UNK_RATE, metavar="FRACTION",
+                   help=f"fail when more than this fraction of a dataset's text tokens is [UNK] (default "
+                        f"{DEFAULT_MAX_UNK_RATE:g}: text tokenized with the right vocabulary is far below it, an "
+                        "uncased vocabulary read without do_lower_case far above; 1 never fails)")
     p.add_argument("-v", "--verbose", action="store_true", help="one line per file")
     _add_compression(p)
 
-    p = sub.add_parser("stats", help="summarise the records (lengths, masking, NSP, [UNK], top tokens)",
+    p = sub.add_parser("stats", allow_abbrev=False, help="summarise the records (lengths, masking, NSP, [UNK], top tokens)",
                        description="Tokens per instance, short sequences, predictions per instance, the "
                                    "[MASK]/kept/random split, NSP balance, [UNK] rate and top tokens.")
     p.add_argument("paths", nargs="+", metavar="OUT_DIR", help="output directory (or .tfrecords files)")
@@ -87,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the statistics as JSON (one object; a list for train/ and val/)")
     _add_compression(p)
 
-    sub.add_parser("build-vocab", help="train a WordPiece vocab.txt with Hugging Face tokenizers",
+    sub.add_parser("build-vocab", allow_abbrev=False, help="train a WordPiece vocab.txt with Hugging Face tokenizers",
                    add_help=False)
     return parser
 
@@ -120,7 +127,7 @@ def _error(command: str, message: str) -> int:
 
 
 def _inspect(args) -> int:
-    from ..tools.inspect import LEGEND, format_record, inspect_records, record_json
+    from ..tools.inspect import LEGEND, LEGEND_WITHOUT_VOCAB, format_record, inspect_records, record_json
     from ..format.tfrecord import CorruptRecordError
     from ..tokenization import VocabError
 
@@ -138,15 +145,19 @@ def _inspect(args) -> int:
                 print(json.dumps(record_json(rec)))
             else:
                 if shown == 0:
-                    if not rec.tokens or rec.tokens[0].isdigit():
-                        print("note: no vocabulary found (pass --vocab_file): showing token ids",
+                    no_vocab = not rec.tokens or rec.tokens[0].isdigit()
+                    if no_vocab:
+                        print("note: no vocabulary found (pass --vocab_file): token ids are shown, and a masked "
+                              "position is told only as kept or changed ([MASK] or random: not guessed)",
                               file=sys.stderr)
                     if rec.has_masks:
-                        print(LEGEND)
+                        print(LEGEND_WITHOUT_VOCAB if no_vocab else LEGEND)
                 print(format_record(rec))
             shown += 1
         if shown == 0:
             print(f"{args.shard}: no records from {args.start}", file=sys.stderr)
+    except BrokenPipeError:
+        raise  # piped into head: main stops quietly
     except (CorruptRecordError, VocabError, ValueError, OSError, ImportError) as error:
         return _error("inspect", str(error))
     return 0
@@ -164,8 +175,10 @@ def _verify(args) -> int:
                   file=sys.stderr)
 
     try:
+        if not 0 <= args.max_unk_rate <= 1:
+            return _error("verify", f"--max_unk_rate must be in [0, 1], got {args.max_unk_rate}")
         report = verify(args.paths, vocab_file=args.vocab_file, max_problems=args.max_problems,
-                        on_file=on_file, compression=_compression(args))
+                        on_file=on_file, compression=_compression(args), max_unk_rate=args.max_unk_rate)
     except (VocabError, ValueError, OSError, ImportError) as error:  # ImportError: protobuf, see format.example_proto
         return _error("verify", str(error))
     for note in report.notes:
@@ -179,14 +192,16 @@ def _verify(args) -> int:
 
 
 def _stats(args) -> int:
-    from ..tools.stats import compute_stats, format_stats, plot_stats
+    from ..tools.stats import check_plotting, compute_stats, format_stats, plot_stats
     from ..format.tfrecord import CorruptRecordError
     from ..tokenization import VocabError
 
     try:
+        if args.plot:
+            check_plotting()  # before scanning: a missing matplotlib must not cost a whole pass
         stats = compute_stats(args.paths, vocab_file=args.vocab_file, limit=args.limit,
                               compression=_compression(args))
-    except (CorruptRecordError, VocabError, ValueError, OSError, ImportError) as error:
+    except (CorruptRecordError, VocabError, ValueError, OSError, ImportError, RuntimeError) as error:
         return _error("stats", str(error))
     if args.json:
         import json

@@ -1,4 +1,5 @@
-"""``create_tfrecords``: the BERT pretraining data generator (Cerebras-compatible options).
+"""``create_tfrecords``: the BERT pretraining data generator, with Cerebras's options, and
+Google's and ALBERT's ``create_pretraining_data.py`` command lines as they are (``cli.compat``).
 
 Only the standard library (and ``format.manifest``, which names the manifest file) is imported until
 the options are parsed, so ``--help`` is instant.
@@ -7,10 +8,14 @@ the options are parsed, so ``--help`` is instant.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from typing import List, Optional
 
 from ..format.manifest import MANIFEST_NAME
+from .compat import add_google_arguments, resolve
+from .flags import add_bool, parse_args
 
 DESCRIPTION = """\
 Turn raw text into BERT pretraining data: TFRecord shards of tf.train.Example with input_ids,
@@ -20,10 +25,17 @@ BertTfRecordsProcessor read them. Same inputs, options and seed give the same by
 --num_workers is."""
 
 EPILOG = """\
-example:
+examples:
   create_tfrecords --metadata_files examples/sample/metadata.txt \\
       --input_files_prefix examples/sample --vocab_file vocab/vocab.txt --do_lower_case \\
       --output_dir ./tfrecords --overwrite
+  create_tfrecords --input_files 'corpus/*.txt' --vocab_file vocab.txt --do_lower_case --output_dir out/
+  create_tfrecords --input_file=examples/google/sample_text.txt --output_file=/tmp/tf_examples.tfrecord \\
+      --vocab_file=vocab/vocab.txt --do_lower_case=True --max_seq_length=128 \\
+      --max_predictions_per_seq=20 --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=5
+
+boolean options are absl-style, as in Google's tool: --flag, --flag=true|false (True/False, 1/0,
+yes/no) or --noflag. Options are never abbreviated.
 
 input files ending in .gz, .bz2, .xz or .zst/.zstd are decompressed as they are read
 (.zst needs pip install zstandard); .parquet, .arrow and .feather files are tables, one
@@ -34,19 +46,26 @@ paths (metadata files, --input_files_prefix, the listed files, --vocab_file, --o
 (pip install 'bert_data[cloud]'); credentials come from each library's usual environment.
 
 output: OUTPUT_DIR/NAME-1.tfrecords .. NAME-N.tfrecords and the manifest OUTPUT_DIR/{manifest}
-(with a validation split: OUTPUT_DIR/train/ and OUTPUT_DIR/val/, each laid out like that).""".format(manifest=MANIFEST_NAME)
+(with a validation split: OUTPUT_DIR/train/ and OUTPUT_DIR/val/, each laid out like that); with
+--output_file, the named files and FIRST_FILE.{manifest} beside them.
+
+exit status: 0 done, 2 bad options or input (one line says which), 130 after Ctrl-C and 143
+after SIGTERM (finished units are kept for --resume).""".format(manifest=MANIFEST_NAME)
 
 
 def add_document_arguments(group, metadata_help: str = "") -> None:
     """The options that say which documents to read and how (``bert-data build-vocab`` reads
     documents with the same ones)."""
-    group.add_argument("--metadata_files", nargs="+", required=True, metavar="FILE",
+    group.add_argument("--metadata_files", nargs="+", default=[], metavar="FILE",
                        help="files listing the documents, one path per line (relative to "
                             "--input_files_prefix); several files are concatenated" + metadata_help)
+    group.add_argument("--input_files", nargs="+", default=[], metavar="PATH_OR_GLOB",
+                       help="documents given directly: paths or globs (quote them; comma-separated lists too), "
+                            "relative to --input_files_prefix; instead of or after --metadata_files")
     group.add_argument("--input_files_prefix", default="", metavar="DIR",
-                       help="directory the metadata paths are relative to (default: as written)")
-    group.add_argument("--multiple_docs_in_single_file", action="store_true",
-                       help="each file holds many documents, separated by --multiple_docs_separator")
+                       help="directory the document paths are relative to (default: as written)")
+    add_bool(group, "--multiple_docs_in_single_file",
+             help="each file holds many documents, separated by --multiple_docs_separator")
     group.add_argument("--multiple_docs_separator", default="\n", metavar="TEXT",
                        help="a line holding this text separates documents; the default \\n (typed "
                             "literally) means a blank line")
@@ -65,26 +84,33 @@ def build_parser() -> argparse.ArgumentParser:
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
-    inputs = parser.add_argument_group("input")
+    inputs = parser.add_argument_group(
+        "input", "one of --metadata_files, --input_files or --input_file (Google's) names the documents")
     add_document_arguments(inputs)
-    inputs.add_argument("--single_sentence_per_line", action="store_true",
-                        help="input is already one sentence per line (no spaCy); with "
-                             "--multiple_docs_in_single_file this reads Google's input format")
+    add_bool(inputs, "--single_sentence_per_line",
+             help="input is already one sentence per line (no spaCy); with --multiple_docs_in_single_file "
+                  "this reads Google's input format")
     inputs.add_argument("--spacy_model", default=None, metavar="NAME_OR_PATH",
                         help="installed spaCy pipeline for sentence splitting (default: built-in "
                              "rule-based sentencizer, no download needed)")
 
     tokens = parser.add_argument_group("tokens")
-    tokens.add_argument("--vocab_file", required=True, metavar="FILE",
-                        help="WordPiece vocabulary (vocab.txt) of the model you will train")
-    tokens.add_argument("--do_lower_case", action="store_true",
-                        help="lower-case and strip accents (use with uncased vocabularies)")
+    tokens.add_argument("--vocab_file", default="", metavar="FILE",
+                        help="WordPiece vocabulary (vocab.txt) of the model you will train (required)")
+    add_bool(tokens, "--do_lower_case", default=None,
+             help="lower-case and strip accents (use with uncased vocabularies; default false, with "
+                  "--input_file true as Google's)")
+    add_bool(tokens, "--allow_case_mismatch",
+             help="run even though the vocabulary's case disagrees with --do_lower_case (by default that "
+                  "stops the run, with the [UNK] rate measured on the first documents)")
 
     instances = parser.add_argument_group("instances and masking (as Google's create_pretraining_data.py)")
-    instances.add_argument("--max_seq_length", type=int, default=128, help="tokens per instance (default 128)")
+    instances.add_argument("--max_seq_length", type=int, default=None, help="tokens per instance (default 128)")
     instances.add_argument("--max_predictions_per_seq", type=int, default=20,
-                           help="most masked-LM predictions per instance (default 20)")
+                           help="most masked-LM predictions per instance (default 20; use about "
+                                "max_seq_length * masked_lm_prob: a lower cap masks fewer tokens, with a warning)")
     instances.add_argument("--masked_lm_prob", type=float, default=0.15,
                            help="fraction of tokens to mask, in (0, 1] (default 0.15)")
     instances.add_argument("--short_seq_prob", type=float, default=0.1,
@@ -95,44 +121,46 @@ def build_parser() -> argparse.ArgumentParser:
                                 "short_seq_prob of instances are short whatever the document sizes)")
     instances.add_argument("--min_short_seq_length", type=int, default=None,
                            help="shortest target length when short, in [2, max_seq_length - 3) (default 2)")
-    instances.add_argument("--dupe_factor", type=int, default=10,
+    instances.add_argument("--dupe_factor", type=int, default=None,
                            help="passes over the data, each with different masks (default 10)")
-    instances.add_argument("--mask_whole_word", action="store_true",
-                           help="mask all WordPiece pieces of a word together")
-    instances.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    add_bool(instances, "--mask_whole_word", "--do_whole_word_mask", default=None,
+             help="mask all WordPiece pieces of a word together (--do_whole_word_mask: Google's name)")
+    instances.add_argument("--seed", type=int, default=None,
+                           help="random seed (default 0, with --input_file 12345 as Google's; --random_seed too)")
 
     recipes = parser.add_argument_group("recipes after BERT")
-    recipes.add_argument("--mlm_only", action="store_true",
-                         help="masked LM only, no next-sentence task: windows of max_seq_length - 2 "
-                              "contiguous tokens as [CLS] tokens [SEP]; records without segment_ids and "
-                              "next_sentence_labels (Cerebras's MLM-only layout)")
-    recipes.add_argument("--allow_cross_document_examples", action="store_true",
-                         help="with --mlm_only: windows run on from one document into the next, with "
-                              "--document_separator_token between them")
+    add_bool(recipes, "--mlm_only",
+             help="masked LM only, no next-sentence task: windows of max_seq_length - 2 contiguous tokens as "
+                  "[CLS] tokens [SEP]; records without segment_ids and next_sentence_labels (Cerebras's "
+                  "MLM-only layout)")
+    add_bool(recipes, "--allow_cross_document_examples",
+             help="with --mlm_only: windows run on from one document into the next, with "
+                  "--document_separator_token between them")
     recipes.add_argument("--document_separator_token", default="[SEP]", metavar="TOKEN",
                          help="with --allow_cross_document_examples: the vocabulary token between documents "
                               "(default [SEP]); never masked")
     recipes.add_argument("--overlap_size", type=int, default=None,
                          help="with --mlm_only: tokens a window shares with the previous one (default "
                               "max_seq_length / 4, as Cerebras)")
-    recipes.add_argument("--disable_masking", action="store_true",
-                         help="with --mlm_only: write unmasked input_ids and input_mask only, and mask at load "
-                              "time (bert_data.load.loaders); needs --dupe_factor 1")
-    recipes.add_argument("--max_ngram_size", type=int, default=1,
-                         help="n-gram (span) masking as in TF Model Garden: spans of 1..N whole words, "
-                              "shorter spans likelier (default 1: single tokens, or words with --mask_whole_word)")
-    recipes.add_argument("--v2_feature_names", action="store_true",
-                         help="name features input_word_ids and input_type_ids (TF Model Garden's BERT)")
+    add_bool(recipes, "--disable_masking",
+             help="with --mlm_only: write unmasked input_ids and input_mask only, and mask at load time "
+                  "(bert_data.load); needs --dupe_factor 1")
+    recipes.add_argument("--max_ngram_size", "--ngram", type=int, default=None,
+                         help="n-gram (span) masking as in TF Model Garden and ALBERT (--ngram): spans of 1..N "
+                              "whole words, shorter spans likelier (default 1: single tokens, or words with "
+                              "--mask_whole_word)")
+    add_bool(recipes, "--v2_feature_names",
+             help="name features input_word_ids and input_type_ids (TF Model Garden's BERT)")
     recipes.add_argument("--compression", choices=["gzip", "zlib"], default=None,
                          help="compress the shards; read them with "
                               "tf.data.TFRecordDataset(compression_type='GZIP' or 'ZLIB')")
 
     output = parser.add_argument_group("output")
-    output.add_argument("--output_dir", default="./tfrecords/", metavar="DIR",
+    output.add_argument("--output_dir", default=None, metavar="DIR",
                         help=f"where shards and the manifest ({MANIFEST_NAME}) go: a directory or a URL "
                              "(s3://, gs://, ...: shards are staged locally and uploaded whole when complete, the "
                              "manifest last) (default ./tfrecords/)")
-    output.add_argument("--num_output_files", type=int, default=10, help="shards per split (default 10)")
+    output.add_argument("--num_output_files", type=int, default=None, help="shards per split (default 10)")
     sizing = output.add_mutually_exclusive_group()
     sizing.add_argument("--records_per_file", type=int, default=None, metavar="N",
                         help="size shards by records instead of --num_output_files: about N records each")
@@ -141,13 +169,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "(TensorFlow's guidance for large datasets: 100-200 MB). The count of shards per "
                              "split is set when its first unit is paired, from an estimate of the split's "
                              "size; shards come out within a few percent of the target")
-    output.add_argument("--name", default="examples", help="shard file name prefix (default examples)")
-    output.add_argument("--overwrite", action="store_true",
-                        help="replace output already in --output_dir (only files this tool writes)")
-    output.add_argument("--resume", action="store_true",
-                        help="continue an interrupted run in --output_dir (same options, vocabulary and "
-                             "documents): finished units are kept, and the result is byte-identical to an "
-                             "uninterrupted run")
+    output.add_argument("--name", default=None, help="shard file name prefix (default examples)")
+    add_bool(output, "--overwrite", help="replace output already in --output_dir (only files this tool writes)")
+    add_bool(output, "--resume",
+             help="continue an interrupted run in --output_dir (same options, vocabulary and documents): "
+                  "finished units are kept, and the result is byte-identical to an uninterrupted run; "
+                  "refused when there is nothing to resume")
     output.add_argument("--val_fraction", type=float, default=0.0,
                         help="fraction of documents, chosen by a stable hash of their path and --val_seed, "
                              "that go to OUTPUT_DIR/val (default 0: no validation split)")
@@ -159,16 +186,18 @@ def build_parser() -> argparse.ArgumentParser:
                              "document listed there is left out of train even if --metadata_files lists it "
                              "(counted as n_docs_held_out in the train manifest)")
 
+    add_google_arguments(parser)
+
     work = parser.add_argument_group("work")
     work.add_argument("--split_num", type=int, default=1000,
                       help="documents per unit of work; random-next sentences come from the same "
                            "unit (default 1000). Units are uniform samples of the whole corpus, so every "
                            "stretch of every shard is too")
-    work.add_argument("--keep_corpus_order", action="store_true",
-                      help="units of neighbouring documents in listed order instead of a mixed corpus (e.g. "
-                           "for a curriculum). Costs mixing: each shard then walks the corpus from its first "
-                           "source to its last, and random-next sentences come from neighbouring documents; "
-                           "a trainer's small shuffle buffer sees one region at a time")
+    add_bool(work, "--keep_corpus_order",
+             help="units of neighbouring documents in listed order instead of a mixed corpus (e.g. for a "
+                  "curriculum). Costs mixing: each shard then walks the corpus from its first source to its "
+                  "last, and random-next sentences come from neighbouring documents; a trainer's small shuffle "
+                  "buffer sees one region at a time")
     work.add_argument("--num_workers", type=int, default=None,
                       help="worker processes (default: all cores); output is identical for any value")
     cluster = work.add_mutually_exclusive_group()
@@ -177,67 +206,97 @@ def build_parser() -> argparse.ArgumentParser:
                               "(tcp://host:8786); inputs and the vocabulary must be URLs or on a file system "
                               "every worker reaches, and so must the work directory (see --work_dir). Needs "
                               "pip install -e \".[dask]\"")
-    cluster.add_argument("--dask", action="store_true",
-                         help="run the work on a local Dask cluster of --num_workers processes")
+    add_bool(cluster, "--dask", help="run the work on a local Dask cluster of --num_workers processes")
     work.add_argument("--work_dir", default=None, metavar="DIR_OR_URL",
                       help="where workers exchange intermediate data (token ids, pools, encoded pieces): a "
                            "directory, or a URL every worker reaches (s3://bucket/scratch) when a Dask cluster "
                            "shares no file system with this machine (default OUTPUT_DIR/.bert_data_work; with "
                            "--scheduler and an --output_dir URL, that URL's .bert_data_work). A run uses its own "
                            "folder inside it and removes it when done")
-    work.add_argument("--skip_missing", action="store_true",
-                      help="skip (and count) metadata entries whose file is missing, instead of stopping")
-    work.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_bool(work, "--skip_missing",
+             help="skip (and count) listed files that are missing, instead of stopping")
+    add_bool(work, "--quiet", help="no progress bar (there is none either when stderr is not a terminal)")
     return parser
+
+
+RUN_OPTIONS = ("skip_missing", "quiet", "scheduler", "dask", "allow_case_mismatch")
 
 
 def config_from_args(args: argparse.Namespace):
     from ..config import GeneratorConfig
 
     options = vars(args).copy()
-    for key in ("skip_missing", "quiet", "scheduler", "dask"):
+    for key in RUN_OPTIONS:
         options.pop(key)
     return GeneratorConfig(**options)
 
 
+def warn(message: str) -> None:
+    print(f"create_tfrecords: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(parser, argv)
 
     from ..config import ConfigError
     from ..generator.documents import InputError
+    from ..generator.output import Interrupted
     from ..generator.runner import GenerationError, generate
     from ..generator.sentences import SentenceSplitterError
     from ..tokenization import VocabError
 
     try:
+        args = resolve(args, argv, warn)
         config = config_from_args(args).validate()
+        # No bar in a log file or pipe: its redraws would fill it.
+        run = dict(progress=not args.quiet and sys.stderr.isatty(), skip_missing=args.skip_missing,
+                   allow_case_mismatch=args.allow_case_mismatch)
         if args.scheduler or args.dask:
             from ..generator.executors import dask_executor
 
             with dask_executor(args.scheduler, config.workers) as (executor, parallelism):
-                summary = generate(config, executor=executor, parallelism=parallelism,
-                                   progress=not args.quiet, skip_missing=args.skip_missing)
+                summary = generate(config, executor=executor, parallelism=parallelism, **run)
         else:
-            summary = generate(config, progress=not args.quiet, skip_missing=args.skip_missing)
+            summary = generate(config, **run)
     except (ConfigError, InputError, VocabError, SentenceSplitterError, GenerationError) as error:
         print(f"create_tfrecords: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("create_tfrecords: interrupted; no shard was completed. Run the same command with --resume "
-              "to continue from the last finished unit", file=sys.stderr)
+    except Interrupted as stop:
+        how = "by SIGTERM" if stop.signum == signal.SIGTERM else ""
+        print(f"create_tfrecords: interrupted{' ' + how if how else ''}; {stop.describe()}", file=sys.stderr)
+        return 128 + stop.signum
+    except KeyboardInterrupt:  # before the run started: nothing was written
+        print("create_tfrecords: interrupted before any work was done; nothing was written", file=sys.stderr)
         return 130
+    report(config, summary)
+    return 0
+
+
+def report(config, summary) -> None:
+    from ..generator.output import manifest_name, split_dirs
+
     for split, manifest in summary.manifests.items():
         skipped = manifest["documents_skipped"]["count"]
-        print(
-            f"{split}: {manifest['n_examples']} examples from {manifest['n_docs']} documents in "
-            f"{len(manifest['examples_per_file'])} files under {config.output_dir}"
-            + (f" ({skipped} documents skipped, see {MANIFEST_NAME})" if skipped else ""),
-            file=sys.stderr,
-        )
-    resumed = f" (resumed after unit {summary.resumed_from_unit})" if summary.resumed_from_unit else ""
+        directory = split_dirs(config)[split]
+        counts = f"{manifest['n_examples']:,} examples from {manifest['n_docs']:,} documents"
+        if config.output_files:
+            files = ", ".join(config.output_files)
+            where = f"in {files} (manifest {os.path.join(directory, manifest_name(config))})"
+        else:
+            where = f"in {len(manifest['examples_per_file']):,} files under {directory}"
+        note = f" ({skipped:,} documents skipped, see {manifest_name(config)})" if skipped else ""
+        print(f"{split}: {counts} {where}{note}", file=sys.stderr)
+    resumed = ""
+    if config.resume and not summary.resumed_from_unit:
+        resumed = " (resumed: no unit had been written; the interrupted run's tokenized slices were reused)"
+    elif summary.resumed_from_unit:
+        n_units = sum(manifest.get("n_units") or 0 for manifest in summary.manifests.values())
+        kept = summary.resumed_from_unit
+        resumed = (f" (resumed: unit{'s 1-' if kept > 1 else ' '}{kept:,} kept from the interrupted run, units "
+                   f"{kept + 1:,}-{n_units:,} done now)")
     print(f"done in {summary.seconds:.1f} s{resumed}", file=sys.stderr)
-    return 0
 
 
 if __name__ == "__main__":

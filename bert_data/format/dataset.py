@@ -73,11 +73,21 @@ def _shard_names(directory: str) -> List[str]:
     return sorted((name for name in os.listdir(directory) if name.endswith(SHARD_SUFFIXES)), key=natural_key)
 
 
+def _run_manifests(directory: str) -> List[str]:
+    """The per-run manifests in ``directory`` (runs with Google's ``--output_file`` name theirs
+    after their first file, so that many runs can share a directory), by name."""
+    return sorted(os.path.join(directory, name) for name in os.listdir(directory) if Manifest.is_run_manifest_name(name))
+
+
 def _directory_shards(directory: str) -> List[str]:
     if Manifest.exists_in(directory):
         listed = Manifest.read(directory).examples_per_file
         if listed:
             return [os.path.join(directory, name) for name in listed]
+    runs = [os.path.join(directory, name) for path in _run_manifests(directory)
+            for name in Manifest.read(path).examples_per_file]
+    if runs:
+        return runs
     found = [os.path.join(directory, name) for name in _shard_names(directory)]
     if not found:
         splits = _split_dirs(directory)
@@ -139,7 +149,12 @@ def _group_for_directory(directory: str) -> List[ShardGroup]:
     splits = _split_dirs(directory)
     if splits:
         return [group for split in splits for group in _group_for_directory(split)]
-    return [ShardGroup(directory, _directory_shards(directory))]
+    groups = []
+    for path in _run_manifests(directory):
+        manifest = Manifest.read(path)
+        groups.append(ShardGroup(directory, [os.path.join(directory, n) for n in manifest.examples_per_file], path,
+                                 manifest))
+    return groups or [ShardGroup(directory, _directory_shards(directory))]
 
 
 def shard_groups(paths: Paths) -> List[ShardGroup]:
@@ -165,17 +180,41 @@ def shard_groups(paths: Paths) -> List[ShardGroup]:
 
 
 def find_manifest(shard: str) -> Optional[str]:
-    """The path of the manifest that lists ``shard`` (next to it), or None."""
+    """The path of the manifest that lists ``shard`` (next to it), or None: the directory's
+    ``data_params.json``, else a per-run manifest (Google's ``--output_file``): the one named
+    after ``shard``, else any other run's in the directory."""
     directory = os.path.dirname(os.path.abspath(shard))
-    if not Manifest.exists_in(directory):
-        return None
-    try:
-        manifest = Manifest.read(directory)
-    except (OSError, ValueError):
-        return None
-    if os.path.basename(shard) in manifest.examples_per_file:
-        return Manifest.path_in(directory)
+    name = os.path.basename(shard)
+    candidates = [Manifest.path_in(directory), Manifest.path_in(directory, Manifest.name_for_files(name))]
+    for path in candidates + [p for p in _run_manifest_index(directory) if p not in candidates]:
+        if not os.path.isfile(path):
+            continue
+        try:
+            if name in _listed(path):
+                return path
+        except (OSError, ValueError):
+            continue
     return None
+
+
+_LISTED_CACHE: Dict[tuple, frozenset] = {}
+
+
+def _listed(manifest_path: str) -> frozenset:
+    """The shard names a manifest lists; cached by path and modification time, since every shard
+    of a directory of many runs' files may look through every run's manifest."""
+    stat = os.stat(manifest_path)
+    key = (manifest_path, stat.st_mtime_ns, stat.st_size)
+    if key not in _LISTED_CACHE:
+        _LISTED_CACHE[key] = frozenset(Manifest.read(manifest_path).examples_per_file)
+    return _LISTED_CACHE[key]
+
+
+def _run_manifest_index(directory: str) -> List[str]:
+    try:
+        return _run_manifests(directory)
+    except OSError:
+        return []
 
 
 # --------------------------------------------------------------------------------------------

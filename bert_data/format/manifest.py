@@ -54,6 +54,9 @@ class Manifest:
     # Documents of --metadata_files left out of train because --val_metadata_files names them.
     n_docs_held_out: int = 0
     vocab_sha256: Optional[str] = None
+    # The vocabulary's absolute path, beside its hash: the options keep the path as typed, which
+    # tools run from another directory cannot resolve.
+    vocab_path: Optional[str] = None
     vocab_size: Optional[int] = None
     bert_data_version: Optional[str] = None
 
@@ -109,8 +112,11 @@ class Manifest:
                              masked=self.masked, v2_feature_names=self.v2_feature_names)
 
     def find_vocab_file(self, manifest_path: Optional[str] = None) -> Optional[str]:
-        """The vocabulary file this manifest names, if it exists: as recorded (absolute, or
-        relative to the current directory), else relative to the manifest's directory."""
+        """The vocabulary file this manifest names, if it exists: its absolute path
+        (``vocab_path``), else the path as recorded (absolute, or relative to the current
+        directory), else relative to the manifest's directory."""
+        if self.vocab_path and os.path.isfile(self.vocab_path):
+            return self.vocab_path
         path = self.vocab_file
         if not path:
             return None
@@ -157,14 +163,26 @@ class Manifest:
     # ------------------------------------------------------------------ files
     # A directory may be a URL (s3://, gs://, ...): the manifest is then one object there.
     @staticmethod
-    def path_in(directory: str) -> str:
-        return storage.join(directory, MANIFEST_NAME)
+    def path_in(directory: str, name: str = MANIFEST_NAME) -> str:
+        return storage.join(directory, name)
 
     @classmethod
-    def exists_in(cls, directory: str) -> bool:
+    def exists_in(cls, directory: str, name: str = MANIFEST_NAME) -> bool:
         if storage.is_url(directory):
-            return storage.exists(cls.path_in(directory))
-        return os.path.isfile(cls.path_in(directory))
+            return storage.exists(cls.path_in(directory, name))
+        return os.path.isfile(cls.path_in(directory, name))
+
+    @staticmethod
+    def name_for_files(first_file: str) -> str:
+        """The manifest of a run that wrote named files (Google's ``--output_file``) is named
+        after the first of them (``x.tfrecord`` -> ``x.tfrecord.data_params.json``), so that
+        runs writing other files into the same directory each keep their own."""
+        return f"{os.path.basename(first_file)}.{MANIFEST_NAME}"
+
+    @staticmethod
+    def is_run_manifest_name(name: str) -> bool:
+        """A manifest named after a run's first file (see :meth:`name_for_files`)."""
+        return name.endswith("." + MANIFEST_NAME) and len(name) > len(MANIFEST_NAME) + 1
 
     @classmethod
     def read(cls, path: str) -> "Manifest":
@@ -184,10 +202,10 @@ class Manifest:
         except (ValueError, KeyError, TypeError) as error:
             raise ValueError(f"{path}: not a bert_data manifest ({error})") from None
 
-    def write(self, directory: str) -> str:
+    def write(self, directory: str, name: str = MANIFEST_NAME) -> str:
         """Write atomically into ``directory`` (a reader never sees half a manifest; at a URL it is
         one object, complete or absent)."""
-        path = self.path_in(directory)
+        path = self.path_in(directory, name)
         if storage.is_url(path):
             storage.write_bytes(path, (json.dumps(self.to_json(), indent=2) + "\n").encode("utf-8"))
         else:

@@ -515,10 +515,10 @@ class _Skips:
 
 
 class DocumentTexts:
-    """The text of every document the metadata files list, read as the generator reads it
-    (compressed files, many documents a file, JSON Lines, large documents in parts); empty and
-    binary documents, and JSON lines without a text, are skipped.  Planned once, iterable any
-    number of times (``bert-data build-vocab`` reads the texts twice).
+    """The text of every document the metadata files (and ``input_files``) list, read as the
+    generator reads it (compressed files, many documents a file, JSON Lines, large documents in
+    parts); empty and binary documents, and JSON lines without a text, are skipped.  Planned
+    once, iterable any number of times (``bert-data build-vocab`` reads the texts twice).
 
     ``missing``: the (entry, reason) skipped with ``skip_missing``.  After a full pass:
     ``n_docs``, the documents read, and ``skipped``, reason -> documents skipped.
@@ -526,14 +526,17 @@ class DocumentTexts:
 
     def __init__(self, metadata_files: Sequence[str], input_files_prefix: str = "",
                  multiple_docs_in_single_file: bool = False, separator_line: Optional[str] = None,
-                 jsonl_text_key: Optional[str] = None, skip_missing: bool = False):
-        entries = read_metadata(metadata_files, input_files_prefix)
-        entries, self.missing = check_documents_exist(entries, skip_missing)
+                 jsonl_text_key: Optional[str] = None, skip_missing: bool = False,
+                 input_files: Sequence[str] = ()):
+        from .listing import list_documents  # (it builds on this module)
+
+        entries, self.missing = list_documents(metadata_files, input_files, input_files_prefix, skip_missing)
         # Slices group the generator's work; here only their sources, in order, matter.
         plan = plan_corpus(entries, lambda label, position: TRAIN_CODE,
                            multiple_docs_in_single_file=multiple_docs_in_single_file,
                            separator_line=separator_line, jsonl_text_key=jsonl_text_key)
         self.sources = [source for piece in plan.slices for source in piece.sources]
+        self.n_listed = plan.n_docs  # documents found, before any is skipped
         self.separator_line = separator_line
         self.multiple_docs_in_single_file = multiple_docs_in_single_file
         self.n_docs = 0

@@ -34,13 +34,14 @@ import socket
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from .. import storage
 from ..config import ConfigError, GeneratorConfig
 from ..format.manifest import Manifest
 from .documents import TRAIN, VAL
-from .output import LOCK, WORK_DIR, GenerationError, split_dirs
+from .output import LOCK, WORK_DIR, GenerationError, prepare_output_dir, shard_path, split_dirs, work_dir_of
+from .scratch import discard_unjournaled, listdir
 
 # Options naming files the workers open by path: fetched once per process when they are URLs.
 FILE_OPTIONS = ("vocab_file", "tokenizer_file", "spm_model_file")
@@ -128,7 +129,7 @@ def run_locations(config: GeneratorConfig, distributed: bool = False) -> RunLoca
         local_output = os.path.abspath(os.path.join(root, run))
     else:
         local_output = output
-    journal_dir = os.path.abspath(os.path.join(local_output, WORK_DIR))
+    journal_dir = work_dir_of(dataclasses.replace(config, output_dir=local_output))
     if work and storage.is_url(work):
         scratch = storage.join(work, run)
     elif work:  # local: its own folder there (for a URL output, the staging folder's work directory)
@@ -220,16 +221,21 @@ class RemoteOutput:
             found.append(storage.join(self.places.output, WORK_DIR))
         return found
 
-    def prepare(self, resuming: bool) -> None:
-        """Refuse to mix with an earlier run's files unless told (--overwrite: they go;
-        --resume: a finished run has nothing to resume)."""
+    def prepare(self, local: GeneratorConfig, fingerprint: str) -> Optional[dict]:
+        """``output.prepare_output_dir`` for the staging directory (``local``), then the URL's
+        side: refuse to mix with an earlier run's files unless told (--overwrite: they go;
+        --resume: a finished run has nothing to resume).  Returns the journal when resuming."""
         config, output = self.config, self.places.output
-        train_dir = split_dirs(config)[TRAIN]
-        if config.resume and storage.exists(Manifest.path_in(train_dir)):
+        if config.resume and storage.exists(Manifest.path_in(split_dirs(config)[TRAIN])):
             raise ConfigError(f"--resume: {output} holds a finished run; nothing to resume")
+        try:
+            journal = prepare_output_dir(local, fingerprint)
+        except ConfigError as error:  # name the URL the user gave, and where its run is staged
+            raise ConfigError(str(error).replace(local.output_dir, f"{output} (staged in {local.output_dir})")) \
+                from None
         found = self.existing_outputs()
-        if not found or resuming:
-            return
+        if not found or journal is not None:
+            return journal
         if not (config.overwrite or config.resume):
             raise ConfigError(
                 f"--output_dir {output} already holds output ({storage.basename(found[0])}"
@@ -240,17 +246,28 @@ class RemoteOutput:
                 storage.remove_tree(url)
             else:
                 storage.remove(url)
+        return journal
 
     # ------------------------------------------------------------------ the finished dataset
-    def upload_shards(self, local_shards: Dict[str, str]) -> None:
-        """Each finished shard (local path -> final URL) to its key; the manifests come after."""
-        for local, url in local_shards.items():
-            try:
-                storage.upload(local, url)
-            except OSError as error:
-                raise GenerationError(f"cannot upload {url}: {error.strerror or error}; the finished shards stay "
-                                      f"staged in {self.places.local_output}: run the same command with --resume to "
-                                      "upload them") from error
+    def upload_shards(self, local: GeneratorConfig, shard_counts: Dict[str, int]) -> Dict[str, int]:
+        """Each finished shard, staged under ``local``, to its final key (the manifests come
+        after); returns the shards' sizes by URL, for the manifests."""
+        config, sizes = self.config, {}
+        for split, directory in split_dirs(local).items():
+            for shard in range(shard_counts[split]):
+                staged = shard_path(directory, local, shard) + ".tmp"
+                url = shard_path(split_dirs(config)[split], config, shard)
+                self._upload(staged, url)
+                sizes[url] = os.path.getsize(staged)
+        return sizes
+
+    def _upload(self, local: str, url: str) -> None:
+        try:
+            storage.upload(local, url)
+        except OSError as error:
+            raise GenerationError(f"cannot upload {url}: {error.strerror or error}; the finished shards stay "
+                                  f"staged in {self.places.local_output}: run the same command with --resume to "
+                                  "upload them") from error
 
 
 def check_output_url(config: GeneratorConfig) -> None:
@@ -265,3 +282,40 @@ def check_output_url(config: GeneratorConfig) -> None:
             storage.filesystem(config.work_dir)
         except storage.StorageError as error:
             raise ConfigError(f"--work_dir {error}") from None
+
+
+# ---------------------------------------------------------------------------- the work directory
+
+def prepare_work_dir(places: RunLocations, resuming: bool, executor) -> None:
+    """A work directory of its own (``--work_dir``, or the output URL's): emptied for a new run,
+    its unjournaled files dropped for a resumed one; then every worker must reach it."""
+    from .executors import check_workers_see
+
+    if places.scratch != places.journal_dir:
+        if resuming:
+            discard_unjournaled(places.scratch)
+        else:
+            storage.remove_tree(places.scratch)
+        storage.makedirs(places.scratch)
+    check_workers_see(executor, places.scratch)
+
+
+def count_slices(work_dir: str) -> int:
+    """Slices whose tokenization finished (their summary is written last)."""
+    return sum(1 for name in listdir(work_dir) if name.startswith("slice-") and name.endswith(".json"))
+
+
+def remove_run_files(places: RunLocations) -> None:
+    """The run's work files, local or at a URL, and its staging directory: at the end of a run,
+    or after a failure (a failure to clean a URL up is a warning, never an error)."""
+    import sys
+
+    shutil.rmtree(places.journal_dir, ignore_errors=True)
+    if places.scratch != places.journal_dir:
+        try:
+            storage.remove_tree(places.scratch)
+        except OSError as error:
+            print(f"create_tfrecords: warning: could not remove the work directory {places.scratch}: {error}",
+                  file=sys.stderr)
+    if places.remote:
+        shutil.rmtree(places.local_output, ignore_errors=True)

@@ -6,6 +6,13 @@ validation split, ``OUTPUT_DIR/train/`` and ``OUTPUT_DIR/val/``, each laid out l
 while a run is under way, the work directory ``.bert_data_work`` (token files, piece files and
 the journal) and the lock file ``.bert_data.lock``.
 
+With Google's ``--output_file`` the shards are exactly the named files (in one directory), and
+the manifest, work directory and lock are named after the first of them
+(``x.tfrecord.data_params.json``, ``.x.tfrecord.bert_data_work``, ``.x.tfrecord.bert_data.lock``),
+so that many such runs can write their own files into one directory at once, as is common with
+Google's tool (one run per input shard); like Google's tool, such a run replaces the files it
+names.
+
 The journal, rewritten after each unit is appended to the shards, records the shards' sizes
 and zlib checksums and the run's totals, under the fingerprint of the run: a resumed run
 truncates the shards to those sizes and goes on from the next unit.
@@ -20,7 +27,7 @@ import shutil
 from typing import Dict, List, Optional
 
 from ..config import ConfigError, GeneratorConfig
-from ..format.manifest import Manifest, write_json_atomic
+from ..format.manifest import MANIFEST_NAME, Manifest, write_json_atomic
 from .documents import TRAIN, VAL
 
 WORK_DIR = ".bert_data_work"
@@ -32,6 +39,29 @@ class GenerationError(RuntimeError):
     """The run cannot go on; the message is one line for the user."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """A run stopped by Ctrl-C or SIGTERM (a KeyboardInterrupt, so callers that catch that still
+    do), with what it kept for ``--resume``: the first ``units_kept`` of ``n_units`` units, in
+    ``bytes_kept`` bytes of shards, and ``slices_kept`` of ``n_slices`` tokenized slices."""
+
+    def __init__(self, signum: int, units_kept: int = 0, n_units: int = 0, bytes_kept: int = 0,
+                 slices_kept: int = 0, n_slices: int = 0):
+        super().__init__(signum)
+        self.signum, self.units_kept, self.n_units, self.bytes_kept = signum, units_kept, n_units, bytes_kept
+        self.slices_kept, self.n_slices = slices_kept, n_slices
+
+    def describe(self) -> str:
+        """Units are numbered from 1, as the work files are."""
+        resume = f"run the same command with --resume to continue with unit {self.units_kept + 1:,}"
+        if self.units_kept:
+            kept = "unit 1" if self.units_kept == 1 else f"units 1-{self.units_kept:,}"
+            return f"{kept} of {self.n_units:,} kept ({self.bytes_kept / 1e6:,.1f} MB of shards); {resume}"
+        if self.slices_kept:
+            return (f"no unit was written yet; {self.slices_kept:,} of {self.n_slices:,} tokenized slices kept; "
+                    f"{resume}")
+        return "nothing was finished, so nothing is kept; run the same command again to start over"
+
+
 def split_dirs(config: GeneratorConfig) -> Dict[str, str]:
     if config.has_validation:
         return {TRAIN: os.path.join(config.output_dir, TRAIN), VAL: os.path.join(config.output_dir, VAL)}
@@ -39,16 +69,40 @@ def split_dirs(config: GeneratorConfig) -> Dict[str, str]:
 
 
 def shard_path(directory: str, config: GeneratorConfig, shard: int) -> str:
+    if config.output_files:  # Google's --output_file: the named files (all in output_dir)
+        return config.output_files[shard]
     return os.path.join(directory, f"{config.name}-{shard + 1}.tfrecords")
+
+
+def _run_file(config: GeneratorConfig, name: str) -> str:
+    """``name`` in the output directory, or for named output files ``.FIRST.<name>`` (its own
+    per run: FIRST is the first output file's name)."""
+    if config.output_files:
+        return os.path.join(config.output_dir, f".{os.path.basename(config.output_files[0])}{name}")
+    return os.path.join(config.output_dir, name)
+
+
+def manifest_name(config: GeneratorConfig) -> str:
+    if config.output_files:
+        return Manifest.name_for_files(config.output_files[0])
+    return MANIFEST_NAME
 
 
 def work_dir_of(config: GeneratorConfig) -> str:
     # Absolute: workers, here or on a cluster, may run in another directory.
-    return os.path.abspath(os.path.join(config.output_dir, WORK_DIR))
+    return os.path.abspath(_run_file(config, WORK_DIR))
+
+
+def lock_path(config: GeneratorConfig) -> str:
+    return _run_file(config, LOCK)
 
 
 def existing_outputs(config: GeneratorConfig) -> List[str]:
     """Files and directories of an earlier run in the output directory (only ones this tool writes)."""
+    if config.output_files:  # only this run's own files: other runs may share the directory
+        manifest = Manifest.path_in(config.output_dir, manifest_name(config))
+        candidates = [p for path in config.output_files + [manifest] for p in (path, path + ".tmp")]
+        return [path for path in candidates + [work_dir_of(config)] if os.path.exists(path)]
     found = []
     for directory in (config.output_dir, os.path.join(config.output_dir, TRAIN), os.path.join(config.output_dir, VAL)):
         if not os.path.isdir(directory):
@@ -77,8 +131,8 @@ class OutputLock:
     """An exclusive lock on the output directory for the length of a run (released by the OS
     if the process dies, so a killed run never blocks the next one)."""
 
-    def __init__(self, output_dir: str):
-        self.path = os.path.join(output_dir, LOCK)
+    def __init__(self, output_dir: str, path: Optional[str] = None):
+        self.path = path or os.path.join(output_dir, LOCK)
         self.handle = None
 
     def acquire(self) -> None:
@@ -131,26 +185,33 @@ def prepare_output_dir(config: GeneratorConfig, fingerprint: str) -> Optional[di
 
     work_dir = work_dir_of(config)
     journal = None
+    found = existing_outputs(config)
     if config.resume:
-        if Manifest.exists_in(split_dirs(config)[TRAIN]):
+        if Manifest.exists_in(split_dirs(config)[TRAIN], manifest_name(config)):
             raise ConfigError(f"--resume: {config.output_dir} holds a finished run; nothing to resume")
         journal = read_journal(work_dir)
-        if journal is not None:
-            if journal.get("fingerprint") != fingerprint:
-                raise ConfigError(
-                    f"--resume: {config.output_dir} was started with other options, another vocabulary or "
-                    "other documents; resume with the same ones, or use --overwrite to start again"
-                )
-            discard_unjournaled_work(work_dir)
-    found = existing_outputs(config)
-    if found and journal is None:
-        if not (config.overwrite or config.resume):
+        if journal is None:
+            # Never start afresh silently under --resume: the user believes work is kept.
+            if found:
+                raise ConfigError(f"--resume: the run in {config.output_dir} stopped before it kept anything, so there "
+                                  "is nothing to resume; run without --resume, with --overwrite, to start again")
+            raise ConfigError(f"--resume: {config.output_dir} holds no interrupted run, so there is nothing to resume; "
+                              "run without --resume to start")
+        if journal.get("fingerprint") != fingerprint:
+            raise ConfigError(
+                f"--resume: {config.output_dir} was started with other options, another vocabulary or "
+                "other documents; resume with the same ones, or use --overwrite to start again"
+            )
+        discard_unjournaled_work(work_dir)
+    elif found:
+        # Named output files (--output_file) are replaced, as Google's tool replaces them.
+        if not (config.overwrite or config.output_files):
             raise ConfigError(
                 f"--output_dir {config.output_dir} already holds output ({os.path.basename(found[0])}"
                 f"{' and more' if len(found) > 1 else ''}); pass --overwrite to replace it or --resume to "
                 "continue an interrupted run"
             )
-        remove_outputs(found)  # --overwrite, or --resume of a run that never finished a unit
+        remove_outputs(found)
     for directory in split_dirs(config).values():
         os.makedirs(directory, exist_ok=True)
     os.makedirs(work_dir, exist_ok=True)
@@ -160,8 +221,9 @@ def prepare_output_dir(config: GeneratorConfig, fingerprint: str) -> Optional[di
 # ---------------------------------------------------------------------------- journal
 
 def read_journal(work_dir: str) -> Optional[dict]:
-    """``{"fingerprint", "shard_sizes", "shard_checksums", "totals"}``, or None if no unit was
-    journaled.  ``shard_checksums`` is missing from journals of earlier versions."""
+    """``{"fingerprint", "shard_sizes", "shard_checksums", "totals"}``, or None if the run never
+    began writing (the journal is written before the first task).  ``shard_checksums`` is missing
+    from journals of earlier versions."""
     path = os.path.join(work_dir, JOURNAL)
     if not os.path.exists(path):
         return None
@@ -180,6 +242,14 @@ def write_journal(work_dir: str, fingerprint: str, shard_sizes: Dict[str, int], 
 
 # Tokenized slices, complete (written through a temporary and renamed): a resumed run keeps them.
 _SLICE_FILE = re.compile(r"^slice-\d+\.(tokens\.npy|docs\.npy|sentences\.npy|json)$")
+
+
+def count_tokenized_slices(work_dir: str) -> int:
+    """Slices whose tokenization finished (their summary is written last)."""
+    try:
+        return sum(1 for name in os.listdir(work_dir) if name.startswith("slice-") and name.endswith(".json"))
+    except FileNotFoundError:
+        return 0
 
 
 def discard_unjournaled_work(work_dir: str) -> None:

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import documents as docs_mod
 from .documents import TRAIN, VAL, CorpusPlan, InputError, Slice
+from .listing import list_documents
 from .mixing import CorpusOrder
 from .tasks import SliceTable, UnitWork
 
@@ -64,9 +65,13 @@ class Plan:
         return UnitWork(unit.index, unit.split, self.split_docs[unit.split][places])
 
 
-def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: bool = True) -> Plan:
+def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: bool = True,
+              allow_case_mismatch: bool = False) -> Plan:
     """Everything that can be checked before any work: inputs, vocabulary, sentence model; then
-    the corpus cut into slices and its documents dealt into units."""
+    the corpus cut into slices and its documents dealt into units.
+
+    A vocabulary whose case disagrees with ``do_lower_case`` stops the run (ConfigError) unless
+    ``allow_case_mismatch``, which turns it into a warning."""
     from ..tokenization import load_vocab
     from .locations import with_local_files
 
@@ -77,17 +82,18 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
     if config.mlm_only and config.document_separator_token not in vocab.token_to_id:
         raise ConfigError(f"--document_separator_token {config.document_separator_token} is not in "
                           f"{config.vocab_file}")
+    check_masking_budget(config)
     if config.spacy_model and not config.single_sentence_per_line:
         from .sentences import make_sentence_splitter
 
         make_sentence_splitter(False, config.spacy_model)  # fails now, with advice, if missing
 
-    entries = docs_mod.read_metadata(config.metadata_files, config.input_files_prefix)
-    entries, missing = docs_mod.check_documents_exist(entries, skip_missing)
+    entries, missing = list_documents(config.metadata_files, config.input_files, config.input_files_prefix,
+                                      skip_missing)
     val_entries, val_missing = [], []
     if config.val_metadata_files:
-        val_entries = docs_mod.read_metadata(config.val_metadata_files, config.input_files_prefix)
-        val_entries, val_missing = docs_mod.check_documents_exist(val_entries, skip_missing)
+        val_entries, val_missing = list_documents(config.val_metadata_files, [], config.input_files_prefix,
+                                                  skip_missing)
     # A document named for validation is never trained on: it leaves the training list.
     held_out = {entry.path for entry in val_entries}
     excluded = [entry for entry in entries if entry.path in held_out]
@@ -107,9 +113,10 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
                                   multiple_docs_in_single_file=config.multiple_docs_in_single_file,
                                   separator_line=config.separator_line, jsonl_text_key=config.jsonl_text_key)
     if not corpus.n_docs or not corpus.n_bytes:
-        raise InputError("no document with any text in " + ", ".join(config.metadata_files + config.val_metadata_files))
+        named = config.metadata_files + config.input_files + config.val_metadata_files
+        raise InputError("no document with any text in " + ", ".join(named))
     if check_case:
-        check_vocabulary_case(files, vocab, corpus.slices)
+        check_vocabulary_case(files, vocab, corpus.slices, allow_case_mismatch)
     split_docs = {split: np.flatnonzero(corpus.doc_splits == code)
                   for code, split in docs_mod.SPLIT_OF_CODE.items()}
     orders = {split: CorpusOrder(len(docs), config.seed, shuffle=not config.keep_corpus_order)
@@ -139,10 +146,27 @@ def plan_units(corpus: CorpusPlan, split_docs: Dict[str, np.ndarray], orders: Di
     return units
 
 
-def check_vocabulary_case(config: GeneratorConfig, vocab, slices: List[Slice], sample_chars: int = 200_000) -> None:
-    """Warn when a lower-case vocabulary meets cased text (or the reverse), with the [UNK] rate
-    measured on the first documents: the most common silent mistake in BERT data."""
-    from ..tokenization import WordPieceTokenizer, check_case_mismatch, vocab_is_lowercase
+def check_masking_budget(config: GeneratorConfig) -> None:
+    """Warn when --max_predictions_per_seq caps masking well below --masked_lm_prob (e.g.
+    max_seq_length 1024 with the default 20 predictions masks at most 2% of a full instance):
+    Google's advice is max_predictions_per_seq = max_seq_length * masked_lm_prob."""
+    candidates = config.max_num_tokens  # the tokens of a full-length instance ([CLS]/[SEP] never masked)
+    wanted = max(1, round(candidates * config.masked_lm_prob))
+    if config.max_predictions_per_seq >= 0.9 * wanted:
+        return
+    effective = config.max_predictions_per_seq / candidates
+    advised = max(wanted, round(config.max_seq_length * config.masked_lm_prob))
+    warn(f"--max_predictions_per_seq {config.max_predictions_per_seq} caps masking at {effective:.1%} of a full "
+         f"{config.max_seq_length:,}-token instance, well below --masked_lm_prob {config.masked_lm_prob:g}; use "
+         f"--max_predictions_per_seq {advised} (max_seq_length * masked_lm_prob, as Google advises)")
+
+
+def check_vocabulary_case(config: GeneratorConfig, vocab, slices: List[Slice], allow_mismatch: bool = False,
+                          sample_chars: int = 200_000) -> None:
+    """Refuse a lower-case vocabulary with cased text and no --do_lower_case (or a cased one
+    with it), with the [UNK] rates measured on the first documents: the most common silent
+    mistake in BERT data.  With ``allow_mismatch``, a warning instead."""
+    from ..tokenization import measure_case_mismatch, vocab_is_lowercase
 
     if vocab_is_lowercase(vocab) == config.do_lower_case:
         return
@@ -154,9 +178,14 @@ def check_vocabulary_case(config: GeneratorConfig, vocab, slices: List[Slice], s
         size += len(document.text)
         if size >= sample_chars:
             break
-    message = check_case_mismatch(vocab, config.do_lower_case, texts, WordPieceTokenizer(config.vocab_file, config.do_lower_case))
-    if message:
-        warn(message)
+    mismatch = measure_case_mismatch(vocab, config.do_lower_case, texts)
+    if mismatch is None or not mismatch.changes_tokens:
+        return  # the sample reads the same either way (e.g. no capitals): nothing is lost
+    fix = "drop --do_lower_case (--do_lower_case=false)" if config.do_lower_case else "add --do_lower_case"
+    if allow_mismatch:
+        warn(f"{mismatch.describe()} (--allow_case_mismatch)")
+        return
+    raise ConfigError(f"{mismatch.describe()}; {fix}, or pass --allow_case_mismatch to run anyway")
 
 
 def run_fingerprint(config: GeneratorConfig, vocab, entries) -> str:

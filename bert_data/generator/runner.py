@@ -30,7 +30,6 @@ import concurrent.futures as cf
 import dataclasses
 import errno
 import os
-import shutil
 import signal
 import sys
 import time
@@ -43,11 +42,12 @@ from ..format.manifest import Manifest, SkippedDocuments
 from .assembly import Segment, ShardAssembler
 from .documents import BINARY, SPLIT_OF_CODE, TRAIN, VAL, Skip
 from .. import storage
-from .executors import check_workers_see, default_executor, shares_local_files, stop_executor
-from .locations import RemoteOutput, check_output_url, forget_local_copies, run_locations
-from .output import (GenerationError, OutputLock, create_output_dir, discard_unjournaled_work, prepare_output_dir,
-                     shard_path, split_dirs, write_journal)
-from .scratch import discard_unjournaled, listdir, load_arrays, load_jsons
+from .executors import default_executor, shares_local_files, stop_executor
+from .locations import (RemoteOutput, check_output_url, count_slices, forget_local_copies, prepare_work_dir,
+                        remove_run_files, run_locations)
+from .output import (GenerationError, Interrupted, OutputLock, create_output_dir, discard_unjournaled_work, lock_path,
+                     manifest_name, prepare_output_dir, read_journal, shard_path, split_dirs, write_journal)
+from .scratch import discard_unjournaled, finished_slices, load_arrays
 from .planning import Plan, make_plan, warn
 from .tasks import (DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError, UnitPairs,
                     encode_shards, make_encode_tasks, pair_unit, pool_path, record_bytes, slice_paths,
@@ -191,7 +191,7 @@ class _Scheduler:
 
     def __init__(self, plan: Plan, config: GeneratorConfig, executor: cf.Executor, work_dir: str,
                  first_unit: int = 0, parallelism: int = 1, done_slices: Optional[Dict[int, SliceSummary]] = None,
-                 shards: Optional["ShardCounts"] = None):
+                 shards: Optional["ShardCounts"] = None, records_before: Optional[Dict[str, int]] = None):
         self.plan, self.config, self.executor, self.work_dir = plan, config, executor, work_dir
         self.shards = shards
         self.waiting_for_count: Dict[int, UnitPairs] = {}  # paired units of splits not yet sized
@@ -210,7 +210,12 @@ class _Scheduler:
         self.docs_tokenized = sum(plan.slices[index].n_docs for index in self.summaries)
         self.bytes_done = 0
         self.instances_paired = 0
+        self.records_encoded = 0  # by the encode tasks finished so far (the progress bar's count)
         self.binary_skips: List[Skip] = []  # reported as slices finish
+        # Google's --output_file spreads the run's instance i over file i mod N: a unit's encode
+        # tasks need the instances of the units before it, so they wait for those to be paired.
+        self.records_before = dict(records_before or {TRAIN: 0, VAL: 0})
+        self.next_to_encode = first_unit
 
     @property
     def tokenized_prefix(self) -> int:
@@ -257,8 +262,13 @@ class _Scheduler:
                 self.instances_paired += value.n_instances
                 self.waiting_for_count[index] = value
                 for ready_index in self.shards.settle(self.waiting_for_count, self.summaries):
+                    if self.config.output_files:  # in unit order, without gaps (see records_before)
+                        if ready_index != self.next_to_encode:
+                            break
+                        self.next_to_encode += 1
                     yield from self._encode(self.waiting_for_count.pop(ready_index))
             else:
+                self.records_encoded += sum(segment.n_records for segment in value)
                 result = self.units[index]
                 result.segments += value
                 result.encode_tasks_left -= 1
@@ -270,9 +280,11 @@ class _Scheduler:
         result = self.units[value.unit_index]
         if value.pairs is not None:
             count = self.shards.counts[value.split]
-            for task in make_encode_tasks(value.unit_index, value.split, value.pairs, count):
+            rotation = self.records_before[value.split] if self.config.output_files else None
+            for task in make_encode_tasks(value.unit_index, value.split, value.pairs, count, rotation):
                 self.ready.append(("encode", value.unit_index, (task, self.config, self.work_dir)))
                 result.encode_tasks_left += 1
+        self.records_before[value.split] += value.n_instances
         value.pairs = None  # the tasks hold what is needed; keep the parent lean
         if not result.encode_tasks_left:
             yield self.units.pop(value.unit_index)
@@ -367,9 +379,12 @@ def generate(
     progress: bool = True,
     skip_missing: bool = False,
     parallelism: Optional[int] = None,
+    allow_case_mismatch: bool = False,
 ) -> RunSummary:
     """Run the whole generator. Raises ConfigError/InputError/VocabError before any work,
-    GenerationError for a failure during it, KeyboardInterrupt when interrupted (resumable).
+    GenerationError for a failure during it, ``output.Interrupted`` (a KeyboardInterrupt) when
+    interrupted (resumable).  A vocabulary whose case disagrees with ``do_lower_case`` is a
+    ConfigError unless ``allow_case_mismatch``.
 
     ``executor``: any ``concurrent.futures`` executor (default: a local process pool of
     ``config.num_workers``); ``parallelism``: how many tasks it runs at once (default
@@ -379,7 +394,7 @@ def generate(
     config.validate()
     check_output_url(config)
     forget_local_copies()  # a URL's vocabulary is fetched afresh for each run
-    plan = make_plan(config, skip_missing)
+    plan = make_plan(config, skip_missing, allow_case_mismatch=allow_case_mismatch)
     # Output to a URL is assembled in a local staging directory (see ``locations``).
     places = run_locations(config, distributed=not shares_local_files(executor))
     remote = RemoteOutput(config, places) if places.remote else None
@@ -390,7 +405,7 @@ def generate(
         if remote is not None:
             remote.check_staging()
         create_output_dir(local)
-        lock = OutputLock(local.output_dir)
+        lock = OutputLock(local.output_dir, lock_path(local))
         lock.acquire()
         try:
             return _run_locked(config, local, places, remote, plan, executor, progress, started,
@@ -406,17 +421,9 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
                 started: float, parallelism: int) -> RunSummary:
     """``local``: the configuration of the local side (``config`` itself unless the output is a
     URL); ``places.scratch``: where tasks exchange data; ``places.journal_dir``: the journal."""
-    journal = prepare_output_dir(local, plan.fingerprint)
-    if remote is not None:
-        remote.prepare(resuming=journal is not None)
+    journal = prepare_output_dir(local, plan.fingerprint) if remote is None else remote.prepare(local, plan.fingerprint)
     work_dir, journal_dir = places.scratch, places.journal_dir
-    if work_dir != journal_dir:  # a work directory of its own (--work_dir, or the output URL's)
-        if journal is None:
-            storage.remove_tree(work_dir)
-        else:
-            discard_unjournaled(work_dir)
-        storage.makedirs(work_dir)
-    check_workers_see(executor, work_dir)
+    prepare_work_dir(places, journal is not None, executor)
     totals = RunTotals.from_json(journal["totals"]) if journal else RunTotals()
     first_unit = totals.units_done
     assembler = ShardAssembler(local, journal["shard_sizes"] if journal else None,
@@ -431,7 +438,9 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
     own_executor = executor is None
     if own_executor:
         executor = default_executor(max(1, min(config.workers, len(plan.slices) + len(plan.units))))
-    scheduler = _Scheduler(plan, config, executor, work_dir, first_unit, parallelism, done_slices, shards)
+    scheduler = _Scheduler(plan, config, executor, work_dir, first_unit, parallelism, done_slices, shards,
+                           {split: counts.n_examples for split, counts in totals.splits.items()})
+    first_records = totals.n_examples
     finished: Dict[int, UnitResult] = {}
     freed_below = 0
     tokenize_bar = _progress(plan.corpus.n_docs, progress, "tokenized", "doc", scheduler.docs_tokenized)
@@ -464,33 +473,39 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
                     warned_binary += 1
             tokenize_bar.update(scheduler.docs_tokenized - tokenize_bar.n)
             elapsed = max(time.perf_counter() - started, 1e-9)
-            units_bar.set_postfix(instances=f"{scheduler.instances_paired:,}",
+            # Records written by each encode task as it finishes (a unit has several).
+            units_bar.set_postfix(instances=f"{first_records + scheduler.records_encoded:,}",
                                   MBps=f"{scheduler.bytes_done / 1e6 / elapsed:.1f}", refresh=False)
         if not totals.n_examples:
             skipped = SkippedTotals(plan)
             skipped.add_slices(list(scheduler.summaries.values()))
             raise GenerationError("no document with any text: every listed document was skipped "
-                                  f"({', '.join(f'{n} {r}' for r, n in skipped.reasons().items())})")
+                                  f"({', '.join(f'{n:,} {r}' for r, n in skipped.reasons().items())})")
         shards.finish()
         assembler.finish(rename=remote is None)  # staged shards are uploaded whole, below
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interruption:
         tokenize_bar.close()
         units_bar.close()
         _stop_work(executor, own_executor, scheduler)
+        journal = read_journal(journal_dir)  # what --resume will find: the units it vouches for
         assembler.close()
         discard_unjournaled_work(journal_dir)  # units not yet appended are redone by --resume
-        if work_dir != journal_dir:
+        kept_units = journal["totals"]["units_done"] if journal else 0
+        kept_slices = count_slices(work_dir)
+        if not kept_units and not kept_slices:  # nothing to resume: as if the run never started
+            assembler.remove()
+            remove_run_files(places)
+        elif work_dir != journal_dir:
             discard_unjournaled(work_dir)
-        raise
+        signum = interruption.signum if isinstance(interruption, Interrupted) else signal.SIGINT
+        raise Interrupted(signum, kept_units, len(plan.units), sum(journal["shard_sizes"].values()) if journal else 0,
+                          kept_slices, len(plan.slices)) from None
     except BaseException as error:
         tokenize_bar.close()
         units_bar.close()
         _stop_work(executor, own_executor, scheduler)
         assembler.remove()
-        shutil.rmtree(journal_dir, ignore_errors=True)
-        _remove_quietly(work_dir)
-        if remote is not None:
-            shutil.rmtree(places.local_output, ignore_errors=True)
+        remove_run_files(places)
         if isinstance(error, UnitError):
             raise GenerationError(str(error)) from error
         if isinstance(error, cf.process.BrokenProcessPool):
@@ -508,45 +523,11 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
         executor.shutdown()
     skipped = SkippedTotals(plan)
     skipped.add_slices([scheduler.summaries[index] for index in sorted(scheduler.summaries)])
-    sizes = None
-    if remote is not None:  # every shard to its final key, then the manifests (last)
-        staged = {shard_path(directory, local, shard) + ".tmp": shard_path(split_dirs(config)[split], config, shard)
-                  for split, directory in split_dirs(local).items() for shard in range(totals.shard_counts[split])}
-        remote.upload_shards(staged)
-        sizes = {url: os.path.getsize(path) for path, url in staged.items()}
+    # A URL output: every shard to its final key, then the manifests (last).
+    sizes = remote.upload_shards(local, totals.shard_counts) if remote is not None else None
     manifests = write_manifests(config, plan, totals, skipped, sizes)
-    _remove_quietly(work_dir)
-    shutil.rmtree(journal_dir, ignore_errors=True)
-    if remote is not None:
-        shutil.rmtree(places.local_output, ignore_errors=True)
+    remove_run_files(places)
     return RunSummary(manifests, time.perf_counter() - started, first_unit)
-
-
-def _remove_quietly(work_dir: str) -> None:
-    """The work directory, local or at a URL: a failure to clean up never fails a finished run."""
-    try:
-        storage.remove_tree(work_dir)
-    except OSError as error:
-        warn(f"could not remove the work directory {work_dir}: {error}")
-
-
-def finished_slices(plan: Plan, work_dir: str, first_needed: int) -> Dict[int, SliceSummary]:
-    """Slices an interrupted run tokenized (a summary is written last): not tokenized again,
-    unless a unit still to come needs tokens that were already freed.  One listing of the work
-    directory, and the summaries read at once (a URL answers them concurrently)."""
-    names = set(listdir(work_dir))
-    if not names:
-        return {}
-    candidates = []
-    for piece in plan.slices:
-        paths = slice_paths(work_dir, piece.index)
-        if storage.basename(paths["summary"]) not in names:
-            continue
-        if piece.index >= first_needed and not all(storage.basename(path) in names for path in paths.values()):
-            continue
-        candidates.append(piece.index)
-    summaries = load_jsons([slice_paths(work_dir, index)["summary"] for index in candidates])
-    return {index: SliceSummary.from_json(data) for index, data in zip(candidates, summaries)}
 
 
 def _stop_work(executor, own_executor: bool, scheduler) -> None:
@@ -561,7 +542,7 @@ def _stop_work(executor, own_executor: bool, scheduler) -> None:
 def _raise_on_sigterm():
     """SIGTERM takes the same clean path as Ctrl-C (only the main thread can set handlers)."""
     def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
+        raise Interrupted(signum)
 
     try:
         return signal.signal(signal.SIGTERM, handler)
@@ -602,9 +583,10 @@ def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals, skip
             documents_skipped=skipped.by_split[split],
             n_docs_held_out=plan.excluded_as_validation if split == TRAIN else 0,
             vocab_sha256=plan.vocab.sha256,
+            vocab_path=os.path.abspath(config.vocab_file),
             vocab_size=plan.vocab.size,
             bert_data_version=__version__,
         )
-        manifest.write(directory)
+        manifest.write(directory, manifest_name(config))
         manifests[split] = manifest.to_json()
     return manifests

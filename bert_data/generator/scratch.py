@@ -98,6 +98,27 @@ def discard_unjournaled(work_dir: str) -> None:
                          if name != JOURNAL and not _SLICE_FILE.match(name)])
 
 
+def finished_slices(plan, work_dir: str, first_needed: int) -> dict:
+    """Slices an interrupted run tokenized (a summary is written last): not tokenized again,
+    unless a unit still to come needs tokens that were already freed.  One listing of the work
+    directory, and the summaries read at once (a URL answers them concurrently)."""
+    from .tasks import SliceSummary, slice_paths
+
+    names = set(listdir(work_dir))
+    if not names:
+        return {}
+    candidates = []
+    for piece in plan.slices:
+        paths = slice_paths(work_dir, piece.index)
+        if storage.basename(paths["summary"]) not in names:
+            continue
+        if piece.index >= first_needed and not all(storage.basename(path) in names for path in paths.values()):
+            continue
+        candidates.append(piece.index)
+    summaries = load_jsons([slice_paths(work_dir, index)["summary"] for index in candidates])
+    return {index: SliceSummary.from_json(data) for index, data in zip(candidates, summaries)}
+
+
 class _Ranges:
     """The ranges of one ``.npy`` array a task asked for, fetched: ``array[a:b]`` for those."""
 

@@ -344,7 +344,7 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
 
 
 def pool_path(work_dir: str, unit_index: int) -> str:
-    return storage.join(work_dir, f"unit-{unit_index:07d}.pool.npy")
+    return storage.join(work_dir, f"unit-{unit_index + 1:07d}.pool.npy")  # units numbered from 1, as messages do
 
 
 def pair_unit(unit: UnitWork, table: SliceTable, config: GeneratorConfig, work_dir: str) -> UnitPairs:
@@ -379,10 +379,11 @@ def pair_unit(unit: UnitWork, table: SliceTable, config: GeneratorConfig, work_d
 
 # ---------------------------------------------------------------------------- encode_shards
 
-def shard_rows(n_records: int, unit_index: int, shard: int, n_shards: int) -> np.ndarray:
-    """Record j of a unit goes to shard (unit + j) mod N: balanced shards, and the rotation
-    spreads each unit's remainder over different shards."""
-    return np.arange((shard - unit_index) % n_shards, n_records, n_shards)
+def shard_rows(n_records: int, rotation: int, shard: int, n_shards: int) -> np.ndarray:
+    """Record j of a unit goes to shard (rotation + j) mod N.  The rotation is the unit's index
+    (balanced shards: it spreads each unit's remainder over different shards), or with Google's
+    --output_file the number of records before the unit (record i of the run to file i mod N)."""
+    return np.arange((shard - rotation) % n_shards, n_records, n_shards)
 
 
 @dataclass
@@ -398,10 +399,12 @@ class EncodeTask:
     shard_sizes: List[int]
 
 
-def make_encode_tasks(unit_index: int, split: str, data: SplitPairs, n_shards: int) -> List[EncodeTask]:
+def make_encode_tasks(unit_index: int, split: str, data: SplitPairs, n_shards: int,
+                      rotation: Optional[int] = None) -> List[EncodeTask]:
+    rotation = unit_index if rotation is None else rotation
     tasks = []
     for shards in shard_groups(len(data.pairs), n_shards):
-        rows = [shard_rows(len(data.pairs), unit_index, shard, n_shards) for shard in shards]
+        rows = [shard_rows(len(data.pairs), rotation, shard, n_shards) for shard in shards]
         tasks.append(EncodeTask(unit_index, split, data.tokens_path, data.pairs.take(np.concatenate(rows)), shards,
                                 [len(r) for r in rows]))
     return tasks
@@ -413,7 +416,7 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
     vocab = context.vocab
     specs = config.feature_specs()
     masking = None if config.disable_masking else MaskingSpec.from_config(config, vocab)
-    path = storage.join(work_dir, f"unit-{task.unit_index:07d}-{task.split}-{task.shards[0]:05d}.piece")
+    path = storage.join(work_dir, f"unit-{task.unit_index + 1:07d}-{task.split}-{task.shards[0]:05d}.piece")
     tokens = load_array(task.tokens_path)
     segments = []
     first_row = 0

@@ -16,6 +16,26 @@ __all__ = ["load_dataset"]
 _TF_COMPRESSION = {None: "", "gzip": "GZIP", "zlib": "ZLIB"}
 
 
+def import_tensorflow(what: str):
+    """TensorFlow, or an ImportError that says which extra installs it (it is optional).
+
+    Imported here first, TensorFlow's C++ INFO messages are off unless the environment says
+    otherwise (``TF_CPP_MIN_LOG_LEVEL``): every ``TFRecordDataset`` logs one about its read
+    buffer, whatever ``buffer_size`` it is given, which users take for a problem.  Warnings and
+    errors still show."""
+    import os
+    import sys
+
+    if "tensorflow" not in sys.modules:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    try:
+        import tensorflow as tf
+    except ImportError as error:
+        raise ImportError(f"{what} needs TensorFlow, which is not installed ({error}): "
+                          "pip install 'bert_data[tf]' (or tensorflow)") from error
+    return tf
+
+
 def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
                  max_predictions_per_seq: Optional[int] = None, batch_size: int = 32,
                  is_training: bool = True, num_cpu_threads: int = 4,
@@ -59,7 +79,7 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
     ``max_seq_length`` / ``max_predictions_per_seq`` may be omitted when the shards' manifest
     (or first record) tells them; when given, they are checked against the manifest.
     """
-    import tensorflow as tf
+    tf = import_tensorflow("load_dataset")
 
     from ..format.layout import tf_feature_description
 
@@ -79,7 +99,8 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
     autotune = tf.data.AUTOTUNE
 
     def read(path, compression_type):
-        return tf.data.TFRecordDataset(path, compression_type=compression_type, buffer_size=1 << 20)
+        # TensorFlow's default read buffer: any other buffer_size prints a notice per file opened.
+        return tf.data.TFRecordDataset(path, compression_type=compression_type)
 
     d = tf.data.Dataset.from_tensor_slices((tf.constant(files), tf.constant(types)))
     if input_context is not None:

@@ -23,7 +23,8 @@ def _torch_dataset_class():
     try:
         import torch
     except ImportError as error:
-        raise ImportError(f"bert_data TorchDataset needs PyTorch ({error}): pip install torch") from error
+        raise ImportError(f"bert_data TorchDataset needs PyTorch, which is not installed ({error}): "
+                          "pip install 'bert_data[torch]' (or torch)") from error
     from torch.utils.data import IterableDataset, get_worker_info
 
     from ..format.dataset import dataset_info

@@ -7,7 +7,8 @@ there is one, and every masked-LM position as ``shown{original}``: ``[MASK]{cat}
 Unmasked records (``--disable_masking``) show their tokens as stored, or, with ``mask_seed``, a
 preview of load-time masks (:func:`bert_data.dynamic_masking`).  Layout and compression
 come from the manifest, else the first record and first bytes.  Without a vocabulary the token
-ids are shown instead.
+ids are shown instead, and a masked position is only told kept (its id unchanged) or changed:
+whether it became [MASK] or a random token needs the vocabulary's [MASK] id, which is not guessed.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from typing import Iterator, List, Optional
 
 import numpy as np
 
-__all__ = ["InspectedRecord", "inspect_records", "format_record", "record_json", "LEGEND"]
+__all__ = ["InspectedRecord", "inspect_records", "format_record", "record_json", "LEGEND", "LEGEND_WITHOUT_VOCAB"]
 
 MASK, KEPT, RANDOM = "mask", "kept", "random"
+# Without a vocabulary the [MASK] id is unknown: a changed position is [MASK] or a random token,
+# and inspect does not guess which.
+CHANGED = "mask_or_random"
 
 
 @dataclass
@@ -103,10 +107,12 @@ def _inspect_one(path, index, stored, f, vocab, mask_id, preview=False) -> Inspe
             shown_id = int(ids[p]) if 0 <= p < length else None
             if shown_id is None:
                 kind = "invalid"
-            elif mask_id is not None and shown_id == mask_id:
-                kind = MASK
             elif shown_id == label:
                 kind = KEPT
+            elif mask_id is None:
+                kind = CHANGED
+            elif shown_id == mask_id:
+                kind = MASK
             else:
                 kind = RANDOM
             name = (lambda i: vocab.tokens[i] if 0 <= i < vocab.size else f"<{i}>") if vocab else str
@@ -136,8 +142,12 @@ def format_record(rec: InspectedRecord) -> str:
         parts.append(f"next_sentence_label={nsp} ({'B is a random sentence' if nsp == 1 else 'B follows A'})")
     if rec.has_masks:
         preview = ", load-time masks previewed" if rec.preview else ""
-        parts.append(f"{len(rec.masked)} predictions ({kinds.count(MASK)} [MASK], {kinds.count(KEPT)} kept, "
-                     f"{kinds.count(RANDOM)} random{preview})")
+        if CHANGED in kinds:
+            split = (f"{kinds.count(KEPT)} kept, {kinds.count(CHANGED)} [MASK] or random: no vocabulary to tell "
+                     "them apart")
+        else:
+            split = f"{kinds.count(MASK)} [MASK], {kinds.count(KEPT)} kept, {kinds.count(RANDOM)} random"
+        parts.append(f"{len(rec.masked)} predictions ({split}{preview})")
     else:
         parts.append("unmasked (masks are drawn at load time)")
     head = ", ".join(parts)
@@ -168,3 +178,5 @@ def record_json(rec: InspectedRecord) -> dict:
 
 LEGEND = ("legend: [MASK]{x} = masked, original x; t{=} = kept (still predicted); "
           "r{x} = replaced by random token r, original x")
+LEGEND_WITHOUT_VOCAB = ("legend: t{=} = kept (still predicted); s{x} = changed to s ([MASK] or a random token: "
+                        "no vocabulary to tell), original x")

@@ -29,7 +29,7 @@ from ..format.dataset import describe_layout, group_info, shard_groups
 from ..load.stages import decoded_chunks
 from ._common import guess_cls_sep
 
-__all__ = ["DatasetStats", "compute_stats", "format_stats", "plot_stats"]
+__all__ = ["DatasetStats", "compute_stats", "format_stats", "plot_stats", "check_plotting"]
 
 
 @dataclass
@@ -338,12 +338,19 @@ def _text_histogram(hist: np.ndarray, bins: int = 8, width: int = 40) -> List[st
     return rows
 
 
-def plot_stats(stats: List[DatasetStats], path: str) -> None:
-    """Write a PNG: tokens per instance, segment lengths, predictions per instance, masking and NSP."""
+def check_plotting() -> None:
+    """RuntimeError, with what to install, when matplotlib is missing (``--plot`` checks it first)."""
     try:
-        import matplotlib
+        import matplotlib  # noqa: F401
     except ImportError:
         raise RuntimeError("--plot needs matplotlib: pip install 'bert_data[plot]' (or matplotlib)") from None
+
+
+def plot_stats(stats: List[DatasetStats], path: str) -> None:
+    """Write a PNG: tokens per instance, segment lengths, predictions per instance, masking and NSP."""
+    check_plotting()
+    import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -31,6 +31,10 @@ records (and are then required of every record), ids are range-checked against t
 a note says so.  This is not a failure: the layout checks still run.  A vocabulary whose SHA-256
 differs from the manifest's ``vocab_sha256`` gives a warning (not a failure).
 
+With a vocabulary, the [UNK] rate of each dataset's text tokens (masked positions restored,
+[CLS]/[SEP] not counted) is reported, and a rate above ``max_unk_rate`` (default 1%) fails: the
+vocabulary does not fit the text.
+
 The per-record checks are :mod:`bert_data.tools.record_checks`; this module checks the manifest
 and the framing, and drives the record checks over the files.
 """
@@ -51,9 +55,13 @@ from ..format.manifest import MANIFEST_NAME
 from ._common import guess_cls_sep
 from .record_checks import VocabIds, check_batch
 
-__all__ = ["Problem", "VerifyReport", "verify", "check_batch", "VocabIds"]
+__all__ = ["Problem", "VerifyReport", "verify", "check_batch", "VocabIds", "count_unk", "DEFAULT_MAX_UNK_RATE"]
 
 BATCH = 4096
+# verify fails when more than this fraction of a dataset's text tokens is [UNK]: text tokenized
+# with a vocabulary that fits it stays far below (BERT-Base uncased on English: about 0.01%),
+# while an uncased vocabulary read without do_lower_case gives 5-10% on English text.
+DEFAULT_MAX_UNK_RATE = 0.01
 
 
 @dataclass
@@ -88,6 +96,8 @@ class VerifyReport:
     notes: List[str] = field(default_factory=list)
     seconds: float = 0.0
     max_problems: int = 20
+    unk_tokens: int = 0  # [UNK] among the text tokens (masked positions restored, [CLS]/[SEP] not counted)
+    text_tokens: int = 0  # of the datasets whose vocabulary is known
 
     @property
     def ok(self) -> bool:
@@ -106,10 +116,15 @@ class VerifyReport:
         if len(self.problems) < self.max_problems:
             self.problems.append(problem)
 
+    @property
+    def unk_rate(self) -> Optional[float]:
+        return self.unk_tokens / self.text_tokens if self.text_tokens else None
+
     def summary(self) -> str:
         mb = self.n_bytes / 1e6
         speed = f", {mb / self.seconds:.0f} MB/s" if self.seconds > 0 else ""
-        read = (f"{self.n_records:,} records in {len(self.files)} file(s), {mb:,.1f} MB, "
+        unk = f", [UNK] {self.unk_rate:.2%} of {self.text_tokens:,} text tokens" if self.text_tokens else ""
+        read = (f"{self.n_records:,} records in {len(self.files)} file(s), {mb:,.1f} MB{unk}, "
                 f"{self.seconds:.1f} s{speed}")
         if self.ok:
             return f"OK: {read}"
@@ -168,6 +183,10 @@ class _FileChecker:
         ids = self.ids_holder["ids"]
         if ids is None:  # no vocabulary: take [CLS]/[SEP] from the data
             ids = self.ids_holder["ids"] = _infer_ids(cols, self.ids_holder)
+        if self.ids_holder.get("unk_id") is not None:
+            unk, text = count_unk(cols, self.ids_holder["unk_id"], ids.cls_id, ids.sep_id)
+            self.ids_holder["n_unk"] += unk
+            self.ids_holder["n_text"] += text
         checks = check_batch(cols, ids)
         if not checks:
             return
@@ -185,6 +204,33 @@ class _FileChecker:
         found.sort(key=lambda t: (t[0], t[1]))
         for record, _, describe, r in found[:max(room, 0)]:
             self.report.problems.append(Problem(self.display, record, describe(r)))
+
+
+def count_unk(cols, unk_id: int, cls_id: int, sep_id: int) -> tuple:
+    """``([UNK] count, text tokens)`` of a batch: the original text's tokens (masked positions
+    restored from ``masked_lm_ids``), without [CLS] and [SEP]."""
+    ids, real = cols["input_ids"], cols["input_mask"] > 0
+    if "masked_lm_positions" in cols:
+        ids = ids.copy()
+        positions = cols["masked_lm_positions"]
+        active = (cols["masked_lm_weights"] > 0) & (positions >= 0) & (positions < ids.shape[1])
+        rows = np.broadcast_to(np.arange(len(ids))[:, None], positions.shape)
+        ids[rows[active], positions[active]] = cols["masked_lm_ids"][active]
+    text = real & (ids != cls_id) & (ids != sep_id)
+    return int((ids[text] == unk_id).sum()), int(text.sum())
+
+
+def _check_unk_rate(group: ShardGroup, holder: dict, report: VerifyReport, max_unk_rate: float) -> None:
+    if holder.get("unk_id") is None:
+        report.notes.append(f"{group.name}: [UNK] rate not measured (no vocabulary; pass --vocab_file)")
+        return
+    unk, text = holder["n_unk"], holder["n_text"]
+    report.unk_tokens += unk
+    report.text_tokens += text
+    if text and unk / text > max_unk_rate:
+        report.add(Problem(group.name, None, f"[UNK] rate {unk / text:.2%} ({unk:,} of {text:,} text tokens) is above "
+                                             f"--max_unk_rate {max_unk_rate:.2%}: the vocabulary does not fit the text "
+                                             "(an uncased vocabulary without do_lower_case? text in another language?)"))
 
 
 def _infer_ids(cols, holder) -> VocabIds:
@@ -271,13 +317,17 @@ _COMPRESSION_TEXT = {None: "uncompressed", "gzip": "gzip-compressed", "zlib": "z
 
 
 def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
-           on_file: Optional[Callable[[FileResult], None]] = None, compression="auto") -> VerifyReport:
+           on_file: Optional[Callable[[FileResult], None]] = None, compression="auto",
+           max_unk_rate: float = DEFAULT_MAX_UNK_RATE) -> VerifyReport:
     """Check every record under ``paths`` (output directories, shard files or globs).
 
     The layout and compression of a dataset come from its manifest; files without one
     get their layout from their first record and their compression from ``compression``
     (None, "gzip" or "zlib"), by default ("auto") from their first bytes.  A file whose content
     is not compressed as its manifest says is a problem (its records are still checked).
+
+    With a vocabulary, the [UNK] rate of each dataset's text tokens is measured and a rate above
+    ``max_unk_rate`` is a problem.
 
     Returns a :class:`VerifyReport`; ``report.ok`` is True only if every check held.  Raises
     ``ValueError`` for paths that name nothing or an unreadable vocabulary.
@@ -327,7 +377,8 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
         flags = layout_flags(specs)
         separator_token = manifest.option("document_separator_token", "[SEP]") if manifest else "[SEP]"
         holder = {"ids": None, "size": manifest.vocab_size if manifest else None, "notes": report.notes,
-                  "separator_token": separator_token}
+                  "separator_token": separator_token, "unk_id": vocab.unk_id if vocab is not None else None,
+                  "n_unk": 0, "n_text": 0}
         if vocab is not None:
             separator = vocab.token_to_id.get(separator_token) if flags["mlm_only"] else None
             if flags["mlm_only"] and separator is None:
@@ -366,6 +417,7 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
             report.files.append(result)
             if on_file:
                 on_file(result)
+        _check_unk_rate(group, holder, report, max_unk_rate)
     report.seconds = time.perf_counter() - started
     return report
 

@@ -1,0 +1,122 @@
+"""Google's and ALBERT's ``create_pretraining_data.py`` command lines, as ``create_tfrecords``
+reads them: their options map onto ours, their defaults apply where they are used, and what is
+not built yet is refused in one line instead of being ignored.
+
+Google's options: ``--input_file`` (comma-separated globs of files holding one sentence a line,
+documents separated by blank lines), ``--output_file`` (comma-separated files; instance i goes to
+file i mod N), ``--vocab_file``, ``--do_lower_case`` (default true), ``--do_whole_word_mask``,
+``--max_seq_length``, ``--max_predictions_per_seq``, ``--random_seed`` (default 12345),
+``--dupe_factor``, ``--masked_lm_prob``, ``--short_seq_prob``.  ALBERT's add ``--ngram``,
+``--favor_shorter_ngram``, ``--do_permutation``, ``--random_next_sentence``, ``--spm_model_file``,
+``--input_file_mode`` and ``--parallel``, and other defaults (see :data:`ALBERT_DEFAULTS`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import List, Sequence
+
+from ..config import ConfigError
+from .flags import add_bool
+
+# Our defaults, for options whose default depends on the command line's style (None in the parser).
+OUR_DEFAULTS = {"do_lower_case": False, "seed": 0, "max_seq_length": 128, "dupe_factor": 10, "max_ngram_size": 1,
+                "mask_whole_word": False, "output_dir": "./tfrecords/", "num_output_files": 10, "name": "examples"}
+# Where Google's create_pretraining_data.py differs from OUR_DEFAULTS: applied with --input_file.
+GOOGLE_DEFAULTS = {"do_lower_case": True, "seed": 12345}
+# ALBERT's defaults that differ from Google's: a user of ALBERT's script must give them (warned).
+ALBERT_DEFAULTS = {"max_seq_length": 512, "dupe_factor": 40, "max_ngram_size": 3, "mask_whole_word": True}
+ALBERT_NAMES = {"max_seq_length": "max_seq_length", "dupe_factor": "dupe_factor", "max_ngram_size": "ngram",
+                "mask_whole_word": "do_whole_word_mask"}
+ALBERT_ONLY = ("--ngram", "--favor_shorter_ngram", "--nofavor_shorter_ngram", "--do_permutation", "--nodo_permutation",
+               "--random_next_sentence", "--norandom_next_sentence", "--spm_model_file", "--input_file_mode",
+               "--parallel", "--noparallel")
+
+GOOGLE_HELP = """\
+create_pretraining_data.py command lines run as they are. --input_file reads Google's format (one
+sentence a line, a blank line between documents: it implies --single_sentence_per_line and
+--multiple_docs_in_single_file) and applies Google's defaults where they differ from ours:
+--do_lower_case true (ours: false) and --random_seed 12345 (ours: 0); the others are the same
+(max_seq_length 128, max_predictions_per_seq 20, masked_lm_prob 0.15, short_seq_prob 0.1,
+dupe_factor 10). ALBERT's script has other defaults (max_seq_length 512, dupe_factor 40, ngram 3,
+do_whole_word_mask true): give them explicitly (a warning lists those missing)."""
+
+
+def add_google_arguments(parser: argparse.ArgumentParser) -> None:
+    google = parser.add_argument_group("Google's and ALBERT's create_pretraining_data.py", GOOGLE_HELP)
+    google.add_argument("--input_file", action="append", default=[], metavar="FILES",
+                        help="comma-separated files or globs in Google's input format; instead of --metadata_files")
+    google.add_argument("--output_file", action="append", default=[], metavar="FILES",
+                        help="comma-separated output files: the shards are exactly these (all in one directory; "
+                             "instance i goes to file i mod N, as Google's tool writes them), replaced if they "
+                             "exist; the manifest is FIRST_FILE.data_params.json beside them. Instead of "
+                             "--output_dir, --num_output_files and --name")
+    google.add_argument("--random_seed", type=int, default=None, dest="seed", help="= --seed")
+    albert = parser.add_argument_group("ALBERT's options")
+    add_bool(albert, "--favor_shorter_ngram", default=None,
+             help="n-gram sizes favour shorter spans (what --max_ngram_size does; false is not supported)")
+    add_bool(albert, "--do_permutation", default=None, help="ALBERT's permutation training (only false is supported)")
+    add_bool(albert, "--random_next_sentence", default=None,
+             help="not supported yet: ALBERT's sentence-order prediction (its default) comes with SentencePiece "
+                  "support; without this option BERT's next-sentence prediction is written")
+    albert.add_argument("--spm_model_file", default=None, metavar="FILE",
+                        help="not supported yet: SentencePiece models (use a WordPiece --vocab_file)")
+    albert.add_argument("--input_file_mode", default=None, choices=["r", "rb"],
+                        help="accepted for ALBERT's command line; files are always read as UTF-8 bytes")
+    add_bool(albert, "--parallel", default=None,
+             help="accepted for ALBERT's command line; the work is always parallel (--num_workers)")
+
+
+def split_commas(values: Sequence[str]) -> List[str]:
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def resolve(args: argparse.Namespace, argv: Sequence[str], warn) -> argparse.Namespace:
+    """Map Google's and ALBERT's options onto ours, apply the defaults of the style used and
+    refuse what cannot work; ``warn(message)`` for ALBERT defaults not applied."""
+    refuse_unsupported(args)
+    google = bool(args.input_file)
+    if google:
+        for option, value in (("--metadata_files", args.metadata_files), ("--input_files", args.input_files),
+                              ("--jsonl_text_key", args.jsonl_text_key)):
+            if value:
+                raise ConfigError(f"--input_file reads Google's format (a sentence a line, blank lines between "
+                                  f"documents) and cannot be combined with {option}: use --input_files for that")
+        args.input_files = split_commas(args.input_file)
+        args.single_sentence_per_line = args.multiple_docs_in_single_file = True
+    if args.output_file:
+        for option in ("output_dir", "num_output_files", "name", "records_per_file", "megabytes_per_file"):
+            if getattr(args, option) is not None:
+                raise ConfigError(f"--output_file names the output files: it cannot be combined with --{option}")
+        args.output_files = split_commas(args.output_file)
+    albert = any(arg.split("=")[0] in ALBERT_ONLY for arg in argv)
+    if albert:
+        missing = [f"{ALBERT_NAMES[key]} {str(value).lower()} (this run: {str(OUR_DEFAULTS[key]).lower()})"
+                   for key, value in ALBERT_DEFAULTS.items() if getattr(args, key) is None]
+        if missing:
+            warn("ALBERT's create_pretraining_data.py defaults are not applied: " + ", ".join(missing)
+                 + "; give them explicitly to match ALBERT (and its default sentence-order prediction is not "
+                   "supported yet: next-sentence prediction records are written)")
+    defaults = dict(OUR_DEFAULTS, **(GOOGLE_DEFAULTS if google else {}))
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    for key in ("input_file", "output_file", "favor_shorter_ngram", "do_permutation", "random_next_sentence",
+                "spm_model_file", "input_file_mode", "parallel"):
+        delattr(args, key)
+    return args
+
+
+def refuse_unsupported(args: argparse.Namespace) -> None:
+    if args.spm_model_file is not None:
+        raise ConfigError("--spm_model_file: SentencePiece models (ALBERT) are not supported yet; "
+                          "give a WordPiece --vocab_file")
+    if args.random_next_sentence is not None:
+        raise ConfigError("--random_next_sentence (ALBERT) is not supported yet: sentence-order prediction comes with "
+                          "SentencePiece support; drop the option to write BERT's next-sentence prediction records")
+    if args.do_permutation:
+        raise ConfigError("--do_permutation=true (ALBERT's permutation training) is not supported; "
+                          "only --do_permutation=false")
+    if args.favor_shorter_ngram is False and (args.max_ngram_size or 1) > 1:
+        raise ConfigError("--favor_shorter_ngram=false (uniform n-gram sizes) is not supported: n-gram spans "
+                          "favour shorter sizes, as ALBERT's default")
