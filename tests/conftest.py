@@ -145,3 +145,16 @@ def s3_endpoint():
         s3fs.S3FileSystem.clear_instance_cache()
         patch.undo()
         server.stop()
+
+
+@pytest.fixture()
+def private_tmp(tmp_path, monkeypatch):
+    """This process's (and its children's) temporary files under the test's folder: copies of
+    files at URLs are cached in TMPDIR, and go with the test."""
+    import tempfile
+
+    directory = tmp_path / "tmp"
+    directory.mkdir()
+    monkeypatch.setenv("TMPDIR", str(directory))
+    monkeypatch.setattr(tempfile, "tempdir", str(directory))
+    return directory

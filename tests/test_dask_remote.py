@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 
@@ -29,26 +30,28 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the plugin travel
 
 
 class BlindToClientFiles(WorkerPlugin):
-    """Paths under ``roots`` do not exist for this worker: as on a cluster without a shared
-    file system, where the client's directories are on another machine."""
+    """Paths under ``roots`` (but not under ``own``, the worker's temporary folder) do not exist
+    for this worker: as on a cluster without a shared file system, where the client's
+    directories are on another machine."""
 
     name = "blind-to-client-files"
 
-    def __init__(self, roots):
+    def __init__(self, roots, own):
         self.roots = tuple(os.path.abspath(root) for root in roots)
+        self.own = os.path.abspath(own)
 
     def setup(self, worker):
         import builtins
         import io
 
-        roots = self.roots
+        roots, own = self.roots, self.own
 
         def hidden(path) -> bool:
             try:
-                path = os.fsdecode(path)
+                path = os.path.abspath(os.fsdecode(path))
             except TypeError:
                 return False  # a file descriptor
-            return os.path.abspath(path).startswith(roots)
+            return path.startswith(roots) and not path.startswith(own)
 
         def guard(function):
             def guarded(path, *args, **kwargs):
@@ -78,9 +81,14 @@ def setup(s3_endpoint, tmp_path_factory):
     fs.put(str(corpus.root) + "/", "bert-data-tests/dask-corpus/", recursive=True)
     patch = pytest.MonkeyPatch()
     patch.setenv("XDG_CACHE_HOME", str(root / "cache"))  # the client's staging: blind to the workers too
+    # Every process's temporary files (the workers' copies of the vocabulary, their pieces) go
+    # with the test: a folder of their own, outside what the workers are blind to.
+    scratch = tmp_path_factory.mktemp("worker_tmp", numbered=True)
+    patch.setenv("TMPDIR", str(scratch))
+    patch.setattr(tempfile, "tempdir", str(scratch))
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
-        client.register_plugin(BlindToClientFiles([str(tmp_path_factory.getbasetemp()), str(root)]))
+        client.register_plugin(BlindToClientFiles([str(tmp_path_factory.getbasetemp()), str(root)], str(scratch)))
         yield corpus, file_hashes(reference), client, fs, root
     patch.undo()
 

@@ -23,7 +23,7 @@ BUCKET = "s3://bert-data-tests"
 
 
 @pytest.fixture()
-def s3(s3_endpoint, tmp_path, monkeypatch):
+def s3(s3_endpoint, tmp_path, monkeypatch, private_tmp):
     import s3fs
 
     # Staging directories go under the test's own folder, and go with it.

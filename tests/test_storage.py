@@ -43,7 +43,8 @@ def test_paths_and_urls():
     assert storage.basename("s3://b/out/x.tfrecords") == "x.tfrecords"
 
 
-def test_a_corpus_in_memory_urls_gives_the_bytes_of_local_files(synthetic_corpus, tmp_path, generated_reference):
+def test_a_corpus_in_memory_urls_gives_the_bytes_of_local_files(synthetic_corpus, tmp_path, generated_reference,
+                                                                 private_tmp):
     """``memory://`` (any fsspec file system): metadata, documents and vocabulary read through it."""
     fsspec = pytest.importorskip("fsspec")
     from bert_data.generator.runner import generate
@@ -82,7 +83,8 @@ def test_a_work_directory_of_its_own(synthetic_corpus, tmp_path, generated_refer
     assert sorted(p.name for p in work.iterdir()) == ["someone-elses.txt"]
 
 
-def test_a_corpus_over_http_gives_the_bytes_of_local_files(synthetic_corpus, tmp_path, generated_reference):
+def test_a_corpus_over_http_gives_the_bytes_of_local_files(synthetic_corpus, tmp_path, generated_reference,
+                                                           private_tmp):
     """``http(s)://``: a web server on 127.0.0.1 serving the corpus folder (no listing is trusted:
     each listed file is asked for)."""
     pytest.importorskip("aiohttp")

@@ -24,7 +24,6 @@ can see.
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import hashlib
 import json
@@ -50,25 +49,25 @@ FILE_OPTIONS = ("vocab_file", "tokenizer_file", "spm_model_file")
 # ---------------------------------------------------------------------------- files workers open
 
 _local_copies: Dict[str, str] = {}
-_copies_dir: List[str] = []
-
-
-def _copies_directory() -> str:
-    if not _copies_dir or not os.path.isdir(_copies_dir[0]):
-        _copies_dir[:] = [tempfile.mkdtemp(prefix="bert_data-files-")]
-        atexit.register(shutil.rmtree, _copies_dir[0], True)
-    return _copies_dir[0]
 
 
 def local_copy(url: str) -> str:
     """A local copy of a file at a URL, fetched once per process (a forked worker uses its
-    parent's).  ``forget_local_copies`` makes the next call fetch again."""
+    parent's) into a cache shared by this machine's processes, named by the URL and the
+    object's version: an object replaced since is fetched again, and a crashed worker leaves no
+    private directory behind.  ``forget_local_copies`` makes the next call look again."""
     path = _local_copies.get(url)
     if path is None or not os.path.exists(path):
-        digest = hashlib.sha256(url.encode("utf-8")).hexdigest()[:16]
-        path = os.path.join(_copies_directory(), f"{digest}-{storage.basename(url)}")
         try:
-            storage.download(url, path)
+            version = storage.stamp(url)
+            directory = os.path.join(tempfile.gettempdir(), f"bert_data-files-{os.getuid()}")
+            os.makedirs(directory, exist_ok=True)
+            digest = hashlib.sha256(f"{url}\0{version}".encode("utf-8")).hexdigest()[:16]
+            path = os.path.join(directory, f"{digest}-{storage.basename(url)}")
+            if not os.path.exists(path):
+                temporary = f"{path}.{os.getpid()}.tmp"
+                storage.download(url, temporary)
+                os.replace(temporary, path)  # processes fetching at once each write whole copies
         except FileNotFoundError:
             raise ConfigError(f"{url}: file not found") from None
         except OSError as error:
