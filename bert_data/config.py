@@ -111,6 +111,9 @@ class GeneratorConfig:
     sep_token: Optional[str] = None
     mask_token: Optional[str] = None
     sentence_order_prediction: bool = False
+    # Where data lives (issue 14): the directory or URL tasks exchange intermediate data through
+    # (default: OUTPUT_DIR/.bert_data_work; with a Dask cluster and a URL output, the output's).
+    work_dir: Optional[str] = None
 
     # ------------------------------------------------------------------ derived values
     @property
@@ -233,6 +236,8 @@ class GeneratorConfig:
         self._validate_recipes(integer)
         if self.overwrite and self.resume:
             raise ConfigError("--overwrite and --resume contradict each other: start again or continue, not both")
+        if any("://" in path for path in self.output_files):  # (issue 14) a URL output is a directory
+            raise ConfigError("--output_file names local files; to write to a URL give --output_dir s3://... (or gs://)")
         if self.output_files:
             self._validate_output_files()
         if not self.output_dir:

@@ -111,3 +111,50 @@ def corpus_config(corpus: SyntheticCorpus, output_dir, **overrides):
                    dupe_factor=2, output_dir=str(output_dir), num_workers=1, num_output_files=3)
     options.update(overrides)
     return GeneratorConfig(**options)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """An S3 server on 127.0.0.1 (moto, as s3fs's own tests use it), with dummy credentials, a
+    bucket, and fsspec pointed at it here and in every process started from here (through
+    FSSPEC_S3_ENDPOINT_URL, as a user points fsspec at a non-AWS endpoint).  Stopped at the end."""
+    import logging
+
+    pytest.importorskip("s3fs")
+    moto_server = pytest.importorskip("moto.server")
+    import fsspec.config
+    import s3fs
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    patch = pytest.MonkeyPatch()
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                        ("AWS_SESSION_TOKEN", "testing"), ("AWS_DEFAULT_REGION", "us-east-1"),
+                        ("FSSPEC_S3_ENDPOINT_URL", endpoint)):
+        patch.setenv(name, value)
+    patch.setitem(fsspec.config.conf, "s3", {"endpoint_url": endpoint})
+    s3fs.S3FileSystem.clear_instance_cache()
+    fs = s3fs.S3FileSystem(endpoint_url=endpoint)
+    fs.mkdir("bert-data-tests")
+    try:
+        yield endpoint
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()
+        patch.undo()
+        server.stop()
+
+
+@pytest.fixture()
+def private_tmp(tmp_path, monkeypatch):
+    """This process's (and its children's) temporary files under the test's folder: copies of
+    files at URLs are cached in TMPDIR, and go with the test."""
+    import tempfile
+
+    directory = tmp_path / "tmp"
+    directory.mkdir()
+    monkeypatch.setenv("TMPDIR", str(directory))
+    monkeypatch.setattr(tempfile, "tempdir", str(directory))
+    return directory

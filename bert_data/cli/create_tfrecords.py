@@ -38,7 +38,12 @@ boolean options are absl-style, as in Google's tool: --flag, --flag=true|false (
 yes/no) or --noflag. Options are never abbreviated.
 
 input files ending in .gz, .bz2, .xz or .zst/.zstd are decompressed as they are read
-(.zst needs pip install zstandard).
+(.zst needs pip install zstandard); .parquet, .arrow and .feather files are tables, one
+document a row (pip install 'bert_data[parquet]').
+
+paths (metadata files, --input_files_prefix, the listed files, --vocab_file, --output_dir,
+--work_dir) may be URLs: s3://, gs://, hf://, https://, ... through fsspec
+(pip install 'bert_data[cloud]'); credentials come from each library's usual environment.
 
 output: OUTPUT_DIR/NAME-1.tfrecords .. NAME-N.tfrecords and the manifest OUTPUT_DIR/{manifest}
 (with a validation split: OUTPUT_DIR/train/ and OUTPUT_DIR/val/, each laid out like that); with
@@ -64,9 +69,13 @@ def add_document_arguments(group, metadata_help: str = "") -> None:
     group.add_argument("--multiple_docs_separator", default="\n", metavar="TEXT",
                        help="a line holding this text separates documents; the default \\n (typed "
                             "literally) means a blank line")
-    group.add_argument("--jsonl_text_key", default=None, metavar="KEY",
-                       help="input files are JSON Lines: one document a line, its text the string at KEY "
-                            "(lines that are not JSON objects with a string at KEY are skipped and counted)")
+    # Where documents live (issue 14): one option names the text in tables and JSON Lines alike.
+    group.add_argument("--text_column", "--jsonl_text_key", dest="jsonl_text_key", default=None, metavar="NAME",
+                       help="the text's column in Parquet and Arrow files (.parquet, .arrow, .feather: one "
+                            "document a row; default text) and its key in JSON Lines. Given, the other files "
+                            "are read as JSON Lines: one document a line, its text the string at NAME. Rows "
+                            "and lines without a text are skipped and counted. --jsonl_text_key is the same "
+                            "option")
 
 
 def add_tokenizer_arguments(group) -> None:
@@ -169,7 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     output = parser.add_argument_group("output")
     output.add_argument("--output_dir", default=None, metavar="DIR",
-                        help=f"where shards and the manifest ({MANIFEST_NAME}) go (default ./tfrecords/)")
+                        help=f"where shards and the manifest ({MANIFEST_NAME}) go: a directory or a URL "
+                             "(s3://, gs://, ...: shards are staged locally and uploaded whole when complete, the "
+                             "manifest last) (default ./tfrecords/)")
     output.add_argument("--num_output_files", type=int, default=None, help="shards per split (default 10)")
     sizing = output.add_mutually_exclusive_group()
     sizing.add_argument("--records_per_file", type=int, default=None, metavar="N",
@@ -213,9 +224,16 @@ def build_parser() -> argparse.ArgumentParser:
     cluster = work.add_mutually_exclusive_group()
     cluster.add_argument("--scheduler", metavar="ADDRESS", default=None,
                          help="run the work on the Dask cluster whose scheduler is at ADDRESS "
-                              "(tcp://host:8786); inputs and --output_dir must be on a file system "
-                              "every worker reaches. Needs pip install -e \".[dask]\"")
+                              "(tcp://host:8786); inputs and the vocabulary must be URLs or on a file system "
+                              "every worker reaches, and so must the work directory (see --work_dir). Needs "
+                              "pip install -e \".[dask]\"")
     add_bool(cluster, "--dask", help="run the work on a local Dask cluster of --num_workers processes")
+    work.add_argument("--work_dir", default=None, metavar="DIR_OR_URL",
+                      help="where workers exchange intermediate data (token ids, pools, encoded pieces): a "
+                           "directory, or a URL every worker reaches (s3://bucket/scratch) when a Dask cluster "
+                           "shares no file system with this machine (default OUTPUT_DIR/.bert_data_work; with "
+                           "--scheduler and an --output_dir URL, that URL's .bert_data_work). A run uses its own "
+                           "folder inside it and removes it when done")
     add_bool(work, "--skip_missing",
              help="skip (and count) listed files that are missing, instead of stopping")
     add_bool(work, "--quiet", help="no progress bar (there is none either when stderr is not a terminal)")

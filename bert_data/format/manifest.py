@@ -19,11 +19,12 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Optional
 
+from .. import storage
 from .layout import FeatureSpec, feature_specs
 
 MANIFEST_NAME = "data_params.json"
 # Generator options that say how a run was carried out, never what it wrote: not recorded.
-RUN_CONTROL_OPTIONS = ("overwrite", "resume")
+RUN_CONTROL_OPTIONS = ("overwrite", "resume", "work_dir")
 
 
 @dataclass
@@ -200,12 +201,15 @@ class Manifest:
         return cls(options=options, **values)
 
     # ------------------------------------------------------------------ files
+    # A directory may be a URL (s3://, gs://, ...): the manifest is then one object there.
     @staticmethod
     def path_in(directory: str, name: str = MANIFEST_NAME) -> str:
-        return os.path.join(directory, name)
+        return storage.join(directory, name)
 
     @classmethod
     def exists_in(cls, directory: str, name: str = MANIFEST_NAME) -> bool:
+        if storage.is_url(directory):
+            return storage.exists(cls.path_in(directory, name))
         return os.path.isfile(cls.path_in(directory, name))
 
     @staticmethod
@@ -224,19 +228,28 @@ class Manifest:
     def read(cls, path: str) -> "Manifest":
         """The manifest at ``path`` (a ``data_params.json`` or the directory holding one).
         Raises ``ValueError`` naming the file when it is not a manifest."""
-        if os.path.isdir(path):
+        if storage.is_url(path) and not path.endswith(".json"):
+            path = cls.path_in(path)
+        elif os.path.isdir(path):
             path = cls.path_in(path)
         try:
-            with open(path, encoding="utf-8") as handle:
-                data = json.load(handle)
+            if storage.is_url(path):
+                data = json.loads(storage.read_bytes(path))
+            else:
+                with open(path, encoding="utf-8") as handle:
+                    data = json.load(handle)
             return cls.from_json(data)
         except (ValueError, KeyError, TypeError) as error:
             raise ValueError(f"{path}: not a bert_data manifest ({error})") from None
 
     def write(self, directory: str, name: str = MANIFEST_NAME) -> str:
-        """Write atomically into ``directory`` (a reader never sees half a manifest)."""
+        """Write atomically into ``directory`` (a reader never sees half a manifest; at a URL it is
+        one object, complete or absent)."""
         path = self.path_in(directory, name)
-        write_json_atomic(path, self.to_json())
+        if storage.is_url(path):
+            storage.write_bytes(path, (json.dumps(self.to_json(), indent=2) + "\n").encode("utf-8"))
+        else:
+            write_json_atomic(path, self.to_json())
         return path
 
     @staticmethod

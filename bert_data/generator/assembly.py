@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import errno
 import os
+import tempfile
 import zlib
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
+from .. import storage
 from ..config import GeneratorConfig
 from .documents import TRAIN
 from .output import GenerationError, shard_path, split_dirs
+from .scratch import fetch_piece
 
 
 @dataclass
@@ -124,8 +127,10 @@ class ShardAssembler:
     data, then a final block and the Adler-32 of everything (combined from the segments')."""
 
     def __init__(self, config: GeneratorConfig, sizes: Optional[Dict[str, int]] = None,
-                 checksums: Optional[Dict[str, list]] = None, shard_counts: Optional[Dict[str, int]] = None):
+                 checksums: Optional[Dict[str, list]] = None, shard_counts: Optional[Dict[str, int]] = None,
+                 fetch_dir: Optional[str] = None):
         self.config = config
+        self.fetch_dir = fetch_dir  # where pieces at a URL are downloaded to, to be appended
         self.dirs = split_dirs(config)
         self.zlib = config.compression == "zlib"
         self.checksums: Dict[str, list] = dict(checksums or {})  # key -> [adler32, raw length]
@@ -159,9 +164,13 @@ class ShardAssembler:
     def append(self, segments: List[Segment]) -> None:
         """One unit's segments, in (split, shard) order; their piece files are removed after."""
         pieces = {}
+        fetched = {}  # piece URL -> local copy
         try:
             for segment in sorted(segments, key=lambda s: (s.split != TRAIN, s.shard)):
-                piece = pieces.get(segment.path) or pieces.setdefault(segment.path, open(segment.path, "rb"))
+                if segment.path not in pieces and storage.is_url(segment.path):
+                    fetched[segment.path] = fetch_piece(segment.path, self.fetch_dir or tempfile.gettempdir())[0]
+                piece = pieces.get(segment.path) or pieces.setdefault(
+                    segment.path, open(fetched.get(segment.path, segment.path), "rb"))
                 key = f"{segment.split}/{segment.shard}"
                 copy_range(piece, segment.offset, segment.length, self.handles[key], segment.path)
                 adler, length = self.checksums[key]
@@ -170,24 +179,31 @@ class ShardAssembler:
         finally:
             for piece in pieces.values():
                 piece.close()
+            for local in fetched.values():
+                os.remove(local)
+        storage.remove_many([path for path in pieces if storage.is_url(path)])
         for path in pieces:
-            os.remove(path)
+            if not storage.is_url(path):
+                os.remove(path)
         for handle in self.handles.values():
             handle.flush()  # the journal written next must never vouch for bytes still in a buffer
 
     def sizes(self) -> Dict[str, int]:
         return {key: handle.tell() for key, handle in self.handles.items()}
 
-    def finish(self) -> None:
+    def finish(self, rename: bool = True) -> None:
+        """Complete every shard; ``rename``: to its final name (else it stays ``*.tmp``, for an
+        upload: the journal still vouches for it, so a resumed upload finds it)."""
         for key, handle in self.handles.items():
             if self.zlib:
                 handle.write(DEFLATE_FINAL_BLOCK + self.checksums[key][0].to_bytes(4, "big"))
             handle.flush()
             os.fsync(handle.fileno())
             handle.close()
-            split, shard = key.split("/")
-            final = shard_path(self.dirs[split], self.config, int(shard))
-            os.replace(final + ".tmp", final)
+            if rename:
+                split, shard = key.split("/")
+                final = shard_path(self.dirs[split], self.config, int(shard))
+                os.replace(final + ".tmp", final)
 
     def close(self) -> None:
         for handle in self.handles.values():

@@ -15,7 +15,12 @@ Input formats:
 * any of these compressed, chosen by extension (``.gz``, ``.bz2``, ``.xz``, ``.zst``/``.zstd``).
   The ranges of a compressed file are offsets in its decompressed stream, found by
   decompressing the file once while planning (in chunks: never the whole file in memory);
-  ``input_files`` reads them.
+  ``input_files`` reads them;
+* Parquet and Arrow IPC tables (``.parquet``, ``.arrow``, ``.feather``): one document a row, its
+  text in a column; a source is then a range of rows (``table_input``).
+
+Any path (metadata files, the documents, the prefix) may be an fsspec URL (``storage``): files
+are then stat-ed, scanned and read through it, in ranges as local files are.
 
 Everything that reads documents goes through here: the generator's tasks, and
 :class:`DocumentTexts` (``bert-data build-vocab``).
@@ -30,12 +35,16 @@ import mmap
 import os
 import re
 from dataclasses import dataclass, field
-from typing import BinaryIO, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .input_files import (CODEC_NAMES, READ_CHUNK, InputError, check_codecs, codec_errors, compression_of, one_line,
-                          open_decompressed, read_range)
+from .. import storage
+from .input_files import (CODEC_NAMES, InputError, RangeBuffer, check_codecs, codec_errors,
+                          compression_of, one_line, open_decompressed, read_range)
+# Separators and document spans (re-exported: readers and tests look for them here).
+from .spans import LINE_PATTERN, document_pattern, document_spans, separator_pattern, stream_document_spans  # noqa: F401
+from .table_input import DEFAULT_TEXT_COLUMN, plan_table, table_documents, table_format_of
 
 TRAIN = "train"
 VAL = "val"
@@ -58,6 +67,11 @@ class Source:
     jsonl_key: Optional[str] = None  # JSON Lines: one document a line, its text at this key
     corpus_doc: int = 0  # position in the listed corpus of the range's first document
     in_parts: bool = False  # one part of a document read in parts (see document_parts)
+    # A table file ("parquet", "arrow_file", "arrow_stream"): start and end are rows, one document
+    # a row, its text in the column ``jsonl_key``; ``stamp`` the file's identity when planned
+    # (a worker's open reader of an older file of the same name is not reused).
+    table: str = ""
+    stamp: str = ""
 
 
 @dataclass
@@ -110,6 +124,7 @@ class MetadataEntry:
     line_number: int
     label: str
     path: str
+    size: int = -1  # bytes, when known from listing a URL's folder (saves a request a file)
 
 
 def read_metadata(metadata_files: Sequence[str], prefix: str) -> List[MetadataEntry]:
@@ -117,10 +132,9 @@ def read_metadata(metadata_files: Sequence[str], prefix: str) -> List[MetadataEn
     entries: List[MetadataEntry] = []
     for metadata_file in metadata_files:
         try:
-            with open(metadata_file, "rb") as handle:
-                raw = handle.read()
+            raw = storage.read_bytes(metadata_file)
         except OSError as error:
-            raise InputError(f"{metadata_file}: cannot read metadata file: {error.strerror}") from None
+            raise InputError(f"{metadata_file}: cannot read metadata file: {error.strerror or one_line(error)}") from None
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as error:
@@ -130,9 +144,8 @@ def read_metadata(metadata_files: Sequence[str], prefix: str) -> List[MetadataEn
         for line_number, line in enumerate(text.splitlines(), start=1):
             label = line.strip()
             if label:
-                # Absolute: workers (local or on a cluster) may run in another directory.
-                path = os.path.abspath(os.path.join(prefix, label) if prefix else label)
-                entries.append(MetadataEntry(metadata_file, line_number, label, path))
+                # Absolute (or a URL): workers (local or on a cluster) may run in another directory.
+                entries.append(MetadataEntry(metadata_file, line_number, label, storage.resolve(prefix, label)))
         if len(entries) == before:
             raise InputError(f"{metadata_file}: metadata file lists no documents")
     return entries
@@ -141,9 +154,22 @@ def read_metadata(metadata_files: Sequence[str], prefix: str) -> List[MetadataEn
 def check_documents_exist(entries: Sequence[MetadataEntry], skip_missing: bool = False):
     """Stat every listed file before any work. Returns (usable entries, [(entry, reason)])."""
     usable, missing = [], []
+    urls = [entry.path for entry in entries if storage.is_url(entry.path)]
+    try:
+        remote = storage.stat_files(urls) if urls else {}
+    except OSError as error:
+        raise InputError(f"{urls[0]}: cannot reach: {one_line(error)}") from None
     for entry in entries:
         reason = None
-        if not os.path.exists(entry.path):
+        if entry.path in remote:
+            found = remote[entry.path]
+            if found is None:
+                reason = "file not found"
+            elif found["type"] != "file":
+                reason = "not a regular file"
+            else:
+                entry.size = found["size"]
+        elif not os.path.exists(entry.path):
             reason = "file not found"
         elif not os.path.isfile(entry.path):
             reason = "not a regular file"
@@ -161,82 +187,6 @@ def check_documents_exist(entries: Sequence[MetadataEntry], skip_missing: bool =
     return usable, missing
 
 
-# ---------------------------------------------------------------------------- separators
-
-def separator_pattern(separator_line: Optional[str]) -> "re.Pattern[bytes]":
-    """A regex matching one whole separator line (with its newline) in UTF-8 bytes.
-
-    ``None`` means documents are separated by blank (or white-space only) lines.
-    """
-    if separator_line is None:
-        return re.compile(rb"(?m)^[ \t\r\f\v]*(?:\n|\Z)")
-    return re.compile(
-        rb"(?m)^[ \t\r\f\v]*" + re.escape(separator_line.encode("utf-8")) + rb"[ \t\r\f\v]*(?:\n|\Z)"
-    )
-
-
-_NON_SPACE = re.compile(rb"\S")
-
-
-def document_spans(buffer, start: int, end: int, pattern) -> Iterator[Tuple[int, int]]:
-    """Byte spans of the non-blank documents in ``buffer[start:end]``.
-
-    The planner (over a memory map of the whole file) and the reader (over the bytes of one
-    unit) both call this, so they agree on what a document is.
-    """
-    position = start
-    for match in pattern.finditer(buffer, start, end):
-        if match.start() > position and _NON_SPACE.search(buffer, position, match.start()):
-            yield position, match.start()
-        position = max(position, match.end())
-    if end > position and _NON_SPACE.search(buffer, position, end):
-        yield position, end
-
-
-# JSON Lines: every line break ends a document; blank lines hold none.
-LINE_PATTERN = re.compile(rb"\n")
-
-
-def document_pattern(separator_line: Optional[str], jsonl: bool) -> "re.Pattern[bytes]":
-    return LINE_PATTERN if jsonl else separator_pattern(separator_line)
-
-
-def stream_document_spans(stream: BinaryIO, pattern, chunk_size: int = READ_CHUNK) -> Iterator[Tuple[int, int]]:
-    """What ``document_spans`` finds over a whole stream, reading it in chunks: at most one chunk
-    and one line (however long) are held.  Separators are whole lines, so each block, cut after
-    its last line break, is scanned on its own; a document may run on across blocks."""
-    base = 0  # offset in the stream of the block scanned
-    doc_start = 0
-    has_text = False  # the current document has non-space bytes in the blocks already scanned
-    pending: List[bytes] = []  # the unfinished last line
-    while True:
-        chunk = stream.read(chunk_size)
-        if chunk:
-            cut = chunk.rfind(b"\n") + 1
-            if not cut:
-                pending.append(chunk)
-                continue
-            pending.append(chunk[:cut] if cut < len(chunk) else chunk)
-            block = pending[0] if len(pending) == 1 else b"".join(pending)
-            pending = [chunk[cut:]] if cut < len(chunk) else []
-        else:
-            block = b"".join(pending)
-            pending = []
-        position = 0
-        for match in pattern.finditer(block):
-            if match.start() == match.end():  # only at the block's end: no separator line
-                continue
-            if has_text or (match.start() > position and _NON_SPACE.search(block, position, match.start())):
-                yield doc_start, base + match.start()
-            doc_start, position, has_text = base + match.end(), match.end(), False
-        has_text = has_text or bool(_NON_SPACE.search(block, position))
-        base += len(block)
-        if not chunk:
-            break
-    if has_text:
-        yield doc_start, base
-
-
 # ---------------------------------------------------------------------------- planning
 
 # A compressed document's size is not known before it is decompressed; slices are grouped by
@@ -252,27 +202,38 @@ def document_parts(path: str, size: int, part_bytes: int) -> List[Tuple[int, int
     inside a UTF-8 character."""
     if size <= part_bytes:
         return [(0, size)]
-    parts = []
+    if storage.is_url(path):  # ranges read as needed: what the cuts look at, not the whole file
+        with RangeBuffer(path, size) as buf:
+            return _cut_parts(buf, size, part_bytes)
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-        start = 0
-        while size - start > part_bytes:
-            target = start + part_bytes
-            window = max(start + 1, target - part_bytes // 4)
-            cut = -1
-            for separator in (b"\n\n", b"\n", b" ", b"\t"):
-                found = buf.rfind(separator, window, target)
-                if found >= 0:
-                    cut = found + len(separator)
-                    break
-            if cut < 0:  # no white space near: the first after the target, else a character boundary
+        return _cut_parts(buf, size, part_bytes)
+
+
+def _cut_parts(buf, size: int, part_bytes: int) -> List[Tuple[int, int]]:
+    """``document_parts`` over a memory map or a ``RangeBuffer``."""
+    parts = []
+    start = 0
+    while size - start > part_bytes:
+        target = start + part_bytes
+        window = max(start + 1, target - part_bytes // 4)
+        cut = -1
+        for separator in (b"\n\n", b"\n", b" ", b"\t"):
+            found = buf.rfind(separator, window, target)
+            if found >= 0:
+                cut = found + len(separator)
+                break
+        if cut < 0:  # no white space near: the first after the target, else a character boundary
+            if isinstance(buf, RangeBuffer):
+                cut = buf.white_space_end(target)
+            else:
                 match = re.compile(rb"[ \t\n]").search(buf, target)
                 cut = match.end() if match else target
-                while cut < size and buf[cut] & 0xC0 == 0x80:
-                    cut += 1
-            if cut >= size:
-                break
-            parts.append((start, cut))
-            start = cut
+            while cut < size and buf[cut] & 0xC0 == 0x80:
+                cut += 1
+        if cut >= size:
+            break
+        parts.append((start, cut))
+        start = cut
     parts.append((start, size))
     return parts
 
@@ -307,6 +268,10 @@ class _SlicePlanner:
         current.n_bytes += n_bytes
 
 
+def size_of(entry: MetadataEntry) -> int:
+    return entry.size if entry.size >= 0 else storage.size(entry.path)
+
+
 def plan_corpus(
     entries: Sequence[MetadataEntry],
     split_of: Callable[[str, int], int],
@@ -324,8 +289,10 @@ def plan_corpus(
 
     With ``jsonl_text_key`` every file is JSON Lines (one document a non-blank line).  A
     compressed file is decompressed here once (in chunks) to find its documents, when it holds
-    many; when it is one document, its first bytes are decompressed to check it.  Memory: the
-    slices, and one byte a document."""
+    many; when it is one document, its first bytes are decompressed to check it.  A Parquet or
+    Arrow file (by extension) is a table, one document a row, its text in the column
+    ``jsonl_text_key`` (default ``text``): one option names the text in both formats.  Memory:
+    the slices, and one byte a document."""
     check_codecs(list(entries) + list(val_entries))
     jsonl = jsonl_text_key is not None
     planner = _SlicePlanner(slice_docs, slice_bytes)
@@ -347,9 +314,9 @@ def plan_corpus(
                 raise cannot_read(entry, codec, error) from None
             # One document, whole: a compressed stream cannot be cut into parts.
             planner.add(Source(entry.path, entry.label, 0, -1, codec=codec, corpus_doc=position), 1,
-                        os.path.getsize(entry.path) * COMPRESSION_RATIO_GUESS)
+                        size_of(entry) * COMPRESSION_RATIO_GUESS)
         else:
-            size = os.path.getsize(entry.path)
+            size = size_of(entry)
             parts = document_parts(entry.path, size, part_bytes)
             for number, (start, end) in enumerate(parts):
                 # Only the first part counts as a document.
@@ -389,6 +356,12 @@ def plan_corpus(
 
     for group, split_code in ((entries, split_of), (val_entries, lambda label, position: VAL_CODE)):
         for entry in group:
+            if table_format_of(entry.path):
+                try:
+                    plan_table(planner, entry, jsonl_text_key or DEFAULT_TEXT_COLUMN, split_code)
+                except InputError as error:
+                    raise InputError(f"{entry.metadata_file}:{entry.line_number}: {error}") from None
+                continue
             if not multiple_docs_in_single_file and not jsonl:
                 plan_whole_file(entry, split_code)
                 continue
@@ -400,8 +373,12 @@ def plan_corpus(
                 except codec_errors() as error:
                     raise cannot_read(entry, codec, error) from None
                 continue
-            size = os.path.getsize(entry.path)
+            size = size_of(entry)
             if size == 0:
+                continue
+            if storage.is_url(entry.path):  # scanned as a stream: the same spans as over a memory map
+                with storage.open_read(entry.path) as stream:
+                    plan_file(entry, stream_document_spans(stream, pattern), "", split_code)
                 continue
             with open(entry.path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
                 plan_file(entry, document_spans(buf, 0, size, pattern), "", split_code)
@@ -454,6 +431,9 @@ def read_documents(sources: Sequence[Source], separator_line: Optional[str], mul
     without a text) are recorded in ``skips``.  A source's ``jsonl_key`` marks JSON Lines."""
     pattern = separator_pattern(separator_line) if multiple_docs_in_single_file else None
     for source in sources:
+        if source.table:
+            yield from table_documents(source, skips)
+            continue
         data = read_range(source)
         if pattern is None and source.jsonl_key is None:
             document = _decoded(data, source.label, skips, source.corpus_doc, source.in_parts)

@@ -4,11 +4,14 @@
 process pool whose workers ignore Ctrl-C (the parent decides) and die with the parent.
 ``stop_executor`` stops such a pool at once.  ``dask_executor``: Dask's executor, for a cluster.
 
-With Dask the pipeline is the same: workers read inputs and write their shard pieces to paths
-they all reach (a shared file system); the client appends the pieces to the shards in unit
-order and writes the manifest, so the output is byte-identical to a local run.  A worker lost
-mid-run has its tasks rerun by Dask elsewhere; every task is a pure function of its inputs, so
-a rerun writes the same bytes.
+With Dask the pipeline is the same: workers read inputs and exchange their intermediate data
+(token ids, slice tables, pools, shard pieces) through a work directory they all reach: a URL
+(``--work_dir s3://...``, or by default ``OUTPUT/.bert_data_work`` when the output is a URL) or a
+shared file system; ``check_workers_see`` refuses a local work directory the workers cannot
+see, before any work.  The client appends the pieces to the shards in unit order and writes the
+manifest, so the output is byte-identical to a local run.  A worker lost mid-run has its tasks
+rerun by Dask elsewhere; every task is a pure function of its inputs and every work file is
+written whole (renamed into place, or one object), so a rerun writes the same bytes.
 """
 
 from __future__ import annotations
@@ -66,6 +69,28 @@ def default_executor(workers: int) -> cf.Executor:
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     return cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method), initializer=_worker_init,
                                   initargs=(os.getpid(),))
+
+
+def shares_local_files(executor: Optional[cf.Executor]) -> bool:
+    """Whether the executor's tasks run on this machine (our own pools), so see its files."""
+    return executor is None or isinstance(executor, (InlineExecutor, cf.ProcessPoolExecutor, cf.ThreadPoolExecutor))
+
+
+def check_workers_see(executor: Optional[cf.Executor], work_dir: str) -> None:
+    """Before any work: every worker of a Dask cluster must reach a local work directory (a
+    shared file system); a URL is reached through fsspec, with each worker's credentials."""
+    from .. import storage
+
+    client = getattr(executor, "_client", None)
+    if client is None or storage.is_url(work_dir):
+        return
+    seen = client.run(os.path.isdir, work_dir)
+    blind = sorted(worker for worker, sees in seen.items() if not sees)
+    if blind:
+        raise ConfigError(f"the work directory {work_dir} is not visible to Dask worker {blind[0]}"
+                          f"{f' and {len(blind) - 1} more' if len(blind) > 1 else ''} (no shared file system): "
+                          "give --work_dir a URL every worker reaches (e.g. s3://bucket/scratch), or an --output_dir "
+                          "URL")
 
 
 def stop_executor(executor: cf.Executor) -> None:

@@ -15,10 +15,13 @@ import bz2
 import gzip
 import lzma
 import os
+import re
 import threading
 import zlib
 from collections import OrderedDict
 from typing import TYPE_CHECKING, BinaryIO, Sequence, Tuple
+
+from .. import storage
 
 if TYPE_CHECKING:
     from .documents import MetadataEntry, Source
@@ -47,8 +50,39 @@ def _zstandard():
     return zstandard
 
 
+class _ClosingStream:
+    """A decompressed stream over a file object it opened: closing it closes both (gzip, bz2
+    and lzma leave a file object they were given open)."""
+
+    def __init__(self, stream, raw):
+        self.stream, self.raw = stream, raw
+
+    def read(self, size: int = -1) -> bytes:
+        return self.stream.read(size)
+
+    def close(self) -> None:
+        try:
+            self.stream.close()
+        finally:
+            self.raw.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def open_decompressed(path: str, codec: str) -> BinaryIO:
     """A binary stream of the decompressed bytes (multi-member/-stream/-frame files read whole)."""
+    if storage.is_url(path) and codec in ("gz", "bz2", "xz"):
+        raw = storage.open_read(path)
+        opener = {"gz": gzip.GzipFile, "bz2": bz2.BZ2File, "xz": lzma.LZMAFile}[codec]
+        try:
+            return _ClosingStream(opener(fileobj=raw, mode="rb") if codec == "gz" else opener(raw, "rb"), raw)
+        except BaseException:
+            raw.close()
+            raise
     if codec == "gz":
         return gzip.GzipFile(path, "rb")
     if codec == "bz2":
@@ -59,7 +93,7 @@ def open_decompressed(path: str, codec: str) -> BinaryIO:
         zstandard = _zstandard()
         if zstandard is None:
             raise InputError(f"{path}: zstd-compressed input needs the zstandard package: pip install zstandard")
-        return zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), read_size=1 << 20,
+        return zstandard.ZstdDecompressor().stream_reader(storage.open_read(path), read_size=1 << 20,
                                                           read_across_frames=True, closefd=True)
     raise ValueError(f"unknown codec {codec!r}")
 
@@ -167,6 +201,53 @@ def read_range(source: Source) -> bytes:
         except codec_errors() as error:
             codec = CODEC_NAMES[source.codec]
             raise InputError(f"{source.path}: cannot read {codec} file: {one_line(error)}") from None
+    if storage.is_url(source.path):
+        try:
+            return storage.read_bytes(source.path, source.start, None if source.end < 0 else source.end)
+        except OSError as error:
+            raise InputError(f"{source.path}: cannot read: {one_line(error)}") from None
     with open(source.path, "rb") as handle:
         handle.seek(source.start)
         return handle.read() if source.end < 0 else handle.read(source.end - source.start)
+
+
+class RangeBuffer:
+    """What ``documents.document_parts`` asks of a memory map, over a URL: reads of the byte
+    ranges it looks at (a part's last quarter), never the whole file."""
+
+    SEARCH_CHUNK = 1 << 20
+
+    def __init__(self, path: str, size: int):
+        self.path, self.size = path, size
+        self.handle = storage.open_read(path)
+
+    def _read(self, start: int, end: int) -> bytes:
+        self.handle.seek(start)
+        return self.handle.read(max(0, min(end, self.size) - start))
+
+    def rfind(self, sub: bytes, start: int, end: int) -> int:
+        found = self._read(start, end).rfind(sub)
+        return -1 if found < 0 else start + found
+
+    def __getitem__(self, index: int) -> int:
+        return self._read(index, index + 1)[0]
+
+    def white_space_end(self, start: int) -> int:
+        """Just after the first space, tab or line break from ``start`` (``start`` if none)."""
+        position = start
+        while position < self.size:
+            chunk = self._read(position, position + self.SEARCH_CHUNK)
+            match = re.search(rb"[ \t\n]", chunk)
+            if match:
+                return position + match.end()
+            position += len(chunk)
+        return start
+
+    def close(self) -> None:
+        self.handle.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -17,6 +17,7 @@ import os
 import re
 from typing import List, Sequence, Tuple
 
+from .. import storage
 from .documents import MetadataEntry, check_documents_exist, read_metadata
 from .input_files import InputError
 
@@ -39,7 +40,7 @@ def split_commas(values: Sequence[str]) -> List[str]:
 
 
 def check_prefix(prefix: str) -> None:
-    if prefix and not os.path.isdir(prefix):
+    if prefix and not storage.is_url(prefix) and not os.path.isdir(prefix):  # (object stores have no folders)
         what = "is not a directory" if os.path.exists(prefix) else "does not exist"
         raise InputError(f"--input_files_prefix {prefix} {what} (the document paths are relative to it)")
 
@@ -51,6 +52,9 @@ def expand_input_files(patterns: Sequence[str], prefix: str = "") -> List[Metada
     ``--skip_missing``)."""
     entries: List[MetadataEntry] = []
     for pattern in split_commas(patterns):
+        if storage.is_url(pattern) or storage.is_url(prefix):  # a URL, or a glob of URLs (fsspec's)
+            entries += _url_entries(pattern, prefix, len(entries))
+            continue
         full = os.path.join(prefix, pattern) if prefix else pattern
         if not os.path.exists(full) and _GLOB_CHARS.search(pattern):
             matched = sorted(path for path in glob.glob(full) if os.path.isfile(path))
@@ -66,6 +70,21 @@ def expand_input_files(patterns: Sequence[str], prefix: str = "") -> List[Metada
     return entries
 
 
+def _url_entries(pattern: str, prefix: str, before: int) -> List[MetadataEntry]:
+    full = storage.resolve(prefix, pattern)
+    matched = [full]
+    if _GLOB_CHARS.search(pattern):
+        try:
+            matched = storage.glob(full)
+        except OSError as error:
+            raise InputError(f"input pattern {full}: {error}") from None
+        if not matched:
+            raise InputError(f"input pattern {full} matches no file")
+    base = prefix.rstrip("/") + "/" if storage.is_url(prefix) else ""
+    return [MetadataEntry(INPUT_FILES, before + number + 1, url[len(base):] if base and url.startswith(base) else url,
+                          url) for number, url in enumerate(matched)]
+
+
 def _looks_like_prose(label: str) -> str:
     """Why a metadata line cannot be a path ("" if it might be one)."""
     if label.startswith("{"):
@@ -78,8 +97,8 @@ def _looks_like_prose(label: str) -> str:
 def check_metadata_names_files(metadata_file: str, entries: Sequence[MetadataEntry], prefix: str) -> None:
     """A metadata file none of whose lines names an existing file is the wrong file, or read
     under the wrong prefix: say which, instead of reporting its first line as a missing file."""
-    if not entries or any(os.path.exists(entry.path) for entry in entries):
-        return
+    if not entries or any(storage.is_url(entry.path) or os.path.exists(entry.path) for entry in entries):
+        return  # (URLs are stat-ed together, by check_documents_exist)
     lines = f"none of its {len(entries):,} lines names an existing file" if len(entries) > 1 else \
         "its only line names no existing file"
     for entry in entries[:20]:

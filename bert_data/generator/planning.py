@@ -22,7 +22,7 @@ from .mixing import CorpusOrder
 from .tasks import SliceTable, UnitWork
 
 # Options that change how the work is done, never what is written.
-NOT_IN_FINGERPRINT = ("num_workers", "overwrite", "resume")
+NOT_IN_FINGERPRINT = ("num_workers", "overwrite", "resume", "work_dir")
 
 
 def warn(message: str) -> None:
@@ -74,8 +74,10 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
     ``allow_case_mismatch``, which turns it into a warning."""
     from ..masking import MaskingSpec
     from ..tokenizers import WORDPIECE, TokenizerSource, load_vocabulary
+    from .locations import with_local_files
 
-    source = TokenizerSource.from_config(config)
+    files = with_local_files(config)  # a vocabulary or tokenizer at a URL: read from a local copy
+    source = TokenizerSource.from_config(files)
     vocab = load_vocabulary(source)
     # Checked here, not only by MaskingSpec.from_config in the workers: windows that cross
     # documents need the token with masking disabled too, and a user needs the option's name.
@@ -121,7 +123,7 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
         named = config.metadata_files + config.input_files + config.val_metadata_files
         raise InputError("no document with any text in " + ", ".join(named))
     if check_case and source.kind == WORDPIECE:  # the check measures WordPiece's [UNK] rate
-        check_vocabulary_case(config, vocab, corpus.slices, allow_case_mismatch)
+        check_vocabulary_case(files, vocab, corpus.slices, allow_case_mismatch)
     split_docs = {split: np.flatnonzero(corpus.doc_splits == code)
                   for code, split in docs_mod.SPLIT_OF_CODE.items()}
     orders = {split: CorpusOrder(len(docs), config.seed, shuffle=not config.keep_corpus_order)

@@ -30,7 +30,6 @@ import concurrent.futures as cf
 import dataclasses
 import errno
 import os
-import shutil
 import signal
 import sys
 import time
@@ -42,13 +41,16 @@ from ..config import GeneratorConfig
 from ..format.manifest import Manifest, SkippedDocuments
 from .assembly import Segment, ShardAssembler
 from .documents import BINARY, SPLIT_OF_CODE, TRAIN, VAL, Skip
-from .executors import default_executor, stop_executor
-from .output import (GenerationError, Interrupted, OutputLock, count_tokenized_slices, create_output_dir,
-                     discard_unjournaled_work, lock_path, manifest_name, prepare_output_dir, read_journal,
-                     shard_path, split_dirs, work_dir_of, write_journal)
+from .. import storage
+from .executors import default_executor, shares_local_files, stop_executor
+from .locations import (RemoteOutput, check_output_url, count_slices, forget_local_copies, prepare_work_dir,
+                        remove_run_files, run_locations)
+from .output import (GenerationError, Interrupted, OutputLock, create_output_dir, discard_unjournaled_work, lock_path,
+                     manifest_name, prepare_output_dir, read_journal, shard_path, split_dirs, write_journal)
+from .scratch import discard_unjournaled, finished_slices, load_arrays
 from .planning import Plan, make_plan, warn
 from .tasks import (DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError, UnitPairs,
-                    encode_shards, load_array, make_encode_tasks, pair_unit, pool_path, record_bytes, slice_paths,
+                    encode_shards, make_encode_tasks, pair_unit, pool_path, record_bytes, slice_paths,
                     tokenize_slice)
 
 MAX_LISTED_SKIPS = 100
@@ -348,8 +350,10 @@ class ShardCounts:
 def split_token_counts(plan: Plan, work_dir: str) -> Dict[str, int]:
     """Tokens of each split, from the tokenized slices' document tables."""
     counts = {TRAIN: 0, VAL: 0}
-    for piece in plan.slices:
-        rows = load_array(slice_paths(work_dir, piece.index)["docs"])
+    paths = [slice_paths(work_dir, piece.index)["docs"] for piece in plan.slices]
+    # A batch at a time: a URL answers a batch's requests concurrently, and memory stays bounded.
+    tables = (rows for first in range(0, len(paths), 256) for rows in load_arrays(paths[first:first + 256]))
+    for rows in tables:
         if not len(rows):
             continue
         tokens = rows[:, TOKEN_END] - rows[:, TOKEN_START]
@@ -388,28 +392,48 @@ def generate(
     """
     started = time.perf_counter()
     config.validate()
+    check_output_url(config)
+    forget_local_copies()  # a URL's vocabulary is fetched afresh for each run
     plan = make_plan(config, skip_missing, allow_case_mismatch=allow_case_mismatch)
-    create_output_dir(config)
-    lock = OutputLock(config.output_dir, lock_path(config))
-    lock.acquire()
+    # Output to a URL is assembled in a local staging directory (see ``locations``).
+    places = run_locations(config, distributed=not shares_local_files(executor))
+    remote = RemoteOutput(config, places) if places.remote else None
+    if remote is not None:
+        remote.acquire()
     try:
-        return _run_locked(config, plan, executor, progress, started, parallelism or config.workers)
+        local = places.local_config(config)
+        if remote is not None:
+            remote.check_staging()
+        create_output_dir(local)
+        lock = OutputLock(local.output_dir, lock_path(local))
+        lock.acquire()
+        try:
+            return _run_locked(config, local, places, remote, plan, executor, progress, started,
+                               parallelism or config.workers)
+        finally:
+            lock.release()
     finally:
-        lock.release()
+        if remote is not None:
+            remote.release()
 
 
-def _run_locked(config, plan: Plan, executor, progress: bool, started: float, parallelism: int) -> RunSummary:
-    journal = prepare_output_dir(config, plan.fingerprint)
-    work_dir = work_dir_of(config)
+def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Plan, executor, progress: bool,
+                started: float, parallelism: int) -> RunSummary:
+    """``local``: the configuration of the local side (``config`` itself unless the output is a
+    URL); ``places.scratch``: where tasks exchange data; ``places.journal_dir``: the journal."""
+    journal = prepare_output_dir(local, plan.fingerprint) if remote is None else remote.prepare(local, plan.fingerprint)
+    work_dir, journal_dir = places.scratch, places.journal_dir
+    prepare_work_dir(places, journal is not None, executor)
     totals = RunTotals.from_json(journal["totals"]) if journal else RunTotals()
     first_unit = totals.units_done
-    assembler = ShardAssembler(config, journal["shard_sizes"] if journal else None,
-                               journal.get("shard_checksums") if journal else None, dict(totals.shard_counts))
+    assembler = ShardAssembler(local, journal["shard_sizes"] if journal else None,
+                               journal.get("shard_checksums") if journal else None, dict(totals.shard_counts),
+                               fetch_dir=journal_dir)
     shards = ShardCounts(plan, config, assembler, totals.shard_counts, work_dir)
     still_needed = slices_still_needed(plan)
     done_slices = finished_slices(plan, work_dir, still_needed[first_unit])
     if not journal:  # from now on an interruption can be resumed, tokenized slices and all
-        write_journal(work_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
+        write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
 
     own_executor = executor is None
     if own_executor:
@@ -431,17 +455,16 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
             while totals.units_done in finished:  # strictly in unit order: bytes do not depend on timing
                 result = finished.pop(totals.units_done)
                 assembler.append(result.segments)
-                remove_if_present(pool_path(work_dir, result.pairs.unit_index))  # the unit's pool is spent
+                storage.remove(pool_path(work_dir, result.pairs.unit_index))  # the unit's pool is spent
                 totals.add(result)
                 scheduler.merged()
                 # Tokenized slices that no later unit reads (with the corpus mixed: at the end).
                 while freed_below < still_needed[totals.units_done]:
                     paths = slice_paths(work_dir, freed_below)
                     # The summary and the document table stay: skips and split sizes are counted from them.
-                    for kind in ("tokens", "sentences"):
-                        remove_if_present(paths[kind])
+                    storage.remove_many([paths["tokens"], paths["sentences"]])
                     freed_below += 1
-                write_journal(work_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
+                write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
                 units_bar.update(1)
             while scheduler.binary_skips:  # a binary file among the inputs is worth a word at once
                 skip = scheduler.binary_skips.pop(0)
@@ -459,19 +482,21 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
             raise GenerationError("no document with any text: every listed document was skipped "
                                   f"({', '.join(f'{n:,} {r}' for r, n in skipped.reasons().items())})")
         shards.finish()
-        assembler.finish()
+        assembler.finish(rename=remote is None)  # staged shards are uploaded whole, below
     except KeyboardInterrupt as interruption:
         tokenize_bar.close()
         units_bar.close()
         _stop_work(executor, own_executor, scheduler)
-        journal = read_journal(work_dir)  # what --resume will find: the units it vouches for
+        journal = read_journal(journal_dir)  # what --resume will find: the units it vouches for
         assembler.close()
-        discard_unjournaled_work(work_dir)  # units not yet appended are redone by --resume
+        discard_unjournaled_work(journal_dir)  # units not yet appended are redone by --resume
         kept_units = journal["totals"]["units_done"] if journal else 0
-        kept_slices = count_tokenized_slices(work_dir)
+        kept_slices = count_slices(work_dir)
         if not kept_units and not kept_slices:  # nothing to resume: as if the run never started
             assembler.remove()
-            shutil.rmtree(work_dir, ignore_errors=True)
+            remove_run_files(places)
+        elif work_dir != journal_dir:
+            discard_unjournaled(work_dir)
         signum = interruption.signum if isinstance(interruption, Interrupted) else signal.SIGINT
         raise Interrupted(signum, kept_units, len(plan.units), sum(journal["shard_sizes"].values()) if journal else 0,
                           kept_slices, len(plan.slices)) from None
@@ -480,7 +505,7 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
         units_bar.close()
         _stop_work(executor, own_executor, scheduler)
         assembler.remove()
-        shutil.rmtree(work_dir, ignore_errors=True)
+        remove_run_files(places)
         if isinstance(error, UnitError):
             raise GenerationError(str(error)) from error
         if isinstance(error, cf.process.BrokenProcessPool):
@@ -498,31 +523,11 @@ def _run_locked(config, plan: Plan, executor, progress: bool, started: float, pa
         executor.shutdown()
     skipped = SkippedTotals(plan)
     skipped.add_slices([scheduler.summaries[index] for index in sorted(scheduler.summaries)])
-    manifests = write_manifests(config, plan, totals, skipped)
-    shutil.rmtree(work_dir, ignore_errors=True)
+    # A URL output: every shard to its final key, then the manifests (last).
+    sizes = remote.upload_shards(local, totals.shard_counts) if remote is not None else None
+    manifests = write_manifests(config, plan, totals, skipped, sizes)
+    remove_run_files(places)
     return RunSummary(manifests, time.perf_counter() - started, first_unit)
-
-
-def finished_slices(plan: Plan, work_dir: str, first_needed: int) -> Dict[int, SliceSummary]:
-    """Slices an interrupted run tokenized (a summary is written last): not tokenized again,
-    unless a unit still to come needs tokens that were already freed."""
-    done = {}
-    for piece in plan.slices:
-        summary = SliceSummary.load(work_dir, piece.index)
-        if summary is None:
-            continue
-        if piece.index >= first_needed and not all(
-                os.path.exists(path) for path in slice_paths(work_dir, piece.index).values()):
-            continue
-        done[piece.index] = summary
-    return done
-
-
-def remove_if_present(path: str) -> None:
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass
 
 
 def _stop_work(executor, own_executor: bool, scheduler) -> None:
@@ -545,11 +550,12 @@ def _raise_on_sigterm():
         return None
 
 
-def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals,
-                    skipped: SkippedTotals) -> Dict[str, dict]:
+def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals, skipped: SkippedTotals,
+                    sizes: Optional[Dict[str, int]] = None) -> Dict[str, dict]:
     """Write each split's manifest (last: it marks the split finished); returns them as JSON.
     Each describes its own split: its counts, and the options it was made with, with the
-    effective values of options left to their defaults."""
+    effective values of options left to their defaults.  ``sizes``: shard path -> bytes, for
+    shards that are not local files (uploaded from staging)."""
     from ..tokenizers import TokenizerSource
 
     manifests = {}
@@ -569,7 +575,8 @@ def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals,
             n_docs=counts.n_docs,
             split=split,
             examples_per_file={name: totals.records_per_shard.get(f"{split}/{i}", 0) for i, name in enumerate(names)},
-            bytes_per_file={name: os.path.getsize(os.path.join(directory, name)) for name in names},
+            bytes_per_file={name: sizes[path] if sizes else os.path.getsize(path)
+                            for name, path in ((name, os.path.join(directory, name)) for name in names)},
             features=config.feature_specs(),
             n_docs_listed=plan.n_listed[split],
             n_sentences=counts.n_sentences,

@@ -21,11 +21,9 @@ imports TensorFlow.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import random
 import threading
-import uuid
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -33,15 +31,19 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import documents as docs_mod
+from .. import storage
 from ..config import GeneratorConfig
 from .documents import TRAIN, VAL, Document, Skip, Slice
 from ..format.example_codec import encode_examples
 from .assembly import Segment, SegmentCompressor
 from ..format.layout import canonical_name
+from .locations import with_local_files
 from .instances import PairArrays, TokenPool, create_pairs, create_windows, gather_instances
 from ..masking import MaskingSpec, mask_tokens
 from ..format.tfrecord import frame_records
 from ..tokenizers import TokenizerSource, make_tokenizer
+# Where tasks hand each other data (a local directory or a URL); re-exported for callers here.
+from .scratch import PieceWriter, load_array, load_json, private_temporary, save_array, save_json, slice_rows  # noqa: F401
 
 # Rows masked and encoded together: large enough for numpy to pay, small enough to keep a
 # worker's temporary arrays to a few MB.
@@ -88,32 +90,13 @@ class _WorkerContext:
 
 # ---------------------------------------------------------------------------- tokenize_slice
 
-def private_temporary(path: str) -> str:
-    """A temporary name for ``path`` that no other run of the same task shares: a task that runs
-    twice (a cluster worker thought lost) writes the same bytes, and the copies replace each
-    other atomically with ``os.replace``."""
-    return f"{path}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
-
-
-def save_array(array: np.ndarray, path: str) -> None:
-    temporary = private_temporary(path)
-    with open(temporary, "wb") as handle:
-        np.save(handle, array, allow_pickle=False)
-    os.replace(temporary, path)
-
-
-def load_array(path: str) -> np.ndarray:
-    # Memory-mapped: the pages are shared and reclaimable, whatever the document sizes.
-    return np.load(path, mmap_mode="r", allow_pickle=False)
-
-
 # Columns of a slice's document table (``slice-N.docs.npy``): one row per document read in the
 # slice (a document read in parts has a row in each of its slices).
 DOC_POSITION, TOKEN_START, TOKEN_END, SENTENCE_START, SENTENCE_END, DOC_REPLACED = range(6)
 
 
 def slice_paths(work_dir: str, index: int) -> Dict[str, str]:
-    base = os.path.join(work_dir, f"slice-{index:07d}")
+    base = storage.join(work_dir, f"slice-{index:07d}")
     return {"tokens": base + ".tokens.npy", "docs": base + ".docs.npy", "sentences": base + ".sentences.npy",
             "summary": base + ".json"}
 
@@ -142,17 +125,14 @@ class SliceSummary:
 
     @classmethod
     def load(cls, work_dir: str, index: int) -> Optional["SliceSummary"]:
-        try:
-            with open(slice_paths(work_dir, index)["summary"], encoding="utf-8") as handle:
-                return cls.from_json(json.load(handle))
-        except FileNotFoundError:
-            return None
+        data = load_json(slice_paths(work_dir, index)["summary"])
+        return None if data is None else cls.from_json(data)
 
 
 def tokenize_slice(piece: Slice, config: GeneratorConfig, work_dir: str) -> SliceSummary:
     """Documents -> sentences -> token ids, for one slice; writes its tokens, sentence lengths and
     document table to the work directory."""
-    context = _WorkerContext.get(config)
+    context = _WorkerContext.get(with_local_files(config))
     skips: List[Skip] = []
     # Documents as read (the splitter may read ahead of the sentences it yields) ...
     seen: List[Document] = []
@@ -233,10 +213,7 @@ def tokenize_slice(piece: Slice, config: GeneratorConfig, work_dir: str) -> Slic
     save_array(np.asarray(sentence_lengths, dtype=np.int32), paths["sentences"])
     save_array(np.asarray(rows, dtype=np.int64).reshape(-1, 6), paths["docs"])
     summary = SliceSummary(piece.index, len(tokens), counts["bytes"], skips, kept_in_parts)
-    temporary = private_temporary(paths["summary"])
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(summary.to_json(), handle)
-    os.replace(temporary, paths["summary"])
+    save_json(summary.to_json(), paths["summary"])
     return summary
 
 
@@ -322,15 +299,15 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
     rows: Dict[int, List[Tuple[int, np.ndarray]]] = {}  # position -> [(slice, row)] in slice order
     sentences: Dict[int, np.ndarray] = {}
     tokens: Dict[int, np.ndarray] = {}
-    for number in np.unique(np.concatenate([np.arange(a, b + 1) for a, b in zip(first, last)] or [[]])).astype(int):
-        paths = slice_paths(work_dir, number)
-        table_rows = load_array(paths["docs"])
-        hits = np.flatnonzero(np.isin(table_rows[:, DOC_POSITION], wanted))
-        if not len(hits):
+    numbers = np.unique(np.concatenate([np.arange(a, b + 1) for a, b in zip(first, last)] or [[]])).astype(int)
+    found = slice_rows([slice_paths(work_dir, number) for number in numbers.tolist()], wanted, DOC_POSITION,
+                       lambda row: ((row[TOKEN_START], row[TOKEN_END]), (row[SENTENCE_START], row[SENTENCE_END])))
+    for number, hit in zip(numbers.tolist(), found):
+        if hit is None:
             continue
-        tokens[number], sentences[number] = load_array(paths["tokens"]), load_array(paths["sentences"])
-        for hit in hits:
-            rows.setdefault(int(table_rows[hit, DOC_POSITION]), []).append((number, np.array(table_rows[hit])))
+        table_hits, tokens[number], sentences[number] = hit
+        for row in table_hits:
+            rows.setdefault(int(row[DOC_POSITION]), []).append((number, row))
 
     size, bounds, copies, replaced = 0, [], [], 0
     for position in unit.docs.tolist():
@@ -350,12 +327,17 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
     dtype = next(iter(tokens.values())).dtype if tokens else np.int32
     if not bounds:
         return TokenPool(np.zeros(0, dtype), []), 0
-    temporary = private_temporary(path)
-    pool = np.lib.format.open_memmap(temporary, mode="w+", dtype=dtype, shape=(size,))
+    remote = storage.is_url(path)  # built in memory and uploaded whole; else built in place
+    temporary = None if remote else private_temporary(path)
+    pool = np.empty(size, dtype) if remote else np.lib.format.open_memmap(temporary, mode="w+", dtype=dtype,
+                                                                            shape=(size,))
     at = 0
     for number, start, end in copies:
         pool[at : at + end - start] = tokens[number][start:end] if number >= 0 else separator_id
         at += end - start
+    if remote:
+        save_array(pool, path)
+        return TokenPool(pool, bounds), replaced
     pool.flush()
     del pool
     os.replace(temporary, path)
@@ -363,7 +345,7 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
 
 
 def pool_path(work_dir: str, unit_index: int) -> str:
-    return os.path.join(work_dir, f"unit-{unit_index + 1:07d}.pool.npy")  # units numbered from 1, as messages do
+    return storage.join(work_dir, f"unit-{unit_index + 1:07d}.pool.npy")  # units numbered from 1, as messages do
 
 
 def pair_unit(unit: UnitWork, table: SliceTable, config: GeneratorConfig, work_dir: str) -> UnitPairs:
@@ -371,7 +353,7 @@ def pair_unit(unit: UnitWork, table: SliceTable, config: GeneratorConfig, work_d
     random next sentences come from."""
     result = UnitPairs(unit.index, unit.split)
     cross_document = config.mlm_only and config.allow_cross_document_examples
-    separator = _WorkerContext.get(config).document_separator_id if cross_document else None
+    separator = _WorkerContext.get(with_local_files(config)).document_separator_id if cross_document else None
     path = pool_path(work_dir, unit.index)
     pool, result.n_replaced = unit_pool(unit, table, work_dir, path, separator)
     result.n_docs = len(pool)
@@ -432,16 +414,15 @@ def make_encode_tasks(unit_index: int, split: str, data: SplitPairs, n_shards: i
 
 def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> List[Segment]:
     """Mask, encode and frame one split's records for some output shards, into one piece file."""
-    context = _WorkerContext.get(config)
+    context = _WorkerContext.get(with_local_files(config))
     vocab = context.vocab
     specs = config.feature_specs()
     masking = None if config.disable_masking else MaskingSpec.from_config(config, vocab)
-    path = os.path.join(work_dir, f"unit-{task.unit_index + 1:07d}-{task.split}-{task.shards[0]:05d}.piece")
+    path = storage.join(work_dir, f"unit-{task.unit_index + 1:07d}-{task.split}-{task.shards[0]:05d}.piece")
     tokens = load_array(task.tokens_path)
     segments = []
     first_row = 0
-    temporary = private_temporary(path)
-    with open(temporary, "wb") as piece_file:
+    with PieceWriter(path) as piece_file:
         for shard, size in zip(task.shards, task.shard_sizes):
             masking_rng = np.random.default_rng(random_streams(config.seed, task.unit_index, task.split, MASKING, shard))
             offset = piece_file.tell()
@@ -459,7 +440,6 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
             if size:
                 segments.append(Segment(task.split, shard, path, offset, piece_file.tell() - offset, size,
                                         compressor.adler32, compressor.raw_length))
-    os.replace(temporary, path)
     return segments
 
 

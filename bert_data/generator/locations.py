@@ -1,0 +1,320 @@
+"""Where a run's data lives: the output (a local directory or a URL), the local directory the
+shards are assembled in, the work directory tasks exchange data through, and the files
+(vocabulary, tokenizer) that workers need local copies of.
+
+Output to a URL keeps every promise of a local run:
+
+* the shards are assembled in a local *staging* directory (appending is what a local file
+  system does well and an object store cannot), with the journal beside them, so ``--resume``
+  works as it does locally, on the same machine: the staging directory is named after the
+  output URL (``$XDG_CACHE_HOME/bert_data/staging/<hash>``, or under a local ``--work_dir``);
+* when every unit is in, each shard is uploaded to its final key (an upload appears complete or
+  not at all: a reader never sees part of a shard), then the manifests, last;
+* a lock object (``OUTPUT/.bert_data.lock``) keeps a second run out: written with a check and
+  read back, naming the host, process and staging directory.  Object stores have no exclusive
+  create here, so two runs started in the same instant could both pass; the rule is one run per
+  output prefix, and the lock catches the common mistake.  A lock left by a killed run on this
+  host is taken over; one from another host must be removed by hand (the error says how).
+
+The work directory (``--work_dir``) is local by default (beside the journal: a local run is as
+before), or any URL all workers reach: with a Dask executor and a URL output, it defaults to
+``OUTPUT/.bert_data_work`` on the object store, so no task ever needs a path only the client
+can see.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+from .. import storage
+from ..config import ConfigError, GeneratorConfig
+from ..format.manifest import Manifest
+from .documents import TRAIN, VAL
+from .output import LOCK, WORK_DIR, GenerationError, prepare_output_dir, shard_path, split_dirs, work_dir_of
+from .scratch import discard_unjournaled, listdir
+
+# Options naming files the workers open by path: fetched once per process when they are URLs.
+FILE_OPTIONS = ("vocab_file", "tokenizer_file", "spm_model_file")
+
+
+# ---------------------------------------------------------------------------- files workers open
+
+_local_copies: Dict[str, str] = {}
+
+
+def local_copy(url: str) -> str:
+    """A local copy of a file at a URL, fetched once per process (a forked worker uses its
+    parent's) into a cache shared by this machine's processes, named by the URL and the
+    object's version: an object replaced since is fetched again, and a crashed worker leaves no
+    private directory behind.  ``forget_local_copies`` makes the next call look again."""
+    path = _local_copies.get(url)
+    if path is None or not os.path.exists(path):
+        try:
+            version = storage.stamp(url)
+            directory = os.path.join(tempfile.gettempdir(), f"bert_data-files-{os.getuid()}")
+            os.makedirs(directory, exist_ok=True)
+            digest = hashlib.sha256(f"{url}\0{version}".encode("utf-8")).hexdigest()[:16]
+            path = os.path.join(directory, f"{digest}-{storage.basename(url)}")
+            if not os.path.exists(path):
+                temporary = f"{path}.{os.getpid()}.tmp"
+                storage.download(url, temporary)
+                os.replace(temporary, path)  # processes fetching at once each write whole copies
+        except FileNotFoundError:
+            raise ConfigError(f"{url}: file not found") from None
+        except OSError as error:
+            raise ConfigError(f"{url}: cannot read: {error.strerror or error}") from None
+        _local_copies[url] = path
+    return path
+
+
+def forget_local_copies() -> None:
+    """A new run fetches its files again (they may have changed since the last)."""
+    _local_copies.clear()
+
+
+def with_local_files(config: GeneratorConfig) -> GeneratorConfig:
+    """``config`` with URL-named files (vocabulary, tokenizer) replaced by local copies: what the
+    tokenizers, which open paths, are given.  ``config`` itself is unchanged (the manifest and
+    the run's fingerprint keep the URL)."""
+    local = {name: local_copy(getattr(config, name)) for name in FILE_OPTIONS
+             if storage.is_url(getattr(config, name, None))}
+    return dataclasses.replace(config, **local) if local else config
+
+
+# ---------------------------------------------------------------------------- the run's places
+
+@dataclass
+class RunLocations:
+    output: str  # --output_dir as given: a local directory or a URL
+    local_output: str  # where shards are assembled: the output directory, or the staging directory
+    scratch: str  # the work directory tasks exchange data through: local, or a URL
+    journal_dir: str  # local: the journal, beside the shards in progress
+
+    @property
+    def remote(self) -> bool:
+        return storage.is_url(self.output)
+
+    def local_config(self, config: GeneratorConfig) -> GeneratorConfig:
+        """The configuration the local machinery (lock, journal, assembly) works on."""
+        return dataclasses.replace(config, output_dir=self.local_output) if self.remote else config
+
+
+def _run_id(output: str) -> str:
+    where = output if storage.is_url(output) else os.path.abspath(output)
+    return hashlib.sha256(where.rstrip("/").encode("utf-8")).hexdigest()[:16]
+
+
+def default_staging_root() -> str:
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "bert_data", "staging")
+
+
+def run_locations(config: GeneratorConfig, distributed: bool = False) -> RunLocations:
+    """Where this run's data goes.  ``distributed``: tasks run on machines that may not see
+    this one's files (a Dask cluster)."""
+    output, work = config.output_dir, config.work_dir
+    run = f"bert_data-{_run_id(output)}"
+    if storage.is_url(output):
+        root = work if work and not storage.is_url(work) else default_staging_root()
+        local_output = os.path.abspath(os.path.join(root, run))
+    else:
+        local_output = output
+    journal_dir = work_dir_of(dataclasses.replace(config, output_dir=local_output))
+    if work and storage.is_url(work):
+        scratch = storage.join(work, run)
+    elif work:  # local: its own folder there (for a URL output, the staging folder's work directory)
+        scratch = journal_dir if storage.is_url(output) else os.path.abspath(os.path.join(work, run))
+    elif distributed and storage.is_url(output):
+        scratch = storage.join(output, WORK_DIR)
+    else:
+        scratch = journal_dir
+    return RunLocations(output, local_output, scratch, journal_dir)
+
+
+# ---------------------------------------------------------------------------- output at a URL
+
+class RemoteOutput:
+    """The output URL's side of a run: its lock object, what an earlier run left there, and
+    the finished dataset's upload."""
+
+    def __init__(self, config: GeneratorConfig, places: RunLocations):
+        self.config, self.places = config, places
+        self.lock_url = storage.join(places.output, LOCK)
+        self.owner = {"host": socket.gethostname(), "pid": os.getpid(), "staging": places.local_output,
+                      "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        self.held = False
+
+    # ------------------------------------------------------------------ lock
+    def acquire(self) -> None:
+        output = self.places.output
+        try:
+            found = json.loads(storage.read_bytes(self.lock_url))
+        except FileNotFoundError:
+            found = None
+        except (OSError, ValueError) as error:
+            raise ConfigError(f"--output_dir {output}: cannot read: {getattr(error, 'strerror', None) or error}") from None
+        if found is not None and not self._stale(found):
+            raise ConfigError(
+                f"--output_dir {output} is in use by another run (pid {found.get('pid')} on {found.get('host')} since "
+                f"{found.get('started')}); wait for it to finish, or if that run is dead remove {self.lock_url}")
+        try:
+            storage.write_bytes(self.lock_url, json.dumps(self.owner).encode("utf-8"))
+            again = json.loads(storage.read_bytes(self.lock_url))
+        except (OSError, ValueError) as error:
+            raise ConfigError(f"--output_dir {output} is not writable: {getattr(error, 'strerror', None) or error}") \
+                from None
+        if again != self.owner:  # another run wrote its lock at the same moment
+            raise ConfigError(f"--output_dir {output} is in use by another run (pid {again.get('pid')} on "
+                              f"{again.get('host')}); one run per output prefix")
+        self.held = True
+
+    def _stale(self, found: dict) -> bool:
+        """A lock of a process of this host that no longer exists."""
+        if found.get("host") != self.owner["host"]:
+            return False
+        try:
+            os.kill(int(found.get("pid")), 0)
+        except ProcessLookupError:
+            return True
+        except (PermissionError, TypeError, ValueError):
+            return False
+        return False
+
+    def release(self) -> None:
+        if not self.held:
+            return
+        try:
+            if json.loads(storage.read_bytes(self.lock_url)) == self.owner:
+                storage.remove(self.lock_url)
+        except (OSError, ValueError):
+            pass
+        self.held = False
+
+    # ------------------------------------------------------------------ earlier output
+    def check_staging(self) -> None:
+        """An interrupted run of this output staged here is never dropped silently."""
+        config, staging = self.config, self.places.local_output
+        if config.resume or config.overwrite or not os.path.isdir(staging) or not os.listdir(staging):
+            return
+        raise ConfigError(f"--output_dir {self.places.output}: an interrupted run of it is staged in {staging}; "
+                          "pass --resume to continue it or --overwrite to start again")
+
+    def existing_outputs(self) -> List[str]:
+        """URLs of files an earlier run wrote there (only ones this tool writes)."""
+        found = []
+        for directory in (self.places.output, storage.join(self.places.output, TRAIN),
+                          storage.join(self.places.output, VAL)):
+            for name in storage.listdir(directory):
+                if Manifest.is_manifest_file(name) or name.endswith((".tfrecords", ".tfrecords.tmp")):
+                    found.append(storage.join(directory, name))
+        if storage.listdir(storage.join(self.places.output, WORK_DIR)):
+            found.append(storage.join(self.places.output, WORK_DIR))
+        return found
+
+    def prepare(self, local: GeneratorConfig, fingerprint: str) -> Optional[dict]:
+        """``output.prepare_output_dir`` for the staging directory (``local``), then the URL's
+        side: refuse to mix with an earlier run's files unless told (--overwrite: they go;
+        --resume: a finished run has nothing to resume).  Returns the journal when resuming."""
+        config, output = self.config, self.places.output
+        if config.resume and storage.exists(Manifest.path_in(split_dirs(config)[TRAIN])):
+            raise ConfigError(f"--resume: {output} holds a finished run; nothing to resume")
+        try:
+            journal = prepare_output_dir(local, fingerprint)
+        except ConfigError as error:  # name the URL the user gave, and where its run is staged
+            raise ConfigError(str(error).replace(local.output_dir, f"{output} (staged in {local.output_dir})")) \
+                from None
+        found = self.existing_outputs()
+        if not found or journal is not None:
+            return journal
+        if not (config.overwrite or config.resume):
+            raise ConfigError(
+                f"--output_dir {output} already holds output ({storage.basename(found[0])}"
+                f"{' and more' if len(found) > 1 else ''}); pass --overwrite to replace it or --resume to "
+                "continue an interrupted run")
+        for url in found:  # only this tool's files, as a local --overwrite
+            if url.endswith(WORK_DIR):
+                storage.remove_tree(url)
+            else:
+                storage.remove(url)
+        return journal
+
+    # ------------------------------------------------------------------ the finished dataset
+    def upload_shards(self, local: GeneratorConfig, shard_counts: Dict[str, int]) -> Dict[str, int]:
+        """Each finished shard, staged under ``local``, to its final key (the manifests come
+        after); returns the shards' sizes by URL, for the manifests."""
+        config, sizes = self.config, {}
+        for split, directory in split_dirs(local).items():
+            for shard in range(shard_counts[split]):
+                staged = shard_path(directory, local, shard) + ".tmp"
+                url = shard_path(split_dirs(config)[split], config, shard)
+                self._upload(staged, url)
+                sizes[url] = os.path.getsize(staged)
+        return sizes
+
+    def _upload(self, local: str, url: str) -> None:
+        try:
+            storage.upload(local, url)
+        except OSError as error:
+            raise GenerationError(f"cannot upload {url}: {error.strerror or error}; the finished shards stay "
+                                  f"staged in {self.places.local_output}: run the same command with --resume to "
+                                  "upload them") from error
+
+
+def check_output_url(config: GeneratorConfig) -> None:
+    """A URL output needs fsspec and the protocol's library: say so before any work."""
+    if storage.is_url(config.output_dir):
+        try:
+            storage.filesystem(config.output_dir)
+        except storage.StorageError as error:
+            raise ConfigError(f"--output_dir {error}") from None
+    if config.work_dir and storage.is_url(config.work_dir):
+        try:
+            storage.filesystem(config.work_dir)
+        except storage.StorageError as error:
+            raise ConfigError(f"--work_dir {error}") from None
+
+
+# ---------------------------------------------------------------------------- the work directory
+
+def prepare_work_dir(places: RunLocations, resuming: bool, executor) -> None:
+    """A work directory of its own (``--work_dir``, or the output URL's): emptied for a new run,
+    its unjournaled files dropped for a resumed one; then every worker must reach it."""
+    from .executors import check_workers_see
+
+    if places.scratch != places.journal_dir:
+        if resuming:
+            discard_unjournaled(places.scratch)
+        else:
+            storage.remove_tree(places.scratch)
+        storage.makedirs(places.scratch)
+    check_workers_see(executor, places.scratch)
+
+
+def count_slices(work_dir: str) -> int:
+    """Slices whose tokenization finished (their summary is written last)."""
+    return sum(1 for name in listdir(work_dir) if name.startswith("slice-") and name.endswith(".json"))
+
+
+def remove_run_files(places: RunLocations) -> None:
+    """The run's work files, local or at a URL, and its staging directory: at the end of a run,
+    or after a failure (a failure to clean a URL up is a warning, never an error)."""
+    import sys
+
+    shutil.rmtree(places.journal_dir, ignore_errors=True)
+    if places.scratch != places.journal_dir:
+        try:
+            storage.remove_tree(places.scratch)
+        except OSError as error:
+            print(f"create_tfrecords: warning: could not remove the work directory {places.scratch}: {error}",
+                  file=sys.stderr)
+    if places.remote:
+        shutil.rmtree(places.local_output, ignore_errors=True)

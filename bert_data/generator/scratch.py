@@ -1,0 +1,226 @@
+"""The work directory through which tasks hand each other data: a local directory, or a URL
+(``--work_dir s3://...``) that every worker of a cluster reaches when they share no file system.
+
+Local: arrays are ``.npy`` files written through a private temporary name and renamed (a task
+run twice writes the same bytes; the copies replace each other atomically), and read
+memory-mapped, so the pages are shared and only what is touched is read.
+
+URL: each file is one object, written whole (an upload appears complete or not at all: a task
+run twice, by a worker thought lost, overwrites it with the same bytes).  Reading the rows of
+a unit's documents out of many tokenized slices takes two rounds of concurrent requests: the
+slices' document tables and array headers, then exactly the token and sentence ranges needed.
+A unit's pool and an encode task's piece are read or written whole.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+import uuid
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .. import storage
+
+HEADER_PROBE = 1024  # bytes read to find an .npy header (ours are 128)
+
+
+def private_temporary(path: str) -> str:
+    """A temporary name for ``path`` that no other run of the same task shares: a task that runs
+    twice (a cluster worker thought lost) writes the same bytes, and the copies replace each
+    other atomically with ``os.replace``."""
+    return f"{path}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+
+
+def save_array(array: np.ndarray, path: str) -> None:
+    if storage.is_url(path):
+        buffer = io.BytesIO()
+        np.save(buffer, array, allow_pickle=False)
+        storage.write_bytes(path, buffer.getvalue())
+        return
+    temporary = private_temporary(path)
+    with open(temporary, "wb") as handle:
+        np.save(handle, array, allow_pickle=False)
+    os.replace(temporary, path)
+
+
+def load_array(path: str) -> np.ndarray:
+    """Local: memory-mapped (the pages are shared and reclaimable, whatever the document
+    sizes).  URL: read whole."""
+    if storage.is_url(path):
+        return np.load(io.BytesIO(storage.read_bytes(path)), allow_pickle=False)
+    return np.load(path, mmap_mode="r", allow_pickle=False)
+
+
+def load_arrays(paths: Sequence[str]) -> List[np.ndarray]:
+    """Several arrays: memory-mapped, or read at once from a URL (concurrent requests)."""
+    if not paths or not storage.is_url(paths[0]):
+        return [load_array(path) for path in paths]
+    return [np.load(io.BytesIO(data), allow_pickle=False) for data in storage.read_many(list(paths))]
+
+
+def save_json(data: dict, path: str) -> None:
+    if storage.is_url(path):
+        storage.write_bytes(path, json.dumps(data).encode("utf-8"))
+        return
+    temporary = private_temporary(path)
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+    os.replace(temporary, path)
+
+
+def load_json(path: str) -> Optional[dict]:
+    """The object, or None if the file does not exist."""
+    try:
+        return json.loads(storage.read_bytes(path))
+    except FileNotFoundError:
+        return None
+
+
+def load_jsons(paths: Sequence[str]) -> List[dict]:
+    """Several (existing) JSON files, read at once."""
+    return [json.loads(data) for data in storage.read_many(list(paths))]
+
+
+def listdir(work_dir: str) -> List[str]:
+    return storage.listdir(work_dir)
+
+
+def discard_unjournaled(work_dir: str) -> None:
+    """``output.discard_unjournaled_work`` for a work directory of its own (a URL or a local
+    ``--work_dir``): tokenized slices stay for the resumed run, the rest goes."""
+    from .output import JOURNAL, _SLICE_FILE
+
+    storage.remove_many([storage.join(work_dir, name) for name in storage.listdir(work_dir)
+                         if name != JOURNAL and not _SLICE_FILE.match(name)])
+
+
+def finished_slices(plan, work_dir: str, first_needed: int) -> dict:
+    """Slices an interrupted run tokenized (a summary is written last): not tokenized again,
+    unless a unit still to come needs tokens that were already freed.  One listing of the work
+    directory, and the summaries read at once (a URL answers them concurrently)."""
+    from .tasks import SliceSummary, slice_paths
+
+    names = set(listdir(work_dir))
+    if not names:
+        return {}
+    candidates = []
+    for piece in plan.slices:
+        paths = slice_paths(work_dir, piece.index)
+        if storage.basename(paths["summary"]) not in names:
+            continue
+        if piece.index >= first_needed and not all(storage.basename(path) in names for path in paths.values()):
+            continue
+        candidates.append(piece.index)
+    summaries = load_jsons([slice_paths(work_dir, index)["summary"] for index in candidates])
+    return {index: SliceSummary.from_json(data) for index, data in zip(candidates, summaries)}
+
+
+class _Ranges:
+    """The ranges of one ``.npy`` array a task asked for, fetched: ``array[a:b]`` for those."""
+
+    def __init__(self, fetched: Dict[Tuple[int, int], np.ndarray], dtype: np.dtype):
+        self.fetched, self.dtype = fetched, dtype
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        if key.start == key.stop:
+            return np.zeros(0, self.dtype)
+        return self.fetched[(int(key.start), int(key.stop))]
+
+
+def _header(data: bytes) -> Tuple[np.dtype, int]:
+    """(dtype, offset of the data) of an ``.npy`` file from its first bytes."""
+    handle = io.BytesIO(data)
+    version = np.lib.format.read_magic(handle)
+    reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    _, _, dtype = reader(handle)
+    return dtype, handle.tell()
+
+
+def slice_rows(paths: Sequence[Dict[str, str]], wanted: np.ndarray, position_column: int,
+               ranges_of) -> List[Optional[tuple]]:
+    """For each slice (its ``tasks.slice_paths``): None if it holds none of the ``wanted``
+    document positions, else (its table rows of those documents, tokens, sentences), where
+    ``tokens[a:b]`` and ``sentences[a:b]`` give the ranges ``ranges_of(row)`` names
+    (``((token_start, token_end), (sentence_start, sentence_end))``)."""
+    if not paths:
+        return []
+    if not storage.is_url(paths[0]["docs"]):
+        found = []
+        for slice_files in paths:
+            table = load_array(slice_files["docs"])
+            hits = np.flatnonzero(np.isin(table[:, position_column], wanted))
+            found.append(None if not len(hits) else (
+                [np.array(table[hit]) for hit in hits], load_array(slice_files["tokens"]),
+                load_array(slice_files["sentences"])))
+        return found
+    # One round: every document table, and the headers of the arrays.
+    first = storage.read_many([f["docs"] for f in paths] + [f[kind] for f in paths for kind in ("tokens", "sentences")],
+                              [0] * (3 * len(paths)), [None] * len(paths) + [HEADER_PROBE] * (2 * len(paths)))
+    found: List[Optional[list]] = []
+    dtypes: Dict[Tuple[int, str], np.dtype] = {}
+    requests: List[Tuple[int, str, int, int, np.dtype, int]] = []  # (slice, kind, a, b, dtype, offset)
+    for number, slice_files in enumerate(paths):
+        table = np.load(io.BytesIO(first[number]), allow_pickle=False)
+        rows = [np.array(table[hit]) for hit in np.flatnonzero(np.isin(table[:, position_column], wanted))]
+        found.append(rows or None)
+        for kind_number, kind in enumerate(("tokens", "sentences")):
+            dtype, offset = _header(first[len(paths) + 2 * number + kind_number])
+            dtypes[(number, kind)] = dtype
+            for row in rows:
+                a, b = (int(bound) for bound in ranges_of(row)[kind_number])
+                if b > a:
+                    requests.append((number, kind, a, b, dtype, offset))
+    # A second: exactly the ranges needed.
+    data = storage.read_many([paths[n][kind] for n, kind, *_ in requests],
+                             [offset + a * dtype.itemsize for _, _, a, _, dtype, offset in requests],
+                             [offset + b * dtype.itemsize for _, _, _, b, dtype, offset in requests])
+    fetched: Dict[Tuple[int, str], Dict[Tuple[int, int], np.ndarray]] = {}
+    for (number, kind, a, b, dtype, _), chunk in zip(requests, data):
+        fetched.setdefault((number, kind), {})[(a, b)] = np.frombuffer(chunk, dtype=dtype)
+    return [None if rows is None else (rows, _Ranges(fetched.get((n, "tokens"), {}), dtypes[(n, "tokens")]),
+                                       _Ranges(fetched.get((n, "sentences"), {}), dtypes[(n, "sentences")]))
+            for n, rows in enumerate(found)]
+
+
+class PieceWriter:
+    """An encode task's piece file: written in place when local; for a URL, into a local
+    temporary file (pieces can be large: never held in memory) uploaded whole when done."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.remote = storage.is_url(path)
+        if self.remote:
+            handle, self.temporary = tempfile.mkstemp(prefix="bert_data-piece-", suffix=".tmp")
+            os.close(handle)
+        else:
+            self.temporary = private_temporary(path)
+        self.handle = open(self.temporary, "wb")
+
+    def __enter__(self):
+        return self.handle
+
+    def __exit__(self, kind, error, traceback) -> None:
+        self.handle.close()
+        try:
+            if kind is None:
+                if self.remote:
+                    storage.upload(self.temporary, self.path)
+                else:
+                    os.replace(self.temporary, self.path)
+        finally:
+            if (self.remote or kind is not None) and os.path.exists(self.temporary):
+                os.remove(self.temporary)
+
+
+def fetch_piece(path: str, into_dir: str) -> Tuple[str, bool]:
+    """A local path of a piece file (downloaded into ``into_dir`` when it is a URL) and whether
+    it is a downloaded copy."""
+    if not storage.is_url(path):
+        return path, False
+    local = os.path.join(into_dir, f"fetched-{uuid.uuid4().hex}.piece")
+    storage.download(path, local)
+    return local, True

@@ -1,0 +1,286 @@
+"""Where bytes live: local paths, or any ``fsspec`` URL (``s3://``, ``gs://``, ``hf://``,
+``https://``, ``memory://`` ...).  The one place that knows the difference.
+
+Local paths keep going through ``open`` and ``os`` (no fsspec import, no cost); a URL goes
+through ``fsspec.core.url_to_fs``, so each protocol's library brings its own credentials and
+settings from its usual environment and configuration (``AWS_*`` variables and
+``~/.aws/config`` for s3fs, Application Default Credentials for gcsfs, ``HF_TOKEN`` for
+``hf://``), and fsspec's own configuration applies (e.g. ``FSSPEC_S3_ENDPOINT_URL`` for an S3
+endpoint other than AWS's: every worker process of a cluster inherits it).
+
+Object stores have no rename and no append: a write here is one whole object (an upload is
+visible only once complete), which is what the callers rely on.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from typing import Dict, Iterable, List, Optional, Sequence
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::[A-Za-z][A-Za-z0-9+.\-]*)*://")
+
+
+class StorageError(OSError):
+    """A URL that cannot be used; the message is one line naming it."""
+
+
+def is_url(path) -> bool:
+    """``scheme://...`` (also fsspec's chained ``simplecache::s3://...``); a local path otherwise."""
+    return isinstance(path, str) and bool(_URL.match(path))
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def filesystem(url: str):
+    """(fsspec file system, path within it) for a URL; a one-line StorageError when the
+    protocol's library is missing."""
+    try:
+        import fsspec.core
+    except ImportError:
+        raise StorageError(f"{url}: URLs need fsspec (and s3fs / gcsfs for s3:// / gs://): "
+                           "pip install 'bert_data[cloud]'") from None
+    try:
+        return fsspec.core.url_to_fs(url)
+    except ImportError as error:
+        raise StorageError(f"{url}: {_one_line(error)}") from None
+    except ValueError as error:
+        raise StorageError(f"{url}: not a URL fsspec knows ({_one_line(error)})") from None
+
+
+def join(base: str, *names: str) -> str:
+    """``base/name/...`` for a URL (always ``/``), ``os.path.join`` for a local path."""
+    if is_url(base):
+        return "/".join([base.rstrip("/")] + [name.strip("/") for name in names]) if names else base
+    return os.path.join(base, *names)
+
+
+def resolve(prefix: str, name: str) -> str:
+    """A path from a metadata file: a URL as it is; else relative to ``prefix`` (a directory or a
+    URL).  Local results are absolute: workers may run in another directory."""
+    if is_url(name):
+        return name
+    if is_url(prefix):
+        return prefix.rstrip("/") + "/" + name.lstrip("/")
+    return os.path.abspath(os.path.join(prefix, name) if prefix else name)
+
+
+def basename(path: str) -> str:
+    return posixpath.basename(path.rstrip("/")) if is_url(path) else os.path.basename(path)
+
+
+def dirname(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[0] if is_url(path) else os.path.dirname(path)
+
+
+# ---------------------------------------------------------------------------- reading
+
+def open_read(path: str):
+    """A binary file object (seekable for local files and for fsspec's object-store files)."""
+    if not is_url(path):
+        return open(path, "rb")
+    fs, inner = filesystem(path)
+    return fs.open(inner, "rb")
+
+
+def read_bytes(path: str, start: int = 0, end: Optional[int] = None) -> bytes:
+    """Bytes ``start`` .. ``end`` (exclusive; None: to the end) of a file or object."""
+    if not is_url(path):
+        with open(path, "rb") as handle:
+            handle.seek(start)
+            return handle.read() if end is None else handle.read(max(0, end - start))
+    fs, inner = filesystem(path)
+    if not start and end is None:
+        return fs.cat_file(inner)
+    data = fs.cat_file(inner, start=start, end=end)
+    if end is not None and len(data) > end - start:  # a web server that ignores byte ranges
+        raise StorageError(f"{path}: the server ignored a byte-range request (bytes {start}-{end})")
+    return data
+
+
+def read_many(paths: Sequence[str], starts: Optional[Sequence[int]] = None,
+              ends: Optional[Sequence[Optional[int]]] = None) -> List[bytes]:
+    """Several reads at once: object stores answer them concurrently (one round trip's latency,
+    not one per range).  All paths are URLs of one file system, or all local."""
+    if not paths:
+        return []
+    starts = list(starts) if starts is not None else [0] * len(paths)
+    ends = list(ends) if ends is not None else [None] * len(paths)
+    if not is_url(paths[0]):
+        return [read_bytes(p, s, e) for p, s, e in zip(paths, starts, ends)]
+    fs, _ = filesystem(paths[0])
+    inner = [filesystem(p)[1] if "::" in p else fs._strip_protocol(p) for p in paths]
+    if all(e is None for e in ends) and not any(starts):
+        found = fs.cat(inner, on_error="raise")
+        return [found[p] for p in inner]
+    return fs.cat_ranges(inner, starts, ends, on_error="raise")
+
+
+def info(path: str) -> Dict:
+    """``{"type": "file"|"directory", "size": int}``; FileNotFoundError if absent."""
+    if not is_url(path):
+        stat = os.stat(path)
+        return {"type": "directory" if os.path.isdir(path) else "file", "size": stat.st_size}
+    fs, inner = filesystem(path)
+    found = fs.info(inner)
+    return {"type": found.get("type", "file"), "size": int(found.get("size") or 0), "version": _version(found)}
+
+
+def _version(found: Dict) -> str:
+    """What changes when an object is replaced (its ETag, else its modification time)."""
+    for key in ("ETag", "etag", "md5Hash", "generation", "LastModified", "mtime", "updated", "last_modified"):
+        if found.get(key):
+            return str(found[key])
+    return ""
+
+
+def stamp(path: str) -> str:
+    """A file's identity now (size and version): a cached reader of an older file is not reused."""
+    if not is_url(path):
+        stat = os.stat(path)
+        return f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}"
+    found = info(path)
+    return f"{found['size']}:{found['version']}"
+
+
+def size(path: str) -> int:
+    return os.path.getsize(path) if not is_url(path) else info(path)["size"]
+
+
+def exists(path: str) -> bool:
+    if not is_url(path):
+        return os.path.exists(path)
+    fs, inner = filesystem(path)
+    return fs.exists(inner)
+
+
+def stat_files(paths: Sequence[str]) -> Dict[str, Optional[Dict]]:
+    """``info`` of many URLs, by listing their folders (one request a folder, not one a file);
+    None for a path that does not exist.  Falls back to one request a file where listing is
+    not possible (``https://``)."""
+    found: Dict[str, Optional[Dict]] = {}
+    by_folder: Dict[str, List[str]] = {}
+    for path in paths:
+        by_folder.setdefault(dirname(path), []).append(path)
+    for folder, members in by_folder.items():
+        listing = None
+        if len(members) > 1:
+            try:
+                fs, inner = filesystem(folder)
+                listing = {fs._strip_protocol(entry["name"]).rstrip("/"): entry
+                           for entry in fs.ls(inner, detail=True)}
+            except Exception:  # noqa: BLE001 - not listable: ask file by file
+                listing = None
+        for path in members:
+            if listing is not None:
+                fs, inner = filesystem(path)
+                entry = listing.get(inner.rstrip("/"))
+                # Else asked directly: a listing (an HTTP page's links) may be partial or lack sizes.
+                if entry is not None and entry.get("size") is not None:
+                    found[path] = {"type": entry.get("type", "file"), "size": int(entry["size"])}
+                    continue
+            try:
+                found[path] = info(path)
+            except FileNotFoundError:
+                found[path] = None
+    return found
+
+
+def glob(pattern: str) -> List[str]:
+    """URLs matching an fsspec glob (``s3://bucket/c4/*.parquet``), sorted."""
+    fs, inner = filesystem(pattern)
+    protocol = pattern.split("://", 1)[0]
+    found = fs.glob(inner, detail=True)
+    return sorted(f"{protocol}://{path}" for path, entry in found.items() if entry.get("type", "file") == "file")
+
+
+def listdir(path: str) -> List[str]:
+    """Names in a folder ([] if it does not exist)."""
+    if not is_url(path):
+        return sorted(os.listdir(path)) if os.path.isdir(path) else []
+    fs, inner = filesystem(path)
+    try:
+        entries = fs.ls(inner, detail=False, refresh=True)
+    except FileNotFoundError:
+        return []
+    return sorted(posixpath.basename(entry.rstrip("/")) for entry in entries if entry.rstrip("/") != inner.rstrip("/"))
+
+
+# ---------------------------------------------------------------------------- writing
+
+def write_bytes(path: str, data: bytes) -> None:
+    """One whole object (a URL), or a local file written through a temporary and a rename: a
+    reader never sees part of it."""
+    if not is_url(path):
+        temporary = f"{path}.{os.getpid()}.tmp"
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, path)
+        return
+    fs, inner = filesystem(path)
+    fs.pipe_file(inner, data)
+
+
+def upload(local_path: str, url: str) -> None:
+    """A local file to a URL: the object appears only once the upload is complete (a multipart
+    upload is committed at its end), so readers never see part of it."""
+    fs, inner = filesystem(url)
+    fs.put_file(local_path, inner)
+
+
+def download(url: str, local_path: str) -> None:
+    fs, inner = filesystem(url)
+    fs.get_file(inner, local_path)
+
+
+def remove(path: str) -> None:
+    """Remove a file or object; absent is fine."""
+    if not is_url(path):
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+        return
+    fs, inner = filesystem(path)
+    try:
+        fs.rm_file(inner)
+    except FileNotFoundError:
+        pass
+
+
+def remove_many(paths: Iterable[str]) -> None:
+    paths = list(paths)
+    if not paths:
+        return
+    if not is_url(paths[0]):
+        for path in paths:
+            remove(path)
+        return
+    fs, _ = filesystem(paths[0])
+    try:
+        fs.rm([fs._strip_protocol(path) for path in paths])
+    except FileNotFoundError:
+        pass
+
+
+def remove_tree(path: str) -> None:
+    """A folder and everything under it; absent is fine."""
+    if not is_url(path):
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    fs, inner = filesystem(path)
+    try:
+        fs.rm(inner, recursive=True)
+    except FileNotFoundError:
+        pass
+
+
+def makedirs(path: str) -> None:
+    """Local folders; object stores need none (keys are created with their objects)."""
+    if not is_url(path):
+        os.makedirs(path, exist_ok=True)
