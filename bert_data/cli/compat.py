@@ -20,6 +20,7 @@ import argparse
 from typing import List, Sequence
 
 from ..config import ConfigError
+from ..format.manifest import MANIFEST_NAME
 from .flags import add_bool
 
 # Our defaults, for options whose default depends on the command line's style (None in the parser).
@@ -53,7 +54,7 @@ def add_google_arguments(parser: argparse.ArgumentParser) -> None:
     google.add_argument("--output_file", action="append", default=[], metavar="FILES",
                         help="comma-separated output files: the shards are exactly these (all in one directory; "
                              "instance i goes to file i mod N, as Google's tool writes them), replaced if they "
-                             "exist; the manifest is FIRST_FILE.data_params.json beside them. Instead of "
+                             f"exist; the manifest is FIRST_FILE.{MANIFEST_NAME} beside them. Instead of "
                              "--output_dir, --num_output_files and --name")
     google.add_argument("--random_seed", type=int, default=None, dest="seed", help="= --seed")
     albert = parser.add_argument_group("ALBERT's options")

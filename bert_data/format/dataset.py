@@ -181,8 +181,8 @@ def shard_groups(paths: Paths) -> List[ShardGroup]:
 
 def find_manifest(shard: str) -> Optional[str]:
     """The path of the manifest that lists ``shard`` (next to it), or None: the directory's
-    ``data_params.json``, else a per-run manifest (Google's ``--output_file``): the one named
-    after ``shard``, else any other run's in the directory."""
+    manifest, else a per-run manifest (Google's ``--output_file``): the one named after
+    ``shard``, else any other run's in the directory."""
     directory = os.path.dirname(os.path.abspath(shard))
     name = os.path.basename(shard)
     candidates = [Manifest.path_in(directory), Manifest.path_in(directory, Manifest.name_for_files(name))]

@@ -8,7 +8,7 @@ the journal) and the lock file ``.bert_data.lock``.
 
 With Google's ``--output_file`` the shards are exactly the named files (in one directory), and
 the manifest, work directory and lock are named after the first of them
-(``x.tfrecord.data_params.json``, ``.x.tfrecord.bert_data_work``, ``.x.tfrecord.bert_data.lock``),
+(``Manifest.name_for_files("x.tfrecord")``, ``.x.tfrecord.bert_data_work``, ``.x.tfrecord.bert_data.lock``),
 so that many such runs can write their own files into one directory at once, as is common with
 Google's tool (one run per input shard); like Google's tool, such a run replaces the files it
 names.

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Iterable, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
+from .base import SourceTokenizer
 from ..tokenization import SPECIAL_TOKENS, VocabError, vocab_from_tokens
 
 __all__ = ["HuggingFaceTokenizer", "load_hf_vocabulary", "word_boundary_of"]
@@ -149,7 +150,7 @@ def load_hf_vocabulary(source):
     return _vocab_of(source, tokenizer, parsed, sha256)
 
 
-class HuggingFaceTokenizer:
+class HuggingFaceTokenizer(SourceTokenizer):
     """A ``tokenizer.json``, for the generator (see the module docstring).  Picklable: the
     receiving process reads the file again."""
 
@@ -178,19 +179,3 @@ class HuggingFaceTokenizer:
     def tokenize(self, text: str) -> List[str]:
         """The pieces of ``text`` in the tokenizer's own form (e.g. "Ġword", "▁word", "##s")."""
         return self._tk.encode(text, add_special_tokens=False).tokens
-
-    def convert_tokens_to_ids(self, tokens: Iterable[str]) -> List[int]:
-        return self.vocab.convert_tokens_to_ids(tokens)
-
-    def convert_ids_to_tokens(self, ids: Iterable[int]) -> List[str]:
-        return self.vocab.convert_ids_to_tokens(ids)
-
-    def __getstate__(self):
-        return {"source": self.source}
-
-    def __setstate__(self, state) -> None:
-        self.source = state["source"]
-        self._init()
-
-    def __repr__(self) -> str:
-        return f"HuggingFaceTokenizer({self.source.path!r}, size={self.vocab.size})"

@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
-from typing import Iterable, List, Optional, Sequence
+from typing import List, Sequence
 
 import numpy as np
 
+from .base import SourceTokenizer
 from ..tokenization import VocabError, vocab_from_tokens
 
 __all__ = ["SentencePieceTokenizer", "load_spm_vocabulary", "preprocess_text"]
@@ -149,7 +150,7 @@ def load_spm_vocabulary(source):
     return _build(source)[1]
 
 
-class SentencePieceTokenizer:
+class SentencePieceTokenizer(SourceTokenizer):
     """ALBERT's SentencePiece tokenization (see the module docstring).  Picklable: the receiving
     process reads the files again."""
 
@@ -203,20 +204,4 @@ class SentencePieceTokenizer:
     def tokenize(self, text: str) -> List[str]:
         """ALBERT's pieces of ``text`` (``preprocess_text`` then ``encode_pieces``)."""
         return self._pieces(preprocess_text(text, self.do_lower_case))
-
-    def convert_tokens_to_ids(self, tokens: Iterable[str]) -> List[int]:
-        return self.vocab.convert_tokens_to_ids(tokens)
-
-    def convert_ids_to_tokens(self, ids: Iterable[int]) -> List[str]:
-        return self.vocab.convert_ids_to_tokens(ids)
-
-    def __getstate__(self):
-        return {"source": self.source}
-
-    def __setstate__(self, state) -> None:
-        self.source = state["source"]
-        self._init()
-
-    def __repr__(self) -> str:
-        return f"SentencePieceTokenizer({self.source.path!r}, size={self.vocab.size})"
 
