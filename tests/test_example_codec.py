@@ -213,6 +213,8 @@ def test_encode_rejects_bad_input():
 
 
 def _varint(v):
+    # Deliberately written again, not imported: the test builds protobuf bytes independently of
+    # the codec it checks.
     out = bytearray()
     while v >= 0x80:
         out.append((v & 0x7F) | 0x80)

@@ -118,6 +118,7 @@ def test_words_are_never_glued_across_lines(splitter):
     assert all("\n" not in s for s in sents)
 
 
+# Alike in shape with test_simple_sentence_boundaries: each test is a text and its sentences.
 def test_paragraph_break_splits_heading(splitter):
     text = "Introduction\n\nThe quick brown fox jumps. It lands.\n \t \nConclusion\r\n\r\nDone here."
     assert splitter.split_text(text) == [

@@ -313,6 +313,8 @@ def test_resume_with_a_sentencepiece_model(corpus, trained, tmp_path, monkeypatc
 
 
 def test_generation_imports_sentencepiece_only_for_a_model(corpus, tmp_path):
+    # Alike in shape with test_end_to_end's TensorFlow check: a fresh interpreter is the only way
+    # to see which modules a run imports.
     script = (
         "import sys\n"
         "from bert_data.cli.create_tfrecords import main\n"
