@@ -38,6 +38,9 @@ def run(capsys, corpus, output_dir, *extra):
         (["--name", "a/b"], "--name must be a plain file name prefix"),
         (["--val_fraction", "0.1", "--val_metadata_files", "x.txt"], "contradict each other"),
         (["--multiple_docs_separator", ""], "--multiple_docs_separator must not be empty"),
+        (["--val_seed", "-1"], "--val_seed must be at least 0"),
+        (["--records_per_file", "0"], "--records_per_file must be at least 1"),
+        (["--megabytes_per_file", "0"], "--megabytes_per_file must be a positive number"),
     ],
 )
 def test_bad_options_are_rejected_before_any_work(capsys, synthetic_corpus, tmp_path, extra, message):

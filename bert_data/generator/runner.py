@@ -261,7 +261,7 @@ class _Scheduler:
                 self.units[index] = UnitResult(value)
                 self.instances_paired += value.n_instances
                 self.waiting_for_count[index] = value
-                for ready_index in self.shards.settle(self.waiting_for_count, self.summaries):
+                for ready_index in self.shards.settle(self.waiting_for_count):
                     if self.config.output_files:  # in unit order, without gaps (see records_before)
                         if ready_index != self.next_to_encode:
                             break
@@ -304,6 +304,7 @@ class ShardCounts:
                  work_dir: str):
         self.plan, self.config, self.assembler, self.work_dir = plan, config, assembler, work_dir
         self.counts = counts  # the journaled totals' own dict: set counts are journaled with them
+        self.split_tokens: Optional[Dict[str, int]] = None
         self.first_unit = {}
         for unit in plan.units:
             self.first_unit.setdefault(unit.split, unit.index)
@@ -315,17 +316,19 @@ class ShardCounts:
         self.counts[split] = count
         self.assembler.open_split(split, count)
 
-    def settle(self, waiting: Dict[int, UnitPairs], summaries: Dict[int, SliceSummary]) -> List[int]:
+    def settle(self, waiting: Dict[int, UnitPairs]) -> List[int]:
         """The waiting units whose split has (now) a shard count, in unit order."""
         for split, first in self.first_unit.items():
             if split not in self.counts and first in waiting:
-                self.set(split, self.estimate(waiting[first], summaries))
+                self.set(split, self.estimate(waiting[first]))
         return sorted(index for index, value in waiting.items() if value.split in self.counts)
 
-    def estimate(self, first: UnitPairs, summaries: Dict[int, SliceSummary]) -> int:
+    def estimate(self, first: UnitPairs) -> int:
         if not first.n_tokens or first.pairs is None:
             return 1
-        split_tokens = split_token_counts(self.plan, self.work_dir)[first.split]
+        if self.split_tokens is None:  # once: every slice's table is read
+            self.split_tokens = split_token_counts(self.plan, self.work_dir)
+        split_tokens = self.split_tokens[first.split]
         records = first.n_instances * split_tokens / first.n_tokens
         if self.config.records_per_file is not None:
             return max(1, round(records / self.config.records_per_file))

@@ -429,11 +429,7 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
             compressor = SegmentCompressor(config.compression)
             for start in range(first_row, first_row + size, CHUNK_ROWS):
                 rows = slice(start, min(start + CHUNK_ROWS, first_row + size))
-                instances = gather_instances(tokens, task.pairs.take(rows), config.max_seq_length,
-                                             vocab.cls_id, vocab.sep_id, single_segment=config.mlm_only)
-                columns = record_columns(instances, config, vocab, masking, masking_rng)
-                # The layout names the features (v2 names or not); the columns are its canonical ones.
-                records = encode_examples({spec.name: columns[canonical_name(spec.name)] for spec in specs}, specs)
+                records = encode_records(tokens, task.pairs.take(rows), config, vocab, masking, masking_rng, specs)
                 piece_file.write(compressor.compress(frame_records(records)))
             piece_file.write(compressor.flush())
             first_row += size
@@ -454,17 +450,24 @@ def record_bytes(pairs: SplitPairs, config: GeneratorConfig, vocab, segment_rows
     n = rows.stop
     if not n:
         return 0.0
-    specs = config.feature_specs()
     masking = None if config.disable_masking else MaskingSpec.from_config(config, vocab)
-    instances = gather_instances(load_array(pairs.tokens_path), pairs.pairs.take(rows), config.max_seq_length,
-                                 vocab.cls_id, vocab.sep_id, single_segment=config.mlm_only)
-    columns = record_columns(instances, config, vocab, masking, np.random.default_rng(0))
-    records = encode_examples({spec.name: columns[canonical_name(spec.name)] for spec in specs}, specs)
+    records = encode_records(load_array(pairs.tokens_path), pairs.pairs.take(rows), config, vocab, masking,
+                             np.random.default_rng(0), config.feature_specs())
     size, step = 0, max(1, segment_rows)
     for start in range(0, n, step):
         compressor = SegmentCompressor(config.compression)
         size += len(compressor.compress(frame_records(records[start:start + step]))) + len(compressor.flush())
     return size / n
+
+
+def encode_records(tokens: np.ndarray, pairs: PairArrays, config: GeneratorConfig, vocab,
+                   masking: Optional[MaskingSpec], rng: np.random.Generator, specs) -> List[bytes]:
+    """Pairs -> instances -> masked columns -> serialized ``tf.train.Example`` records."""
+    instances = gather_instances(tokens, pairs, config.max_seq_length, vocab.cls_id, vocab.sep_id,
+                                 single_segment=config.mlm_only)
+    columns = record_columns(instances, config, vocab, masking, rng)
+    # The layout names the features (v2 names or not); the columns are its canonical ones.
+    return encode_examples({spec.name: columns[canonical_name(spec.name)] for spec in specs}, specs)
 
 
 def record_columns(instances, config: GeneratorConfig, vocab, masking: Optional[MaskingSpec],
