@@ -34,7 +34,7 @@ from . import documents as docs_mod
 from .. import storage
 from ..config import GeneratorConfig
 from .documents import TRAIN, VAL, Document, Skip, Slice
-from ..format.example_codec import encode_examples
+from ..format.tfrecord.example_codec import encode_examples
 from .assembly import Segment, SegmentCompressor
 from ..format.layout import canonical_name
 from .locations import with_local_files
