@@ -96,6 +96,9 @@ class GeneratorConfig:
     max_ngram_size: int = 1
     v2_feature_names: bool = False
     compression: Optional[str] = None
+    # The trainer's own format (issue 20): tfrecord, hdf5, parquet, mds or megatron (see
+    # bert_data.format.output_formats).
+    output_format: str = "tfrecord"
     # Documents named directly (paths or globs, relative to input_files_prefix), as Google's
     # --input_file and our --input_files give them.
     input_files: List[str] = field(default_factory=list)
@@ -161,6 +164,12 @@ class GeneratorConfig:
         records."""
         return layout.feature_specs(self.max_seq_length, self.max_predictions_per_seq, mlm_only=self.mlm_only,
                                     masked=not self.disable_masking, v2_feature_names=self.v2_feature_names)
+
+    def shard_options(self):
+        """What the output format's shard writer needs of this configuration."""
+        from .format.output_formats import ShardOptions
+
+        return ShardOptions(tuple(self.feature_specs()), self.compression, self.sentence_order_prediction)
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> "GeneratorConfig":
@@ -284,10 +293,26 @@ class GeneratorConfig:
         self.output_dir = directories[0]
         self.num_output_files = len(paths)
 
+    def _validate_output_format(self) -> None:
+        from .format.output_formats import FORMATS, HDF5, PARQUET, TFRECORD
+
+        fmt = FORMATS.get(self.output_format)
+        if fmt is None:
+            raise ConfigError(f"--output_format must be one of {', '.join(FORMATS)}, got {self.output_format!r}")
+        if self.compression is not None and self.compression not in fmt.compressions:
+            have = f"one of {', '.join(fmt.compressions)}" if fmt.compressions else "none"
+            raise ConfigError(f"--compression {self.compression} is not a compression of --output_format "
+                              f"{self.output_format} ({have})")
+        if self.v2_feature_names and self.output_format != TFRECORD:
+            raise ConfigError("--v2_feature_names names TFRecord features; --output_format "
+                              f"{self.output_format} has its own names")
+        if self.output_files and self.output_format not in (TFRECORD, HDF5, PARQUET):
+            raise ConfigError(f"--output_file names single files: --output_format {self.output_format} writes a "
+                              "directory (use --output_dir)")
+
     def _validate_recipes(self, integer) -> None:
         integer("max_ngram_size", 1, 10)
-        if self.compression not in (None, "gzip", "zlib"):
-            raise ConfigError(f"--compression must be gzip or zlib, got {self.compression!r}")
+        self._validate_output_format()
         if not self.mlm_only:
             for flag, value in (("--allow_cross_document_examples", self.allow_cross_document_examples),
                                 ("--overlap_size", self.overlap_size is not None),

@@ -1,0 +1,32 @@
+"""Reads an HDF5 shard (ours or NVIDIA's) back to padded canonical columns: the mirror of
+``writer``; ``masked_lm_weights`` is 1 where a prediction slot holds a position (never 0,
+``[CLS]``), as NVIDIA's ``pretraining_dataset`` reads it."""
+
+from __future__ import annotations
+
+from typing import Dict, Iterator, Optional
+
+import numpy as np
+
+from .writer import NVIDIA_DTYPES
+
+
+def read_columns(path: str, max_seq_length: Optional[int] = None, max_predictions_per_seq: Optional[int] = None,
+                 batch_size: int = 1024) -> Iterator[Dict[str, np.ndarray]]:
+    import h5py
+
+    with h5py.File(path, "r") as source:
+        names = [name for name in NVIDIA_DTYPES if name in source]
+        if "input_ids" not in names or "input_mask" not in names:
+            raise ValueError(f"{path}: not a BERT HDF5 shard (no input_ids / input_mask dataset)")
+        n = len(source["input_ids"])
+        for start in range(0, n, batch_size):
+            columns = {}
+            for name in names:
+                data = np.asarray(source[name][start:start + batch_size], dtype=np.int64)
+                if name == "next_sentence_labels":
+                    data = data.reshape(-1, 1)
+                columns[name] = data
+                if name == "masked_lm_ids":
+                    columns["masked_lm_weights"] = (columns["masked_lm_positions"] != 0).astype(np.float32)
+            yield columns

@@ -1,0 +1,29 @@
+"""Reads a Parquet shard back to padded canonical columns: the mirror of ``writer`` (masked
+positions are where ``labels`` is not -100, ascending, as the writer's masks are)."""
+
+from __future__ import annotations
+
+from typing import Dict, Iterator, Optional
+
+import numpy as np
+
+from ..columns import from_rows
+from .writer import LIST_COLUMNS
+
+
+def read_columns(path: str, max_seq_length: int, max_predictions_per_seq: Optional[int],
+                 batch_size: int = 1024) -> Iterator[Dict[str, np.ndarray]]:
+    import pyarrow.parquet as pq
+
+    source = pq.ParquetFile(path)
+    for batch in source.iter_batches(batch_size=batch_size):
+        lists = {}
+        for name in batch.schema.names:
+            column = batch.column(name)
+            if name in LIST_COLUMNS:
+                offsets = np.asarray(column.offsets)
+                values = np.asarray(column.values, dtype=np.int64)
+                lists[name] = [values[offsets[i]:offsets[i + 1]] for i in range(len(column))]
+            else:
+                lists[name] = np.asarray(column, dtype=np.int64)
+        yield from_rows(lists, max_seq_length, max_predictions_per_seq)
