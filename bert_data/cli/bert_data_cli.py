@@ -185,7 +185,7 @@ def _verify(args) -> int:
             return _error("verify", f"--max_unk_rate must be in [0, 1], got {args.max_unk_rate}")
         report = verify(args.paths, vocab_file=args.vocab_file, max_problems=args.max_problems,
                         on_file=on_file, compression=_compression(args), max_unk_rate=args.max_unk_rate)
-    except (VocabError, ValueError, OSError, ImportError) as error:  # ImportError: protobuf, see format.example_proto
+    except (VocabError, ValueError, OSError, ImportError) as error:  # ImportError: protobuf, see format.tfrecord.example_proto
         return _error("verify", str(error))
     for note in report.notes:
         print(f"note: {note}")

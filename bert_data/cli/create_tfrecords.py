@@ -14,6 +14,7 @@ import sys
 from typing import List, Optional
 
 from ..format.manifest import MANIFEST_NAME
+from ..format.output_formats import FORMATS
 from .compat import add_google_arguments, resolve
 from .flags import add_bool, parse_args
 
@@ -172,11 +173,18 @@ def build_parser() -> argparse.ArgumentParser:
                               "--mask_whole_word)")
     add_bool(recipes, "--v2_feature_names",
              help="name features input_word_ids and input_type_ids (TF Model Garden's BERT)")
-    recipes.add_argument("--compression", choices=["gzip", "zlib"], default=None,
-                         help="compress the shards; read them with "
-                              "tf.data.TFRecordDataset(compression_type='GZIP' or 'ZLIB')")
+    recipes.add_argument("--compression", choices=["gzip", "zlib", "zstd", "snappy"], default=None,
+                         help="compress the shards as their format does: tfrecord gzip or zlib (read with "
+                              "tf.data.TFRecordDataset(compression_type='GZIP' or 'ZLIB')), hdf5 gzip (as NVIDIA's "
+                              "files), parquet snappy, zstd or gzip, mds zstd or gzip (default: none)")
 
     output = parser.add_argument_group("output")
+    output.add_argument("--output_format", choices=list(FORMATS), default="tfrecord",
+                        help="the trainer's own format (default tfrecord): "
+                             + "; ".join(f"{name}: {fmt.help}" for name, fmt in FORMATS.items())
+                             + ". Instance formats hold the same instances as tfrecord, shard by shard; megatron "
+                               "holds the tokenized corpus (Megatron builds its samples at train time); see "
+                               "docs/formats.md")
     output.add_argument("--output_dir", default=None, metavar="DIR",
                         help=f"where shards and the manifest ({MANIFEST_NAME}) go: a directory or a URL "
                              "(s3://, gs://, ...: shards are staged locally and uploaded whole when complete, the "

@@ -23,11 +23,12 @@ from __future__ import annotations
 import importlib
 import os
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
-
-import numpy as np
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .layout import FeatureSpec, canonical_name
+
+if TYPE_CHECKING:  # the command line's --help must not import numpy
+    import numpy as np
 
 TFRECORD, HDF5, PARQUET, MDS, MEGATRON = "tfrecord", "hdf5", "parquet", "mds", "megatron"
 
@@ -65,6 +66,7 @@ class OutputFormat:
     compressions: Tuple[str, ...]
     module: str  # bert_data.format.<name>: its writer and reader
     instances: bool = True  # False: the tokenized corpus (megatron)
+    split_files: Tuple[str, ...] = ()  # kept beside a split's shards (MDS's index.json)
     appendable: bool = False  # True: segments appended in unit order are the file itself
     help: str = ""
 
@@ -83,10 +85,11 @@ class OutputFormat:
 
         return encode_block(columns)
 
-    def write_shard(self, body_path: str, path: str, options: ShardOptions) -> dict:
-        """The shard's body -> the final file at ``path``; returns what the split's files need
-        to know of the shard (MDS: its entry in ``index.json``)."""
-        return self._impl().write_shard(body_path, path, options)
+    def write_shard(self, body_path: str, path: str, name: str, options: ShardOptions) -> dict:
+        """The shard's body -> the shard file, written at ``path`` (a temporary: the caller
+        renames it to its final ``name``); returns what the split's files need to know of the
+        shard (MDS: its entry in ``index.json``)."""
+        return self._impl().write_shard(body_path, path, name, options)
 
     def write_split_files(self, directory: str, shards: Sequence[dict], options: ShardOptions) -> List[str]:
         """Files the format keeps beside a split's shards (written after them, before the
@@ -108,11 +111,13 @@ FORMATS: Dict[str, OutputFormat] = {
                        help="NVIDIA DeepLearningExamples / MLPerf BERT's HDF5 instances"),
     PARQUET: OutputFormat(PARQUET, ".parquet", ("snappy", "zstd", "gzip"), "bert_data.format.parquet",
                           help="one row an instance in transformers' names, for datasets.load_dataset('parquet')"),
-    MDS: OutputFormat(MDS, ".mds", ("zstd", "gzip"), "bert_data.format.mds",
+    MDS: OutputFormat(MDS, ".mds", ("zstd", "gzip"), "bert_data.format.mds", split_files=("index.json",),
                       help="MosaicML streaming's MDS shards and index.json, for StreamingDataset"),
-    MEGATRON: OutputFormat(MEGATRON, ".bin", (), "bert_data.format.megatron", instances=False,
-                           help="Megatron-LM's indexed .bin/.idx of the tokenized corpus (sentences, documents)"),
 }
+
+
+# Every suffix a shard of some format has (MDS's compressed ones, Megatron's index too).
+OUTPUT_SUFFIXES = (".tfrecords", ".hdf5", ".parquet", ".mds", ".mds.zstd", ".mds.gz", ".bin", ".idx")
 
 
 def get_format(name: str) -> OutputFormat:

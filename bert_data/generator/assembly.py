@@ -24,7 +24,8 @@ from typing import Dict, List, Optional
 from .. import storage
 from ..config import GeneratorConfig
 from .inputs.types import TRAIN
-from .output import GenerationError, shard_path, split_dirs
+from ..format.output_formats import get_format
+from .output import GenerationError, shard_path, split_dirs, staged_path
 from .scratch import fetch_piece
 
 
@@ -130,9 +131,10 @@ class ShardAssembler:
                  checksums: Optional[Dict[str, list]] = None, shard_counts: Optional[Dict[str, int]] = None,
                  fetch_dir: Optional[str] = None):
         self.config = config
+        self.format, self.options = get_format(config.output_format), config.shard_options()
         self.fetch_dir = fetch_dir  # where pieces at a URL are downloaded to, to be appended
         self.dirs = split_dirs(config)
-        self.zlib = config.compression == "zlib"
+        self.zlib = config.compression == "zlib" and self.format.appendable
         self.checksums: Dict[str, list] = dict(checksums or {})  # key -> [adler32, raw length]
         self.handles = {}
         self.shard_counts: Dict[str, int] = {}  # per split, once known (see open_split)
@@ -192,18 +194,29 @@ class ShardAssembler:
         return {key: handle.tell() for key, handle in self.handles.items()}
 
     def finish(self, rename: bool = True) -> None:
-        """Complete every shard; ``rename``: to its final name (else it stays ``*.tmp``, for an
-        upload: the journal still vouches for it, so a resumed upload finds it)."""
+        """Complete every shard; ``rename``: to its final name (else it stays staged, for an
+        upload: ``staged_path``; the journal still vouches for its body, so a resumed upload
+        finds it).  A format whose segments are not the file itself (HDF5, Parquet, MDS) writes
+        each shard from its body, then the files it keeps beside a split's shards."""
         for key, handle in self.handles.items():
             if self.zlib:
                 handle.write(DEFLATE_FINAL_BLOCK + self.checksums[key][0].to_bytes(4, "big"))
             handle.flush()
             os.fsync(handle.fileno())
             handle.close()
+        entries: Dict[str, list] = {}
+        for key in self.handles:
+            split, shard = key.split("/")
+            final = shard_path(self.dirs[split], self.config, int(shard))
+            if not self.format.appendable:
+                entry = self.format.write_shard(final + ".tmp", final + ".out", os.path.basename(final), self.options)
+                entries.setdefault(split, []).append(entry)
             if rename:
-                split, shard = key.split("/")
-                final = shard_path(self.dirs[split], self.config, int(shard))
-                os.replace(final + ".tmp", final)
+                os.replace(staged_path(final, self.config), final)
+                if not self.format.appendable:
+                    os.remove(final + ".tmp")
+        for split, shards in entries.items():
+            self.format.write_split_files(self.dirs[split], shards, self.options)
 
     def close(self) -> None:
         for handle in self.handles.values():
@@ -213,7 +226,8 @@ class ShardAssembler:
         self.close()
         for key in self.handles:
             split, shard = key.split("/")
-            try:
-                os.remove(shard_path(self.dirs[split], self.config, int(shard)) + ".tmp")
-            except FileNotFoundError:
-                pass
+            for temporary in (".tmp", ".out"):
+                try:
+                    os.remove(shard_path(self.dirs[split], self.config, int(shard)) + temporary)
+                except FileNotFoundError:
+                    pass

@@ -38,8 +38,10 @@ from typing import Dict, List, Optional
 from .. import storage
 from ..config import ConfigError, GeneratorConfig
 from ..format.manifest import Manifest
+from ..format.output_formats import get_format
 from .inputs.types import TRAIN, VAL
-from .output import LOCK, WORK_DIR, GenerationError, prepare_output_dir, shard_path, split_dirs, work_dir_of
+from .output import (LOCK, WORK_DIR, GenerationError, is_output_file, prepare_output_dir, shard_path, split_dirs,
+                     staged_path, work_dir_of)
 from .scratch import discard_unjournaled, listdir
 
 # Options naming files the workers open by path: fetched once per process when they are URLs.
@@ -214,7 +216,7 @@ class RemoteOutput:
         for directory in (self.places.output, storage.join(self.places.output, TRAIN),
                           storage.join(self.places.output, VAL)):
             for name in storage.listdir(directory):
-                if Manifest.is_manifest_file(name) or name.endswith((".tfrecords", ".tfrecords.tmp")):
+                if is_output_file(name, self.config):
                     found.append(storage.join(directory, name))
         if storage.listdir(storage.join(self.places.output, WORK_DIR)):
             found.append(storage.join(self.places.output, WORK_DIR))
@@ -254,10 +256,12 @@ class RemoteOutput:
         config, sizes = self.config, {}
         for split, directory in split_dirs(local).items():
             for shard in range(shard_counts[split]):
-                staged = shard_path(directory, local, shard) + ".tmp"
+                staged = staged_path(shard_path(directory, local, shard), local)
                 url = shard_path(split_dirs(config)[split], config, shard)
                 self._upload(staged, url)
                 sizes[url] = os.path.getsize(staged)
+            for name in get_format(config.output_format).split_files:  # after the shards they list
+                self._upload(os.path.join(directory, name), storage.join(split_dirs(config)[split], name))
         return sizes
 
     def _upload(self, local: str, url: str) -> None:

@@ -28,8 +28,10 @@ from typing import Dict, List, Optional
 
 from ..config import ConfigError, GeneratorConfig
 from ..format.manifest import MANIFEST_NAME, Manifest, write_json_atomic
+from ..format.output_formats import MDS, OUTPUT_SUFFIXES, get_format
 from .inputs.types import TRAIN, VAL
 
+MDS_INDEX = "index.json"  # MosaicML streaming's name
 WORK_DIR = ".bert_data_work"
 JOURNAL = "journal.json"
 LOCK = ".bert_data.lock"
@@ -71,7 +73,22 @@ def split_dirs(config: GeneratorConfig) -> Dict[str, str]:
 def shard_path(directory: str, config: GeneratorConfig, shard: int) -> str:
     if config.output_files:  # Google's --output_file: the named files (all in output_dir)
         return config.output_files[shard]
-    return os.path.join(directory, f"{config.name}-{shard + 1}.tfrecords")
+    suffix = get_format(config.output_format).shard_suffix(config.compression)
+    return os.path.join(directory, f"{config.name}-{shard + 1}{suffix}")
+
+
+def staged_path(final: str, config: GeneratorConfig) -> str:
+    """Where a complete shard waits for its final name (or its upload): TFRecord's body is the
+    file (``.tmp``); the other formats write the file from the body (``.out``)."""
+    return final + (".tmp" if get_format(config.output_format).appendable else ".out")
+
+
+def is_output_file(name: str, config: GeneratorConfig) -> bool:
+    """A file this tool writes into an output directory: a shard of any format (or its
+    temporary forms), a manifest, MDS's index.json of an MDS run."""
+    if Manifest.is_manifest_file(name) or (name == MDS_INDEX and config.output_format == MDS):
+        return True
+    return name.endswith(tuple(suffix + temporary for suffix in OUTPUT_SUFFIXES for temporary in ("", ".tmp", ".out")))
 
 
 def _run_file(config: GeneratorConfig, name: str) -> str:
@@ -108,7 +125,7 @@ def existing_outputs(config: GeneratorConfig) -> List[str]:
         if not os.path.isdir(directory):
             continue
         for name in sorted(os.listdir(directory)):
-            if Manifest.is_manifest_file(name) or name.endswith(".tfrecords") or name.endswith(".tfrecords.tmp"):
+            if is_output_file(name, config):
                 found.append(os.path.join(directory, name))
     work = os.path.join(config.output_dir, WORK_DIR)
     if os.path.isdir(work):

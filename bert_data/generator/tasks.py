@@ -34,13 +34,11 @@ from .. import storage
 from ..config import GeneratorConfig
 from .inputs.reading import read_documents
 from .inputs.types import NO_SENTENCE, TRAIN, VAL, Document, Skip, Slice
-from ..format.tfrecord.example_codec import encode_examples
 from .assembly import Segment, SegmentCompressor
-from ..format.layout import canonical_name
+from ..format.output_formats import get_format
 from .locations import with_local_files
 from .instances import PairArrays, TokenPool, create_pairs, create_windows, gather_instances
 from ..masking import MaskingSpec, mask_tokens
-from ..format.tfrecord import frame_records
 from ..tokenizers import TokenizerSource, make_tokenizer
 # Where tasks hand each other data (a local directory or a URL); re-exported for callers here.
 from .scratch import PieceWriter, load_array, load_json, private_temporary, save_array, save_json, slice_rows  # noqa: F401
@@ -413,10 +411,12 @@ def make_encode_tasks(unit_index: int, split: str, data: SplitPairs, n_shards: i
 
 
 def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> List[Segment]:
-    """Mask, encode and frame one split's records for some output shards, into one piece file."""
+    """Mask and encode one split's records for some output shards, in the output format's
+    segment encoding (framed records for TFRecord, column blocks for the others), into one
+    piece file."""
     context = _WorkerContext.get(with_local_files(config))
     vocab = context.vocab
-    specs = config.feature_specs()
+    fmt, options = get_format(config.output_format), config.shard_options()
     masking = None if config.disable_masking else MaskingSpec.from_config(config, vocab)
     path = storage.join(work_dir, f"unit-{task.unit_index + 1:07d}-{task.split}-{task.shards[0]:05d}.piece")
     tokens = load_array(task.tokens_path)
@@ -426,11 +426,11 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
         for shard, size in zip(task.shards, task.shard_sizes):
             masking_rng = np.random.default_rng(random_streams(config.seed, task.unit_index, task.split, MASKING, shard))
             offset = piece_file.tell()
-            compressor = SegmentCompressor(config.compression)
+            compressor = segment_compressor(config)
             for start in range(first_row, first_row + size, CHUNK_ROWS):
                 rows = slice(start, min(start + CHUNK_ROWS, first_row + size))
-                records = encode_records(tokens, task.pairs.take(rows), config, vocab, masking, masking_rng, specs)
-                piece_file.write(compressor.compress(frame_records(records)))
+                columns = instance_columns(tokens, task.pairs.take(rows), config, vocab, masking, masking_rng)
+                piece_file.write(compressor.compress(fmt.encode_segment(columns, options)))
             piece_file.write(compressor.flush())
             first_row += size
             if size:
@@ -439,35 +439,43 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
     return segments
 
 
+def segment_compressor(config: GeneratorConfig) -> SegmentCompressor:
+    """TFRecord segments are compressed as the shard is (gzip members, deflate blocks); the
+    other formats compress in their own way when the shard is written."""
+    return SegmentCompressor(config.compression if get_format(config.output_format).appendable else None)
+
+
 def record_bytes(pairs: SplitPairs, config: GeneratorConfig, vocab, segment_rows: int, sample: int = 2048) -> float:
-    """Bytes a record takes in the shards (framed, and compressed as the run compresses), from
-    the first ``sample`` pairs encoded exactly as ``encode_shards`` does (the masks of a
-    throwaway stream: they change a record's size by a byte or two at most).  Compressed, each
-    unit's part of a shard is a segment of its own (a gzip member, a flushed deflate block), so
-    the sample is compressed in segments of ``segment_rows`` records: small segments compress
-    less well."""
+    """Bytes a record takes in the shards (for TFRecord: framed, and compressed as the run
+    compresses; for the other formats: in the shard's body, uncompressed), from the first
+    ``sample`` pairs encoded exactly as ``encode_shards`` does (the masks of a throwaway
+    stream: they change a record's size by a byte or two at most).  Compressed, each unit's
+    part of a shard is a segment of its own (a gzip member, a flushed deflate block), so the
+    sample is compressed in segments of ``segment_rows`` records: small segments compress less
+    well."""
     rows = slice(0, min(sample, len(pairs.pairs)))
     n = rows.stop
     if not n:
         return 0.0
     masking = None if config.disable_masking else MaskingSpec.from_config(config, vocab)
-    records = encode_records(load_array(pairs.tokens_path), pairs.pairs.take(rows), config, vocab, masking,
-                             np.random.default_rng(0), config.feature_specs())
+    fmt, options = get_format(config.output_format), config.shard_options()
+    columns = instance_columns(load_array(pairs.tokens_path), pairs.pairs.take(rows), config, vocab, masking,
+                               np.random.default_rng(0))
     size, step = 0, max(1, segment_rows)
     for start in range(0, n, step):
-        compressor = SegmentCompressor(config.compression)
-        size += len(compressor.compress(frame_records(records[start:start + step]))) + len(compressor.flush())
+        compressor = segment_compressor(config)
+        part = {name: column[start:start + step] for name, column in columns.items()}
+        size += len(compressor.compress(fmt.encode_segment(part, options))) + len(compressor.flush())
     return size / n
 
 
-def encode_records(tokens: np.ndarray, pairs: PairArrays, config: GeneratorConfig, vocab,
-                   masking: Optional[MaskingSpec], rng: np.random.Generator, specs) -> List[bytes]:
-    """Pairs -> instances -> masked columns -> serialized ``tf.train.Example`` records."""
+def instance_columns(tokens: np.ndarray, pairs: PairArrays, config: GeneratorConfig, vocab,
+                     masking: Optional[MaskingSpec], rng: np.random.Generator) -> dict:
+    """Pairs -> instances -> masked, padded canonical columns (what every output format is
+    written from)."""
     instances = gather_instances(tokens, pairs, config.max_seq_length, vocab.cls_id, vocab.sep_id,
                                  single_segment=config.mlm_only)
-    columns = record_columns(instances, config, vocab, masking, rng)
-    # The layout names the features (v2 names or not); the columns are its canonical ones.
-    return encode_examples({spec.name: columns[canonical_name(spec.name)] for spec in specs}, specs)
+    return record_columns(instances, config, vocab, masking, rng)
 
 
 def record_columns(instances, config: GeneratorConfig, vocab, masking: Optional[MaskingSpec],

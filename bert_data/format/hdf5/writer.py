@@ -30,7 +30,7 @@ NVIDIA_DTYPES: Dict[str, str] = {
 CHUNK_ROWS = 1024  # rows per HDF5 chunk: what a reader decompresses at a time
 
 
-def write_shard(body_path: str, path: str, options) -> dict:
+def write_shard(body_path: str, path: str, name: str, options) -> dict:
     import h5py
 
     widths = options.widths
@@ -51,4 +51,4 @@ def write_shard(body_path: str, path: str, options) -> dict:
                 datasets[name].resize(n + rows, axis=0)
                 datasets[name][n:n + rows] = data
             n += rows
-    return {"path": os.path.basename(path), "samples": n}
+    return {"path": name, "samples": n}

@@ -87,10 +87,10 @@ def encode_samples(block, options) -> List[bytes]:
     return samples
 
 
-def write_shard(body_path: str, path: str, options) -> dict:
+def write_shard(body_path: str, path: str, name: str, options) -> dict:
     config = json.dumps(shard_config(options), sort_keys=True).encode("utf-8")
     sizes: List[int] = []
-    raw_name = os.path.basename(path)
+    raw_name = name
     if options.compression:
         raw_name = raw_name[: -len(COMPRESSION_EXTENSIONS[options.compression]) - 1]
     directory = os.path.dirname(path) or "."
@@ -114,7 +114,7 @@ def write_shard(body_path: str, path: str, options) -> dict:
     if options.compression:
         _compress(raw_path, path, options.compression)
         os.remove(raw_path)
-        entry["zip_data"] = {"basename": os.path.basename(path), "bytes": os.path.getsize(path), "hashes": {}}
+        entry["zip_data"] = {"basename": name, "bytes": os.path.getsize(path), "hashes": {}}
     entry.update(shard_config(options))
     return entry
 

@@ -57,7 +57,7 @@ def _table(block, schema, options):
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def write_shard(body_path: str, path: str, options) -> dict:
+def write_shard(body_path: str, path: str, name: str, options) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -76,4 +76,4 @@ def write_shard(body_path: str, path: str, options) -> dict:
             if sum(len(table) for table in pending) >= ROW_GROUP_ROWS:
                 flush()
         flush()
-    return {"path": os.path.basename(path), "samples": n}
+    return {"path": name, "samples": n}
