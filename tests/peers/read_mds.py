@@ -3,7 +3,8 @@
 .ci/peer_envs).  Reads an MDS split directory with ``streaming.StreamingDataset`` exactly as a
 trainer does (local directory, no shuffling) and writes every sample's fields to a JSON file.
 
-usage: python read_mds.py SPLIT_DIR OUT_JSON
+usage: python read_mds.py OUT_JSON SPLIT_DIR [SPLIT_DIR ...]  (one interpreter for many: it
+starts slowly)
 """
 
 import json
@@ -33,22 +34,26 @@ def stand_in_for_torchvision() -> None:
     sys.modules["torchvision.transforms.functional"].to_tensor = None
 
 
-def main(split_dir: str, out_json: str) -> None:
-    stand_in_for_torchvision()
+def plain(sample: dict) -> dict:
+    return {key: value.tolist() if hasattr(value, "tolist") else value for key, value in sample.items()}
+
+
+def read(split_dir: str) -> dict:
     from streaming import StreamingDataset
 
     dataset = StreamingDataset(local=split_dir, shuffle=False, batch_size=1)
-    samples = []
-    for sample in dataset:
-        samples.append({key: value.tolist() if hasattr(value, "tolist") else value for key, value in sample.items()})
+    samples = [plain(sample) for sample in dataset]
     # Random access too, as a sampler does: the last sample by index.
-    last = {key: value.tolist() if hasattr(value, "tolist") else value
-            for key, value in dataset[len(dataset) - 1].items()} if len(dataset) else None
+    last = plain(dataset[len(dataset) - 1]) if len(dataset) else None
+    return {"length": len(dataset), "samples": samples, "last": last,
+            "types": {key: type(value).__name__ for key, value in (samples[0].items() if samples else [])}}
+
+
+def main(out_json: str, split_dirs) -> None:
+    stand_in_for_torchvision()
     with open(out_json, "w") as out:
-        json.dump({"length": len(dataset), "samples": samples, "last": last,
-                   "types": {key: type(value).__name__ for key, value in (samples[0].items() if samples else [])}},
-                  out)
+        json.dump({split_dir: read(split_dir) for split_dir in split_dirs}, out)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2:])
