@@ -13,6 +13,7 @@ import signal
 import sys
 from typing import List, Optional
 
+from .. import notices
 from ..format.manifest import MANIFEST_NAME
 from .compat import add_google_arguments, resolve
 from .flags import add_bool, parse_args
@@ -252,11 +253,8 @@ def config_from_args(args: argparse.Namespace):
     return GeneratorConfig(**options)
 
 
-def warn(message: str) -> None:
-    print(f"create_tfrecords: warning: {message}", file=sys.stderr)
-
-
 def main(argv: Optional[List[str]] = None) -> int:
+    notices.use_program_name("create_tfrecords")
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(parser, argv)
@@ -266,10 +264,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ..generator.output import Interrupted
     from ..generator.runner import GenerationError, generate
     from ..generator.sentences import SentenceSplitterError
-    from ..tokenization import VocabError
+    from ..tokenizers.vocab import VocabError
 
     try:
-        args = resolve(args, argv, warn)
+        args = resolve(args, argv, notices.warn)
         config = config_from_args(args).validate()
         # No bar in a log file or pipe: its redraws would fill it.
         run = dict(progress=not args.quiet and sys.stderr.isatty(), skip_missing=args.skip_missing,

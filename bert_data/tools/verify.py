@@ -249,7 +249,7 @@ def _vocab_for(group: ShardGroup, vocab_file: Optional[str], report: VerifyRepor
     """The Vocab for a group (or None), with warnings/notes about where it came from: the
     tokenizer the manifest records (vocab.txt, tokenizer.json or SentencePiece model), or
     ``vocab_file`` (any of those)."""
-    from ..tokenization import VocabError
+    from ..tokenizers.vocab import VocabError
     from ..tokenizers import TokenizerSource, load_vocabulary
 
     manifest = group.manifest
