@@ -37,6 +37,7 @@ from typing import Dict, List, Optional
 
 from .. import storage
 from ..config import ConfigError, GeneratorConfig
+from ..notices import warn
 from ..format.manifest import Manifest
 from .inputs.types import TRAIN, VAL
 from .output import LOCK, WORK_DIR, GenerationError, prepare_output_dir, shard_path, split_dirs, work_dir_of
@@ -307,14 +308,11 @@ def count_slices(work_dir: str) -> int:
 def remove_run_files(places: RunLocations) -> None:
     """The run's work files, local or at a URL, and its staging directory: at the end of a run,
     or after a failure (a failure to clean a URL up is a warning, never an error)."""
-    import sys
-
     shutil.rmtree(places.journal_dir, ignore_errors=True)
     if places.scratch != places.journal_dir:
         try:
             storage.remove_tree(places.scratch)
         except OSError as error:
-            print(f"create_tfrecords: warning: could not remove the work directory {places.scratch}: {error}",
-                  file=sys.stderr)
+            warn(f"could not remove the work directory {places.scratch}: {error}")
     if places.remote:
         shutil.rmtree(places.local_output, ignore_errors=True)

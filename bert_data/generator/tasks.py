@@ -68,7 +68,7 @@ class _WorkerContext:
 
     def __init__(self, config: GeneratorConfig):
         from .sentences import make_sentence_splitter
-        from ..tokenization import force_single_thread
+        from ..tokenizers.wordpiece import force_single_thread
 
         # One worker process, one tokenizer thread: parallelism comes from processes.
         force_single_thread()
