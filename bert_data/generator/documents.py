@@ -46,8 +46,7 @@ from .input_files import (CODEC_NAMES, InputError, RangeBuffer, check_codecs, co
 from .spans import LINE_PATTERN, document_pattern, document_spans, separator_pattern, stream_document_spans  # noqa: F401
 from .table_input import DEFAULT_TEXT_COLUMN, plan_table, table_documents, table_format_of
 
-TRAIN = "train"
-VAL = "val"
+from ..format.dataset_layout import TRAIN, VAL  # noqa: F401  (split names: the dataset layout's)
 
 
 

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Dict, List
 
-from .. import __version__
+from ..version import __version__
 from ..config import ConfigError, GeneratorConfig
 import numpy as np
 
