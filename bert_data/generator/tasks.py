@@ -34,7 +34,7 @@ from .. import storage
 from ..config import GeneratorConfig
 from .inputs.reading import read_documents
 from .inputs.types import NO_SENTENCE, TRAIN, VAL, Document, Skip, Slice
-from ..format.example_codec import encode_examples
+from ..format.tfrecord.example_codec import encode_examples
 from .pieces import Segment, SegmentCompressor
 from ..format.layout import canonical_name
 from .locations import with_local_files
