@@ -31,7 +31,7 @@ from bert_data.load import DynamicMasking, dynamic_masking, load_dataset, read_b
 from bert_data.masking import MaskingSpec, mask_tokens
 from bert_data.tools.stats import compute_stats
 from bert_data.format.tfrecord import CorruptRecordError, count_records, frame_records, iter_records
-from bert_data.tokenization import load_vocab
+from bert_data.tokenizers.vocab import load_vocab
 
 from conftest import make_corpus, write_vocab, all_stems
 

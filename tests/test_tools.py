@@ -23,7 +23,7 @@ from bert_data.format.layout import FEATURE_NAMES, FLOAT32, FeatureSpec, feature
 from bert_data.load import read_batches
 from bert_data.generator.runner import generate
 from bert_data.format.tfrecord import frame_records, iter_records
-from bert_data.tokenization import load_vocab
+from bert_data.tokenizers.vocab import load_vocab
 from bert_data.tools.verify import verify
 
 from conftest import corpus_config, make_corpus

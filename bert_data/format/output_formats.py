@@ -25,12 +25,13 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from . import dataset_layout
+from .dataset_layout import HDF5, MDS, PARQUET, TFRECORD
 from .layout import FeatureSpec, canonical_name
 
 if TYPE_CHECKING:  # the command line's --help must not import numpy
     import numpy as np
 
-TFRECORD, HDF5, PARQUET, MDS, MEGATRON = "tfrecord", "hdf5", "parquet", "mds", "megatron"
 
 
 @dataclass(frozen=True)
@@ -58,24 +59,24 @@ class ShardOptions:
 
 @dataclass(frozen=True)
 class OutputFormat:
-    """One output format: its name, shard suffix, the compressions it has, and where its writer
-    and reader live (modules imported when used: h5py and pyarrow only for their formats)."""
+    """One output format: its name, the compressions it has, and where its writer and reader
+    live (modules imported when used: h5py and pyarrow only for their formats).  Its file names
+    are ``format.dataset_layout``'s."""
 
     name: str
-    suffix: str
     compressions: Tuple[str, ...]
     module: str  # bert_data.format.<name>: its writer and reader
     instances: bool = True  # False: the tokenized corpus (megatron)
-    split_files: Tuple[str, ...] = ()  # kept beside a split's shards (MDS's index.json)
     appendable: bool = False  # True: segments appended in unit order are the file itself
     help: str = ""
 
     def _impl(self):
         return importlib.import_module(self.module)
 
-    def shard_suffix(self, compression: Optional[str]) -> str:
-        """The suffix of a shard file (MDS names its compressed shards ``.mds.zstd`` / ``.mds.gz``)."""
-        return self._impl().shard_suffix(compression) if self.name == MDS else self.suffix
+    @property
+    def split_files(self) -> Tuple[str, ...]:
+        """Files kept beside a split's shards (MDS's index.json)."""
+        return dataset_layout.FORMATS[self.name].split_files
 
     def encode_segment(self, columns: Dict[str, np.ndarray], options: ShardOptions) -> bytes:
         """Rows of one shard (padded canonical columns) -> bytes appended to the shard's body."""
@@ -104,20 +105,16 @@ class OutputFormat:
 
 
 FORMATS: Dict[str, OutputFormat] = {
-    TFRECORD: OutputFormat(TFRECORD, ".tfrecords", ("gzip", "zlib"), "bert_data.format.tfrecord.shards",
+    TFRECORD: OutputFormat(TFRECORD, ("gzip", "zlib"), "bert_data.format.tfrecord.shards",
                            appendable=True,
                            help="tf.train.Example records: TensorFlow, Google's run_pretraining.py, Cerebras"),
-    HDF5: OutputFormat(HDF5, ".hdf5", ("gzip",), "bert_data.format.hdf5",
+    HDF5: OutputFormat(HDF5, ("gzip",), "bert_data.format.hdf5",
                        help="NVIDIA DeepLearningExamples / MLPerf BERT's HDF5 instances"),
-    PARQUET: OutputFormat(PARQUET, ".parquet", ("snappy", "zstd", "gzip"), "bert_data.format.parquet",
+    PARQUET: OutputFormat(PARQUET, ("snappy", "zstd", "gzip"), "bert_data.format.parquet",
                           help="one row an instance in transformers' names, for datasets.load_dataset('parquet')"),
-    MDS: OutputFormat(MDS, ".mds", ("zstd", "gzip"), "bert_data.format.mds", split_files=("index.json",),
+    MDS: OutputFormat(MDS, ("zstd", "gzip"), "bert_data.format.mds",
                       help="MosaicML streaming's MDS shards and index.json, for StreamingDataset"),
 }
-
-
-# Every suffix a shard of some format has (MDS's compressed ones, Megatron's index too).
-OUTPUT_SUFFIXES = (".tfrecords", ".hdf5", ".parquet", ".mds", ".mds.zstd", ".mds.gz", ".bin", ".idx")
 
 
 def get_format(name: str) -> OutputFormat:
@@ -128,13 +125,5 @@ def get_format(name: str) -> OutputFormat:
 
 
 def format_of_path(path: str) -> OutputFormat:
-    """The format of a shard file, by its suffix (TFRecord when none matches: its files have
-    many names)."""
-    base = os.path.basename(path)
-    for suffix in (".zstd", ".gz"):
-        if base.endswith(".mds" + suffix):
-            return FORMATS[MDS]
-    for fmt in FORMATS.values():
-        if fmt.name != TFRECORD and base.endswith(fmt.suffix):
-            return fmt
-    return FORMATS[TFRECORD]
+    """The format of a shard file, by its name."""
+    return FORMATS[dataset_layout.kind_of_shard(os.path.basename(path))]

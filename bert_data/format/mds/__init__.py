@@ -2,4 +2,4 @@
 ``index.json``, for ``streaming.StreamingDataset``.  See ``writer`` and ``reader``."""
 
 from .reader import read_columns  # noqa: F401
-from .writer import COMPRESSION_EXTENSIONS, INDEX_NAME, shard_suffix, write_shard, write_split_files  # noqa: F401
+from .writer import COMPRESSION_EXTENSIONS, write_shard, write_split_files  # noqa: F401

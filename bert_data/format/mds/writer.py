@@ -27,16 +27,12 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from ..columns import iter_blocks, pair_label_name, to_rows
+from ..dataset_layout import MDS_INDEX
 
-INDEX_NAME = "index.json"
 COMPRESSION_EXTENSIONS = {"zstd": "zstd", "gzip": "gz"}  # ours -> streaming's compression name
 _SHAPE_BYTE = {np.dtype(np.uint8): 0, np.dtype(np.uint16): 1, np.dtype(np.uint32): 2}
 _VALUE_TYPES = {"input_ids": np.int32, "token_type_ids": np.uint8, "labels": np.int32}
 _ENCODINGS = {"input_ids": "ndarray:int32", "token_type_ids": "ndarray:uint8", "labels": "ndarray:int32"}
-
-
-def shard_suffix(compression) -> str:
-    return ".mds" + (f".{COMPRESSION_EXTENSIONS[compression]}" if compression else "")
 
 
 def column_encodings(options) -> Dict[str, str]:
@@ -132,7 +128,7 @@ def _compress(source: str, target: str, compression: str) -> None:
 
 def write_split_files(directory: str, shards: Sequence[dict], options) -> List[str]:
     """``index.json``: the split's shards in order, as ``MDSWriter`` writes it."""
-    path = os.path.join(directory, INDEX_NAME)
+    path = os.path.join(directory, MDS_INDEX)
     with open(path + ".tmp", "w", encoding="utf-8") as out:
         json.dump({"version": 2, "shards": list(shards)}, out, sort_keys=True)
     os.replace(path + ".tmp", path)

@@ -1,0 +1,124 @@
+"""A dataset's layout on disk, in one place: split names, shard names and suffixes per output
+format, and which files of a directory are a run's output.
+
+The writer (``bert_data.generator``), the readers (``format.dataset``, ``load``) and the tools
+all take these names from here, so they cannot drift apart.  The manifest's own name belongs to
+:mod:`bert_data.format.manifest`.
+
+An output directory holds ``NAME-1<suffix>`` .. ``NAME-N<suffix>`` and the manifest; with a
+validation split, ``train/`` and ``val/``, each laid out like that.  While a run writes a shard
+it is ``<shard name>.tmp`` (renamed when complete, before the manifest, which is written last).
+
+Each output format (*kind*) has its shard suffix, and the suffixes a reader recognises in a
+directory without a manifest (a compressed TFRecord file may carry its codec in its name; MDS
+names its compressed shards ``.mds.zstd`` / ``.mds.gz``, as MosaicML streaming does).  Formats
+whose shards are written from appended column blocks (HDF5, Parquet, MDS) write a complete
+shard as ``<shard name>.out`` before its rename; MDS keeps ``index.json`` beside a split's
+shards.  What each format holds and how it is written: :mod:`bert_data.format.output_formats`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Dict, Iterable, Optional, Tuple
+
+from .manifest import Manifest
+
+TRAIN = "train"
+VAL = "val"
+SPLITS = (TRAIN, VAL)
+
+# A shard (or a manifest) being written; renamed to its final name when complete.
+IN_PROGRESS_SUFFIX = ".tmp"
+# A shard written whole from its appended blocks (HDF5, Parquet, MDS), before its rename.
+WRITTEN_SUFFIX = ".out"
+
+
+@dataclass(frozen=True)
+class ShardFormat:
+    """How shards of one output format are named."""
+
+    kind: str
+    suffix: str  # the writer's: NAME-i<suffix>
+    read_suffixes: Tuple[str, ...]  # names a reader takes for shards of this kind (the writer's first)
+    compressed_suffixes: Tuple[Tuple[str, str], ...] = ()  # (compression, suffix) where the name says it
+    split_files: Tuple[str, ...] = ()  # kept beside a split's shards
+
+    def suffix_for(self, compression: Optional[str] = None) -> str:
+        return dict(self.compressed_suffixes).get(compression, self.suffix)
+
+
+TFRECORD, HDF5, PARQUET, MDS = "tfrecord", "hdf5", "parquet", "mds"
+MDS_INDEX = "index.json"  # MosaicML streaming's name for a dataset's shard list
+FORMATS: Dict[str, ShardFormat] = {
+    TFRECORD: ShardFormat(TFRECORD, ".tfrecords",
+                          (".tfrecords", ".tfrecords.gz", ".tfrecords.gzip", ".tfrecords.zz", ".tfrecords.zlib")),
+    HDF5: ShardFormat(HDF5, ".hdf5", (".hdf5", ".h5")),
+    PARQUET: ShardFormat(PARQUET, ".parquet", (".parquet",)),
+    MDS: ShardFormat(MDS, ".mds", (".mds", ".mds.zstd", ".mds.gz"), (("zstd", ".mds.zstd"), ("gzip", ".mds.gz")),
+                     (MDS_INDEX,)),
+}
+DEFAULT_FORMAT = TFRECORD
+
+
+def shard_format(kind: str = DEFAULT_FORMAT) -> ShardFormat:
+    try:
+        return FORMATS[kind]
+    except KeyError:
+        raise ValueError(f"unknown output format {kind!r} (known: {', '.join(sorted(FORMATS))})") from None
+
+
+def shard_suffix(kind: str = DEFAULT_FORMAT, compression: Optional[str] = None) -> str:
+    """``.tfrecords`` for TFRecord shards (``.mds.zstd`` for MDS shards compressed with zstd)."""
+    return shard_format(kind).suffix_for(compression)
+
+
+def shard_name(name: str, shard: int, kind: str = DEFAULT_FORMAT, compression: Optional[str] = None) -> str:
+    """The file name of shard ``shard`` (numbered from 0) of a run named ``name``: ``name-1.tfrecords``."""
+    return f"{name}-{shard + 1}{shard_suffix(kind, compression)}"
+
+
+def kind_of_shard(name: str) -> str:
+    """The format of a shard file, by its name (TFRecord when no other format's suffix fits:
+    its files have many names)."""
+    for kind, shard in FORMATS.items():
+        if kind != TFRECORD and name.endswith(shard.read_suffixes):
+            return kind
+    return TFRECORD
+
+
+def in_progress(path: str) -> str:
+    """The name a shard (or manifest) has while it is written."""
+    return path + IN_PROGRESS_SUFFIX
+
+
+def split_dirs(output_dir: str, has_validation: bool, join=os.path.join) -> Dict[str, str]:
+    """The directory of each split: the output directory itself, or its ``train/`` and ``val/``.
+    ``join``: how paths are joined (``storage.join`` for a URL)."""
+    if has_validation:
+        return {split: join(output_dir, split) for split in SPLITS}
+    return {TRAIN: output_dir}
+
+
+def shard_suffixes(kinds: Optional[Iterable[str]] = None) -> Tuple[str, ...]:
+    """Every suffix a reader takes for a shard (of the given kinds; default: every kind)."""
+    return tuple(suffix for kind in (kinds or FORMATS) for suffix in FORMATS[kind].read_suffixes)
+
+
+def is_shard_name(name: str, kinds: Optional[Iterable[str]] = None) -> bool:
+    """A file name readers take for a shard in a directory without manifest."""
+    return name.endswith(shard_suffixes(kinds))
+
+
+def is_run_output_name(name: str, kind: Optional[str] = None) -> bool:
+    """A file name a run of this tool writes into its output directory: a shard of any format,
+    finished or in progress, or a manifest (or one in progress); with ``kind``, also the files
+    that format keeps beside its shards (MDS's ``index.json``)."""
+    if kind is not None and name in FORMATS[kind].split_files:
+        return True
+    for temporary in (IN_PROGRESS_SUFFIX, WRITTEN_SUFFIX):
+        if name.endswith(temporary):
+            name = name[: -len(temporary)]
+    suffixes = tuple(suffix for f in FORMATS.values() for suffix in (f.suffix,) + tuple(s for _, s in f.compressed_suffixes))
+    return Manifest.is_manifest_file(name) or name.endswith(suffixes)
