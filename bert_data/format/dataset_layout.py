@@ -44,12 +44,13 @@ class ShardFormat:
     read_suffixes: Tuple[str, ...]  # names a reader takes for shards of this kind (the writer's first)
     compressed_suffixes: Tuple[Tuple[str, str], ...] = ()  # (compression, suffix) where the name says it
     split_files: Tuple[str, ...] = ()  # kept beside a split's shards
+    companions: Tuple[str, ...] = ()  # suffixes of files that go with each shard (Megatron's .idx)
 
     def suffix_for(self, compression: Optional[str] = None) -> str:
         return dict(self.compressed_suffixes).get(compression, self.suffix)
 
 
-TFRECORD, HDF5, PARQUET, MDS = "tfrecord", "hdf5", "parquet", "mds"
+TFRECORD, HDF5, PARQUET, MDS, MEGATRON = "tfrecord", "hdf5", "parquet", "mds", "megatron"
 MDS_INDEX = "index.json"  # MosaicML streaming's name for a dataset's shard list
 FORMATS: Dict[str, ShardFormat] = {
     TFRECORD: ShardFormat(TFRECORD, ".tfrecords",
@@ -58,6 +59,7 @@ FORMATS: Dict[str, ShardFormat] = {
     PARQUET: ShardFormat(PARQUET, ".parquet", (".parquet",)),
     MDS: ShardFormat(MDS, ".mds", (".mds", ".mds.zstd", ".mds.gz"), (("zstd", ".mds.zstd"), ("gzip", ".mds.gz")),
                      (MDS_INDEX,)),
+    MEGATRON: ShardFormat(MEGATRON, ".bin", (".bin",), companions=(".idx",)),
 }
 DEFAULT_FORMAT = TFRECORD
 
@@ -86,6 +88,12 @@ def kind_of_shard(name: str) -> str:
         if kind != TFRECORD and name.endswith(shard.read_suffixes):
             return kind
     return TFRECORD
+
+
+def companion_paths(shard: str, kind: str) -> Tuple[str, ...]:
+    """The files that go with a shard (Megatron's ``NAME-i.idx`` beside ``NAME-i.bin``)."""
+    stem = shard[: -len(FORMATS[kind].suffix)]
+    return tuple(stem + suffix for suffix in FORMATS[kind].companions)
 
 
 def in_progress(path: str) -> str:
@@ -120,5 +128,6 @@ def is_run_output_name(name: str, kind: Optional[str] = None) -> bool:
     for temporary in (IN_PROGRESS_SUFFIX, WRITTEN_SUFFIX):
         if name.endswith(temporary):
             name = name[: -len(temporary)]
-    suffixes = tuple(suffix for f in FORMATS.values() for suffix in (f.suffix,) + tuple(s for _, s in f.compressed_suffixes))
+    suffixes = tuple(suffix for f in FORMATS.values()
+                     for suffix in (f.suffix,) + tuple(s for _, s in f.compressed_suffixes) + f.companions)
     return Manifest.is_manifest_file(name) or name.endswith(suffixes)

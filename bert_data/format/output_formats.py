@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from . import dataset_layout
-from .dataset_layout import HDF5, MDS, PARQUET, TFRECORD
+from .dataset_layout import HDF5, MDS, MEGATRON, PARQUET, TFRECORD
 from .layout import FeatureSpec, canonical_name
 
 if TYPE_CHECKING:  # the command line's --help must not import numpy
@@ -114,6 +114,9 @@ FORMATS: Dict[str, OutputFormat] = {
                           help="one row an instance in transformers' names, for datasets.load_dataset('parquet')"),
     MDS: OutputFormat(MDS, ("zstd", "gzip"), "bert_data.format.mds",
                       help="MosaicML streaming's MDS shards and index.json, for StreamingDataset"),
+    MEGATRON: OutputFormat(MEGATRON, (), "bert_data.format.megatron", instances=False,
+                           help="Megatron-LM's indexed .bin/.idx pairs of the tokenized corpus (a sentence a "
+                                "sequence, documents in listed order), for IndexedDataset"),
 }
 
 

@@ -94,6 +94,8 @@ class ShardAssembler:
         shards are sized by records or megabytes), or, resuming, reopen those the journal lists
         (``sizes``) at the sizes it vouches for."""
         self.shard_counts[split] = count
+        if not self.format.instances:  # Megatron's shards are written from the corpus (corpus_output)
+            return
         for shard in range(count):
             path = shard_in_progress(self.dirs[split], self.config, shard)
             key = f"{split}/{shard}"

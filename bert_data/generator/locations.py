@@ -36,7 +36,7 @@ from typing import Dict, Optional
 
 from .. import storage
 from ..config import ConfigError, GeneratorConfig
-from ..format.dataset_layout import TRAIN
+from ..format.dataset_layout import TRAIN, companion_paths, in_progress
 from ..format.manifest import Manifest
 from ..format.output_formats import get_format
 from .run_files import (GenerationError, discard_unjournaled, existing_outputs_at, output_lock, output_work_dir,
@@ -241,6 +241,10 @@ class RemoteOutput:
                 url = shard_path(split_dirs(config)[split], config, shard)
                 self._upload(staged, url)
                 sizes[url] = os.path.getsize(staged)
+                kind = config.output_format
+                for staged_with, url_with in zip(companion_paths(shard_path(directory, local, shard), kind),
+                                                 companion_paths(url, kind)):  # Megatron's .idx
+                    self._upload(in_progress(staged_with), url_with)
             for name in get_format(config.output_format).split_files:  # after the shards they list
                 self._upload(os.path.join(directory, name), storage.join(split_dirs(config)[split], name))
         return sizes

@@ -106,7 +106,8 @@ def shard_in_progress(directory: str, config: GeneratorConfig, shard: int) -> st
 def shard_written(directory: str, config: GeneratorConfig, shard: int) -> str:
     """Where a complete shard waits for its final name (or its upload): TFRecord's body is the
     file; the other formats write the file from the body."""
-    if get_format(output_kind(config)).appendable:
+    fmt = get_format(output_kind(config))
+    if fmt.appendable or not fmt.instances:  # Megatron's writer renames its own temporaries
         return shard_in_progress(directory, config, shard)
     return shard_path(directory, config, shard) + dataset_layout.WRITTEN_SUFFIX
 

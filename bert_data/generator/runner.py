@@ -40,6 +40,8 @@ from ..version import __version__
 from ..config import GeneratorConfig
 from ..format.manifest import Manifest, SkippedDocuments
 from .assembly import ShardAssembler
+from .corpus_output import record_totals, write_corpus
+from ..format.output_formats import get_format
 from .inputs.types import BINARY, SPLIT_OF_CODE, Skip
 from ..format.dataset_layout import TRAIN, VAL
 from .. import storage
@@ -429,14 +431,15 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
     work_dir, journal_dir = places.scratch, places.journal_dir
     prepare_work_dir(places, journal is not None, executor)
     totals = RunTotals.from_json(journal["totals"]) if journal else RunTotals()
-    first_unit = totals.units_done
+    corpus = not get_format(config.output_format).instances  # megatron: no unit is paired (see corpus_output)
+    first_unit = len(plan.units) if corpus else totals.units_done
     assembler = ShardAssembler(local, journal["shard_sizes"] if journal else None,
                                journal.get("shard_checksums") if journal else None, dict(totals.shard_counts),
                                fetch_dir=journal_dir)
     shards = ShardCounts(plan, config, assembler, totals.shard_counts, work_dir)
     still_needed = slices_still_needed(plan)
     done_slices = {index: SliceSummary.from_json(data) for index, data in
-                   finished_slices([piece.index for piece in plan.slices], work_dir, still_needed[first_unit]).items()}
+                   finished_slices([p.index for p in plan.slices], work_dir, 0 if corpus else still_needed[first_unit]).items()}
     if not journal:  # from now on an interruption can be resumed, tokenized slices and all
         write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
 
@@ -453,7 +456,7 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
     previous_term = _raise_on_sigterm()
     warned_binary = 0
     try:
-        while totals.units_done < len(plan.units):
+        while (scheduler.to_tokenize or scheduler.in_flight) if corpus else totals.units_done < len(plan.units):
             scheduler.fill()
             for result in scheduler.finished_units():
                 finished[result.pairs.unit_index] = result
@@ -481,6 +484,8 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
             # Records written by each encode task as it finishes (a unit has several).
             units_bar.set_postfix(instances=f"{first_records + scheduler.records_encoded:,}",
                                   MBps=f"{scheduler.bytes_done / 1e6 / elapsed:.1f}", refresh=False)
+        if corpus:
+            record_totals(totals, write_corpus(plan, local, work_dir, rename=remote is None))
         if not totals.n_examples:
             skipped = SkippedTotals(plan)
             skipped.add_slices(list(scheduler.summaries.values()))
@@ -552,8 +557,8 @@ def _raise_on_sigterm():
 
 def make_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals, skipped: SkippedTotals,
                    sizes: Optional[Dict[str, int]] = None) -> Dict[str, Manifest]:
-    """Each split's manifest (``run_files.write_manifests`` writes them, last).  Each describes its own split: its counts, and the options it was made with, with the
-    effective values of options left to their defaults.  ``sizes``: shard path -> bytes, for
+    """Each split's manifest (``run_files.write_manifests`` writes them, last): its counts, and
+    the options it was made with, with the effective values of options left to their defaults.  ``sizes``: shard path -> bytes, for
     shards that are not local files (uploaded from staging)."""
     from ..tokenizers import TokenizerSource
 
@@ -576,7 +581,7 @@ def make_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals, skipp
             examples_per_file={name: totals.records_per_shard.get(f"{split}/{i}", 0) for i, name in enumerate(names)},
             bytes_per_file={name: sizes[path] if sizes else os.path.getsize(path)
                             for name, path in ((name, os.path.join(directory, name)) for name in names)},
-            features=config.feature_specs(),
+            features=config.feature_specs() if get_format(config.output_format).instances else [],
             n_docs_listed=plan.n_listed[split],
             n_sentences=counts.n_sentences,
             n_tokens=counts.n_tokens,
