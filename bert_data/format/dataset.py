@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Union
 
-from .dataset_layout import SPLITS, is_shard_name, shard_suffix
+from .dataset_layout import SPLITS, TFRECORD, is_shard_name, kind_of_shard, shard_suffix
 from .layout import FLOAT32, INT64, V2_NAMES, FeatureSpec, canonical_name, feature_specs, layout_options
 from .manifest import MANIFEST_NAME, Manifest
 
@@ -368,7 +368,9 @@ def _file_compressions(files: Sequence[str], listed_in: Dict[str, Optional[str]]
     out: Dict[str, Optional[str]] = {}
     for shard in files:
         manifest_path = listed_in.get(shard)
-        if manifest_path is not None:
+        if shard_kind(shard) != TFRECORD:  # compressed inside, as its format does
+            out[shard] = None
+        elif manifest_path is not None:
             have = manifests[manifest_path].compression
             if given != "auto" and given != have:
                 raise ValueError(f"compression={given!r} does not match the data "
@@ -459,6 +461,23 @@ def group_info(group: ShardGroup, compression="auto") -> DatasetInfo:
 # --------------------------------------------------------------------------------------------
 # Decoding
 # --------------------------------------------------------------------------------------------
+
+
+def shard_kind(path: str) -> str:
+    """The output format of a shard file (``format.dataset_layout``), by its name."""
+    return kind_of_shard(os.path.basename(path))
+
+
+def read_instance_columns(path: str, specs: Sequence[FeatureSpec], batch_size: int = 1024):
+    """The instances of a shard in any instance format other than TFRecord (HDF5, Parquet, MDS),
+    in batches of padded canonical columns, as ``decode_records`` gives TFRecord's."""
+    from .output_formats import get_format
+
+    fmt = get_format(shard_kind(path))
+    if not fmt.instances:
+        raise ValueError(f"{path}: a {fmt.name} file holds the tokenized corpus, not instances")
+    widths = {canonical_name(spec.name): spec.length for spec in specs}
+    return fmt.read_columns(path, widths["input_ids"], widths.get("masked_lm_positions"), batch_size)
 
 _RECORD_PREFIX = re.compile(r"^record (\d+): ")
 

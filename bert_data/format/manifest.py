@@ -89,11 +89,19 @@ class Manifest:
         return bool(self.option("v2_feature_names", False))
 
     @property
+    def output_format(self) -> str:
+        """The format of the shards (``tfrecord`` for manifests before there were others)."""
+        return self.option("output_format") or "tfrecord"
+
+    @property
     def compression(self) -> Optional[str]:
-        """None, "gzip" or "zlib"; ``ValueError`` when the manifest records anything else."""
+        """None, "gzip" or "zlib" (TFRecord); ``ValueError`` when the manifest records anything
+        else.  Other formats compress inside their files as the format does: the recorded name."""
         from .tfrecord import normalize_compression
 
         recorded = self.option("compression")
+        if self.output_format != "tfrecord":
+            return recorded
         compression = normalize_compression(recorded)
         if compression == "auto":
             raise ValueError(f"compression {recorded!r} is not null, gzip or zlib")

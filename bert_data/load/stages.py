@@ -55,11 +55,20 @@ def decoded_chunks(files: Sequence[str], specs, chunk: int = DEFAULT_CHUNK, veri
     canonical names (:func:`bert_data.format.dataset.decode_records`).  ``keep(i) -> bool``
     drops records (by running index over all files) before decoding.  ``compressions``: file ->
     None, "gzip" or "zlib" (default: uncompressed)."""
+    from ..format.dataset import read_instance_columns, shard_kind
     from ..format.tfrecord import iter_records
 
     compressions = compressions or {}
     index = 0
     for path in files:
+        if shard_kind(path) != "tfrecord":  # HDF5, Parquet, MDS: their readers give the columns
+            for batch in read_instance_columns(path, specs, chunk):
+                rows = np.arange(index, index + _rows(batch))
+                index += len(rows)
+                kept = rows if keep is None else np.array([i for i in rows if keep(i)], dtype=np.int64)
+                if len(kept):
+                    yield batch if len(kept) == len(rows) else {k: v[kept - rows[0]] for k, v in batch.items()}
+            continue
         buffer: List[bytes] = []
         first = 0  # index within the file of buffer[0]
         position = 0

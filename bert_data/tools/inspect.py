@@ -60,7 +60,7 @@ def inspect_records(shard: str, vocab_file: Optional[str] = None, n: int = 5,
     shard).  The vocabulary is ``vocab_file``, else the manifest's if it exists, else none.
     ``mask_seed``: for unmasked records, preview load-time masks drawn with this seed (the
     manifest's masking options; the records shown form one batch, key ``(0,)``)."""
-    from ..format.dataset import dataset_info, decode_records
+    from ..format.dataset import dataset_info, decode_records, read_instance_columns, shard_kind
     from ..format.tfrecord import iter_records
     from ..load.dynamic_masks import dynamic_masking
     from ..tokenizers import load_vocabulary
@@ -69,11 +69,18 @@ def inspect_records(shard: str, vocab_file: Optional[str] = None, n: int = 5,
     info = dataset_info([shard], compression=compression)
     source = info.tokenizer_source(vocab_file)
     vocab = load_vocabulary(source) if source else None
-    records = list(itertools.islice(iter_records(shard, compression=info.compression(shard)),
-                                    start, start + n if n >= 0 else None))
-    if not records:
+    stop = start + n if n >= 0 else None
+    if shard_kind(shard) != "tfrecord":  # HDF5, Parquet, MDS: through their readers
+        batches = list(read_instance_columns(shard, info.specs))
+        cols = {name: np.concatenate([batch[name] for batch in batches])[start:stop] for name in batches[0]} \
+            if batches else {"input_ids": np.zeros((0, 0))}
+        count = len(cols["input_ids"])
+    else:
+        records = list(itertools.islice(iter_records(shard, compression=info.compression(shard)), start, stop))
+        count = len(records)
+        cols = decode_records(records, info.specs, shard, start) if records else {}
+    if not count:
         return
-    cols = decode_records(records, info.specs, shard, start)
     preview = mask_seed is not None and not info.masked
     view = cols
     if preview:
@@ -83,7 +90,7 @@ def inspect_records(shard: str, vocab_file: Optional[str] = None, n: int = 5,
         view = masker(view, key=(0,))
     mask_id = vocab.mask_id if vocab else None
     sentence_order = info.manifest is not None and info.manifest.sentence_order_prediction
-    for j in range(len(records)):
+    for j in range(count):
         stored = {info.stored_name(name): cols[name][j] for name in cols}
         feats = {name: view[name][j] for name in view}
         record = _inspect_one(shard, start + j, stored, feats, vocab, mask_id, preview)

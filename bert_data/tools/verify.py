@@ -50,7 +50,8 @@ from typing import Callable, List, Optional
 
 import numpy as np
 
-from ..format.dataset import ShardGroup, decode_records, describe_layout, infer_specs, layout_flags, shard_groups
+from ..format.dataset import (ShardGroup, decode_records, describe_layout, infer_specs, layout_flags,
+                              read_instance_columns, shard_groups, shard_kind)
 from ..format.layout import FeatureSpec, feature_specs
 from ..format.manifest import MANIFEST_NAME
 from ._common import guess_cls_sep
@@ -185,6 +186,10 @@ class _FileChecker:
                 return
             cols = decode_records([records[j] for j in good], self.specs)
             indices = indices[good]
+        self.check_columns(cols, indices)
+
+    def check_columns(self, cols, indices: np.ndarray) -> None:
+        """The record checks over a batch of decoded records (``indices``: their numbers in the file)."""
         ids = self.ids_holder["ids"]
         if ids is None:  # no vocabulary: take [CLS]/[SEP] from the data
             ids = self.ids_holder["ids"] = _infer_ids(cols, self.ids_holder)
@@ -352,6 +357,9 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
         def compression_of(path):
             return given if given != "auto" else detect_compression(path)
 
+        if manifest is not None and manifest.output_format == "megatron":
+            _verify_corpus(group, report, on_file)
+            continue
         if manifest is not None:
             checked = _check_manifest(group, report)
             if checked is None:
@@ -406,7 +414,9 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
             result.expected = per_file.get(base)
             result.bytes = os.path.getsize(path)
             file_compression = compressions[path]
-            if manifest is not None and result.bytes:
+            if shard_kind(path) != "tfrecord":  # HDF5, Parquet, MDS: read as their format is
+                _read_columns_file(path, checker)
+            elif manifest is not None and result.bytes:
                 found = file_format(path)
                 found_compression = None if found == "tfrecord" else found
                 if found_compression != file_compression:
@@ -414,7 +424,8 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
                     checker.problem(None, f"the manifest says {_COMPRESSION_TEXT[file_compression]}, but the file is "
                                           f"{what}")
                     file_compression = found_compression  # check the records anyway
-            _read_file(path, checker, file_compression)
+            if shard_kind(path) == "tfrecord":
+                _read_file(path, checker, file_compression)
             checker.flush()
             if result.complete:
                 if result.expected is not None and result.records != result.expected:
@@ -427,6 +438,48 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
         _check_unk_rate(group, holder, report, max_unk_rate)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _verify_corpus(group: ShardGroup, report: VerifyReport, on_file) -> None:
+    """A tokenized corpus (Megatron's ``.bin``/``.idx`` pairs): see ``corpus_checks``."""
+    from .corpus_checks import check_corpus_file
+
+    manifest = group.manifest
+    for path in group.files:
+        base = os.path.basename(path)
+        result = FileResult(path, expected=manifest.examples_per_file.get(base))
+        if not os.path.isfile(path):
+            report.add(Problem(path, None, "listed in the manifest but missing"))
+            report.files.append(FileResult(path, complete=False))
+            continue
+        result.bytes = os.path.getsize(path)
+        result.records, problems = check_corpus_file(path, manifest.vocab_size)
+        if result.expected is not None and result.records != result.expected:
+            problems.append((None, f"{result.records} sequences, the manifest says {result.expected}"))
+        if base in manifest.bytes_per_file and manifest.bytes_per_file[base] != result.bytes:
+            problems.append((None, f"{result.bytes} bytes, the manifest says {manifest.bytes_per_file[base]}"))
+        for sequence, message in problems:
+            result.problems += 1
+            report.add(Problem(path, sequence, message))
+        report.files.append(result)
+        if on_file:
+            on_file(result)
+
+
+def _read_columns_file(path: str, checker: _FileChecker) -> None:
+    """A shard of an instance format other than TFRecord, through its reader: every record
+    checked as TFRecord's are; a file its format's library cannot read ends there."""
+    result, index = checker.result, 0
+    try:
+        for cols in read_instance_columns(path, checker.specs, BATCH):
+            n = len(cols["input_ids"])
+            checker.check_columns(cols, np.arange(index, index + n))
+            index += n
+            result.records += n
+    except Exception as error:  # noqa: BLE001 -- h5py, pyarrow and our MDS reader raise their own
+        checker.problem(index, f"unreadable from record {index}: {type(error).__name__}: {error}")
+        checker.report.bad_records += 1
+        result.complete = False
 
 
 def _read_file(path: str, checker: _FileChecker, compression: Optional[str] = None) -> None:
