@@ -145,6 +145,14 @@ def _inspect(args) -> int:
         import json
 
         shown = 0
+        from ..tools.corpus_view import inspect_documents, is_corpus, vocabulary_for
+        from ..tools.inspect import _resolve_shard
+
+        shard = _resolve_shard(args.shard)
+        if is_corpus(shard):  # Megatron's tokenized corpus: documents, not instances
+            for text in inspect_documents(shard, vocabulary_for(shard, args.vocab_file), args.num_records, args.start):
+                print(text)
+            return 0
         for rec in inspect_records(args.shard, args.vocab_file, args.num_records, args.start,
                                    compression=_compression(args), mask_seed=args.mask_seed):
             if args.json:
@@ -205,8 +213,16 @@ def _stats(args) -> int:
     try:
         if args.plot:
             check_plotting()  # before scanning: a missing matplotlib must not cost a whole pass
+        from ..format.dataset import shard_groups
+        from ..tools.corpus_view import corpus_summary, is_corpus
+
+        corpora = [group for group in shard_groups(args.paths) if group.files and is_corpus(group.files[0])]
+        for group in corpora:  # Megatron's tokenized corpus: its counts (instances are made at train time)
+            print(corpus_summary(group.name, group.files, group.manifest))
         stats = compute_stats(args.paths, vocab_file=args.vocab_file, limit=args.limit,
                               compression=_compression(args))
+        if corpora and not stats:
+            return 0
     except (CorruptRecordError, VocabError, ValueError, OSError, ImportError, RuntimeError) as error:
         return _error("stats", str(error))
     if args.json:

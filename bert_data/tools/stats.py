@@ -25,7 +25,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from ..format.dataset import describe_layout, group_info, shard_groups
+from ..format.dataset import describe_layout, group_info, shard_groups, shard_kind
 from ..load.stages import decoded_chunks
 from ._common import guess_cls_sep
 from ..config import default_of
@@ -222,6 +222,8 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
 
     out = []
     for group in shard_groups(paths):
+        if group.files and shard_kind(group.files[0]) == "megatron":
+            continue  # a tokenized corpus, not instances: see tools.corpus_view
         info = group_info(group, compression)
         specs, compressions = info.specs, info.compressions
         msl, mpp = info.max_seq_length, info.max_predictions_per_seq
