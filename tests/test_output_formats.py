@@ -246,3 +246,15 @@ def test_command_line_writes_the_format(runs, tmp_path):
     bad = subprocess.run(command[:-5] + ["--output_format", "hdf5", "--compression", "zstd"], capture_output=True,
                          text=True)
     assert bad.returncode == 2 and "--compression zstd is not a compression of --output_format hdf5" in bad.stderr
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "mds"])  # (HDF5's fixed per-file overhead swamps tiny shards)
+def test_megabytes_per_file_sizes_the_formats_own_files(runs, fmt, tmp_path):
+    """The count of shards comes from a sample shard written as the format writes it
+    (compressed as it compresses), not from TFRecord's size: a target of a quarter of the
+    format's own output gives about four shards."""
+    total = sum(path.stat().st_size for path in shard_files(runs["nsp"][fmt], fmt))
+    summary = generate(run_config(runs["corpus"], tmp_path / "out", fmt, FORMAT_RUNS[fmt],
+                                  megabytes_per_file=total / 4 / 1e6), progress=False)
+    sizes = list(summary.manifests["train"]["bytes_per_file"].values())
+    assert 3 <= len(sizes) <= 5, (total, sizes)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from itertools import chain
@@ -438,7 +439,7 @@ def segment_compressor(config: GeneratorConfig) -> SegmentCompressor:
 
 def record_bytes(pairs: SplitPairs, config: GeneratorConfig, vocab, segment_rows: int, sample: int = 2048) -> float:
     """Bytes a record takes in the shards (for TFRecord: framed, and compressed as the run
-    compresses; for the other formats: in the shard's body, uncompressed), from the first
+    compresses; for the other formats: in a shard of the sample, as the format writes it), from the first
     ``sample`` pairs encoded exactly as ``encode_shards`` does (the masks of a throwaway
     stream: they change a record's size by a byte or two at most).  Compressed, each unit's
     part of a shard is a segment of its own (a gzip member, a flushed deflate block), so the
@@ -452,6 +453,13 @@ def record_bytes(pairs: SplitPairs, config: GeneratorConfig, vocab, segment_rows
     fmt, options = get_format(config.output_format), config.shard_options()
     columns = instance_columns(load_array(pairs.tokens_path), pairs.pairs.take(rows), config, vocab, masking,
                                np.random.default_rng(0))
+    if not fmt.appendable:  # HDF5, Parquet, MDS: a sample shard, written (and compressed) as theirs are
+        with tempfile.TemporaryDirectory() as directory:
+            body, written = os.path.join(directory, "sample.body"), os.path.join(directory, "sample")
+            with open(body, "wb") as handle:
+                handle.write(fmt.encode_segment(columns, options))
+            fmt.write_shard(body, written, "sample", options)
+            return os.path.getsize(written) / n
     size, step = 0, max(1, segment_rows)
     for start in range(0, n, step):
         compressor = segment_compressor(config)
