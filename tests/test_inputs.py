@@ -23,6 +23,7 @@ from bert_data.generator import input_files
 from bert_data.config import ConfigError, GeneratorConfig
 from bert_data.generator.documents import InputError
 from bert_data.generator.planning import make_plan
+from bert_data.generator.settings import resolve
 from bert_data.generator.runner import generate
 
 from conftest import file_hashes, make_corpus
@@ -211,9 +212,9 @@ def test_corrupt_gzip_fails_at_planning_with_one_line_naming_the_file(corpus, tm
     metadata = write_metadata(tmp_path / "metadata.txt", tmp_path, [good, bad])
     options = {"one": {}, "multi": {"multiple_docs_in_single_file": True}, "jsonl": {"jsonl_text_key": "text"}}[mode]
     config = GeneratorConfig(metadata_files=[str(metadata)], input_files_prefix=str(tmp_path),
-                             vocab_file=str(corpus.vocab), output_dir=str(tmp_path / "out"), **options).validate()
+                             vocab_file=str(corpus.vocab), output_dir=str(tmp_path / "out"), **options)
     with pytest.raises(InputError) as caught:
-        make_plan(config)
+        make_plan(resolve(config))
     message = str(caught.value)
     assert "\n" not in message and message.startswith(f"{metadata}:2: cannot read gzip file {bad}")
     # Through the command line: exit status 2, one line, and nothing written.

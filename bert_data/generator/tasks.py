@@ -11,9 +11,11 @@ sentences come from.  Pairs are token ranges: small to send.
 ``encode_shards``: pairs -> masked instances -> encoded, framed examples, for one unit and some
 of the output shards, into a piece file.
 
-All are pure functions of the configuration and their input: every random stream comes from
-(seed, unit, split, purpose[, shard]), so the bytes written do not depend on which worker runs a
-task, when, or how many workers there are.  A piece file holds each of its shards' records
+Each task receives the run's ``settings.RunSettings`` (the configuration resolved once, in
+planning; not imported here, so that the settings may use the run's places) and re-derives
+nothing from it.  All are pure functions of the settings and their input: every random stream
+comes from (seed, unit, split, purpose[, shard]), so the bytes written do not depend on which
+worker runs a task, when, or how many workers there are.  A piece file holds each of its shards' records
 contiguously; the orchestrator appends pieces to the shards in unit order.  Nothing here
 imports TensorFlow.
 """
@@ -37,11 +39,10 @@ from .documents import TRAIN, VAL, Document, Skip, Slice
 from ..format.example_codec import encode_examples
 from .assembly import Segment, SegmentCompressor
 from ..format.layout import canonical_name
-from .locations import with_local_files
 from .instances import PairArrays, TokenPool, create_pairs, create_windows, gather_instances
 from ..masking import MaskingSpec, mask_tokens
 from ..format.tfrecord import frame_records
-from ..tokenizers import TokenizerSource, make_tokenizer
+from ..tokenizers import make_tokenizer
 # Where tasks hand each other data (a local directory or a URL); re-exported for callers here.
 from .scratch import PieceWriter, load_array, load_json, private_temporary, save_array, save_json, slice_rows  # noqa: F401
 
@@ -66,25 +67,26 @@ class _WorkerContext:
 
     _cached: Dict[tuple, "_WorkerContext"] = {}
 
-    def __init__(self, config: GeneratorConfig):
+    def __init__(self, settings: RunSettings):
         from .sentences import make_sentence_splitter
         from ..tokenizers.wordpiece import force_single_thread
 
+        config = settings.config
         # One worker process, one tokenizer thread: parallelism comes from processes.
         force_single_thread()
-        self.tokenizer = make_tokenizer(TokenizerSource.from_config(config))
+        self.tokenizer = make_tokenizer(settings.local_tokenizer())
         self.vocab = self.tokenizer.vocab
         self.splitter = make_sentence_splitter(config.single_sentence_per_line, config.spacy_model)
         self.token_dtype = np.uint16 if self.vocab.size <= np.iinfo(np.uint16).max + 1 else np.int32
         self.document_separator_id = self.vocab.token_to_id.get(config.document_separator_token)
 
     @classmethod
-    def get(cls, config: GeneratorConfig) -> "_WorkerContext":
+    def get(cls, settings: RunSettings) -> "_WorkerContext":
         # Per thread too: a Dask worker may run several tasks at once in threads.
-        key = (threading.get_ident(), TokenizerSource.from_config(config), config.single_sentence_per_line,
-               config.spacy_model)
+        config = settings.config
+        key = (threading.get_ident(), settings.tokenizer, config.single_sentence_per_line, config.spacy_model)
         if key not in cls._cached:
-            cls._cached[key] = cls(config)
+            cls._cached[key] = cls(settings)
         return cls._cached[key]
 
 
@@ -129,10 +131,11 @@ class SliceSummary:
         return None if data is None else cls.from_json(data)
 
 
-def tokenize_slice(piece: Slice, config: GeneratorConfig, work_dir: str) -> SliceSummary:
+def tokenize_slice(piece: Slice, settings: RunSettings, work_dir: str) -> SliceSummary:
     """Documents -> sentences -> token ids, for one slice; writes its tokens, sentence lengths and
     document table to the work directory."""
-    context = _WorkerContext.get(with_local_files(config))
+    config = settings.config
+    context = _WorkerContext.get(settings)
     skips: List[Skip] = []
     # Documents as read (the splitter may read ahead of the sentences it yields) ...
     seen: List[Document] = []
@@ -348,12 +351,13 @@ def pool_path(work_dir: str, unit_index: int) -> str:
     return storage.join(work_dir, f"unit-{unit_index + 1:07d}.pool.npy")  # units numbered from 1, as messages do
 
 
-def pair_unit(unit: UnitWork, table: SliceTable, config: GeneratorConfig, work_dir: str) -> UnitPairs:
+def pair_unit(unit: UnitWork, table: SliceTable, settings: RunSettings, work_dir: str) -> UnitPairs:
     """Token ids -> shuffled pairs (or MLM-only windows) for one unit: its documents are the pool
     random next sentences come from."""
+    config = settings.config
     result = UnitPairs(unit.index, unit.split)
     cross_document = config.mlm_only and config.allow_cross_document_examples
-    separator = _WorkerContext.get(with_local_files(config)).document_separator_id if cross_document else None
+    separator = _WorkerContext.get(settings).document_separator_id if cross_document else None
     path = pool_path(work_dir, unit.index)
     pool, result.n_replaced = unit_pool(unit, table, work_dir, path, separator)
     result.n_docs = len(pool)
@@ -412,12 +416,11 @@ def make_encode_tasks(unit_index: int, split: str, data: SplitPairs, n_shards: i
     return tasks
 
 
-def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> List[Segment]:
+def encode_shards(task: EncodeTask, settings: RunSettings, work_dir: str) -> List[Segment]:
     """Mask, encode and frame one split's records for some output shards, into one piece file."""
-    context = _WorkerContext.get(with_local_files(config))
-    vocab = context.vocab
-    specs = config.feature_specs()
-    masking = None if config.disable_masking else MaskingSpec.from_config(config, vocab)
+    config = settings.config
+    vocab = _WorkerContext.get(settings).vocab
+    specs, masking = settings.features, settings.masking
     path = storage.join(work_dir, f"unit-{task.unit_index + 1:07d}-{task.split}-{task.shards[0]:05d}.piece")
     tokens = load_array(task.tokens_path)
     segments = []
@@ -439,7 +442,7 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
     return segments
 
 
-def record_bytes(pairs: SplitPairs, config: GeneratorConfig, vocab, segment_rows: int, sample: int = 2048) -> float:
+def record_bytes(pairs: SplitPairs, settings: RunSettings, segment_rows: int, sample: int = 2048) -> float:
     """Bytes a record takes in the shards (framed, and compressed as the run compresses), from
     the first ``sample`` pairs encoded exactly as ``encode_shards`` does (the masks of a
     throwaway stream: they change a record's size by a byte or two at most).  Compressed, each
@@ -450,9 +453,9 @@ def record_bytes(pairs: SplitPairs, config: GeneratorConfig, vocab, segment_rows
     n = rows.stop
     if not n:
         return 0.0
-    masking = None if config.disable_masking else MaskingSpec.from_config(config, vocab)
-    records = encode_records(load_array(pairs.tokens_path), pairs.pairs.take(rows), config, vocab, masking,
-                             np.random.default_rng(0), config.feature_specs())
+    config = settings.config
+    records = encode_records(load_array(pairs.tokens_path), pairs.pairs.take(rows), config, settings.vocab,
+                             settings.masking, np.random.default_rng(0), settings.features)
     size, step = 0, max(1, segment_rows)
     for start in range(0, n, step):
         compressor = SegmentCompressor(config.compression)
