@@ -182,7 +182,7 @@ def bert_hf_tokenizer(model, do_lower_case: bool):
     """A Hugging Face ``Tokenizer`` around ``model`` behind BERT's normaliser and pre-tokenizer
     (Google's BasicTokenizer: clean, isolate CJK, lower-case and strip accents when
     ``do_lower_case``, split on white space and punctuation).  The tokenizer here and the
-    vocabulary trainer (``generator.vocab_builder``) both use it, so that a trained vocabulary
+    vocabulary trainer (``tokenizers.vocab_builder``) both use it, so that a trained vocabulary
     fits the tokenizer."""
     from tokenizers import Tokenizer
     from tokenizers.normalizers import BertNormalizer
