@@ -257,7 +257,7 @@ def plan(entries, **options):
 
 
 def sources(corpus):
-    return [source for piece in corpus.slices for source in piece.sources]
+    return [source for slice_ in corpus.slices for source in slice_.sources]
 
 
 def slice_contents(slices, multi=True):
@@ -285,11 +285,11 @@ def test_slices_across_compressed_multi_document_files(tmp_path, codec):
         assert all(s.codec == codec for s in sources(corpus))
         # Only a file's last range reads on to the end of its stream.
         assert [s.end < 0 for s in sources(corpus)].count(True) == 4
-        plain_labels = [[(label.replace(f".{codec}#", "#"), position, text) for label, position, text in piece]
-                        for piece in slice_contents(corpus.slices)]
+        plain_labels = [[(label.replace(f".{codec}#", "#"), position, text) for label, position, text in contents]
+                        for contents in slice_contents(corpus.slices)]
         assert plain_labels == slice_contents(reference.slices)
         assert slice_contents(corpus.slices)[-1][-1] == (f"f3.txt.{codec}#0", 15, "file 3 doc 0\nsecond line\n")
-    found = [(label, position) for piece in slice_contents(corpus.slices) for label, position, _ in piece]
+    found = [(label, position) for contents in slice_contents(corpus.slices) for label, position, _ in contents]
     assert found == list(zip([f"f{n}.txt.{codec}#{i}" for n, size in enumerate(sizes) for i in range(size)],
                              range(16)))
 
@@ -378,8 +378,8 @@ def test_memory_stays_bounded_reading_a_large_compressed_jsonl_file(tmp_path):
         entries = read_metadata([str(metadata)], str(tmp_path))
         corpus = plan(entries, jsonl_text_key="text")
         n_docs = n_chars = 0
-        for piece in corpus.slices:
-            for document in read_documents(piece.sources, None, False, []):
+        for slice_ in corpus.slices:
+            for document in read_documents(slice_.sources, None, False, []):
                 n_docs += 1
                 n_chars += len(document.text)
     finally:

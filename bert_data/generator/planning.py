@@ -142,7 +142,7 @@ def check_vocabulary_case(config: GeneratorConfig, vocab, slices: List[Slice], a
     if vocab_is_lowercase(vocab) == config.do_lower_case:
         return
     texts, size = [], 0
-    sources = [source for piece in slices[:8] for source in piece.sources]
+    sources = [source for slice_ in slices[:8] for source in slice_.sources]
     for document in read_documents(sources, config.separator_line, config.multiple_docs_in_single_file, []):
         texts += [line for line in document.text[: sample_chars - size].split("\n") if line.strip()]
         size += len(document.text)

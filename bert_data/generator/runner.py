@@ -204,7 +204,7 @@ class _Scheduler:
         self.in_flight: Dict[cf.Future, tuple] = {}
         self.table = SliceTable.of(plan.slices)
         self.summaries: Dict[int, SliceSummary] = dict(done_slices or {})
-        self.to_tokenize = [piece.index for piece in plan.slices if piece.index not in self.summaries]
+        self.to_tokenize = [slice_.index for slice_ in plan.slices if slice_.index not in self.summaries]
         self.ready: List[tuple] = []  # (kind, index, args) of encode tasks whose inputs are here
         self.units: Dict[int, UnitResult] = {}
         self.next_unit = first_unit  # next unit to pair
@@ -355,7 +355,7 @@ class ShardCounts:
 def split_token_counts(plan: Plan, work_dir: str) -> Dict[str, int]:
     """Tokens of each split, from the tokenized slices' document tables."""
     counts = {TRAIN: 0, VAL: 0}
-    paths = [slice_paths(work_dir, piece.index)["docs"] for piece in plan.slices]
+    paths = [slice_paths(work_dir, slice_.index)["docs"] for slice_ in plan.slices]
     # A batch at a time: a URL answers a batch's requests concurrently, and memory stays bounded.
     tables = (rows for first in range(0, len(paths), 256) for rows in load_arrays(paths[first:first + 256]))
     for rows in tables:

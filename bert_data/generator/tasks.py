@@ -131,7 +131,7 @@ class SliceSummary:
         return None if data is None else cls.from_json(data)
 
 
-def tokenize_slice(piece: Slice, settings: RunSettings, work_dir: str) -> SliceSummary:
+def tokenize_slice(slice_: Slice, settings: RunSettings, work_dir: str) -> SliceSummary:
     """Documents -> sentences -> token ids, for one slice; writes its tokens, sentence lengths and
     document table to the work directory."""
     config = settings.config
@@ -150,7 +150,7 @@ def tokenize_slice(piece: Slice, settings: RunSettings, work_dir: str) -> SliceS
     position = {"tokens": 0}
 
     def texts():
-        for document in read_documents(piece.sources, config.separator_line,
+        for document in read_documents(slice_.sources, config.separator_line,
                                        config.multiple_docs_in_single_file, skips):
             counts["bytes"] += len(document.text)
             seen.append(document)
@@ -207,15 +207,15 @@ def tokenize_slice(piece: Slice, settings: RunSettings, work_dir: str) -> SliceS
                 n_pending = chars_pending = 0
         flush()
     except Exception as error:  # name the document: the first thing a user needs to know
-        where = seen[-1].label if seen else (piece.sources[0].label if piece.sources else "?")
+        where = seen[-1].label if seen else (slice_.sources[0].label if slice_.sources else "?")
         raise UnitError(f"{where}: {type(error).__name__}: {error}") from error
 
-    paths = slice_paths(work_dir, piece.index)
+    paths = slice_paths(work_dir, slice_.index)
     tokens = np.concatenate(token_parts) if token_parts else np.zeros(0, dtype=context.token_dtype)
     save_array(tokens, paths["tokens"])
     save_array(np.asarray(sentence_lengths, dtype=np.int32), paths["sentences"])
     save_array(np.asarray(rows, dtype=np.int64).reshape(-1, 6), paths["docs"])
-    summary = SliceSummary(piece.index, len(tokens), counts["bytes"], skips, kept_in_parts)
+    summary = SliceSummary(slice_.index, len(tokens), counts["bytes"], skips, kept_in_parts)
     save_json(summary.to_json(), paths["summary"])
     return summary
 
@@ -245,8 +245,8 @@ class SliceTable:
 
     @classmethod
     def of(cls, slices: Sequence[Slice]) -> "SliceTable":
-        return cls(np.asarray([piece.first_doc for piece in slices], dtype=np.int64),
-                   np.asarray([piece.starts_with_a_part for piece in slices], dtype=bool))
+        return cls(np.asarray([slice_.first_doc for slice_ in slices], dtype=np.int64),
+                   np.asarray([slice_.starts_with_a_part for slice_ in slices], dtype=bool))
 
     def slices_of(self, positions: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """For each document position: the first and the last slice that hold some of it."""
