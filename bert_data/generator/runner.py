@@ -40,7 +40,7 @@ from ..version import __version__
 from ..config import GeneratorConfig
 from ..format.manifest import Manifest, SkippedDocuments
 from .assembly import ShardAssembler
-from .documents import BINARY, SPLIT_OF_CODE, Skip
+from .inputs.types import BINARY, SPLIT_OF_CODE, Skip
 from ..format.dataset_layout import TRAIN, VAL
 from .. import storage
 from .executors import default_executor, shares_local_files, stop_executor
