@@ -114,7 +114,8 @@ class GeneratorConfig:
     mask_token: Optional[str] = None
     sentence_order_prediction: bool = False
     # Where data lives (issue 14): the directory or URL tasks exchange intermediate data through
-    # (default: OUTPUT_DIR/.bert_data_work; with a Dask cluster and a URL output, the output's).
+    # (default: the output directory's work directory, see generator.run_files; with a Dask cluster
+    # and a URL output, the output's).
     work_dir: Optional[str] = None
 
     # ------------------------------------------------------------------ derived values

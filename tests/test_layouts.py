@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from bert_data.cli.bert_data_cli import main
-from bert_data.format.example_codec import encode_examples
+from bert_data.format.tfrecord.example_codec import encode_examples
 from bert_data.format.dataset import dataset_info
 from bert_data.format.layout import canonical_name, feature_specs, tf_feature_description
 from bert_data.format.manifest import Manifest

@@ -17,7 +17,7 @@ import pytest
 from bert_data.cli.create_tfrecords import main
 from bert_data.generator import runner
 from bert_data.generator.assembly import ShardAssembler
-from bert_data.generator.output import OutputLock
+from bert_data.generator.run_files import OutputLock
 
 from conftest import file_hashes, make_corpus
 

@@ -16,6 +16,7 @@ from typing import List, Optional
 from .. import notices
 from ..config import default_of
 from ..format.manifest import MANIFEST_NAME
+from ..generator.run_files import WORK_DIR
 from .compat import add_google_arguments, resolve
 from .flags import add_bool, parse_args
 
@@ -238,8 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     work.add_argument("--work_dir", default=None, metavar="DIR_OR_URL",
                       help="where workers exchange intermediate data (token ids, pools, encoded pieces): a "
                            "directory, or a URL every worker reaches (s3://bucket/scratch) when a Dask cluster "
-                           "shares no file system with this machine (default OUTPUT_DIR/.bert_data_work; with "
-                           "--scheduler and an --output_dir URL, that URL's .bert_data_work). A run uses its own "
+                           f"shares no file system with this machine (default OUTPUT_DIR/{WORK_DIR}; with "
+                           f"--scheduler and an --output_dir URL, that URL's {WORK_DIR}). A run uses its own "
                            "folder inside it and removes it when done")
     add_bool(work, "--skip_missing",
              help="skip (and count) listed files that are missing, instead of stopping")
@@ -267,7 +268,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     from ..config import ConfigError
     from ..generator.inputs.types import InputError
-    from ..generator.output import Interrupted
+    from ..generator.run_files import Interrupted
     from ..generator.runner import GenerationError, generate
     from ..generator.sentences import SentenceSplitterError
     from ..generator.settings import resolve as resolve_settings
@@ -302,7 +303,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def report(config, summary) -> None:
-    from ..generator.output import manifest_name, split_dirs
+    from ..generator.run_files import manifest_name, split_dirs
 
     for split, manifest in summary.manifests.items():
         skipped = manifest["documents_skipped"]["count"]

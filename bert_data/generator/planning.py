@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Dict, List
 
-from .. import __version__
+from ..version import __version__
 from ..config import ConfigError, GeneratorConfig
 from ..notices import warn
 import numpy as np

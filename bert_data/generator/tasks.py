@@ -36,13 +36,14 @@ from .. import storage
 from ..config import GeneratorConfig
 from .inputs.reading import read_documents
 from .inputs.types import NO_SENTENCE, TRAIN, VAL, Document, Skip, Slice
-from ..format.example_codec import encode_examples
-from .assembly import Segment, SegmentCompressor
+from ..format.tfrecord.example_codec import encode_examples
+from .pieces import Segment, SegmentCompressor
 from ..format.layout import canonical_name
 from .instances import PairArrays, TokenPool, create_pairs, create_windows, gather_instances
 from ..masking import MaskingSpec, mask_tokens
 from ..format.tfrecord import frame_records
 from ..tokenizers import make_tokenizer
+from .run_files import piece_path, pool_path, slice_paths
 # Where tasks hand each other data (a local directory or a URL); re-exported for callers here.
 from .scratch import PieceWriter, load_array, load_json, private_temporary, save_array, save_json, slice_rows  # noqa: F401
 
@@ -92,15 +93,9 @@ class _WorkerContext:
 
 # ---------------------------------------------------------------------------- tokenize_slice
 
-# Columns of a slice's document table (``slice-N.docs.npy``): one row per document read in the
+# Columns of a slice's document table (``run_files.slice_paths``): one row per document read in the
 # slice (a document read in parts has a row in each of its slices).
 DOC_POSITION, TOKEN_START, TOKEN_END, SENTENCE_START, SENTENCE_END, DOC_REPLACED = range(6)
-
-
-def slice_paths(work_dir: str, index: int) -> Dict[str, str]:
-    base = storage.join(work_dir, f"slice-{index:07d}")
-    return {"tokens": base + ".tokens.npy", "docs": base + ".docs.npy", "sentences": base + ".sentences.npy",
-            "summary": base + ".json"}
 
 
 @dataclass
@@ -347,10 +342,6 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
     return TokenPool(load_array(path), bounds), replaced
 
 
-def pool_path(work_dir: str, unit_index: int) -> str:
-    return storage.join(work_dir, f"unit-{unit_index + 1:07d}.pool.npy")  # units numbered from 1, as messages do
-
-
 def pair_unit(unit: UnitWork, table: SliceTable, settings: RunSettings, work_dir: str) -> UnitPairs:
     """Token ids -> shuffled pairs (or MLM-only windows) for one unit: its documents are the pool
     random next sentences come from."""
@@ -421,7 +412,7 @@ def encode_shards(task: EncodeTask, settings: RunSettings, work_dir: str) -> Lis
     config = settings.config
     vocab = _WorkerContext.get(settings).vocab
     specs, masking = settings.features, settings.masking
-    path = storage.join(work_dir, f"unit-{task.unit_index + 1:07d}-{task.split}-{task.shards[0]:05d}.piece")
+    path = piece_path(work_dir, task.unit_index, task.split, task.shards[0])
     tokens = load_array(task.tokens_path)
     segments = []
     first_row = 0
