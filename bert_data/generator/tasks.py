@@ -44,7 +44,6 @@ from ..masking import MaskingSpec, mask_tokens
 from ..format.tfrecord import frame_records
 from ..tokenizers import make_tokenizer
 from .run_files import piece_path, pool_path, slice_paths
-from .settings import RunSettings
 # Where tasks hand each other data (a local directory or a URL); re-exported for callers here.
 from .scratch import PieceWriter, load_array, load_json, private_temporary, save_array, save_json, slice_rows  # noqa: F401
 
