@@ -168,12 +168,6 @@ class GeneratorConfig:
         return layout.feature_specs(self.max_seq_length, self.max_predictions_per_seq, mlm_only=self.mlm_only,
                                     masked=not self.disable_masking, v2_feature_names=self.v2_feature_names)
 
-    def shard_options(self):
-        """What the output format's shard writer needs of this configuration."""
-        from .format.output_formats import ShardOptions
-
-        return ShardOptions(tuple(self.feature_specs()), self.compression, self.sentence_order_prediction)
-
     # ------------------------------------------------------------------ validation
     def validate(self) -> "GeneratorConfig":
         """Check every option on its own and against the others; raise ConfigError on the first

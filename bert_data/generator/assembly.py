@@ -21,7 +21,7 @@ from typing import Dict, List, Optional
 from .. import storage
 from ..config import GeneratorConfig
 from ..format.dataset_layout import TRAIN
-from ..format.output_formats import get_format
+from ..format.output_formats import ShardOptions, get_format
 from .pieces import Segment
 from .run_files import GenerationError, shard_in_progress, shard_path, shard_written, split_dirs
 from .scratch import fetch_piece
@@ -77,9 +77,10 @@ class ShardAssembler:
 
     def __init__(self, config: GeneratorConfig, sizes: Optional[Dict[str, int]] = None,
                  checksums: Optional[Dict[str, list]] = None, shard_counts: Optional[Dict[str, int]] = None,
-                 fetch_dir: Optional[str] = None):
+                 fetch_dir: Optional[str] = None, options: Optional[ShardOptions] = None):
         self.config = config
-        self.format, self.options = get_format(config.output_format), config.shard_options()
+        # ``options``: what the format's shard writer needs (``RunSettings.shard_options``; TFRecord needs none)
+        self.format, self.options = get_format(config.output_format), options
         self.fetch_dir = fetch_dir  # where pieces at a URL are downloaded to, to be appended
         self.dirs = split_dirs(config)
         self.zlib = config.compression == "zlib" and self.format.appendable
