@@ -8,7 +8,9 @@ from typing import Dict, Iterator, Optional
 
 import numpy as np
 
-from .writer import NVIDIA_DTYPES
+from ..layout import FEATURE_NAMES
+
+ORDER = list(FEATURE_NAMES)  # the layout's order first, other datasets after
 
 
 def read_columns(path: str, max_seq_length: Optional[int] = None, max_predictions_per_seq: Optional[int] = None,
@@ -16,17 +18,16 @@ def read_columns(path: str, max_seq_length: Optional[int] = None, max_prediction
     import h5py
 
     with h5py.File(path, "r") as source:
-        names = [name for name in NVIDIA_DTYPES if name in source]
+        names = list(source)
         if "input_ids" not in names or "input_mask" not in names:
             raise ValueError(f"{path}: not a BERT HDF5 shard (no input_ids / input_mask dataset)")
+        names.sort(key=lambda name: ORDER.index(name) if name in ORDER else len(ORDER))
         n = len(source["input_ids"])
         for start in range(0, n, batch_size):
             columns = {}
             for name in names:
                 data = np.asarray(source[name][start:start + batch_size], dtype=np.int64)
-                if name == "next_sentence_labels":
-                    data = data.reshape(-1, 1)
-                columns[name] = data
+                columns[name] = data.reshape(len(data), -1)  # a 1-D dataset is one value a row
                 if name == "masked_lm_ids":
                     columns["masked_lm_weights"] = (columns["masked_lm_positions"] != 0).astype(np.float32)
             yield columns

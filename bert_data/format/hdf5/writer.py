@@ -28,27 +28,29 @@ NVIDIA_DTYPES: Dict[str, str] = {
     "next_sentence_labels": "i1",
 }
 CHUNK_ROWS = 1024  # rows per HDF5 chunk: what a reader decompresses at a time
+DERIVED = ("masked_lm_weights",)  # NVIDIA's reader derives it: a prediction slot at position 0 is padding
 
 
 def write_shard(body_path: str, path: str, name: str, options) -> dict:
+    """Every column of the layout (``options.widths``, in its order) but ``masked_lm_weights``:
+    NVIDIA's dtype where NVIDIA has the dataset, int32 for any other (a layout with more
+    columns, e.g. packed rows, gets them as they come); a column of one value a row is 1-D."""
     import h5py
 
-    widths = options.widths
-    names = [name for name in NVIDIA_DTYPES if name in widths]
+    widths = {column: width for column, width in options.widths.items() if column not in DERIVED}
     n = 0
     with h5py.File(path, "w") as out, open(body_path, "rb") as body:
         datasets = {}
-        for name in names:
-            shape = (0,) if name == "next_sentence_labels" else (0, widths[name])
-            datasets[name] = out.create_dataset(
-                name, shape=shape, maxshape=(None,) + shape[1:], dtype=NVIDIA_DTYPES[name],
+        for column, width in widths.items():
+            shape = (0,) if width == 1 else (0, width)
+            datasets[column] = out.create_dataset(
+                column, shape=shape, maxshape=(None,) + shape[1:], dtype=NVIDIA_DTYPES.get(column, "i4"),
                 chunks=(CHUNK_ROWS,) + shape[1:], compression="gzip" if options.compression == "gzip" else None,
                 track_times=False)
         for block in iter_blocks(body):
             rows = len(block["input_ids"])
-            for name in names:
-                data = block[name].reshape(-1) if name == "next_sentence_labels" else block[name]
-                datasets[name].resize(n + rows, axis=0)
-                datasets[name][n:n + rows] = data
+            for column, dataset in datasets.items():
+                dataset.resize(n + rows, axis=0)
+                dataset[n:n + rows] = block[column].reshape((rows,) + dataset.shape[1:])
             n += rows
     return {"path": name, "samples": n}
