@@ -107,3 +107,21 @@ def test_unreachable_scheduler_is_a_clear_error(tmp_path):
                  "--vocab_file", str(corpus.vocab), "--output_dir", str(tmp_path / "out"), "--quiet",
                      "--scheduler", "tcp://127.0.0.1:1"])
     assert code == 2
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "megatron"])
+def test_other_formats_on_the_cluster_are_a_local_runs_files(corpus_and_reference, cluster, tmp_path, fmt):
+    """The formats written from column blocks (Parquet) and from the tokenized corpus (Megatron)
+    go through the cluster as TFRecord does."""
+    import hashlib
+
+    corpus, _ = corpus_and_reference
+    _, client = cluster
+    generate(config_for(corpus, tmp_path / "local", output_format=fmt, dupe_factor=2), progress=False)
+    generate(config_for(corpus, tmp_path / "out", output_format=fmt, dupe_factor=2),
+             executor=client.get_executor(pure=False), parallelism=2, progress=False)
+
+    def hashes(directory):
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in directory.iterdir() if p.suffix != ".json"}
+
+    assert hashes(tmp_path / "out") == hashes(tmp_path / "local") and len(hashes(tmp_path / "local")) >= 4
