@@ -119,3 +119,18 @@ def test_inspect_and_stats_show_megatrons_corpus(runs):
     assert f"Megatron --data-path: {runs['megatron'] / 'examples-1'}" in stats
     shown = cli("inspect", str(runs["megatron"]), "-n", "1")
     assert shown.startswith("examples-1.bin document 0: ") and "\n  " in shown
+
+
+def test_nvidias_own_hdf5_files_without_a_manifest_are_read_and_checked(runs, tmp_path):
+    """Files made elsewhere (no manifest): the layout comes from the datasets' shapes."""
+    import shutil
+
+    directory = tmp_path / "nvidia"
+    directory.mkdir()
+    for number, path in enumerate(shard_files(runs["nsp"]["hdf5"], "hdf5")):
+        shutil.copy(path, directory / f"wikicorpus_en_training_{number}.hdf5")
+    report = verify(str(directory))
+    assert report.ok and report.n_records == verify(str(runs["nsp"]["tfrecord"])).n_records
+    reference = list(bert_data.read_batches(str(runs["nsp"]["tfrecord"]), batch_size=64))
+    batches = list(bert_data.read_batches(str(directory), batch_size=64))
+    assert all(np.array_equal(a[name], b[name]) for a, b in zip(batches, reference) for name in a)

@@ -265,6 +265,11 @@ def infer_specs(shard: str, compression="auto") -> Optional[List[FeatureSpec]]:
     from .tfrecord.example_codec import decode_example
     from .tfrecord import iter_records
 
+    if shard_kind(shard) == "hdf5":  # e.g. NVIDIA's own files: the datasets' shapes tell the layout
+        return _hdf5_specs(shard)
+    if shard_kind(shard) != TFRECORD:
+        raise ValueError(f"{shard}: the record layout of a {shard_kind(shard)} shard comes from its manifest "
+                         f"({MANIFEST_NAME}), which is missing")
     for record in iter_records(shard, compression=compression):
         try:
             example = decode_example(record)
@@ -461,6 +466,16 @@ def group_info(group: ShardGroup, compression="auto") -> DatasetInfo:
 # --------------------------------------------------------------------------------------------
 # Decoding
 # --------------------------------------------------------------------------------------------
+
+
+def _hdf5_specs(shard: str) -> Optional[List[FeatureSpec]]:
+    from .output_formats import get_format
+
+    for columns in get_format("hdf5").read_columns(shard, None, None, 1):
+        masked = "masked_lm_ids" in columns
+        return feature_specs(columns["input_ids"].shape[1], columns["masked_lm_ids"].shape[1] if masked else 0,
+                             mlm_only="segment_ids" not in columns, masked=masked)
+    return None
 
 
 def shard_kind(path: str) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import mmap
+import os
 from typing import Dict, Iterator, Optional
 
 import numpy as np
@@ -15,17 +17,19 @@ _VALUE_TYPES = {"ndarray:int32": np.int32, "ndarray:uint8": np.uint8, "int32": n
 _SHAPE_TYPES = {0: np.uint8, 1: np.uint16, 2: np.uint32, 3: np.uint64}
 
 
-def _shard_bytes(path: str) -> bytes:
+def _shard_bytes(path: str):
+    """The raw shard: decompressed whole (as streaming does), or memory-mapped."""
     if path.endswith(".gz"):
         with gzip.open(path, "rb") as handle:
             return handle.read()
     with open(path, "rb") as handle:
-        data = handle.read()
-    if path.endswith(".zstd"):
-        import zstandard
+        if path.endswith(".zstd"):
+            import zstandard
 
-        return zstandard.ZstdDecompressor().decompressobj().decompress(data)
-    return data
+            return zstandard.ZstdDecompressor().decompressobj().decompress(handle.read())
+        if not os.path.getsize(path):
+            return b""
+        return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)  # pages read as samples are
 
 
 def _decode(encoding: str, datum: bytes):
