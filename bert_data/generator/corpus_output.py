@@ -80,7 +80,6 @@ def write_corpus(plan: Plan, config: GeneratorConfig, work_dir: str, rename: boo
     dtype = token_dtype(plan.vocab.size)
     documents = _documents(plan, work_dir)
     totals = {split: CorpusSplit() for split in split_dirs(config)}
-    shard_of: List[int] = []
     writers: Dict[str, List[IndexedWriter]] = {}
     for split, directory in split_dirs(config).items():
         mine = [document for document in documents if document.split == split]

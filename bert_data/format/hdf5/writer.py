@@ -12,10 +12,7 @@ and written without timestamps, so a run's files have the same bytes every time.
 
 from __future__ import annotations
 
-import os
 from typing import Dict
-
-import numpy as np
 
 from ..columns import iter_blocks
 

@@ -20,7 +20,6 @@ Parquet's own (``--compression snappy``, ``zstd`` or ``gzip``); rows go out in r
 
 from __future__ import annotations
 
-import os
 
 from ..columns import iter_blocks, pair_label_name, to_rows
 
