@@ -8,9 +8,9 @@ every format give the same columns back, so ``verify``, ``inspect``, ``stats`` a
 see one thing whatever the file.
 
 Formats that cannot be appended to byte by byte (HDF5, Parquet, MDS) are written in two steps:
-an encode task writes its shard's rows as *column blocks* (:func:`encode_block`, appendable:
-a shard's body is the blocks of its segments one after the other), and the shard writer turns
-the body into the format's file when the shard is complete (:func:`iter_blocks` reads it back).
+an encode task writes its shard's rows as *column batches* (:func:`encode_batch`, appendable:
+a shard's *body* is the batches of its segments one after the other), and the shard writer turns
+the body into the format's file when the shard is complete (:func:`iter_batches` reads it back).
 
 The row model of Hugging Face ``transformers`` (Parquet and MDS rows: unpadded token lists,
 ``labels`` -100 except at masked positions) is derived here, both ways: :func:`to_rows` and
@@ -30,32 +30,32 @@ IGNORE_INDEX = -100
 _HEADER = struct.Struct("<I")
 
 
-def encode_block(columns: Dict[str, np.ndarray]) -> bytes:
-    """One block: a little-endian uint32 length, a JSON header naming each column's dtype and
+def encode_batch(columns: Dict[str, np.ndarray]) -> bytes:
+    """One batch of instances: a little-endian uint32 length, a JSON header naming each column's dtype and
     shape, then each column's bytes (C order), in the header's order."""
     arrays = {name: np.ascontiguousarray(array) for name, array in columns.items()}
     header = json.dumps([[name, array.dtype.str, list(array.shape)] for name, array in arrays.items()]).encode()
     return b"".join([_HEADER.pack(len(header)), header] + [array.tobytes() for array in arrays.values()])
 
 
-def iter_blocks(handle: BinaryIO) -> Iterator[Dict[str, np.ndarray]]:
-    """The blocks of a shard body, in order, each as its columns."""
+def iter_batches(handle: BinaryIO) -> Iterator[Dict[str, np.ndarray]]:
+    """The batches of a shard's body, in order, each as its columns."""
     while True:
         head = handle.read(_HEADER.size)
         if not head:
             return
         if len(head) < _HEADER.size:
-            raise ValueError("truncated column block")
+            raise ValueError("truncated column batch")
         header = json.loads(handle.read(_HEADER.unpack(head)[0]))
-        block = {}
+        batch = {}
         for name, dtype, shape in header:
             dtype = np.dtype(dtype)
             size = int(np.prod(shape)) * dtype.itemsize
             data = handle.read(size)
             if len(data) != size:
-                raise ValueError(f"truncated column block ({name})")
-            block[name] = np.frombuffer(data, dtype).reshape(shape)
-        yield block
+                raise ValueError(f"truncated column batch ({name})")
+            batch[name] = np.frombuffer(data, dtype).reshape(shape)
+        yield batch
 
 
 def pair_label_name(sentence_order: bool) -> str:

@@ -12,7 +12,7 @@ it is ``<shard name>.tmp`` (renamed when complete, before the manifest, which is
 Each output format (*kind*) has its shard suffix, and the suffixes a reader recognises in a
 directory without a manifest (a compressed TFRecord file may carry its codec in its name; MDS
 names its compressed shards ``.mds.zstd`` / ``.mds.gz``, as MosaicML streaming does).  Formats
-whose shards are written from appended column blocks (HDF5, Parquet, MDS) write a complete
+whose shards are written from appended column batches (HDF5, Parquet, MDS) write a complete
 shard as ``<shard name>.out`` before its rename; MDS keeps ``index.json`` beside a split's
 shards.  What each format holds and how it is written: :mod:`bert_data.format.output_formats`.
 """
@@ -31,7 +31,7 @@ SPLITS = (TRAIN, VAL)
 
 # A shard (or a manifest) being written; renamed to its final name when complete.
 IN_PROGRESS_SUFFIX = ".tmp"
-# A shard written whole from its appended blocks (HDF5, Parquet, MDS), before its rename.
+# A shard written whole from its appended column batches (HDF5, Parquet, MDS), before its rename.
 WRITTEN_SUFFIX = ".out"
 
 

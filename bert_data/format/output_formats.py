@@ -82,9 +82,9 @@ class OutputFormat:
         """Rows of one shard (padded canonical columns) -> bytes appended to the shard's body."""
         if self.appendable:
             return self._impl().encode_segment(columns, options)
-        from .columns import encode_block
+        from .columns import encode_batch
 
-        return encode_block(columns)
+        return encode_batch(columns)
 
     def write_shard(self, body_path: str, path: str, name: str, options: ShardOptions) -> dict:
         """The shard's body -> the shard file, written at ``path`` (a temporary: the caller

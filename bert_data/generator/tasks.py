@@ -408,7 +408,7 @@ def make_encode_tasks(unit_index: int, split: str, data: SplitPairs, n_shards: i
 
 def encode_shards(task: EncodeTask, settings: RunSettings, work_dir: str) -> List[Segment]:
     """Mask and encode one split's records for some output shards, in the output format's
-    segment encoding (framed records for TFRecord, column blocks for the others), into one
+    segment encoding (framed records for TFRecord, column batches for the others), into one
     piece file."""
     config = settings.config
     vocab = _WorkerContext.get(settings).vocab

@@ -6,7 +6,7 @@ their reader derives it (a prediction slot at position 0, always ``[CLS]``, is p
 
 MLM-only data has no ``segment_ids`` and no ``next_sentence_labels``, unmasked data
 (``--disable_masking``) no ``masked_lm_*``, as in the TFRecord layout.  The datasets are
-resizable (one row-chunked dataset grows block by block: a shard never sits in memory whole),
+resizable (one row-chunked dataset grows batch by batch: a shard never sits in memory whole),
 and written without timestamps, so a run's files have the same bytes every time.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Dict
 
-from ..columns import iter_blocks
+from ..columns import iter_batches
 
 NVIDIA_DTYPES: Dict[str, str] = {
     "input_ids": "i4",
@@ -44,10 +44,10 @@ def write_shard(body_path: str, path: str, name: str, options) -> dict:
                 column, shape=shape, maxshape=(None,) + shape[1:], dtype=NVIDIA_DTYPES.get(column, "i4"),
                 chunks=(CHUNK_ROWS,) + shape[1:], compression="gzip" if options.compression == "gzip" else None,
                 track_times=False)
-        for block in iter_blocks(body):
-            rows = len(block["input_ids"])
+        for batch in iter_batches(body):
+            rows = len(batch["input_ids"])
             for column, dataset in datasets.items():
                 dataset.resize(n + rows, axis=0)
-                dataset[n:n + rows] = block[column].reshape((rows,) + dataset.shape[1:])
+                dataset[n:n + rows] = batch[column].reshape((rows,) + dataset.shape[1:])
             n += rows
     return {"path": name, "samples": n}

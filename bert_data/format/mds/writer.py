@@ -26,7 +26,7 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from ..columns import iter_blocks, pair_label_name, to_rows
+from ..columns import iter_batches, pair_label_name, to_rows
 from ..dataset_layout import MDS_INDEX
 
 COMPRESSION_EXTENSIONS = {"zstd": "zstd", "gzip": "gz"}  # ours -> streaming's compression name
@@ -65,9 +65,9 @@ def _array_bytes(values: np.ndarray) -> bytes:
         values.tobytes()
 
 
-def encode_samples(block, options) -> List[bytes]:
+def encode_samples(batch, options) -> List[bytes]:
     names = list(column_encodings(options))
-    rows = to_rows(block, options.sentence_order)
+    rows = to_rows(batch, options.sentence_order)
     offsets = rows["offsets"]
     samples = []
     for i in range(len(offsets) - 1):
@@ -91,8 +91,8 @@ def write_shard(body_path: str, path: str, name: str, options) -> dict:
         raw_name = raw_name[: -len(COMPRESSION_EXTENSIONS[options.compression]) - 1]
     directory = os.path.dirname(path) or "."
     with tempfile.TemporaryFile(dir=directory) as samples, open(body_path, "rb") as body:
-        for block in iter_blocks(body):
-            for sample in encode_samples(block, options):
+        for batch in iter_batches(body):
+            for sample in encode_samples(batch, options):
                 samples.write(sample)
                 sizes.append(len(sample))
         n = len(sizes)

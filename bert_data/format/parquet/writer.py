@@ -21,7 +21,7 @@ Parquet's own (``--compression snappy``, ``zstd`` or ``gzip``); rows go out in r
 from __future__ import annotations
 
 
-from ..columns import iter_blocks, pair_label_name, to_rows
+from ..columns import iter_batches, pair_label_name, to_rows
 
 ROW_GROUP_ROWS = 16384
 LIST_COLUMNS = ("input_ids", "token_type_ids", "attention_mask", "labels")
@@ -42,10 +42,10 @@ def schema_for(options):
     return pa.schema(fields)
 
 
-def _table(block, schema, options):
+def _table(batch, schema, options):
     import pyarrow as pa
 
-    rows = to_rows(block, options.sentence_order)
+    rows = to_rows(batch, options.sentence_order)
     offsets = pa.array(rows["offsets"], type=pa.int32())
     arrays = []
     for field in schema:
@@ -69,9 +69,9 @@ def write_shard(body_path: str, path: str, name: str, options) -> dict:
                 writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)
                 pending.clear()
 
-        for block in iter_blocks(body):
-            pending.append(_table(block, schema, options))
-            n += len(block["input_ids"])
+        for batch in iter_batches(body):
+            pending.append(_table(batch, schema, options))
+            n += len(batch["input_ids"])
             if sum(len(table) for table in pending) >= ROW_GROUP_ROWS:
                 flush()
         flush()
