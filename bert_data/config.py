@@ -297,9 +297,13 @@ class GeneratorConfig:
         if fmt is None:
             raise ConfigError(f"--output_format must be one of {', '.join(FORMATS)}, got {self.output_format!r}")
         if self.compression is not None and self.compression not in fmt.compressions:
-            have = f"one of {', '.join(fmt.compressions)}" if fmt.compressions else "none"
-            raise ConfigError(f"--compression {self.compression} is not a compression of --output_format "
-                              f"{self.output_format} ({have})")
+            if not fmt.compressions:
+                raise ConfigError(f"--output_format {self.output_format} has no --compression, got "
+                                  f"{self.compression!r}")
+            names = " or ".join([", ".join(fmt.compressions[:-1]), fmt.compressions[-1]] if len(fmt.compressions) > 1
+                                else fmt.compressions)
+            raise ConfigError(f"--compression must be {names} for --output_format {self.output_format}, got "
+                              f"{self.compression!r}")
         if self.v2_feature_names and self.output_format != TFRECORD:
             raise ConfigError("--v2_feature_names names TFRecord features; --output_format "
                               f"{self.output_format} has its own names")
