@@ -17,6 +17,8 @@ from bert_data.tokenizers.vocab_builder import train_wordpiece_vocab, write_voca
 from bert_data.tokenizers.vocab import SPECIAL_TOKENS, load_vocab, unk_rate
 from bert_data.tokenizers.wordpiece import WordPieceTokenizer
 
+from conftest import make_corpus
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "examples" / "sample"
 METADATA = SAMPLE / "metadata.txt"
@@ -195,3 +197,12 @@ def test_document_texts_can_be_read_again(tmp_path):
     texts = DocumentTexts([str(tmp_path / "m.txt")], str(tmp_path), multiple_docs_in_single_file=True)
     assert list(texts) == list(texts) == ["one\n", "two\n"]
     assert texts.n_docs == 2 and texts.skipped == {"binary file (NUL bytes)": 1}
+
+
+def test_build_vocab_reads_input_files(tmp_path, capsys):
+    corpus = make_corpus(tmp_path / "c", n_docs=4, min_sentences=5, max_sentences=8)
+    code = build_vocab_main(["--input_files", str(corpus.root / "docs" / "*.txt"), "--vocab_size", "200",
+                             "--min_frequency", "1", "--do_lower_case=true", "--quiet", "--out", str(tmp_path / "v.txt")])
+    assert code == 0
+    assert "from 4 documents" in capsys.readouterr().err
+    assert (tmp_path / "v.txt").read_text().startswith("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
