@@ -223,9 +223,11 @@ def _run_manifest_index(directory: str) -> List[str]:
 
 
 def layout_flags(specs: Sequence[FeatureSpec]) -> dict:
-    """``{"mlm_only", "masked", "v2_feature_names", "max_seq_length", "max_predictions_per_seq"}``
-    of a record layout, or ValueError if ``specs`` is not one that
-    :func:`bert_data.format.layout.feature_specs` makes (names, order, types and lengths)."""
+    """``{"mlm_only", "masked", "v2_feature_names", "max_seq_length", "max_predictions_per_seq",
+    "packed", "max_sequences_per_pack"}`` of a record layout, or ValueError if ``specs`` is not
+    one that :func:`bert_data.format.layout.feature_specs` makes (names, order, types and
+    lengths).  For packed rows ``max_predictions_per_seq`` is a row's prediction slots and
+    ``max_sequences_per_pack`` is None for MLM-only rows (their layout does not show it)."""
     by_name = {canonical_name(spec.name): spec for spec in specs}
     ids = by_name.get("input_ids")
     if ids is None:
@@ -238,9 +240,13 @@ def layout_flags(specs: Sequence[FeatureSpec]) -> dict:
         "v2_feature_names": ids.name != "input_ids",
         "max_seq_length": ids.length,
         "max_predictions_per_seq": positions.length if positions is not None else None,
+        "packed": "positions" in by_name,
+        "max_sequences_per_pack": by_name["next_sentence_positions"].length
+        if "next_sentence_positions" in by_name else None,
     }
     expected = feature_specs(ids.length, flags["max_predictions_per_seq"] or 0, flags["mlm_only"], flags["masked"],
-                             flags["v2_feature_names"])
+                             flags["v2_feature_names"],
+                             (flags["max_sequences_per_pack"] or 1) if flags["packed"] else 0)
     if list(specs) != expected:
         raise ValueError(f"features {[(s.name, s.dtype, s.length) for s in specs]} are not a BERT record layout "
                          f"(expected {[(s.name, s.dtype, s.length) for s in expected]})")
@@ -254,6 +260,9 @@ def describe_layout(specs: Sequence[FeatureSpec]) -> str:
     except ValueError:
         return "unknown layout: " + ", ".join(spec.name for spec in specs)
     kind = "MLM-only" if flags["mlm_only"] else "NSP"
+    if flags["packed"]:
+        kind += ", packed" + (f" (up to {flags['max_sequences_per_pack']} a row)"
+                              if flags["max_sequences_per_pack"] else "")
     if not flags["masked"]:
         kind += ", unmasked"
     if flags["v2_feature_names"]:
@@ -281,9 +290,11 @@ def infer_specs(shard: str, compression="auto") -> Optional[List[FeatureSpec]]:
             if name not in stored:
                 raise ValueError(f"{shard}: record 0: feature {name!r} is missing")
         masked = "masked_lm_positions" in stored
+        packs = len(example["next_sentence_positions"]) if "next_sentence_positions" in stored else 1
         specs = feature_specs(len(example[stored["input_ids"]]), len(example["masked_lm_positions"]) if masked else 0,
                               mlm_only="segment_ids" not in stored, masked=masked,
-                              v2_feature_names=stored["input_ids"] != "input_ids")
+                              v2_feature_names=stored["input_ids"] != "input_ids",
+                              max_sequences_per_pack=packs if "positions" in stored else 0)
         if set(example) != {spec.name for spec in specs}:
             raise ValueError(f"{shard}: record 0: features {sorted(example)} are not a BERT record layout")
         for spec in specs:

@@ -64,7 +64,9 @@ class SplitTotals:
 
     n_units: int = 0
     n_docs: int = 0
-    n_examples: int = 0
+    n_examples: int = 0  # records (packed rows with --pack_sequences)
+    n_instances: int = 0
+    n_record_tokens: int = 0  # record tokens that are not padding
     n_sentences: int = 0
     n_tokens: int = 0
     invalid_utf8_replaced: int = 0
@@ -85,7 +87,9 @@ class RunTotals:
         totals = self.splits[pairs.split]
         totals.n_units += 1
         totals.n_docs += pairs.n_docs
-        totals.n_examples += pairs.n_instances
+        totals.n_examples += pairs.n_records
+        totals.n_instances += pairs.n_instances
+        totals.n_record_tokens += pairs.n_record_tokens
         totals.n_sentences += pairs.n_sentences
         totals.n_tokens += pairs.n_tokens
         totals.invalid_utf8_replaced += pairs.n_replaced
@@ -284,7 +288,7 @@ class _Scheduler:
             for task in make_encode_tasks(value.unit_index, value.split, value.pairs, count, rotation):
                 self.ready.append(("encode", value.unit_index, (task, self.config, self.work_dir)))
                 result.encode_tasks_left += 1
-        self.records_before[value.split] += value.n_instances
+        self.records_before[value.split] += value.n_records
         value.pairs = None  # the tasks hold what is needed; keep the parent lean
         if not result.encode_tasks_left:
             yield self.units.pop(value.unit_index)
@@ -329,16 +333,16 @@ class ShardCounts:
         if self.split_tokens is None:  # once: every slice's table is read
             self.split_tokens = split_token_counts(self.plan, self.work_dir)
         split_tokens = self.split_tokens[first.split]
-        records = first.n_instances * split_tokens / first.n_tokens
+        records = first.n_records * split_tokens / first.n_tokens
         if self.config.records_per_file is not None:
             return max(1, round(records / self.config.records_per_file))
         target = self.config.megabytes_per_file * 1e6
         # A segment is one unit's share of a shard: it depends on the count being set, so the
         # count is estimated uncompressed first, then with segments of the size it implies.
-        uncompressed = records * record_bytes(first.pairs, self.config, self.plan.vocab, first.n_instances)
+        uncompressed = records * record_bytes(first.pairs, self.config, self.plan.vocab, first.n_records)
         count = max(1, round(uncompressed / target))
         if self.config.compression:
-            segment_rows = max(1, first.n_instances // count)
+            segment_rows = max(1, first.n_records // count)
             count = max(1, round(records * record_bytes(first.pairs, self.config, self.plan.vocab, segment_rows)
                                  / target))
         return count
@@ -576,6 +580,9 @@ def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals, skip
             options=options,
             n_examples=counts.n_examples,
             n_docs=counts.n_docs,
+            n_instances=counts.n_instances,
+            fill_rate=counts.n_record_tokens / (counts.n_examples * config.max_seq_length) if counts.n_examples
+            else None,
             split=split,
             examples_per_file={name: totals.records_per_shard.get(f"{split}/{i}", 0) for i, name in enumerate(names)},
             bytes_per_file={name: sizes[path] if sizes else os.path.getsize(path)
