@@ -217,12 +217,12 @@ def test_short_targets_drawn_per_chunk_do_not_depend_on_document_sizes(tmp_path)
 
 
 def test_resume_reuses_the_slices_tokenized_before_an_interruption(tmp_path, monkeypatch):
-    import bert_data.generator.documents as documents
+    import bert_data.generator.inputs.planner as planner
     import bert_data.generator.runner as runner
 
     corpus = make_corpus(tmp_path / "c", n_docs=40, min_sentences=4, max_sentences=8)
-    original_plan, original_tokenize = documents.plan_corpus, runner.tokenize_slice
-    monkeypatch.setattr(documents, "plan_corpus", lambda *a, **k: original_plan(*a, slice_docs=4, **k))
+    original_plan, original_tokenize = planner.plan_corpus, runner.tokenize_slice
+    monkeypatch.setattr(planner, "plan_corpus", lambda *a, **k: original_plan(*a, slice_docs=4, **k))
     generate(config(corpus, tmp_path / "reference", split_num=8), progress=False)
     calls = []
 

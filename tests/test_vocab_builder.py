@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bert_data.cli.build_vocab import main as build_vocab_main
-from bert_data.generator.documents import DocumentTexts, read_metadata
+from bert_data.generator.inputs.listing import read_metadata
+from bert_data.generator.inputs.reading import DocumentTexts
 from bert_data.generator.vocab_builder import train_wordpiece_vocab, write_vocab
 from bert_data.tokenization import SPECIAL_TOKENS, WordPieceTokenizer, load_vocab, unk_rate
 

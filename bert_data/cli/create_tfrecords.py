@@ -269,7 +269,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(parser, argv)
 
     from ..config import ConfigError
-    from ..generator.documents import InputError
+    from ..generator.inputs.types import InputError
     from ..generator.output import Interrupted
     from ..generator.runner import GenerationError, generate
     from ..generator.sentences import SentenceSplitterError

@@ -23,7 +23,7 @@ from typing import Dict, List, Optional
 
 from .. import storage
 from ..config import GeneratorConfig
-from .documents import TRAIN
+from .inputs.types import TRAIN
 from .output import GenerationError, shard_path, split_dirs
 from .scratch import fetch_piece
 

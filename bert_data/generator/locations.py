@@ -38,7 +38,7 @@ from typing import Dict, List, Optional
 from .. import storage
 from ..config import ConfigError, GeneratorConfig
 from ..format.manifest import Manifest
-from .documents import TRAIN, VAL
+from .inputs.types import TRAIN, VAL
 from .output import LOCK, WORK_DIR, GenerationError, prepare_output_dir, shard_path, split_dirs, work_dir_of
 from .scratch import discard_unjournaled, listdir
 

@@ -28,7 +28,7 @@ from typing import Dict, List, Optional
 
 from ..config import ConfigError, GeneratorConfig
 from ..format.manifest import MANIFEST_NAME, Manifest, write_json_atomic
-from .documents import TRAIN, VAL
+from .inputs.types import TRAIN, VAL
 
 WORK_DIR = ".bert_data_work"
 JOURNAL = "journal.json"

@@ -15,9 +15,10 @@ from .. import __version__
 from ..config import ConfigError, GeneratorConfig
 import numpy as np
 
-from . import documents as docs_mod
-from .documents import TRAIN, VAL, CorpusPlan, InputError, Slice
-from .listing import list_documents
+from .inputs import planner
+from .inputs.listing import list_documents
+from .inputs.reading import read_documents
+from .inputs.types import SPLIT_OF_CODE, TRAIN, TRAIN_CODE, VAL, VAL_CODE, CorpusPlan, InputError, Slice
 from .mixing import CorpusOrder
 from .tasks import SliceTable, UnitWork
 
@@ -107,25 +108,25 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
     entries = [entry for entry in entries if entry.path not in held_out]
 
     def split_code(label: str, position: int) -> int:
-        if config.val_fraction > 0 and docs_mod.is_validation_document(label, config.val_seed, config.val_fraction):
-            return docs_mod.VAL_CODE
-        return docs_mod.TRAIN_CODE
+        if config.val_fraction > 0 and planner.is_validation_document(label, config.val_seed, config.val_fraction):
+            return VAL_CODE
+        return TRAIN_CODE
 
-    missing = [(entry, reason, docs_mod.SPLIT_OF_CODE[split_code(entry.label, -1)]) for entry, reason in missing]
+    missing = [(entry, reason, SPLIT_OF_CODE[split_code(entry.label, -1)]) for entry, reason in missing]
     missing += [(entry, reason, VAL) for entry, reason in val_missing]
     for entry, reason, _ in missing:
         warn(f"{entry.metadata_file}:{entry.line_number}: skipped: {reason}: {entry.path}")
 
-    corpus = docs_mod.plan_corpus(entries, split_code, val_entries,
-                                  multiple_docs_in_single_file=config.multiple_docs_in_single_file,
-                                  separator_line=config.separator_line, jsonl_text_key=config.jsonl_text_key)
+    corpus = planner.plan_corpus(entries, split_code, val_entries,
+                                 multiple_docs_in_single_file=config.multiple_docs_in_single_file,
+                                 separator_line=config.separator_line, jsonl_text_key=config.jsonl_text_key)
     if not corpus.n_docs or not corpus.n_bytes:
         named = config.metadata_files + config.input_files + config.val_metadata_files
         raise InputError("no document with any text in " + ", ".join(named))
     if check_case and source.kind == WORDPIECE:  # the check measures WordPiece's [UNK] rate
         check_vocabulary_case(files, vocab, corpus.slices, allow_case_mismatch)
     split_docs = {split: np.flatnonzero(corpus.doc_splits == code)
-                  for code, split in docs_mod.SPLIT_OF_CODE.items()}
+                  for code, split in SPLIT_OF_CODE.items()}
     orders = {split: CorpusOrder(len(docs), config.seed, shuffle=not config.keep_corpus_order)
               for split, docs in split_docs.items()}
     units = plan_units(corpus, split_docs, orders, config.split_num)
@@ -179,8 +180,7 @@ def check_vocabulary_case(config: GeneratorConfig, vocab, slices: List[Slice], a
         return
     texts, size = [], 0
     sources = [source for piece in slices[:8] for source in piece.sources]
-    for document in docs_mod.read_documents(sources, config.separator_line,
-                                            config.multiple_docs_in_single_file, []):
+    for document in read_documents(sources, config.separator_line, config.multiple_docs_in_single_file, []):
         texts += [line for line in document.text[: sample_chars - size].split("\n") if line.strip()]
         size += len(document.text)
         if size >= sample_chars:

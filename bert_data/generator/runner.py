@@ -40,7 +40,7 @@ from .. import __version__
 from ..config import GeneratorConfig
 from ..format.manifest import Manifest, SkippedDocuments
 from .assembly import Segment, ShardAssembler
-from .documents import BINARY, SPLIT_OF_CODE, TRAIN, VAL, Skip
+from .inputs.types import BINARY, SPLIT_OF_CODE, TRAIN, VAL, Skip
 from .. import storage
 from .executors import default_executor, shares_local_files, stop_executor
 from .locations import (RemoteOutput, check_output_url, count_slices, forget_local_copies, prepare_work_dir,

@@ -30,10 +30,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import documents as docs_mod
 from .. import storage
 from ..config import GeneratorConfig
-from .documents import TRAIN, VAL, Document, Skip, Slice
+from .inputs.reading import read_documents
+from .inputs.types import NO_SENTENCE, TRAIN, VAL, Document, Skip, Slice
 from ..format.example_codec import encode_examples
 from .assembly import Segment, SegmentCompressor
 from ..format.layout import canonical_name
@@ -148,8 +148,8 @@ def tokenize_slice(piece: Slice, config: GeneratorConfig, work_dir: str) -> Slic
     position = {"tokens": 0}
 
     def texts():
-        for document in docs_mod.read_documents(piece.sources, config.separator_line,
-                                                config.multiple_docs_in_single_file, skips):
+        for document in read_documents(piece.sources, config.separator_line,
+                                       config.multiple_docs_in_single_file, skips):
             counts["bytes"] += len(document.text)
             seen.append(document)
             yield document.text
@@ -181,7 +181,7 @@ def tokenize_slice(piece: Slice, config: GeneratorConfig, work_dir: str) -> Slic
             # document left with no sentence is skipped, as the reference does.
             kept = doc_lengths[doc_lengths > 0]
             if not len(kept):
-                skips.append(Skip(docs_mod.NO_SENTENCE, document.label, document.corpus_doc, document.in_parts))
+                skips.append(Skip(NO_SENTENCE, document.label, document.corpus_doc, document.in_parts))
             else:
                 begin = int(ends[first - 1]) if first else 0
                 token_parts.append(tokens[begin : int(ends[first + len(sentences) - 1])])
