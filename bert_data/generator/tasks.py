@@ -406,10 +406,8 @@ def pack_pairs(pairs: PairArrays, lengths: np.ndarray, tokens_path: str, config:
     """A unit's instances (in their shuffled order) packed into rows (``--pack_sequences``), the
     rows in a random order of their own: best-fit over a window puts long instances in the
     first rows of each window, which a seeded permutation spreads out again."""
-    if config.disable_masking:
-        budgets = np.zeros(len(lengths), dtype=np.int64)
-    else:
-        budgets = num_to_predict(lengths, config.masked_lm_prob, config.max_predictions_per_seq)
+    # Unmasked rows too: load-time masks, drawn with the run's options, then fit the row's slots.
+    budgets = num_to_predict(lengths, config.masked_lm_prob, config.max_predictions_per_seq)
     k = config.sequences_per_pack
     order, sizes = pack_instances(lengths, budgets, config.max_seq_length,
                                   packed_predictions(config.max_predictions_per_seq, k), k)
