@@ -29,6 +29,14 @@ def packed(corpus, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def plain(corpus, tmp_path_factory):
+    output = tmp_path_factory.mktemp("plain_nsp")
+    generate(corpus_config(corpus, output, max_seq_length=48, max_predictions_per_seq=8, short_seq_prob=0.3,
+                           num_output_files=2), progress=False)
+    return output
+
+
+@pytest.fixture(scope="module")
 def unmasked(corpus, tmp_path_factory):
     output = tmp_path_factory.mktemp("packed_unmasked")
     generate(corpus_config(corpus, output, max_seq_length=48, max_predictions_per_seq=8, mlm_only=True,
@@ -112,3 +120,23 @@ def test_load_time_masks_of_packed_rows_are_drawn_per_instance(unmasked):
     used = masked["masked_lm_weights"] > 0
     original[np.nonzero(used)[0], masked["masked_lm_positions"][used]] = masked["masked_lm_ids"][used]
     assert np.array_equal(original, stored["input_ids"])
+
+
+def test_the_packed_training_example_runs(packed, plain, capsys):
+    """examples/train_packed_bert.py for two steps on each run (a smoke test, not a benchmark)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "train_packed_bert.py"
+    spec = importlib.util.spec_from_file_location("train_packed_bert", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    results = example.main(["--unpacked_dir", str(plain), "--packed_dir", str(packed), "--steps", "2",
+                            "--batch_size", "4"])
+    out = capsys.readouterr().out
+    assert "text tokens per second" in out and "masked-LM loss per token" in out
+    assert results["packed"]["steps"] == results["unpacked"]["steps"] == 2
+    assert results["unpacked"]["instances"] == 8 and results["packed"]["instances"] > 8
+    assert results["packed"]["tokens"] > results["unpacked"]["tokens"]

@@ -574,6 +574,7 @@ def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals, skip
         options["num_output_files"] = totals.shard_counts[split]  # as set, when shards are sized
         options["min_short_seq_length"] = config.short_min
         options["overlap_size"] = config.window_overlap if config.mlm_only else None  # windows only
+        options["max_sequences_per_pack"] = config.sequences_per_pack or None  # as packed, when packed
         if split == VAL:
             options["dupe_factor"] = 1  # validation instances are made once
         manifest = Manifest(
