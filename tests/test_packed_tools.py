@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bert_data.cli.bert_data_cli import main
-from bert_data.format.example_codec import encode_examples
+from bert_data.format.tfrecord.example_codec import encode_examples
 from bert_data.format.manifest import Manifest
 from bert_data.format.tfrecord import frame_records
 from bert_data.generator.runner import generate

@@ -44,7 +44,7 @@ MLM-only packed rows have no ``segment_ids`` and no ``next_sentence_*``; unmaske
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List
+from typing import Iterable, List, Optional
 
 DEFAULT_SEQUENCES_PER_PACK = 3  # Graphcore's choice: more adds little once pairs fill rows
 
@@ -117,6 +117,19 @@ def feature_specs(
     if v2_feature_names:
         specs = [FeatureSpec(V2_NAMES.get(spec.name, spec.name), spec.dtype, spec.length) for spec in specs]
     return specs
+
+
+def layout_options(names: Iterable[str], pack_slots: Optional[int] = None) -> dict:
+    """The inverse of :func:`feature_specs` for its flags: ``{"mlm_only", "masked",
+    "v2_feature_names", "max_sequences_per_pack"}`` of the layout whose features have these
+    (stored) names.  ``pack_slots``: the length of ``next_sentence_positions``, which is the k of
+    packed pair rows (packed MLM-only rows are the same for every k: 1 stands for it).  Whether
+    the names are exactly such a layout is for the caller to check against ``feature_specs``."""
+    names = set(names)
+    canonical = {canonical_name(name) for name in names}
+    return {"mlm_only": "segment_ids" not in canonical, "masked": "masked_lm_positions" in canonical,
+            "v2_feature_names": V2_NAMES["input_ids"] in names,
+            "max_sequences_per_pack": (pack_slots or 1) if "positions" in canonical else 0}
 
 
 _CANONICAL_NAMES = {v2: canonical for canonical, v2 in V2_NAMES.items()}

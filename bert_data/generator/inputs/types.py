@@ -11,8 +11,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-TRAIN = "train"
-VAL = "val"
+from ...format.dataset_layout import TRAIN, VAL  # split names: the dataset layout owns them
 TRAIN_CODE, VAL_CODE = 0, 1  # a document's split, one byte a document in a corpus plan
 SPLIT_OF_CODE = {TRAIN_CODE: TRAIN, VAL_CODE: VAL}
 
