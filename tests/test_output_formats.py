@@ -258,3 +258,21 @@ def test_megabytes_per_file_sizes_the_formats_own_files(runs, fmt, tmp_path):
                                   megabytes_per_file=total / 4 / 1e6), progress=False)
     sizes = list(summary.manifests["train"]["bytes_per_file"].values())
     assert 3 <= len(sizes) <= 5, (total, sizes)
+
+
+def test_packed_rows_in_hdf5_are_the_packed_tfrecord_rows(runs, tmp_path):
+    """--pack_sequences in HDF5: every column of the packed layout (positions, the pair task's
+    positions and weights) as its own dataset, the TFRecord rows of the same run."""
+    import h5py
+
+    for fmt in ("tfrecord", "hdf5"):
+        generate(run_config(runs["corpus"], tmp_path / fmt, fmt, pack_sequences=True), progress=False)
+    for path, columns in zip(shard_files(tmp_path / "hdf5", "hdf5"), tfrecord_columns(tmp_path / "tfrecord")):
+        with h5py.File(path, "r") as f:
+            assert set(f) == set(columns)  # weights kept: they say which instance each prediction is of
+            assert "positions" in f and f["next_sentence_labels"].ndim == 2
+        batches = list(get_format("hdf5").read_columns(str(path), MSL, MPP))
+        for name, expected in columns.items():
+            assert np.array_equal(np.concatenate([batch[name] for batch in batches]), expected), name
+    with pytest.raises(ConfigError, match="--pack_sequences writes packed rows as TFRecord or HDF5"):
+        run_config(runs["corpus"], tmp_path / "parquet", "parquet", pack_sequences=True).validate()

@@ -26,8 +26,9 @@ def read_columns(path: str, max_seq_length: Optional[int] = None, max_prediction
         for start in range(0, n, batch_size):
             columns = {}
             for name in names:
-                data = np.asarray(source[name][start:start + batch_size], dtype=np.int64)
+                dtype = np.float32 if name == "masked_lm_weights" else np.int64
+                data = np.asarray(source[name][start:start + batch_size], dtype=dtype)
                 columns[name] = data.reshape(len(data), -1)  # a 1-D dataset is one value a row
-                if name == "masked_lm_ids":
+                if name == "masked_lm_ids" and "masked_lm_weights" not in names:  # NVIDIA's: derived
                     columns["masked_lm_weights"] = (columns["masked_lm_positions"] != 0).astype(np.float32)
             yield columns

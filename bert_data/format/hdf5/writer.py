@@ -29,19 +29,21 @@ DERIVED = ("masked_lm_weights",)  # NVIDIA's reader derives it: a prediction slo
 
 
 def write_shard(body_path: str, path: str, name: str, options) -> dict:
-    """Every column of the layout (``options.widths``, in its order) but ``masked_lm_weights``:
-    NVIDIA's dtype where NVIDIA has the dataset, int32 for any other (a layout with more
-    columns, e.g. packed rows, gets them as they come); a column of one value a row is 1-D."""
+    """Every column of the layout (``options.widths``, in its order) but ``masked_lm_weights``
+    (kept for packed rows, where it holds each prediction's instance): NVIDIA's dtype where
+    NVIDIA has the dataset, int32 for any other (packed rows' positions and pair-task columns),
+    float32 for weights; a column of one value a row is 1-D."""
     import h5py
 
-    widths = {column: width for column, width in options.widths.items() if column not in DERIVED}
+    packed = "positions" in options.widths  # packed rows: weights hold each prediction's instance (1..k)
+    widths = {column: width for column, width in options.widths.items() if packed or column not in DERIVED}
     n = 0
     with h5py.File(path, "w") as out, open(body_path, "rb") as body:
         datasets = {}
         for column, width in widths.items():
             shape = (0,) if width == 1 else (0, width)
             datasets[column] = out.create_dataset(
-                column, shape=shape, maxshape=(None,) + shape[1:], dtype=NVIDIA_DTYPES.get(column, "i4"),
+                column, shape=shape, maxshape=(None,) + shape[1:], dtype=NVIDIA_DTYPES.get(column, "f4" if column == "masked_lm_weights" else "i4"),
                 chunks=(CHUNK_ROWS,) + shape[1:], compression="gzip" if options.compression == "gzip" else None,
                 track_times=False)
         for batch in iter_batches(body):
