@@ -24,7 +24,7 @@ def __getattr__(name):
 
         return generate
     if name == "WordPieceTokenizer":
-        from .tokenization import WordPieceTokenizer
+        from .tokenizers.wordpiece import WordPieceTokenizer
 
         return WordPieceTokenizer
     if name in _LOADER_NAMES:

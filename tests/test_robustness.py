@@ -213,7 +213,7 @@ def test_an_exception_in_a_worker_names_the_document_and_leaves_no_process(corpu
     metadata.write_text(corpus.metadata.read_text() + "poison.txt\n")
     script = f"""
 import sys
-import bert_data.tokenization as t
+import bert_data.tokenizers.wordpiece as t
 real = t.WordPieceTokenizer.encode_ids
 def encode_ids(self, texts):
     if any("Kaboom" in text for text in texts):

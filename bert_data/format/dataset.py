@@ -262,7 +262,7 @@ def infer_specs(shard: str, compression="auto") -> Optional[List[FeatureSpec]]:
     """The record layout of ``shard`` from its first record, or None if it has no records.
     Raises ``ValueError`` when the record is not a BERT example (and
     :class:`bert_data.format.tfrecord.CorruptRecordError` when it cannot be read)."""
-    from .example_codec import decode_example
+    from .tfrecord.example_codec import decode_example
     from .tfrecord import iter_records
 
     for record in iter_records(shard, compression=compression):
@@ -469,7 +469,7 @@ def decode_records(records: Sequence[bytes], specs: Sequence[FeatureSpec], path:
     layout's order.  Errors are ``ValueError("record K: ...")``; with ``path`` they name the file
     too, and the record number within the file when ``first`` (the file index of
     ``records[0]``) is known."""
-    from .example_codec import decode_examples
+    from .tfrecord.example_codec import decode_examples
 
     try:
         columns = decode_examples(records, specs)

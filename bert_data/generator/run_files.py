@@ -34,7 +34,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import uuid
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -43,6 +42,7 @@ from ..config import ConfigError, GeneratorConfig
 from ..format import dataset_layout
 from ..format.dataset_layout import TRAIN, in_progress, is_run_output_name
 from ..format.manifest import MANIFEST_NAME, Manifest, write_json_atomic
+from ..notices import warn
 
 WORK_DIR = ".bert_data_work"
 JOURNAL = "journal.json"
@@ -369,7 +369,6 @@ def remove_run_files(places) -> None:
         try:
             storage.remove_tree(places.scratch)
         except OSError as error:
-            print(f"create_tfrecords: warning: could not remove the work directory {places.scratch}: {error}",
-                  file=sys.stderr)
+            warn(f"could not remove the work directory {places.scratch}: {error}")
     if places.remote:
         shutil.rmtree(places.local_output, ignore_errors=True)

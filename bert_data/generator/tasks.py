@@ -34,7 +34,7 @@ from .. import storage
 from ..config import GeneratorConfig
 from .inputs.reading import read_documents
 from .inputs.types import NO_SENTENCE, TRAIN, VAL, Document, Skip, Slice
-from ..format.example_codec import encode_examples
+from ..format.tfrecord.example_codec import encode_examples
 from .pieces import Segment, SegmentCompressor
 from ..format.layout import canonical_name
 from .locations import with_local_files
@@ -69,7 +69,7 @@ class _WorkerContext:
 
     def __init__(self, config: GeneratorConfig):
         from .sentences import make_sentence_splitter
-        from ..tokenization import force_single_thread
+        from ..tokenizers.wordpiece import force_single_thread
 
         # One worker process, one tokenizer thread: parallelism comes from processes.
         force_single_thread()
