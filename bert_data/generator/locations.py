@@ -230,9 +230,9 @@ class RemoteOutput:
         return journal
 
     # ------------------------------------------------------------------ the finished dataset
-    def upload_shards(self, local: GeneratorConfig, shard_counts: Dict[str, int]) -> Dict[str, int]:
+    def upload_shards(self, local: GeneratorConfig, shard_counts: Dict[str, int], step=lambda: None) -> Dict[str, int]:
         """Each finished shard, staged under ``local``, to its final key (the manifests come
-        after); returns the shards' sizes by URL, for the manifests."""
+        after; ``step`` is called after each); returns the shards' sizes by URL, for the manifests."""
         config, sizes = self.config, {}
         for split, directory in split_dirs(local).items():
             for shard in range(shard_counts[split]):
@@ -240,6 +240,7 @@ class RemoteOutput:
                 url = shard_path(split_dirs(config)[split], config, shard)
                 self._upload(staged, url)
                 sizes[url] = os.path.getsize(staged)
+                step()
         return sizes
 
     def _upload(self, local: str, url: str) -> None:

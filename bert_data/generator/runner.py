@@ -27,130 +27,28 @@ Nothing lost, nothing silent:
 from __future__ import annotations
 
 import concurrent.futures as cf
-import dataclasses
-import errno
-import os
 import signal
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from ..version import __version__
 from ..config import GeneratorConfig
-from ..format.manifest import Manifest, SkippedDocuments
 from .assembly import ShardAssembler
 from .inputs.types import BINARY, SPLIT_OF_CODE, Skip
 from ..format.dataset_layout import TRAIN, VAL
 from .. import storage
-from .executors import default_executor, shares_local_files, stop_executor
+from .executors import dead_worker_signal, default_executor, shares_local_files, stop_executor
 from .locations import RemoteOutput, check_output_url, forget_local_copies, prepare_work_dir, run_locations
 from .pieces import Segment
-from .run_files import (GenerationError, Interrupted, OutputLock, create_output_dir, keep_journaled, lock_path,
-                        pool_path, prepare_output_dir, remove_run_files, shard_path, slice_paths, split_dirs,
-                        write_journal, write_manifests)
+from .run_files import (GenerationError, Interrupted, OutputLock, create_output_dir, finalize, lock_path, pool_path,
+                        prepare_output_dir, refuse_writing_over_inputs, remove_run_files, slice_paths, split_dirs,
+                        stopped, write_journal)
 from .scratch import finished_slices, load_arrays
 from .planning import Plan, make_plan, warn
+from .totals import RunTotals, SkippedTotals, make_manifests
 from .tasks import (DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError, UnitPairs,
                     encode_shards, make_encode_tasks, pair_unit, record_bytes, tokenize_slice)
-
-MAX_LISTED_SKIPS = 100
-
-
-# ---------------------------------------------------------------------------- totals
-
-@dataclass
-class SplitTotals:
-    """One split's counts, accumulated unit by unit (and kept in the journal)."""
-
-    n_units: int = 0
-    n_docs: int = 0
-    n_examples: int = 0
-    n_sentences: int = 0
-    n_tokens: int = 0
-    invalid_utf8_replaced: int = 0
-
-
-@dataclass
-class RunTotals:
-    """What the manifests report of the units written so far (kept in the journal)."""
-
-    units_done: int = 0
-    splits: Dict[str, SplitTotals] = field(default_factory=lambda: {TRAIN: SplitTotals(), VAL: SplitTotals()})
-    records_per_shard: Dict[str, int] = field(default_factory=dict)
-    shard_counts: Dict[str, int] = field(default_factory=dict)  # per split, once set
-
-    def add(self, result: "UnitResult") -> None:
-        pairs = result.pairs
-        self.units_done += 1
-        totals = self.splits[pairs.split]
-        totals.n_units += 1
-        totals.n_docs += pairs.n_docs
-        totals.n_examples += pairs.n_instances
-        totals.n_sentences += pairs.n_sentences
-        totals.n_tokens += pairs.n_tokens
-        totals.invalid_utf8_replaced += pairs.n_replaced
-        for segment in result.segments:
-            key = f"{segment.split}/{segment.shard}"
-            self.records_per_shard[key] = self.records_per_shard.get(key, 0) + segment.n_records
-
-    @property
-    def n_examples(self) -> int:
-        return sum(totals.n_examples for totals in self.splits.values())
-
-    def to_json(self) -> dict:
-        return {"units_done": self.units_done, "records_per_shard": self.records_per_shard,
-                "splits": {split: dataclasses.asdict(totals) for split, totals in self.splits.items()},
-                "shard_counts": self.shard_counts}
-
-    @classmethod
-    def from_json(cls, data: dict) -> "RunTotals":
-        return cls(data["units_done"], {split: SplitTotals(**totals) for split, totals in data["splits"].items()},
-                   data["records_per_shard"], data.get("shard_counts", {}))
-
-
-class SkippedTotals:
-    """Documents skipped, per split: the missing files, then what the tokenized slices report
-    (recounted from the slices' summaries on every run, so a resumed run counts each once)."""
-
-    def __init__(self, plan: Plan):
-        self.plan = plan
-        self.by_split = {TRAIN: SkippedDocuments(), VAL: SkippedDocuments()}
-        for entry, reason, split in plan.missing:
-            self._add(split, reason, entry.label)
-
-    def _add(self, split: str, reason: str, label: str) -> None:
-        skipped = self.by_split[split]
-        skipped.count += 1
-        skipped.by_reason[reason] = skipped.by_reason.get(reason, 0) + 1
-        if len(skipped.first) < MAX_LISTED_SKIPS:
-            skipped.first.append({"path": label, "reason": reason})
-
-    def add_slices(self, summaries: List[SliceSummary]) -> None:
-        """A document read in parts is skipped once, not once a part, and a blank part does not
-        make it blank (a binary part is reported all the same: text was lost)."""
-        kept_in_parts = {position for summary in summaries for position in summary.kept_in_parts}
-        seen = set()
-        for summary in summaries:
-            for skip in summary.skips:
-                if skip.in_parts:
-                    if (skip.reason, skip.corpus_doc) in seen or (
-                            skip.reason != BINARY and skip.corpus_doc in kept_in_parts):
-                        continue
-                    seen.add((skip.reason, skip.corpus_doc))
-                split = SPLIT_OF_CODE[int(self.plan.corpus.doc_splits[skip.corpus_doc])]
-                self._add(split, skip.reason, skip.label)
-
-    @property
-    def count(self) -> int:
-        return sum(skipped.count for skipped in self.by_split.values())
-
-    def reasons(self) -> Dict[str, int]:
-        merged: Dict[str, int] = {}
-        for skipped in self.by_split.values():
-            for reason, n in skipped.by_reason.items():
-                merged[reason] = merged.get(reason, 0) + n
-        return merged
 
 
 @dataclass
@@ -399,6 +297,9 @@ def generate(
     check_output_url(config)
     forget_local_copies()  # a URL's vocabulary is fetched afresh for each run
     plan = make_plan(config, skip_missing, allow_case_mismatch=allow_case_mismatch)
+    refuse_writing_over_inputs(config, [source.path for piece in plan.slices for source in piece.sources]
+                               + config.metadata_files + config.val_metadata_files
+                               + [config.vocab_file, config.tokenizer_file, config.spm_model_file])
     # Output to a URL is assembled in a local staging directory (see ``locations``).
     places = run_locations(config, distributed=not shares_local_files(executor))
     remote = RemoteOutput(config, places) if places.remote else None
@@ -421,18 +322,57 @@ def generate(
             remote.release()
 
 
+class NoText(GenerationError):
+    """Every listed document was skipped: a rerun of the same input gives the same."""
+
+
 def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Plan, executor, progress: bool,
                 started: float, parallelism: int) -> RunSummary:
     """``local``: the configuration of the local side (``config`` itself unless the output is a
-    URL); ``places.scratch``: where tasks exchange data; ``places.journal_dir``: the journal."""
+    URL); ``places.scratch``: where tasks exchange data; ``places.journal_dir``: the journal.
+
+    Whatever stops the run (Ctrl-C, a killed worker, a full disk, any failure but the input's
+    own), what the journal vouches for stays for ``--resume`` (``run_files.stopped``)."""
     journal = prepare_output_dir(local, plan.fingerprint) if remote is None else remote.prepare(local, plan.fingerprint)
-    work_dir, journal_dir = places.scratch, places.journal_dir
     prepare_work_dir(places, journal is not None, executor)
     totals = RunTotals.from_json(journal["totals"]) if journal else RunTotals()
     first_unit = totals.units_done
-    assembler = ShardAssembler(local, journal["shard_sizes"] if journal else None,
-                               journal.get("shard_checksums") if journal else None, dict(totals.shard_counts),
-                               fetch_dir=journal_dir)
+    assembler: Optional[ShardAssembler] = None
+    try:
+        if not (journal and journal.get("finished")):  # else killed while finalizing: finalize again
+            assembler = ShardAssembler(local, journal["shard_sizes"] if journal else None,
+                                       journal.get("shard_checksums") if journal else None,
+                                       dict(totals.shard_counts), fetch_dir=places.journal_dir)
+            _write_units(config, local, places, plan, executor, progress, started, parallelism, journal, totals,
+                         assembler)
+        summaries = finished_slices([piece.index for piece in plan.slices], places.scratch, len(plan.slices))
+        skipped = SkippedTotals(plan)
+        skipped.add_slices([SliceSummary.from_json(summaries[index]) for index in sorted(summaries)])
+        manifests = finalize(config, local, places, totals.shard_counts,
+                             lambda sizes: make_manifests(config, plan, totals, skipped, sizes), remote)
+    except BaseException as error:
+        remove_shards = assembler.remove if assembler is not None else (lambda: None)
+        if assembler is not None:
+            assembler.close()
+        if isinstance(error, (UnitError, NoText)):  # the input's own fault: the same run fails the same way
+            remove_shards()
+            remove_run_files(places)
+            raise GenerationError(str(error)) from error
+        outcome = stopped(error, places, remove_shards, len(plan.units), len(plan.slices),
+                          getattr(error, "worker_signal", None))
+        if outcome is error:
+            raise
+        raise outcome from (None if isinstance(outcome, Interrupted) else error)
+    return RunSummary({split: manifest.to_json() for split, manifest in manifests.items()},
+                      time.perf_counter() - started, first_unit)
+
+
+def _write_units(config, local, places, plan: Plan, executor, progress: bool, started: float, parallelism: int,
+                 journal: Optional[dict], totals: RunTotals, assembler: ShardAssembler) -> None:
+    """Every unit still to write, appended to the shards in unit order and journaled; then the
+    shards completed and the journal marked finished (what is left is ``run_files.finalize``)."""
+    work_dir, journal_dir = places.scratch, places.journal_dir
+    first_unit = totals.units_done
     shards = ShardCounts(plan, config, assembler, totals.shard_counts, work_dir)
     still_needed = slices_still_needed(plan)
     done_slices = {index: SliceSummary.from_json(data) for index, data in
@@ -484,33 +424,15 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
         if not totals.n_examples:
             skipped = SkippedTotals(plan)
             skipped.add_slices(list(scheduler.summaries.values()))
-            raise GenerationError("no document with any text: every listed document was skipped "
-                                  f"({', '.join(f'{n:,} {r}' for r, n in skipped.reasons().items())})")
+            raise NoText("no document with any text: every listed document was skipped "
+                         f"({', '.join(f'{n:,} {r}' for r, n in skipped.reasons().items())})")
         shards.finish()
-        assembler.finish(rename=remote is None)  # staged shards are uploaded whole, below
-    except KeyboardInterrupt as interruption:
-        tokenize_bar.close()
-        units_bar.close()
-        _stop_work(executor, own_executor, scheduler)
-        assembler.close()
-        journal, kept_slices = keep_journaled(places, assembler.remove)
-        kept_units = journal["totals"]["units_done"] if journal else 0
-        signum = interruption.signum if isinstance(interruption, Interrupted) else signal.SIGINT
-        raise Interrupted(signum, kept_units, len(plan.units), sum(journal["shard_sizes"].values()) if journal else 0,
-                          kept_slices, len(plan.slices)) from None
+        write_journal(journal_dir, plan.fingerprint, assembler.finish(), assembler.checksums, totals.to_json(),
+                      finished=True)
     except BaseException as error:
-        tokenize_bar.close()
-        units_bar.close()
-        _stop_work(executor, own_executor, scheduler)
-        assembler.remove()
-        remove_run_files(places)
-        if isinstance(error, UnitError):
-            raise GenerationError(str(error)) from error
         if isinstance(error, cf.process.BrokenProcessPool):
-            raise GenerationError(f"a worker process died unexpectedly ({error}); temporary files removed") from error
-        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS):
-            where = f" ({error.filename})" if error.filename else ""
-            raise GenerationError(f"cannot write output{where}: {error.strerror}; temporary files removed") from error
+            error.worker_signal = dead_worker_signal(executor)
+        _stop_work(executor, own_executor, scheduler)
         raise
     finally:
         tokenize_bar.close()
@@ -519,15 +441,6 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
             signal.signal(signal.SIGTERM, previous_term)
     if own_executor:
         executor.shutdown()
-    skipped = SkippedTotals(plan)
-    skipped.add_slices([scheduler.summaries[index] for index in sorted(scheduler.summaries)])
-    # A URL output: every shard to its final key, then the manifests (last).
-    sizes = remote.upload_shards(local, totals.shard_counts) if remote is not None else None
-    manifests = make_manifests(config, plan, totals, skipped, sizes)
-    write_manifests(config, manifests)
-    remove_run_files(places)
-    return RunSummary({split: manifest.to_json() for split, manifest in manifests.items()},
-                      time.perf_counter() - started, first_unit)
 
 
 def _stop_work(executor, own_executor: bool, scheduler) -> None:
@@ -548,47 +461,3 @@ def _raise_on_sigterm():
         return signal.signal(signal.SIGTERM, handler)
     except ValueError:
         return None
-
-
-def make_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals, skipped: SkippedTotals,
-                   sizes: Optional[Dict[str, int]] = None) -> Dict[str, Manifest]:
-    """Each split's manifest (``run_files.write_manifests`` writes them, last).  Each describes its own split: its counts, and the options it was made with, with the
-    effective values of options left to their defaults.  ``sizes``: shard path -> bytes, for
-    shards that are not local files (uploaded from staging)."""
-    from ..tokenizers import TokenizerSource
-
-    manifests = {}
-    vocab_path, tokenizer_path = TokenizerSource.from_config(config).recorded_paths()
-    for split, directory in split_dirs(config).items():
-        names = [os.path.basename(shard_path(directory, config, shard)) for shard in range(totals.shard_counts[split])]
-        counts = totals.splits[split]
-        options = config.as_dict()
-        options["num_output_files"] = totals.shard_counts[split]  # as set, when shards are sized
-        options["min_short_seq_length"] = config.short_min
-        options["overlap_size"] = config.window_overlap if config.mlm_only else None  # windows only
-        if split == VAL:
-            options["dupe_factor"] = 1  # validation instances are made once
-        manifest = Manifest(
-            options=options,
-            n_examples=counts.n_examples,
-            n_docs=counts.n_docs,
-            split=split,
-            examples_per_file={name: totals.records_per_shard.get(f"{split}/{i}", 0) for i, name in enumerate(names)},
-            bytes_per_file={name: sizes[path] if sizes else os.path.getsize(path)
-                            for name, path in ((name, os.path.join(directory, name)) for name in names)},
-            features=config.feature_specs(),
-            n_docs_listed=plan.n_listed[split],
-            n_sentences=counts.n_sentences,
-            n_tokens=counts.n_tokens,
-            n_units=counts.n_units,
-            invalid_utf8_replaced=counts.invalid_utf8_replaced,
-            documents_skipped=skipped.by_split[split],
-            n_docs_held_out=plan.excluded_as_validation if split == TRAIN else 0,
-            vocab_sha256=plan.vocab.sha256,
-            vocab_path=vocab_path,
-            tokenizer_path=tokenizer_path,
-            vocab_size=plan.vocab.size,
-            bert_data_version=__version__,
-        )
-        manifests[split] = manifest
-    return manifests
