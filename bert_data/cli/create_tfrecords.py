@@ -271,11 +271,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ..generator.run_files import Interrupted
     from ..generator.runner import GenerationError, generate
     from ..generator.sentences import SentenceSplitterError
+    from ..generator.settings import resolve as resolve_settings
     from ..tokenizers.vocab import VocabError
 
     try:
         args = resolve(args, argv, notices.warn)
-        config = config_from_args(args).validate()
+        config = config_from_args(args)
+        settings = resolve_settings(config)  # checked once, before a cluster starts
         # No bar in a log file or pipe: its redraws would fill it.
         run = dict(progress=not args.quiet and sys.stderr.isatty(), skip_missing=args.skip_missing,
                    allow_case_mismatch=args.allow_case_mismatch)
@@ -283,9 +285,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             from ..generator.executors import dask_executor
 
             with dask_executor(args.scheduler, config.workers) as (executor, parallelism):
-                summary = generate(config, executor=executor, parallelism=parallelism, **run)
+                summary = generate(settings, executor=executor, parallelism=parallelism, **run)
         else:
-            summary = generate(config, **run)
+            summary = generate(settings, **run)
     except (ConfigError, InputError, VocabError, SentenceSplitterError, GenerationError) as error:
         print(f"create_tfrecords: error: {error}", file=sys.stderr)
         return 2

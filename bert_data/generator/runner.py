@@ -1,9 +1,11 @@
 """Orchestration: plan units, run them on an executor, assemble shards, write the manifest.
 
 This module owns the run: the scheduler that feeds tasks to the executor in dependency order,
-the run's totals and the manifests.  Around it: ``planning`` (checks and units, before any
-work), ``run_files`` (every file of the run: output directory, lock, journal, work files),
-``executors`` (where tasks run), ``tasks`` (what they compute) and ``assembly`` (pieces into shards).
+and the run from start to finish.  Around it: ``settings`` (the configuration resolved once),
+``planning`` (checks and units, before any work), ``run_files`` (every file of the run: output
+directory, lock, journal, work files), ``executors`` (where tasks run), ``tasks`` (what they
+compute), ``assembly`` (pieces into shards) and ``totals`` (what the run reports: its counts and
+manifests).
 
 The stages know nothing of processes or files-in-progress; this module knows nothing of
 tokens.  Any ``concurrent.futures``-style executor works (a local process pool by default;
@@ -31,7 +33,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Union
 
 from ..config import GeneratorConfig
 from .assembly import ShardAssembler
@@ -39,13 +41,14 @@ from .inputs.types import BINARY, SPLIT_OF_CODE, Skip
 from ..format.dataset_layout import TRAIN, VAL
 from .. import storage
 from .executors import dead_worker_signal, default_executor, shares_local_files, stop_executor
-from .locations import RemoteOutput, check_output_url, forget_local_copies, prepare_work_dir, run_locations
+from .locations import RemoteOutput, check_output_url, prepare_work_dir, run_locations
 from .pieces import Segment
 from .run_files import (GenerationError, Interrupted, OutputLock, create_output_dir, finalize, lock_path, pool_path,
                         prepare_output_dir, refuse_writing_over_inputs, remove_run_files, slice_paths, split_dirs,
                         stopped, write_journal)
 from .scratch import finished_slices, load_arrays
 from .planning import Plan, make_plan, warn
+from .settings import RunSettings, resolve
 from .totals import RunTotals, SkippedTotals, make_manifests
 from .tasks import (DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError, UnitPairs,
                     encode_shards, make_encode_tasks, pair_unit, record_bytes, tokenize_slice)
@@ -88,10 +91,11 @@ class _Scheduler:
     units, as each one's pieces are all written, in any order.
     """
 
-    def __init__(self, plan: Plan, config: GeneratorConfig, executor: cf.Executor, work_dir: str,
+    def __init__(self, plan: Plan, settings: RunSettings, executor: cf.Executor, work_dir: str,
                  first_unit: int = 0, parallelism: int = 1, done_slices: Optional[Dict[int, SliceSummary]] = None,
                  shards: Optional["ShardCounts"] = None, records_before: Optional[Dict[str, int]] = None):
-        self.plan, self.config, self.executor, self.work_dir = plan, config, executor, work_dir
+        self.plan, self.executor, self.work_dir = plan, executor, work_dir
+        self.settings, self.config = settings, settings.config  # tasks get the settings, resolved once
         self.shards = shards
         self.waiting_for_count: Dict[int, UnitPairs] = {}  # paired units of splits not yet sized
         # Tasks in flight: every worker busy, and enough queued that workers do not wait while
@@ -101,7 +105,7 @@ class _Scheduler:
         self.in_flight: Dict[cf.Future, tuple] = {}
         self.table = SliceTable.of(plan.slices)
         self.summaries: Dict[int, SliceSummary] = dict(done_slices or {})
-        self.to_tokenize = [piece.index for piece in plan.slices if piece.index not in self.summaries]
+        self.to_tokenize = [slice_.index for slice_ in plan.slices if slice_.index not in self.summaries]
         self.ready: List[tuple] = []  # (kind, index, args) of encode tasks whose inputs are here
         self.units: Dict[int, UnitResult] = {}
         self.next_unit = first_unit  # next unit to pair
@@ -134,7 +138,7 @@ class _Scheduler:
                     and units[self.next_unit].last_slice < self.tokenized_prefix):
                 unit = units[self.next_unit]
                 work = self.plan.unit_work(unit)
-                future = self.executor.submit(pair_unit, work, self.table, self.config, self.work_dir)
+                future = self.executor.submit(pair_unit, work, self.table, self.settings, self.work_dir)
                 self.in_flight[future] = ("pair", unit.index, None)
                 self.next_unit += 1
                 self.unmerged_units += 1
@@ -142,7 +146,7 @@ class _Scheduler:
             if not self.to_tokenize:
                 return
             index = self.to_tokenize.pop(0)
-            future = self.executor.submit(tokenize_slice, self.plan.slices[index], self.config, self.work_dir)
+            future = self.executor.submit(tokenize_slice, self.plan.slices[index], self.settings, self.work_dir)
             self.in_flight[future] = ("tokenize", index, None)
 
     def finished_units(self):
@@ -181,7 +185,7 @@ class _Scheduler:
             count = self.shards.counts[value.split]
             rotation = self.records_before[value.split] if self.config.output_files else None
             for task in make_encode_tasks(value.unit_index, value.split, value.pairs, count, rotation):
-                self.ready.append(("encode", value.unit_index, (task, self.config, self.work_dir)))
+                self.ready.append(("encode", value.unit_index, (task, self.settings, self.work_dir)))
                 result.encode_tasks_left += 1
         self.records_before[value.split] += value.n_instances
         value.pairs = None  # the tasks hold what is needed; keep the parent lean
@@ -199,9 +203,10 @@ class ShardCounts:
     run): that unit is a sample of the split, so its instances per token, times the split's
     tokens, estimate the split's records, and a sample of its records, encoded, their size."""
 
-    def __init__(self, plan: Plan, config: GeneratorConfig, assembler: ShardAssembler, counts: Dict[str, int],
+    def __init__(self, plan: Plan, settings: RunSettings, assembler: ShardAssembler, counts: Dict[str, int],
                  work_dir: str):
-        self.plan, self.config, self.assembler, self.work_dir = plan, config, assembler, work_dir
+        config = settings.config
+        self.plan, self.settings, self.config, self.assembler, self.work_dir = plan, settings, config, assembler, work_dir
         self.counts = counts  # the journaled totals' own dict: set counts are journaled with them
         self.split_tokens: Optional[Dict[str, int]] = None
         self.first_unit = {}
@@ -234,12 +239,11 @@ class ShardCounts:
         target = self.config.megabytes_per_file * 1e6
         # A segment is one unit's share of a shard: it depends on the count being set, so the
         # count is estimated uncompressed first, then with segments of the size it implies.
-        uncompressed = records * record_bytes(first.pairs, self.config, self.plan.vocab, first.n_instances)
+        uncompressed = records * record_bytes(first.pairs, self.settings, first.n_instances)
         count = max(1, round(uncompressed / target))
         if self.config.compression:
             segment_rows = max(1, first.n_instances // count)
-            count = max(1, round(records * record_bytes(first.pairs, self.config, self.plan.vocab, segment_rows)
-                                 / target))
+            count = max(1, round(records * record_bytes(first.pairs, self.settings, segment_rows) / target))
         return count
 
     def finish(self) -> None:
@@ -252,7 +256,7 @@ class ShardCounts:
 def split_token_counts(plan: Plan, work_dir: str) -> Dict[str, int]:
     """Tokens of each split, from the tokenized slices' document tables."""
     counts = {TRAIN: 0, VAL: 0}
-    paths = [slice_paths(work_dir, piece.index)["docs"] for piece in plan.slices]
+    paths = [slice_paths(work_dir, slice_.index)["docs"] for slice_ in plan.slices]
     # A batch at a time: a URL answers a batch's requests concurrently, and memory stays bounded.
     tables = (rows for first in range(0, len(paths), 256) for rows in load_arrays(paths[first:first + 256]))
     for rows in tables:
@@ -276,7 +280,7 @@ def slices_still_needed(plan: Plan) -> List[int]:
 
 
 def generate(
-    config: GeneratorConfig,
+    config: Union[GeneratorConfig, RunSettings],
     executor: Optional[cf.Executor] = None,
     progress: bool = True,
     skip_missing: bool = False,
@@ -288,16 +292,18 @@ def generate(
     interrupted (resumable).  A vocabulary whose case disagrees with ``do_lower_case`` is a
     ConfigError unless ``allow_case_mismatch``.
 
-    ``executor``: any ``concurrent.futures`` executor (default: a local process pool of
-    ``config.num_workers``); ``parallelism``: how many tasks it runs at once (default
-    ``config.workers``), which sets how many tasks are kept in flight.
+    ``config``: the options, validated and resolved here (``settings.resolve``), or already
+    resolved (a command that checks its options before starting a cluster).  ``executor``: any
+    ``concurrent.futures`` executor (default: a local process pool of ``config.num_workers``);
+    ``parallelism``: how many tasks it runs at once (default ``config.workers``), which sets how
+    many tasks are kept in flight.
     """
     started = time.perf_counter()
-    config.validate()
+    settings = config if isinstance(config, RunSettings) else resolve(config)
+    config = settings.config
     check_output_url(config)
-    forget_local_copies()  # a URL's vocabulary is fetched afresh for each run
-    plan = make_plan(config, skip_missing, allow_case_mismatch=allow_case_mismatch)
-    refuse_writing_over_inputs(config, [source.path for piece in plan.slices for source in piece.sources]
+    plan = make_plan(settings, skip_missing, allow_case_mismatch=allow_case_mismatch)
+    refuse_writing_over_inputs(config, [source.path for slice_ in plan.slices for source in slice_.sources]
                                + config.metadata_files + config.val_metadata_files
                                + [config.vocab_file, config.tokenizer_file, config.spm_model_file])
     # Output to a URL is assembled in a local staging directory (see ``locations``).
@@ -313,7 +319,7 @@ def generate(
         lock = OutputLock(local.output_dir, lock_path(local))
         lock.acquire()
         try:
-            return _run_locked(config, local, places, remote, plan, executor, progress, started,
+            return _run_locked(settings, local, places, remote, plan, executor, progress, started,
                                parallelism or config.workers)
         finally:
             lock.release()
@@ -326,13 +332,14 @@ class NoText(GenerationError):
     """Every listed document was skipped: a rerun of the same input gives the same."""
 
 
-def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Plan, executor, progress: bool,
-                started: float, parallelism: int) -> RunSummary:
-    """``local``: the configuration of the local side (``config`` itself unless the output is a
-    URL); ``places.scratch``: where tasks exchange data; ``places.journal_dir``: the journal.
+def _run_locked(settings: RunSettings, local, places, remote: Optional[RemoteOutput], plan: Plan, executor,
+                progress: bool, started: float, parallelism: int) -> RunSummary:
+    """``local``: the configuration of the local side (``settings.config`` itself unless the output
+    is a URL); ``places.scratch``: where tasks exchange data; ``places.journal_dir``: the journal.
 
     Whatever stops the run (Ctrl-C, a killed worker, a full disk, any failure but the input's
     own), what the journal vouches for stays for ``--resume`` (``run_files.stopped``)."""
+    config = settings.config
     journal = prepare_output_dir(local, plan.fingerprint) if remote is None else remote.prepare(local, plan.fingerprint)
     prepare_work_dir(places, journal is not None, executor)
     totals = RunTotals.from_json(journal["totals"]) if journal else RunTotals()
@@ -343,13 +350,13 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
             assembler = ShardAssembler(local, journal["shard_sizes"] if journal else None,
                                        journal.get("shard_checksums") if journal else None,
                                        dict(totals.shard_counts), fetch_dir=places.journal_dir)
-            _write_units(config, local, places, plan, executor, progress, started, parallelism, journal, totals,
+            _write_units(settings, local, places, plan, executor, progress, started, parallelism, journal, totals,
                          assembler)
-        summaries = finished_slices([piece.index for piece in plan.slices], places.scratch, len(plan.slices))
+        summaries = finished_slices([slice_.index for slice_ in plan.slices], places.scratch, len(plan.slices))
         skipped = SkippedTotals(plan)
         skipped.add_slices([SliceSummary.from_json(summaries[index]) for index in sorted(summaries)])
         manifests = finalize(config, local, places, totals.shard_counts,
-                             lambda sizes: make_manifests(config, plan, totals, skipped, sizes), remote)
+                             lambda sizes: make_manifests(settings, plan, totals, skipped, sizes), remote)
     except BaseException as error:
         remove_shards = assembler.remove if assembler is not None else (lambda: None)
         if assembler is not None:
@@ -367,23 +374,24 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
                       time.perf_counter() - started, first_unit)
 
 
-def _write_units(config, local, places, plan: Plan, executor, progress: bool, started: float, parallelism: int,
-                 journal: Optional[dict], totals: RunTotals, assembler: ShardAssembler) -> None:
+def _write_units(settings: RunSettings, local, places, plan: Plan, executor, progress: bool, started: float,
+                 parallelism: int, journal: Optional[dict], totals: RunTotals, assembler: ShardAssembler) -> None:
     """Every unit still to write, appended to the shards in unit order and journaled; then the
     shards completed and the journal marked finished (what is left is ``run_files.finalize``)."""
     work_dir, journal_dir = places.scratch, places.journal_dir
     first_unit = totals.units_done
-    shards = ShardCounts(plan, config, assembler, totals.shard_counts, work_dir)
+    config = settings.config
+    shards = ShardCounts(plan, settings, assembler, totals.shard_counts, work_dir)
     still_needed = slices_still_needed(plan)
     done_slices = {index: SliceSummary.from_json(data) for index, data in
-                   finished_slices([piece.index for piece in plan.slices], work_dir, still_needed[first_unit]).items()}
+                   finished_slices([slice_.index for slice_ in plan.slices], work_dir, still_needed[first_unit]).items()}
     if not journal:  # from now on an interruption can be resumed, tokenized slices and all
         write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
 
     own_executor = executor is None
     if own_executor:
         executor = default_executor(max(1, min(config.workers, len(plan.slices) + len(plan.units))))
-    scheduler = _Scheduler(plan, config, executor, work_dir, first_unit, parallelism, done_slices, shards,
+    scheduler = _Scheduler(plan, settings, executor, work_dir, first_unit, parallelism, done_slices, shards,
                            {split: counts.n_examples for split, counts in totals.splits.items()})
     first_records = totals.n_examples
     finished: Dict[int, UnitResult] = {}

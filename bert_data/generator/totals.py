@@ -1,6 +1,7 @@
-"""What a run counts and reports: each split's totals, accumulated unit by unit and kept in the
-journal (so a resumed run reports the whole run), the documents skipped, and the manifests made
-from them."""
+"""What a run reports: its totals, accumulated unit by unit (and kept in the journal, so that a
+resumed run goes on counting), the documents it skipped, and each split's manifest made from them.
+``runner`` owns the run; this module only counts.
+"""
 
 from __future__ import annotations
 
@@ -9,17 +10,19 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from ..config import GeneratorConfig
 from ..format.dataset_layout import TRAIN, VAL
 from ..format.manifest import Manifest, SkippedDocuments
 from ..version import __version__
 from .inputs.types import BINARY, SPLIT_OF_CODE
 from .planning import Plan
 from .run_files import shard_path, split_dirs
+from .settings import RunSettings
 from .tasks import SliceSummary
 
 MAX_LISTED_SKIPS = 100
 
+
+# ---------------------------------------------------------------------------- totals
 
 @dataclass
 class SplitTotals:
@@ -42,8 +45,7 @@ class RunTotals:
     records_per_shard: Dict[str, int] = field(default_factory=dict)
     shard_counts: Dict[str, int] = field(default_factory=dict)  # per split, once set
 
-    def add(self, result) -> None:
-        """One more unit written (``result``: its ``runner.UnitResult``)."""
+    def add(self, result) -> None:  # a finished unit (runner.UnitResult): its pairs and segments
         pairs = result.pairs
         self.units_done += 1
         totals = self.splits[pairs.split]
@@ -116,15 +118,15 @@ class SkippedTotals:
         return merged
 
 
-def make_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals, skipped: SkippedTotals,
+def make_manifests(settings: RunSettings, plan: Plan, totals: RunTotals, skipped: SkippedTotals,
                    sizes: Optional[Dict[str, int]] = None) -> Dict[str, Manifest]:
-    """Each split's manifest (``run_files`` writes them, last).  Each describes its own split: its
-    counts, and the options it was made with, with the effective values of options left to their defaults.  ``sizes``: shard path -> bytes, for
+    """Each split's manifest (``run_files.write_manifests`` writes them, last).  Each describes its
+    own split: its counts, and the options it was made with, with the
+    effective values of options left to their defaults.  ``sizes``: shard path -> bytes, for
     shards that are not local files (uploaded from staging)."""
-    from ..tokenizers import TokenizerSource
-
+    config = settings.config
     manifests = {}
-    vocab_path, tokenizer_path = TokenizerSource.from_config(config).recorded_paths()
+    vocab_path, tokenizer_path = settings.tokenizer.recorded_paths()
     for split, directory in split_dirs(config).items():
         names = [os.path.basename(shard_path(directory, config, shard)) for shard in range(totals.shard_counts[split])]
         counts = totals.splits[split]
@@ -142,7 +144,7 @@ def make_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals, skipp
             examples_per_file={name: totals.records_per_shard.get(f"{split}/{i}", 0) for i, name in enumerate(names)},
             bytes_per_file={name: sizes[path] if sizes else os.path.getsize(path)
                             for name, path in ((name, os.path.join(directory, name)) for name in names)},
-            features=config.feature_specs(),
+            features=list(settings.features),
             n_docs_listed=plan.n_listed[split],
             n_sentences=counts.n_sentences,
             n_tokens=counts.n_tokens,

@@ -97,7 +97,7 @@ class CorpusPlan:
 
     @property
     def n_bytes(self) -> int:
-        return sum(piece.n_bytes for piece in self.slices)
+        return sum(slice_.n_bytes for slice_ in self.slices)
 
 
 @dataclass
