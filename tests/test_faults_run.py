@@ -235,3 +235,32 @@ def test_an_unexpected_error_keeps_the_journaled_units_and_says_so(capsys, corpu
                                       "--resume to continue with unit 2"]
     assert cli(capsys, corpus, output, "--resume")[0] == 0
     assert file_hashes(output) == reference
+
+
+def test_a_real_short_write_of_the_kernel_a_file_size_limit(corpus, reference, tmp_path):
+    """A limit on the size of any file the run's processes write (RLIMIT_FSIZE, set for the run):
+    the kernel cuts a write short at the limit and then refuses with EFBIG, in the parent or in a
+    worker, wherever a file first reaches it.  One line, and --resume without the limit gives
+    the same bytes."""
+    import resource
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (40_000, resource.RLIM_INFINITY))
+
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "bert_data.cli.create_tfrecords", "--metadata_files", str(corpus.metadata),
+               "--input_files_prefix", str(corpus.root), "--vocab_file", str(corpus.vocab), "--do_lower_case",
+               "--output_dir", str(output), "--max_seq_length", "64", "--max_predictions_per_seq", "10",
+               "--num_output_files", "3", "--split_num", "4", "--dupe_factor", "2", "--num_workers", "2", "--quiet"]
+    repo = Path(__file__).resolve().parents[1]
+    limited = subprocess.run(command, cwd=repo, preexec_fn=limit, capture_output=True, text=True)
+    assert limited.returncode == 2, limited.stderr
+    line = one_line(limited.stderr)
+    assert re.fullmatch(r"create_tfrecords: error: cannot write (in )?\S+: File too large: .* kept.*; fix that and run the "
+                        r"same command with --resume to continue with unit \d+", line), line
+    resumed = subprocess.run(command + ["--resume"], cwd=repo, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert file_hashes(output) == reference

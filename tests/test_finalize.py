@@ -96,3 +96,11 @@ def test_a_finished_run_is_not_resumed(small, reference, tmp_path):
     again = run(small, output, "--resume")
     assert again.returncode == 2 and "holds a finished run; nothing to resume" in again.stderr
     assert file_hashes(output) == reference["plain"][0]
+
+
+def test_resume_says_what_was_left(small, reference, tmp_path):
+    output = tmp_path / "out"
+    assert run(small, output, kill_at=1).returncode == -signal.SIGKILL
+    resumed = run(small, output, "--resume")
+    assert resumed.returncode == 0 and "kept from the interrupted run, nothing was left but to finish)" in \
+        resumed.stderr, resumed.stderr

@@ -456,7 +456,7 @@ def stopped(error: BaseException, places, remove_shards: Callable[[], None], n_u
             cause = "no space left on" if error.errno != errno.EDQUOT else "disk quota exceeded on"
             return GenerationError(f"{cause} {where}: " + kept.describe("free space and run the same command with --resume",
                                                                         "free space and run the same command again"))
-        what = error.filename if isinstance(error.filename, str) else where
+        what = error.filename if isinstance(error.filename, str) else f"in {where}"
         return GenerationError(f"cannot write {what}: {error.strerror or error}: "
                                f"{kept.describe('fix that and run the same command with --resume')}")
     error.add_note(f"bert_data: {kept.describe()}")
