@@ -214,13 +214,15 @@ def existing_outputs(config: GeneratorConfig) -> List[str]:
     # What this tool's records say it wrote: the manifests and the shards they list; with a
     # journal (a run stopped before its manifest), shards named as this run names them; shards
     # in progress named so; the work directory.  Never a user's other files, *.tfrecords or not.
-    work = os.path.join(config.output_dir, WORK_DIR)
-    journaled = os.path.isfile(os.path.join(work, JOURNAL))
+    # ``output_dir`` may be a URL (then the journal is in the local staging directory).
+    output = config.output_dir
+    work = storage.join(output, WORK_DIR)
+    work_names = storage.listdir(work)
+    journaled = JOURNAL in work_names
     ours = _own_shard_name(config)
     found = []
-    for directory in [config.output_dir] + list(dataset_layout.split_dirs(config.output_dir, True).values()):
-        if not os.path.isdir(directory):
-            continue
+    for directory in [output] + list(dataset_layout.split_dirs(output, True, storage.join).values()):
+        names = storage.listdir(directory)
         listed = set()
         if Manifest.exists_in(directory):
             try:
@@ -229,13 +231,13 @@ def existing_outputs(config: GeneratorConfig) -> List[str]:
                 pass  # not a manifest of ours after all: its listed files stay
             else:
                 found.append(Manifest.path_in(directory))
-        for name in sorted(os.listdir(directory)):
+        for name in names:
             final = name[: -len(dataset_layout.IN_PROGRESS_SUFFIX)] if name.endswith(dataset_layout.IN_PROGRESS_SUFFIX) \
                 else None
             if name in listed or (final is not None and (ours.match(final) or final == MANIFEST_NAME)) or \
                     (journaled and ours.match(name)):
-                found.append(os.path.join(directory, name))
-    if os.path.isdir(work):
+                found.append(storage.join(directory, name))
+    if work_names or (not storage.is_url(work) and os.path.isdir(work)):
         found.append(work)
     return found
 
@@ -257,16 +259,6 @@ def refuse_replacing_others(config: GeneratorConfig) -> None:
                 raise ConfigError(f"{os.path.join(directory, name)} was not written by this tool (no manifest or "
                                   "journal of ours lists it) and this run would replace it: move it away, or choose "
                                   "another --output_dir or --name")
-
-
-def existing_outputs_at(output: str) -> List[str]:
-    """URLs of files an earlier run wrote at an output URL (only ones this tool writes)."""
-    found = []
-    for directory in [output] + list(dataset_layout.split_dirs(output, True, storage.join).values()):
-        found += [storage.join(directory, name) for name in storage.listdir(directory) if is_run_output_name(name)]
-    if storage.listdir(output_work_dir(output)):
-        found.append(output_work_dir(output))
-    return found
 
 
 def remove_outputs(paths: List[str]) -> None:
