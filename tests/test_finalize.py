@@ -104,3 +104,27 @@ def test_resume_says_what_was_left(small, reference, tmp_path):
     resumed = run(small, output, "--resume")
     assert resumed.returncode == 0 and "kept from the interrupted run, nothing was left but to finish)" in \
         resumed.stderr, resumed.stderr
+
+
+def test_ctrl_c_while_finishing_says_only_finishing_is_left(small, reference, tmp_path, capsys, monkeypatch):
+    from bert_data.cli.create_tfrecords import main
+    from bert_data.generator import run_files
+
+    class CtrlCAtTheSecondStep:
+        def __init__(self):
+            self.done = 0
+
+        def __call__(self):
+            self.done += 1
+            if self.done == 2:
+                raise KeyboardInterrupt
+
+    output = tmp_path / "out"
+    argv = command(small, output)[3:]
+    with monkeypatch.context() as patch:
+        patch.setattr(run_files, "_Steps", CtrlCAtTheSecondStep)
+        assert main(argv) == 130
+    err = capsys.readouterr().err
+    assert "interrupted; unit 1 of 1 kept (" in err and "run the same command with --resume to finish" in err, err
+    assert main(argv + ["--resume"]) == 0
+    assert file_hashes(output) == reference["plain"][0]

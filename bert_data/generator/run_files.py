@@ -72,10 +72,11 @@ class Kept:
     def describe(self, resume: str = "run the same command with --resume",
                  again: str = "run the same command again to start over") -> str:
         """Units are numbered from 1, as the work files are."""
-        resume = f"{resume} to continue with unit {self.units + 1:,}"
         if self.units:
             kept = "unit 1" if self.units == 1 else f"units 1-{self.units:,}"
-            return f"{kept} of {self.n_units:,} kept ({self.shard_bytes / 1e6:,.1f} MB of shards); {resume}"
+            then = "to finish" if self.units >= self.n_units else f"to continue with unit {self.units + 1:,}"
+            return f"{kept} of {self.n_units:,} kept ({self.shard_bytes / 1e6:,.1f} MB of shards); {resume} {then}"
+        resume = f"{resume} to continue with unit 1"
         if self.slices:
             return f"no unit was written yet; {self.slices:,} of {self.n_slices:,} tokenized slices kept; {resume}"
         return f"nothing was finished, so nothing is kept; {again}"
