@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bert_data.cli.create_tfrecords import main
+from bert_data.generator.run_files import OutputLock
 
 from conftest import make_corpus
 
@@ -66,18 +67,31 @@ def test_overwrite_removes_only_what_this_tool_wrote(capsys, corpus, tmp_path):
     assert (output / "examples-1.tfrecords").read_bytes() == b"the user's"
 
 
-def test_an_output_dir_run_leaves_another_run_s_named_files_alone(capsys, corpus, tmp_path):
-    """A Google-style --output_file run writing D/a.tfrecords while a --output_dir D --overwrite
-    run starts: the latter never removes the former's shard in progress or work directory."""
+def test_runs_of_a_directory_and_runs_of_named_files_share_one_lock(capsys, corpus, tmp_path):
+    """While a Google-style --output_file run writes D/a.tfrecords, a --output_dir D run is kept
+    out (it could meet the other's files in progress); other --output_file runs are not.  After
+    it (killed: its files in progress stay), the --output_dir D --overwrite run leaves them alone."""
     output = tmp_path / "out"
     output.mkdir()
     theirs = [output / "a.tfrecords.tmp", output / ".a.tfrecords.bert_data_work" / "journal.json"]
     theirs[1].parent.mkdir()
     for path in theirs:
         path.write_text("another run's")
-    argv = options(corpus, "--metadata_files", str(corpus.metadata), "--output_dir", str(output), "--overwrite")
-    assert main(argv) == 0
+    of_the_directory = options(corpus, "--metadata_files", str(corpus.metadata), "--output_dir", str(output),
+                               "--overwrite")
+    named = options(corpus, "--metadata_files", str(corpus.metadata), "--output_file", str(output / "b.tfrecords"))
+    running = OutputLock(str(output), shared=True)  # as the --output_file run holds it
+    running.acquire()
+    try:
+        assert main(of_the_directory) == 2
+        assert "is in use by another run (runs writing --output_file files there)" in capsys.readouterr().err
+        assert main(named) == 0  # runs of named files share the directory
+    finally:
+        running.release()
+    assert main(of_the_directory) == 0
     assert all(path.read_text() == "another run's" for path in theirs)
+    assert (output / "b.tfrecords").exists() and (output / "data_params.json").exists()
+    assert not (output / ".bert_data.lock").exists()  # the last run to hold the lock removed it
 
 
 def test_more_output_files_than_the_process_may_open(corpus, tmp_path):

@@ -29,6 +29,7 @@ for a resumed run; every other work file of a unit the journal does not vouch fo
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -39,7 +40,7 @@ import signal
 import uuid
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from .. import storage
 from ..config import ConfigError, GeneratorConfig
@@ -274,11 +275,18 @@ def remove_outputs(paths: List[str]) -> None:
 
 
 class OutputLock:
-    """An exclusive lock on the output directory for the length of a run (released by the OS
-    if the process dies, so a killed run never blocks the next one)."""
+    """A lock on the output directory for the length of a run (released by the OS if the
+    process dies, so a killed run never blocks the next one).
 
-    def __init__(self, output_dir: str, path: Optional[str] = None):
+    One lock file per directory (``dataset_layout.LOCK``): a run of the directory holds it
+    exclusively; runs writing named files there (Google's ``--output_file``) hold it shared, so
+    that many of them share a directory but none runs beside a run of the whole directory (whose
+    ``--overwrite`` could otherwise meet their files in progress), and each also holds its own
+    exclusively (``path``)."""
+
+    def __init__(self, output_dir: str, path: Optional[str] = None, shared: bool = False):
         self.path = path or os.path.join(output_dir, LOCK)
+        self.shared = shared
         self.handle = None
 
     def acquire(self) -> None:
@@ -290,29 +298,57 @@ class OutputLock:
             raise ConfigError(f"--output_dir {os.path.dirname(self.path) or '.'} is not writable: "
                               f"{error.strerror}") from None
         try:
-            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(self.handle, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except OSError:
             self.handle.seek(0)
-            holder = self.handle.read().strip() or "another process"
+            holder = self.handle.read().strip() or "runs writing --output_file files there"
             self.handle.close()
             self.handle = None
             raise ConfigError(
                 f"--output_dir {os.path.dirname(self.path) or '.'} is in use by another run ({holder}); "
                 "wait for it to finish or choose another directory"
             ) from None
+        if self.shared:
+            return  # (the holders of a shared lock name nobody: there may be many)
         self.handle.seek(0)
         self.handle.truncate()
         self.handle.write(f"pid {os.getpid()} on {os.uname().nodename}\n")
         self.handle.flush()
 
     def release(self) -> None:
-        if self.handle is not None:
+        import fcntl
+
+        if self.handle is None:
+            return
+        last = True
+        if self.shared:  # the file goes with the last of the runs sharing it
+            try:
+                fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                last = False
+        if last:
             try:
                 os.remove(self.path)
             except FileNotFoundError:
                 pass
-            self.handle.close()
-            self.handle = None
+        self.handle.close()
+        self.handle = None
+
+
+@contextlib.contextmanager
+def locked_output(config: GeneratorConfig) -> Iterator[None]:
+    """The run's locks for its length (see :class:`OutputLock`)."""
+    locks = [OutputLock(config.output_dir, shared=True)] if config.output_files else []
+    locks.append(OutputLock(config.output_dir, lock_path(config)))
+    held = []
+    try:
+        for lock in locks:
+            lock.acquire()
+            held.append(lock)
+        yield
+    finally:
+        for lock in reversed(held):
+            lock.release()
 
 
 def create_output_dir(config: GeneratorConfig) -> None:

@@ -43,7 +43,7 @@ from .. import storage
 from .executors import dead_worker_signal, default_executor, shares_local_files, stop_executor
 from .locations import RemoteOutput, check_output_url, prepare_work_dir, run_locations
 from .pieces import Segment
-from .run_files import (GenerationError, Interrupted, OutputLock, create_output_dir, finalize, lock_path, pool_path,
+from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pool_path,
                         prepare_output_dir, refuse_writing_over_inputs, remove_run_files, slice_paths, split_dirs,
                         stopped, write_journal)
 from .scratch import finished_slices, load_arrays
@@ -316,13 +316,9 @@ def generate(
         if remote is not None:
             remote.check_staging()
         create_output_dir(local)
-        lock = OutputLock(local.output_dir, lock_path(local))
-        lock.acquire()
-        try:
+        with locked_output(local):
             return _run_locked(settings, local, places, remote, plan, executor, progress, started,
                                parallelism or config.workers)
-        finally:
-            lock.release()
     finally:
         if remote is not None:
             remote.release()
