@@ -37,6 +37,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import uuid
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -514,6 +515,20 @@ class _Steps:
         self.done += 1
         if self.done == self.kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+# Fault injection for the test suite only: after the N-th unit is journaled, say so on stderr and
+# wait for a signal, so that a test interrupts a run at a chosen unit (by work done, not by time).
+# Read only when set.
+PAUSE_AFTER_UNIT = "BERT_DATA_TEST_PAUSE_AFTER_UNIT"
+
+
+def pause_if_chosen(units_done: int) -> None:
+    chosen = os.environ.get(PAUSE_AFTER_UNIT)
+    if chosen and int(chosen) == units_done:
+        print(f"bert_data: test: paused after unit {units_done}", file=sys.stderr, flush=True)
+        while True:  # only a signal (its handler raises, or it kills) ends the wait
+            signal.pause()
 
 
 def finalize(config: GeneratorConfig, local: GeneratorConfig, places, shard_counts: Dict[str, int],

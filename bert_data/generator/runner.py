@@ -43,7 +43,7 @@ from .. import storage
 from .executors import dead_worker_signal, default_executor, shares_local_files, stop_executor
 from .locations import RemoteOutput, check_output_url, prepare_work_dir, run_locations
 from .pieces import Segment
-from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pool_path,
+from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pause_if_chosen, pool_path,
                         prepare_output_dir, refuse_writing_over_inputs, remove_run_files, slice_paths, split_dirs,
                         stopped, write_journal)
 from .scratch import finished_slices, load_arrays
@@ -415,6 +415,7 @@ def _write_units(settings: RunSettings, local, places, plan: Plan, executor, pro
                     freed_below += 1
                 write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
                 units_bar.update(1)
+                pause_if_chosen(totals.units_done)
             while scheduler.binary_skips:  # a binary file among the inputs is worth a word at once
                 skip = scheduler.binary_skips.pop(0)
                 if warned_binary < 20:
