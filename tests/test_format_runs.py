@@ -63,7 +63,7 @@ def test_an_interrupted_megatron_run_resumes_to_the_same_bytes(corpus, tmp_path,
         patch.setattr(runner, "write_corpus", stop_before_writing)
         with pytest.raises(Interrupted) as stopped:
             generate(corpus_config(corpus, tmp_path / "out", output_format="megatron", split_num=4), progress=False)
-    assert calls and stopped.value.slices_kept == stopped.value.n_slices >= 1
+    assert calls and stopped.value.kept.slices == stopped.value.kept.n_slices >= 1
     assert not list((tmp_path / "out").glob("*.bin"))
     monkeypatch.setattr(runner, "tokenize_slice", lambda *a: pytest.fail("a kept slice was tokenized again"))
     generate(corpus_config(corpus, tmp_path / "out", output_format="megatron", split_num=4, resume=True),

@@ -195,7 +195,7 @@ def test_an_interrupted_run_resumes_to_the_same_bytes(runs, tmp_path, monkeypatc
         patch.setattr(ShardAssembler, "append", append)
         with pytest.raises(Interrupted) as stopped:
             generate(run_config(corpus, tmp_path / "out", "hdf5", "gzip", split_num=2), progress=False)
-    assert stopped.value.units_kept == 1
+    assert stopped.value.kept.units == 1
     assert not list((tmp_path / "out").glob("*.hdf5"))  # no shard before the run is complete
     generate(run_config(corpus, tmp_path / "out", "hdf5", "gzip", split_num=2, resume=True), progress=False)
     assert hashes(tmp_path / "out") == hashes(tmp_path / "reference")

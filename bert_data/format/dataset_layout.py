@@ -12,8 +12,8 @@ it is ``<shard name>.tmp`` (renamed when complete, before the manifest, which is
 Each output format (*kind*) has its shard suffix, and the suffixes a reader recognises in a
 directory without a manifest (a compressed TFRecord file may carry its codec in its name; MDS
 names its compressed shards ``.mds.zstd`` / ``.mds.gz``, as MosaicML streaming does).  Formats
-whose shards are written from appended column batches (HDF5, Parquet, MDS) write a complete
-shard as ``<shard name>.out`` before its rename; MDS keeps ``index.json`` beside a split's
+whose shards are written from appended column batches (HDF5, Parquet, MDS) append them to
+``<shard name>.body`` and write the shard from it when every unit is in; MDS keeps ``index.json`` beside a split's
 shards.  What each format holds and how it is written: :mod:`bert_data.format.output_formats`.
 """
 
@@ -31,8 +31,14 @@ SPLITS = (TRAIN, VAL)
 
 # A shard (or a manifest) being written; renamed to its final name when complete.
 IN_PROGRESS_SUFFIX = ".tmp"
-# A shard written whole from its appended column batches (HDF5, Parquet, MDS), before its rename.
-WRITTEN_SUFFIX = ".out"
+# The body of an HDF5, Parquet or MDS shard: its appended column batches, from which the shard
+# (first in progress, then under its name) is written when every unit is in.
+BODY_SUFFIX = ".body"
+# While a run is under way (or after it stopped, for --resume), its output directory holds its
+# work directory and its lock (``generator.run_files`` owns what is inside and every operation;
+# with Google's --output_file both are named ``.FIRST_FILE<name>``, one per run).
+WORK_DIR = ".bert_data_work"
+LOCK = ".bert_data.lock"
 
 
 @dataclass(frozen=True)
@@ -96,6 +102,16 @@ def companion_paths(shard: str, kind: str) -> Tuple[str, ...]:
     return tuple(stem + suffix for suffix in FORMATS[kind].companions)
 
 
+def shard_of_companion(name: str, kind: str) -> str:
+    """The shard a companion file goes with (Megatron's ``NAME-i.idx`` -> ``NAME-i.bin``); other
+    names as they are."""
+    shard = FORMATS[kind]
+    for suffix in shard.companions:
+        if name.endswith(suffix):
+            return name[: -len(suffix)] + shard.suffix
+    return name
+
+
 def in_progress(path: str) -> str:
     """The name a shard (or manifest) has while it is written."""
     return path + IN_PROGRESS_SUFFIX
@@ -119,13 +135,37 @@ def is_shard_name(name: str, kinds: Optional[Iterable[str]] = None) -> bool:
     return name.endswith(shard_suffixes(kinds))
 
 
+def unfinished_run(directory: str) -> Optional[str]:
+    """The path of a trace of a run that has not finished in ``directory`` (its work directory,
+    or a shard or manifest in progress; for a split's directory, in the output directory above
+    it too), or None.  A directory whose manifest is absent and that holds one is not a
+    dataset: readers say so, and ``--resume`` finishes it."""
+    places = [directory]
+    if os.path.basename(os.path.normpath(directory)) in SPLITS:
+        places.append(os.path.dirname(os.path.normpath(directory)) or ".")
+    for place in places:
+        try:
+            names = sorted(os.listdir(place))
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(WORK_DIR) or (name.endswith(IN_PROGRESS_SUFFIX) and is_run_output_name(name)):
+                return os.path.join(place, name)
+    return None
+
+
+def unfinished_message(directory: str, trace: str) -> str:
+    return (f"{directory} holds an unfinished run (no manifest yet; {trace} is still there), not a dataset: "
+            "run the same create_tfrecords command with --resume to finish it")
+
+
 def is_run_output_name(name: str, kind: Optional[str] = None) -> bool:
     """A file name a run of this tool writes into its output directory: a shard of any format,
     finished or in progress, or a manifest (or one in progress); with ``kind``, also the files
     that format keeps beside its shards (MDS's ``index.json``)."""
     if kind is not None and name in FORMATS[kind].split_files:
         return True
-    for temporary in (IN_PROGRESS_SUFFIX, WRITTEN_SUFFIX):
+    for temporary in (IN_PROGRESS_SUFFIX, BODY_SUFFIX):
         if name.endswith(temporary):
             name = name[: -len(temporary)]
     suffixes = tuple(suffix for f in FORMATS.values()
