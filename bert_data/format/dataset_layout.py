@@ -102,14 +102,23 @@ def companion_paths(shard: str, kind: str) -> Tuple[str, ...]:
     return tuple(stem + suffix for suffix in FORMATS[kind].companions)
 
 
-def shard_of_companion(name: str, kind: str) -> str:
-    """The shard a companion file goes with (Megatron's ``NAME-i.idx`` -> ``NAME-i.bin``); other
-    names as they are."""
-    shard = FORMATS[kind]
-    for suffix in shard.companions:
-        if name.endswith(suffix):
-            return name[: -len(suffix)] + shard.suffix
-    return name
+def body_path(shard: str, appendable: bool) -> str:
+    """Where a shard's units are appended: the shard in progress itself when its format's
+    segments are the file (TFRecord), else its body (``NAME-i.hdf5.body``)."""
+    return in_progress(shard) if appendable else shard + BODY_SUFFIX
+
+
+def run_file_parts(name: str, kind: str) -> Tuple[Optional[str], str, bool]:
+    """What a file name in an output directory is to a run of format ``kind``: ``(final, shard,
+    split_file)``: the final name of a file in progress (``.tmp``) or of a body (None if neither),
+    the shard it belongs to (Megatron's ``NAME-i.idx`` -> ``NAME-i.bin``), whether it is a file
+    the format keeps beside a split's shards (MDS's index.json)."""
+    final = next((name[: -len(t)] for t in (IN_PROGRESS_SUFFIX, BODY_SUFFIX) if name.endswith(t)), None)
+    shard, layout = final or name, FORMATS[kind]
+    for suffix in layout.companions:
+        if shard.endswith(suffix):
+            shard = shard[: -len(suffix)] + layout.suffix
+    return final, shard, name in layout.split_files
 
 
 def in_progress(path: str) -> str:

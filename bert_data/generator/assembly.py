@@ -21,10 +21,10 @@ from typing import Dict, List, Optional
 
 from .. import storage
 from ..config import GeneratorConfig
-from ..format.dataset_layout import TRAIN
+from ..format.dataset_layout import TRAIN, body_path
 from ..format.output_formats import ShardOptions, get_format
 from .pieces import Segment
-from .run_files import GenerationError, shard_body, shard_in_progress, shard_path, split_dirs
+from .run_files import GenerationError, shard_in_progress, shard_path, split_dirs
 from .scratch import fetch_piece
 
 
@@ -94,9 +94,9 @@ class ShardAssembler:
             self.open_split(split, count, sizes)
 
     def path(self, key: str) -> str:
-        """Where a shard's units are appended (``run_files.shard_body``)."""
+        """Where a shard's units are appended: the shard in progress for TFRecord, else its body."""
         split, shard = key.split("/")
-        return shard_body(self.dirs[split], self.config, int(shard))
+        return body_path(shard_path(self.dirs[split], self.config, int(shard)), self.format.appendable)
 
     def open_split(self, split: str, count: int, sizes: Optional[Dict[str, int]] = None) -> None:
         """Create the ``count`` shards of a split (its count may be decided during the run, when

@@ -48,7 +48,6 @@ from ..config import ConfigError, GeneratorConfig
 from ..format import dataset_layout
 from ..format.dataset_layout import LOCK, TRAIN, WORK_DIR, in_progress, is_run_output_name
 from ..format.manifest import MANIFEST_NAME, Manifest, write_json_atomic
-from ..format.output_formats import get_format
 from ..notices import warn
 
 JOURNAL = "journal.json"
@@ -111,23 +110,13 @@ def split_dirs(config: GeneratorConfig) -> Dict[str, str]:
 def shard_path(directory: str, config: GeneratorConfig, shard: int) -> str:
     if config.output_files:  # Google's --output_file: the named files (all in output_dir)
         return config.output_files[shard]
-    return storage.join(directory, dataset_layout.shard_name(config.name, shard, output_kind(config),
-                                                             config.compression))
+    name = dataset_layout.shard_name(config.name, shard, output_kind(config), config.compression)
+    return storage.join(directory, name)
 
 
 def shard_in_progress(directory: str, config: GeneratorConfig, shard: int) -> str:
-    """A complete shard waiting for its final name (``finalize``; for TFRecord, also where units
-    are appended: see ``shard_body``)."""
+    """A complete shard waiting for ``finalize`` (TFRecord's: also where units are appended)."""
     return in_progress(shard_path(directory, config, shard))
-
-
-def shard_body(directory: str, config: GeneratorConfig, shard: int) -> str:
-    """Where units are appended: TFRecord's shard in progress itself; for HDF5, Parquet and MDS
-    the body their shard is written from when every unit is in (``assembly.ShardAssembler.finish``)."""
-    fmt = get_format(output_kind(config))
-    if fmt.appendable or not fmt.instances:
-        return shard_in_progress(directory, config, shard)
-    return shard_path(directory, config, shard) + dataset_layout.BODY_SUFFIX
 
 
 def _run_file(config: GeneratorConfig, name: str) -> str:
@@ -225,8 +214,7 @@ def existing_outputs(config: GeneratorConfig) -> List[str]:
     """Files and directories of an earlier run in the output directory (only ones this tool writes)."""
     if config.output_files:  # only this run's own files: other runs may share the directory
         manifest = Manifest.path_in(config.output_dir, manifest_name(config))
-        candidates = [p for path in config.output_files + [manifest]
-                      for p in (path, in_progress(path), path + dataset_layout.BODY_SUFFIX)]
+        candidates = [p for path in config.output_files + [manifest] for p in (path, in_progress(path), path + ".body")]
         return [path for path in candidates + [work_dir_of(config)] if os.path.exists(path)]
     # What this tool's records say it wrote: the manifests and the shards they list; with a
     # journal (a run stopped before its manifest), shards named as this run names them; shards
@@ -249,13 +237,9 @@ def existing_outputs(config: GeneratorConfig) -> List[str]:
             else:
                 found.append(Manifest.path_in(directory))
         for name in names:
-            final = next((name[: -len(temporary)] for temporary in (dataset_layout.IN_PROGRESS_SUFFIX,
-                                                                   dataset_layout.BODY_SUFFIX)
-                          if name.endswith(temporary)), None)
-            shard = dataset_layout.shard_of_companion(final or name, output_kind(config))  # .idx -> its .bin
-            split_file = name in dataset_layout.FORMATS[output_kind(config)].split_files and (listed or journaled)
-            if shard in listed or split_file or (final is not None and (ours.match(shard) or final == MANIFEST_NAME)) \
-                    or (journaled and ours.match(shard)):
+            final, shard, split_file = dataset_layout.run_file_parts(name, output_kind(config))
+            if shard in listed or (split_file and (listed or journaled)) or (journaled and ours.match(shard)) or \
+                    (final is not None and (ours.match(shard) or final == MANIFEST_NAME)):
                 found.append(storage.join(directory, name))
     if work_names or (not storage.is_url(work) and os.path.isdir(work)):
         found.append(work)
@@ -564,10 +548,9 @@ def finalize(config: GeneratorConfig, local: GeneratorConfig, places, shard_coun
         sizes = None
         for split, directory in split_dirs(local).items():
             for shard in range(shard_counts[split]):
-                final = shard_path(directory, local, shard)
-                _publish(in_progress(final), final, journal.get("shard_sizes", {}).get(f"{split}/{shard}"))
-                for companion in dataset_layout.companion_paths(final, output_kind(local)):  # Megatron's .idx
-                    _publish(in_progress(companion), companion, None)
+                final, size = shard_path(directory, local, shard), journal.get("shard_sizes", {}).get(f"{split}/{shard}")
+                for path in (final,) + dataset_layout.companion_paths(final, output_kind(local)):  # Megatron's .idx
+                    _publish(in_progress(path), path, size if path == final else None)
                 step()
             _sync_directory(directory)
     manifests = make_manifests(sizes)
