@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import List, Optional
 
 from .format import layout
@@ -31,7 +31,7 @@ def separator_line_of(multiple_docs_separator: str) -> Optional[str]:
 
 
 def check_input_options(multiple_docs_in_single_file: bool, multiple_docs_separator: str,
-                        jsonl_text_key: Optional[str]) -> None:
+                        text_field: Optional[str]) -> None:
     """The options that say how documents are read, which ``create_tfrecords`` and ``bert-data
     build-vocab`` share; raise ConfigError on the first problem."""
     if not multiple_docs_separator:
@@ -42,13 +42,13 @@ def check_input_options(multiple_docs_in_single_file: bool, multiple_docs_separa
             "--multiple_docs_separator must fit on one line: documents are separated by a line "
             f"that holds it, got {multiple_docs_separator!r}"
         )
-    if jsonl_text_key is not None:
-        if not isinstance(jsonl_text_key, str) or not jsonl_text_key:
-            raise ConfigError(f"--jsonl_text_key must be a non-empty key name, got {jsonl_text_key!r}")
+    if text_field is not None:
+        if not isinstance(text_field, str) or not text_field:
+            raise ConfigError(f"--text_field must be a non-empty key or column name, got {text_field!r}")
         if multiple_docs_in_single_file:
             raise ConfigError(
-                "--jsonl_text_key and --multiple_docs_in_single_file contradict each other: a JSON Lines "
-                "file always holds one document a line"
+                "--text_field and --multiple_docs_in_single_file contradict each other: given, --text_field reads "
+                "every file that is not a table as JSON Lines, which always holds one document a line"
             )
 
 
@@ -69,7 +69,9 @@ class GeneratorConfig:
     multiple_docs_in_single_file: bool = False
     multiple_docs_separator: str = "\n"
     single_sentence_per_line: bool = False
-    jsonl_text_key: Optional[str] = None  # input is JSON Lines: one document a line, its text at this key
+    # The text's key in JSON Lines and its column in tables (None: "text").  Given, every file
+    # that is not a table is read as JSON Lines, whatever its extension.
+    text_field: Optional[str] = None
     spacy_model: Optional[str] = None
     split_num: int = 1000
     output_dir: str = "./tfrecords/"
@@ -114,6 +116,15 @@ class GeneratorConfig:
     # Where data lives (issue 14): the directory or URL tasks exchange intermediate data through
     # (default: OUTPUT_DIR/.bert_data_work; with a Dask cluster and a URL output, the output's).
     work_dir: Optional[str] = None
+    # The former name of text_field, still accepted by the constructor.
+    jsonl_text_key: InitVar[Optional[str]] = None
+
+    def __post_init__(self, jsonl_text_key: Optional[str]) -> None:
+        if jsonl_text_key is not None:
+            if self.text_field is not None and self.text_field != jsonl_text_key:
+                raise ConfigError(f"text_field {self.text_field!r} and its former name jsonl_text_key "
+                                  f"{jsonl_text_key!r} disagree: give one")
+            self.text_field = jsonl_text_key
 
     # ------------------------------------------------------------------ derived values
     @property
@@ -230,7 +241,7 @@ class GeneratorConfig:
                 "--val_fraction and --val_metadata_files contradict each other: choose validation "
                 "documents by hash or list them, not both"
             )
-        check_input_options(self.multiple_docs_in_single_file, self.multiple_docs_separator, self.jsonl_text_key)
+        check_input_options(self.multiple_docs_in_single_file, self.multiple_docs_separator, self.text_field)
         if not self.name or os.sep in self.name or (os.altsep and os.altsep in self.name):
             raise ConfigError(f"--name must be a plain file name prefix, got {self.name!r}")
         self._validate_recipes(integer)

@@ -98,11 +98,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               "(paths or globs)", file=sys.stderr)
         return 2
     try:  # ConfigError, InputError (reading, even mid-training) and a bad --vocab_size are ValueErrors
-        check_input_options(args.multiple_docs_in_single_file, args.multiple_docs_separator, args.jsonl_text_key)
+        check_input_options(args.multiple_docs_in_single_file, args.multiple_docs_separator, args.text_field)
         texts = DocumentTexts(split_commas(args.metadata_files), args.input_files_prefix,
                               multiple_docs_in_single_file=args.multiple_docs_in_single_file,
                               separator_line=separator_line_of(args.multiple_docs_separator),
-                              jsonl_text_key=args.jsonl_text_key, skip_missing=args.skip_missing,
+                              text_field=args.text_field, skip_missing=args.skip_missing,
                               input_files=args.input_files)
         for entry, reason in texts.missing:
             print(f"build-vocab: warning: {entry.metadata_file}:{entry.line_number}: skipped: {reason}: {entry.path}",

@@ -69,13 +69,14 @@ def add_document_arguments(group, metadata_help: str = "") -> None:
     group.add_argument("--multiple_docs_separator", default="\n", metavar="TEXT",
                        help="a line holding this text separates documents; the default \\n (typed "
                             "literally) means a blank line")
-    # Where documents live (issue 14): one option names the text in tables and JSON Lines alike.
-    group.add_argument("--text_column", "--jsonl_text_key", dest="jsonl_text_key", default=None, metavar="NAME",
+    # One option names the text in tables and JSON Lines alike; the older names stay as aliases.
+    group.add_argument("--text_field", "--text_column", "--jsonl_text_key", dest="text_field", default=None,
+                       metavar="NAME",
                        help="the text's column in Parquet and Arrow files (.parquet, .arrow, .feather: one "
-                            "document a row; default text) and its key in JSON Lines. Given, the other files "
-                            "are read as JSON Lines: one document a line, its text the string at NAME. Rows "
-                            "and lines without a text are skipped and counted. --jsonl_text_key is the same "
-                            "option")
+                            "document a row) and its key in JSON Lines (one document a line, its text the string "
+                            "at NAME); default text. Given, every file that is not a table is read as JSON Lines, "
+                            "whatever its extension. Rows and lines without a text are skipped and counted. "
+                            "--text_column and --jsonl_text_key are the same option")
 
 
 def add_tokenizer_arguments(group) -> None:

@@ -119,7 +119,7 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
 
     corpus = planner.plan_corpus(entries, split_code, val_entries,
                                  multiple_docs_in_single_file=config.multiple_docs_in_single_file,
-                                 separator_line=config.separator_line, jsonl_text_key=config.jsonl_text_key)
+                                 separator_line=config.separator_line, text_field=config.text_field)
     if not corpus.n_docs or not corpus.n_bytes:
         named = config.metadata_files + config.input_files + config.val_metadata_files
         raise InputError("no document with any text in " + ", ".join(named))

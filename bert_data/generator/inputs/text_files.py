@@ -9,15 +9,27 @@ from __future__ import annotations
 
 import json
 import mmap
+import os
 import re
 from dataclasses import dataclass
 from typing import Iterator, List, Optional, Tuple
 
 from ... import storage
-from .files import RangeBuffer, read_range
+from .files import RangeBuffer, compression_of, read_range
 from .spans import LINE_PATTERN, document_spans
 from .types import (BINARY, EMPTY, INVALID_JSON, MISSING_KEY, NOT_OBJECT, NOT_STRING, Document, Skip, Source,
                     decode_text)
+
+# A file named so (before any compression suffix: data.jsonl.gz) is JSON Lines.
+JSON_LINES_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+
+def is_json_lines_name(path: str) -> bool:
+    """The file's name says JSON Lines (``a.jsonl``, ``a.json.zst``, ...)."""
+    if compression_of(path):
+        path = os.path.splitext(path)[0]
+    return os.path.splitext(path)[1].lower() in JSON_LINES_SUFFIXES
+
 
 # ---------------------------------------------------------------------------- a large document in parts
 
@@ -72,20 +84,20 @@ def _cut_parts(buf, size: int, part_bytes: int) -> List[Tuple[int, int]]:
 def text_documents(source: Source, pattern, skips: List[Skip]) -> Iterator[Document]:
     """The documents of one source of a text file: the whole range as one document (``pattern``
     None, not JSON Lines), else each document between separators (``pattern``) or each JSON line
-    (the source's ``jsonl_key`` set)."""
+    (the source's ``text_field`` set)."""
     data = read_range(source)
-    if pattern is None and source.jsonl_key is None:
+    if pattern is None and source.text_field is None:
         document = _decoded(data, source.label, skips, source.corpus_doc, source.in_parts)
         del data  # never hold a large text's bytes and its characters at once for long
         if document is not None:
             document.continues = source.continues
             yield document
         return
-    spans = list(document_spans(data, 0, len(data), LINE_PATTERN if source.jsonl_key is not None else pattern))
+    spans = list(document_spans(data, 0, len(data), LINE_PATTERN if source.text_field is not None else pattern))
     for offset, (doc_start, doc_end) in enumerate(spans):
         label, position = f"{source.label}#{source.first_doc + offset}", source.corpus_doc + offset
-        if source.jsonl_key is not None:
-            document = _json_document(data[doc_start:doc_end], label, source.jsonl_key, skips, position)
+        if source.text_field is not None:
+            document = _json_document(data[doc_start:doc_end], label, source.text_field, skips, position)
         else:
             document = _decoded(data[doc_start:doc_end], label, skips, position)
         if document is not None:
