@@ -33,7 +33,7 @@ import numpy as np
 from .. import storage
 from ..config import GeneratorConfig
 from .inputs.reading import read_documents
-from .inputs.types import NO_SENTENCE, TRAIN, VAL, Document, Skip, Slice
+from .inputs.types import NO_SENTENCE, TRAIN, VAL, Document, InputError, Skip, Slice
 from ..format.example_codec import encode_examples
 from .assembly import Segment, SegmentCompressor
 from ..format.layout import canonical_name
@@ -205,6 +205,8 @@ def tokenize_slice(piece: Slice, config: GeneratorConfig, work_dir: str) -> Slic
         flush()
     except Exception as error:  # name the document: the first thing a user needs to know
         where = seen[-1].label if seen else (piece.sources[0].label if piece.sources else "?")
+        if isinstance(error, InputError):  # (its message names the file already)
+            raise UnitError(str(error)) from error
         raise UnitError(f"{where}: {type(error).__name__}: {error}") from error
 
     paths = slice_paths(work_dir, piece.index)

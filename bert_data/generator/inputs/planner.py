@@ -12,7 +12,8 @@ worker reads just its own bytes.  What each kind of file holds is found as follo
   scan of its separators (line breaks, for JSON Lines), over a memory map, or over a stream for a
   URL;
 * a compressed file (``.gz``, ``.bz2``, ``.xz``, ``.zst``): by decompressing it once, in chunks
-  (never the whole file in memory); its ranges are offsets in the decompressed stream;
+  (never the whole file in memory), to find its documents or, one document a file, its parts;
+  its ranges are offsets in the decompressed stream;
 * a table (``.parquet``, ``.arrow``, ``.feather``): from its blocks' row counts (``tables``).
 """
 
@@ -29,12 +30,8 @@ from ... import storage
 from .files import CODEC_NAMES, check_codecs, codec_errors, compression_of, open_decompressed
 from .spans import LINE_PATTERN, document_spans, separator_pattern, stream_document_spans
 from .tables import plan_table, table_format_of
-from .text_files import document_parts, is_json_lines_name
+from .text_files import compressed_document_parts, document_parts, is_json_lines_name
 from .types import DEFAULT_TEXT_FIELD, VAL_CODE, CorpusPlan, InputError, MetadataEntry, Slice, Source, one_line
-
-# A compressed document's size is not known before it is decompressed; slices are grouped by
-# this guess of the decompressed size (it shapes only how work is cut, never the output).
-COMPRESSION_RATIO_GUESS = 4
 
 SplitCode = Callable[[str, int], int]  # (document label, corpus position) -> TRAIN_CODE or VAL_CODE
 
@@ -168,24 +165,26 @@ class CorpusPlanner:
                     self.add_documents(entry, document_spans(buf, 0, size, pattern), "", json_key, split_code)
 
     def plan_one_document(self, entry: MetadataEntry, split_code: SplitCode) -> None:
-        """One document a file; a large plain one in parts, each a slice of its own."""
+        """One document a file; a large one in parts, each a slice of its own.  A compressed file
+        is decompressed once here, a chunk at a time, to find its parts (offsets in its
+        decompressed stream): a worker then holds one part of it, never the whole text, and a
+        file that is not what its name says, or is cut short, fails before any work."""
         position = self.next_doc
         codec = compression_of(entry.path)
         if codec:
-            try:  # the first bytes now: a file that is not what its name says fails before any work
-                with open_decompressed(entry.path, codec) as stream:
-                    stream.read(1)
+            try:
+                parts = compressed_document_parts(entry.path, codec, self.part_bytes)
             except codec_errors() as error:
                 raise _cannot_read(entry, codec, error) from None
-            # One document, whole: a compressed stream cannot be cut into parts.
-            self.add(Source(entry.path, entry.label, 0, -1, codec=codec, corpus_doc=position), 1,
-                     size_of(entry) * COMPRESSION_RATIO_GUESS)
         else:
             parts = document_parts(entry.path, size_of(entry), self.part_bytes)
-            for number, (start, end) in enumerate(parts):
-                # Only the first part counts as a document.
-                self.add(Source(entry.path, entry.label, start, end, 0, continues=number > 0, corpus_doc=position,
-                                in_parts=len(parts) > 1), 0 if number else 1, end - start)
+        for number, (start, end) in enumerate(parts):
+            last = number == len(parts) - 1
+            # Only the first part counts as a document; a compressed file's last part reads on to
+            # the end of its stream, which then closes.
+            self.add(Source(entry.path, entry.label, start, -1 if codec and last else end, 0, continues=number > 0,
+                            codec=codec, corpus_doc=position, in_parts=len(parts) > 1),
+                     0 if number else 1, end - start)
         self.new_documents(entry.path, [split_code(entry.label, position)])
 
     def add_documents(self, entry: MetadataEntry, spans: Iterable[Tuple[int, int]], codec: str,

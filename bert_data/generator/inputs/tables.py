@@ -120,9 +120,26 @@ def _arrow_layout(path: str, column: str, pa, is_file: bool) -> TableLayout:
         index = names.index(column)
         batches = (reader.get_batch(i) for i in range(reader.num_record_batches)) if is_file else reader
         blocks = [Block(batch.num_rows, batch.column(index).nbytes) for batch in batches]
+        if not is_file:
+            check_stream_end(path)
         return TableLayout("arrow_file" if is_file else "arrow_stream", blocks)
     finally:
         source.close()
+
+
+# An Arrow IPC stream ends with this marker: pyarrow reads a stream cut between two record
+# batches as a shorter table without a word.  (Streams from before Arrow 0.15, whose messages
+# do not begin with the continuation marker, end with 4 zero bytes: too weak to check.)
+CONTINUATION = b"\xff\xff\xff\xff"
+STREAM_END = CONTINUATION + b"\x00\x00\x00\x00"
+
+
+def check_stream_end(path: str) -> None:
+    size = storage.size(path)
+    if storage.read_bytes(path, 0, len(CONTINUATION)) != CONTINUATION:
+        return
+    if storage.read_bytes(path, max(0, size - len(STREAM_END)), size) != STREAM_END:
+        raise InputError(f"{path}: Arrow IPC stream has no end-of-stream marker (truncated)")
 
 
 def row_ranges(layout: TableLayout, slice_docs: int, slice_bytes: int) -> Iterator[Tuple[int, int, int]]:
