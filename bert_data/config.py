@@ -72,6 +72,9 @@ class GeneratorConfig:
     # The text's key in JSON Lines and its column in tables (None: "text").  Given, every file
     # that is not a table is read as JSON Lines, whatever its extension.
     text_field: Optional[str] = None
+    # Read metadata entries that resolve outside input_files_prefix (.., absolute paths, URLs,
+    # symbolic links leading out): refused by default.
+    allow_paths_outside_prefix: bool = False
     spacy_model: Optional[str] = None
     split_num: int = 1000
     output_dir: str = "./tfrecords/"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import stat as stat_module
 from typing import Dict, Iterable, List, Optional, Sequence
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::[A-Za-z][A-Za-z0-9+.\-]*)*://")
@@ -74,6 +75,29 @@ def basename(path: str) -> str:
 
 def dirname(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[0] if is_url(path) else os.path.dirname(path)
+
+
+_FILE_KINDS = ((stat_module.S_ISDIR, "a directory"), (stat_module.S_ISFIFO, "a FIFO (named pipe)"),
+               (stat_module.S_ISCHR, "a character device"), (stat_module.S_ISBLK, "a block device"),
+               (stat_module.S_ISSOCK, "a socket"))
+
+
+def not_a_regular_file(path: str) -> str:
+    """Why a local path cannot be read as a file ("" when it can, and for URLs), found with
+    ``os.stat`` alone: opening a FIFO to look would block until something writes to it, and a
+    device may never end."""
+    if is_url(path):
+        return ""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "file not found"
+    except OSError as error:
+        return error.strerror or _one_line(error)
+    if stat_module.S_ISREG(mode):
+        return ""
+    kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a file")
+    return f"not a regular file: {kind}"
 
 
 # ---------------------------------------------------------------------------- reading

@@ -103,7 +103,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                               multiple_docs_in_single_file=args.multiple_docs_in_single_file,
                               separator_line=separator_line_of(args.multiple_docs_separator),
                               text_field=args.text_field, skip_missing=args.skip_missing,
-                              input_files=args.input_files)
+                              input_files=args.input_files,
+                              allow_outside_prefix=args.allow_paths_outside_prefix)
         for entry, reason in texts.missing:
             print(f"build-vocab: warning: {entry.metadata_file}:{entry.line_number}: skipped: {reason}: {entry.path}",
                   file=sys.stderr)

@@ -63,7 +63,11 @@ def add_document_arguments(group, metadata_help: str = "") -> None:
                        help="documents given directly: paths or globs (quote them; comma-separated lists too), "
                             "relative to --input_files_prefix; instead of or after --metadata_files")
     group.add_argument("--input_files_prefix", default="", metavar="DIR",
-                       help="directory the document paths are relative to (default: as written)")
+                       help="directory the document paths are relative to (default: as written); a metadata "
+                            "entry that resolves outside it (.., an absolute path, a symbolic link leading out) "
+                            "is refused")
+    add_bool(group, "--allow_paths_outside_prefix",
+             help="read metadata entries that resolve outside --input_files_prefix")
     add_bool(group, "--multiple_docs_in_single_file",
              help="each file holds many documents, separated by --multiple_docs_separator")
     group.add_argument("--multiple_docs_separator", default="\n", metavar="TEXT",

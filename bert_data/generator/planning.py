@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Dict, List
 
-from .. import __version__
+from .. import __version__, storage
 from ..config import ConfigError, GeneratorConfig
 import numpy as np
 
@@ -23,7 +23,7 @@ from .mixing import CorpusOrder
 from .tasks import SliceTable, UnitWork
 
 # Options that change how the work is done, never what is written.
-NOT_IN_FINGERPRINT = ("num_workers", "overwrite", "resume", "work_dir")
+NOT_IN_FINGERPRINT = ("num_workers", "overwrite", "resume", "work_dir", "allow_paths_outside_prefix")
 
 
 def warn(message: str) -> None:
@@ -77,6 +77,7 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
     from ..tokenizers import WORDPIECE, TokenizerSource, load_vocabulary
     from .locations import with_local_files
 
+    check_file_options(config)
     files = with_local_files(config)  # a vocabulary or tokenizer at a URL: read from a local copy
     source = TokenizerSource.from_config(files)
     vocab = load_vocabulary(source)
@@ -97,11 +98,11 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
         make_sentence_splitter(False, config.spacy_model)  # fails now, with advice, if missing
 
     entries, missing = list_documents(config.metadata_files, config.input_files, config.input_files_prefix,
-                                      skip_missing)
+                                      skip_missing, config.allow_paths_outside_prefix)
     val_entries, val_missing = [], []
     if config.val_metadata_files:
         val_entries, val_missing = list_documents(config.val_metadata_files, [], config.input_files_prefix,
-                                                  skip_missing)
+                                                  skip_missing, config.allow_paths_outside_prefix)
     # A document named for validation is never trained on: it leaves the training list.
     held_out = {entry.path for entry in val_entries}
     excluded = [entry for entry in entries if entry.path in held_out]
@@ -137,6 +138,16 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
     excluded_docs = sum(corpus.docs_per_path.get(path, 0) for path in {entry.path for entry in excluded})
     return Plan(corpus, units, orders, split_docs, config.split_num, n_listed, missing, excluded_docs, vocab,
                 run_fingerprint(config, vocab, entries + val_entries))
+
+
+def check_file_options(config: GeneratorConfig) -> None:
+    """The vocabulary, tokenizer and SentencePiece model are regular files (a FIFO or a device
+    would block or never end when opened): checked with os.stat, before anything opens them."""
+    for option in ("vocab_file", "tokenizer_file", "spm_model_file"):
+        path = getattr(config, option)
+        reason = storage.not_a_regular_file(path) if path else ""
+        if reason:
+            raise ConfigError(f"--{option} {path}: {reason}")
 
 
 def plan_units(corpus: CorpusPlan, split_docs: Dict[str, np.ndarray], orders: Dict[str, CorpusOrder],

@@ -41,8 +41,9 @@ class DocumentTexts:
     def __init__(self, metadata_files: Sequence[str], input_files_prefix: str = "",
                  multiple_docs_in_single_file: bool = False, separator_line: Optional[str] = None,
                  text_field: Optional[str] = None, skip_missing: bool = False,
-                 input_files: Sequence[str] = ()):
-        entries, self.missing = list_documents(metadata_files, input_files, input_files_prefix, skip_missing)
+                 input_files: Sequence[str] = (), allow_outside_prefix: bool = False):
+        entries, self.missing = list_documents(metadata_files, input_files, input_files_prefix, skip_missing,
+                                               allow_outside_prefix)
         # Slices group the generator's work; here only their sources, in order, matter.
         plan = planner.plan_corpus(entries, lambda label, position: TRAIN_CODE,
                                    multiple_docs_in_single_file=multiple_docs_in_single_file,
