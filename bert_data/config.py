@@ -11,11 +11,16 @@ import os
 from dataclasses import InitVar, dataclass, field
 from typing import List, Optional
 
+from . import storage
 from .format import layout
 
 
 class ConfigError(ValueError):
-    """An option value that cannot work; the message is one line naming the option."""
+    """An option value that cannot work; the message is one line naming the option (credentials
+    in URLs redacted)."""
+
+    def __init__(self, message: str):
+        super().__init__(storage.redact(message))
 
 
 def decode_separator(text: str) -> str:

@@ -14,6 +14,7 @@ from typing import List, Optional, Sequence
 
 from .create_tfrecords import add_document_arguments
 from .flags import add_bool, parse_args
+from .redaction import redacting
 
 EXAMPLE = """\
 examples:
@@ -86,6 +87,7 @@ class _Progress:
                 bar.update(1)
 
 
+@redacting
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(build_parser(), argv)
 

@@ -16,6 +16,7 @@ from typing import List, Optional
 from ..format.manifest import MANIFEST_NAME
 from .compat import add_google_arguments, resolve
 from .flags import add_bool, parse_args
+from .redaction import redacting
 
 DESCRIPTION = """\
 Turn raw text into BERT pretraining data: TFRecord shards of tf.train.Example with input_ids,
@@ -261,6 +262,7 @@ def warn(message: str) -> None:
     print(f"create_tfrecords: warning: {message}", file=sys.stderr)
 
 
+@redacting
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -27,7 +27,7 @@ NOT_IN_FINGERPRINT = ("num_workers", "overwrite", "resume", "work_dir", "allow_p
 
 
 def warn(message: str) -> None:
-    print(f"create_tfrecords: warning: {message}", file=sys.stderr)
+    print(storage.redact(f"create_tfrecords: warning: {message}"), file=sys.stderr)
 
 
 @dataclass

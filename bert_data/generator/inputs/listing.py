@@ -65,7 +65,7 @@ def expand_input_files(patterns: Sequence[str], prefix: str = "") -> List[Metada
         for path in matched:
             # The label names the document in messages and in the validation hash: as given.
             label = os.path.relpath(path, prefix) if prefix else path
-            entries.append(MetadataEntry(INPUT_FILES, len(entries) + 1, label, os.path.abspath(path)))
+            entries.append(MetadataEntry(INPUT_FILES, len(entries) + 1, storage.redact(label), os.path.abspath(path)))
     return entries
 
 
@@ -80,8 +80,9 @@ def _url_entries(pattern: str, prefix: str, before: int) -> List[MetadataEntry]:
         if not matched:
             raise InputError(f"input pattern {full} matches no file")
     base = prefix.rstrip("/") + "/" if storage.is_url(prefix) else ""
-    return [MetadataEntry(INPUT_FILES, before + number + 1, url[len(base):] if base and url.startswith(base) else url,
-                          url) for number, url in enumerate(matched)]
+    return [MetadataEntry(INPUT_FILES, before + number + 1,
+                          storage.redact(url[len(base):] if base and url.startswith(base) else url), url)
+            for number, url in enumerate(matched)]
 
 
 # A metadata file lists paths, one a line: no path is longer than this.  A longer line (a text
@@ -111,7 +112,9 @@ def read_metadata(metadata_files: Sequence[str], prefix: str,
         before = len(entries)
         for line_number, label in metadata_lines(metadata_file):
             # Absolute (or a URL): workers (local or on a cluster) may run in another directory.
-            entry = MetadataEntry(metadata_file, line_number, label, storage.resolve(prefix, label))
+            # The label names the document in messages, files and the validation hash: never with
+            # the credentials a URL may carry (the path keeps them, to be opened).
+            entry = MetadataEntry(metadata_file, line_number, storage.redact(label), storage.resolve(prefix, label))
             if guard is not None:
                 guard.check(entry)
             entries.append(entry)

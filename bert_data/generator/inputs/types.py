@@ -11,6 +11,8 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from ... import storage
+
 TRAIN = "train"
 VAL = "val"
 TRAIN_CODE, VAL_CODE = 0, 1  # a document's split, one byte a document in a corpus plan
@@ -19,7 +21,11 @@ DEFAULT_TEXT_FIELD = "text"  # the text's key in JSON Lines and column in tables
 
 
 class InputError(ValueError):
-    """Bad input found while planning or reading; the message is one line naming the file."""
+    """Bad input found while planning or reading; the message is one line naming the file
+    (credentials in URLs redacted)."""
+
+    def __init__(self, message: str):
+        super().__init__(storage.redact(message))
 
 
 def one_line(error: BaseException) -> str:
