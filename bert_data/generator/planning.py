@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from dataclasses import dataclass, field
 from typing import Dict, List
 
-from .. import __version__, storage
+from .. import storage
+from ..version import __version__
 from ..config import ConfigError, GeneratorConfig
+from ..notices import warn
 import numpy as np
 
 from .inputs import planner
@@ -24,10 +25,6 @@ from .tasks import SliceTable, UnitWork
 
 # Options that change how the work is done, never what is written.
 NOT_IN_FINGERPRINT = ("num_workers", "overwrite", "resume", "work_dir", "allow_paths_outside_prefix")
-
-
-def warn(message: str) -> None:
-    print(storage.redact(f"create_tfrecords: warning: {message}"), file=sys.stderr)
 
 
 @dataclass
@@ -185,7 +182,7 @@ def check_vocabulary_case(config: GeneratorConfig, vocab, slices: List[Slice], a
     """Refuse a lower-case vocabulary with cased text and no --do_lower_case (or a cased one
     with it), with the [UNK] rates measured on the first documents: the most common silent
     mistake in BERT data.  With ``allow_mismatch``, a warning instead."""
-    from ..tokenization import measure_case_mismatch, vocab_is_lowercase
+    from ..tokenizers.wordpiece import measure_case_mismatch, vocab_is_lowercase
 
     if vocab_is_lowercase(vocab) == config.do_lower_case:
         return

@@ -2,8 +2,8 @@
 
 This module owns the run: the scheduler that feeds tasks to the executor in dependency order,
 the run's totals and the manifests.  Around it: ``planning`` (checks and units, before any
-work), ``output`` (the output directory, lock and journal), ``executors`` (where tasks run),
-``tasks`` (what they compute) and ``assembly`` (pieces into shards).
+work), ``run_files`` (every file of the run: output directory, lock, journal, work files),
+``executors`` (where tasks run), ``tasks`` (what they compute) and ``assembly`` (pieces into shards).
 
 The stages know nothing of processes or files-in-progress; this module knows nothing of
 tokens.  Any ``concurrent.futures``-style executor works (a local process pool by default;
@@ -14,8 +14,8 @@ order they finish.
 Nothing lost, nothing silent:
 
 * everything that can be checked is checked before any work (``make_plan``);
-* shards are written as ``*.tfrecords.tmp`` and renamed when complete, and the manifest is
-  written last: a directory without it is not a finished dataset;
+* shards are written in progress and renamed when complete, and the manifest is written
+  last: a directory without it is not a finished dataset;
 * after each unit is appended, a journal records the shards' sizes and the run's totals, so
   ``--resume`` truncates the shards to the last whole unit and goes on from there, giving the
   same bytes as an uninterrupted run;
@@ -36,22 +36,23 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from .. import __version__
+from ..version import __version__
 from ..config import GeneratorConfig
 from ..format.manifest import Manifest, SkippedDocuments
-from .assembly import Segment, ShardAssembler
-from .inputs.types import BINARY, SPLIT_OF_CODE, TRAIN, VAL, Skip
+from .assembly import ShardAssembler
+from .inputs.types import BINARY, SPLIT_OF_CODE, Skip
+from ..format.dataset_layout import TRAIN, VAL
 from .. import storage
 from .executors import default_executor, shares_local_files, stop_executor
-from .locations import (RemoteOutput, check_output_url, count_slices, forget_local_copies, prepare_work_dir,
-                        remove_run_files, run_locations)
-from .output import (GenerationError, Interrupted, OutputLock, create_output_dir, discard_unjournaled_work, lock_path,
-                     manifest_name, prepare_output_dir, read_journal, shard_path, split_dirs, write_journal)
-from .scratch import discard_unjournaled, finished_slices, load_arrays
+from .locations import RemoteOutput, check_output_url, forget_local_copies, prepare_work_dir, run_locations
+from .pieces import Segment
+from .run_files import (GenerationError, Interrupted, OutputLock, create_output_dir, keep_journaled, lock_path,
+                        pool_path, prepare_output_dir, remove_run_files, shard_path, slice_paths, split_dirs,
+                        write_journal, write_manifests)
+from .scratch import finished_slices, load_arrays
 from .planning import Plan, make_plan, warn
 from .tasks import (DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError, UnitPairs,
-                    encode_shards, make_encode_tasks, pair_unit, pool_path, record_bytes, slice_paths,
-                    tokenize_slice)
+                    encode_shards, make_encode_tasks, pair_unit, record_bytes, tokenize_slice)
 
 MAX_LISTED_SKIPS = 100
 
@@ -434,7 +435,8 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
                                fetch_dir=journal_dir)
     shards = ShardCounts(plan, config, assembler, totals.shard_counts, work_dir)
     still_needed = slices_still_needed(plan)
-    done_slices = finished_slices(plan, work_dir, still_needed[first_unit])
+    done_slices = {index: SliceSummary.from_json(data) for index, data in
+                   finished_slices([piece.index for piece in plan.slices], work_dir, still_needed[first_unit]).items()}
     if not journal:  # from now on an interruption can be resumed, tokenized slices and all
         write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
 
@@ -490,16 +492,9 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
         tokenize_bar.close()
         units_bar.close()
         _stop_work(executor, own_executor, scheduler)
-        journal = read_journal(journal_dir)  # what --resume will find: the units it vouches for
         assembler.close()
-        discard_unjournaled_work(journal_dir)  # units not yet appended are redone by --resume
+        journal, kept_slices = keep_journaled(places, assembler.remove)
         kept_units = journal["totals"]["units_done"] if journal else 0
-        kept_slices = count_slices(work_dir)
-        if not kept_units and not kept_slices:  # nothing to resume: as if the run never started
-            assembler.remove()
-            remove_run_files(places)
-        elif work_dir != journal_dir:
-            discard_unjournaled(work_dir)
         signum = interruption.signum if isinstance(interruption, Interrupted) else signal.SIGINT
         raise Interrupted(signum, kept_units, len(plan.units), sum(journal["shard_sizes"].values()) if journal else 0,
                           kept_slices, len(plan.slices)) from None
@@ -528,9 +523,11 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
     skipped.add_slices([scheduler.summaries[index] for index in sorted(scheduler.summaries)])
     # A URL output: every shard to its final key, then the manifests (last).
     sizes = remote.upload_shards(local, totals.shard_counts) if remote is not None else None
-    manifests = write_manifests(config, plan, totals, skipped, sizes)
+    manifests = make_manifests(config, plan, totals, skipped, sizes)
+    write_manifests(config, manifests)
     remove_run_files(places)
-    return RunSummary(manifests, time.perf_counter() - started, first_unit)
+    return RunSummary({split: manifest.to_json() for split, manifest in manifests.items()},
+                      time.perf_counter() - started, first_unit)
 
 
 def _stop_work(executor, own_executor: bool, scheduler) -> None:
@@ -553,10 +550,9 @@ def _raise_on_sigterm():
         return None
 
 
-def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals, skipped: SkippedTotals,
-                    sizes: Optional[Dict[str, int]] = None) -> Dict[str, dict]:
-    """Write each split's manifest (last: it marks the split finished); returns them as JSON.
-    Each describes its own split: its counts, and the options it was made with, with the
+def make_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals, skipped: SkippedTotals,
+                   sizes: Optional[Dict[str, int]] = None) -> Dict[str, Manifest]:
+    """Each split's manifest (``run_files.write_manifests`` writes them, last).  Each describes its own split: its counts, and the options it was made with, with the
     effective values of options left to their defaults.  ``sizes``: shard path -> bytes, for
     shards that are not local files (uploaded from staging)."""
     from ..tokenizers import TokenizerSource
@@ -594,6 +590,5 @@ def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals, skip
             vocab_size=plan.vocab.size,
             bert_data_version=__version__,
         )
-        manifest.write(directory, manifest_name(config))
-        manifests[split] = manifest.to_json()
+        manifests[split] = manifest
     return manifests

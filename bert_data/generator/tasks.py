@@ -34,14 +34,15 @@ from .. import storage
 from ..config import GeneratorConfig
 from .inputs.reading import read_documents
 from .inputs.types import NO_SENTENCE, TRAIN, VAL, Document, InputError, Skip, Slice
-from ..format.example_codec import encode_examples
-from .assembly import Segment, SegmentCompressor
+from ..format.tfrecord.example_codec import encode_examples
+from .pieces import Segment, SegmentCompressor
 from ..format.layout import canonical_name
 from .locations import with_local_files
 from .instances import PairArrays, TokenPool, create_pairs, create_windows, gather_instances
 from ..masking import MaskingSpec, mask_tokens
 from ..format.tfrecord import frame_records
 from ..tokenizers import TokenizerSource, make_tokenizer
+from .run_files import piece_path, pool_path, slice_paths
 # Where tasks hand each other data (a local directory or a URL); re-exported for callers here.
 from .scratch import PieceWriter, load_array, load_json, private_temporary, save_array, save_json, slice_rows  # noqa: F401
 
@@ -68,7 +69,7 @@ class _WorkerContext:
 
     def __init__(self, config: GeneratorConfig):
         from .sentences import make_sentence_splitter
-        from ..tokenization import force_single_thread
+        from ..tokenizers.wordpiece import force_single_thread
 
         # One worker process, one tokenizer thread: parallelism comes from processes.
         force_single_thread()
@@ -90,15 +91,9 @@ class _WorkerContext:
 
 # ---------------------------------------------------------------------------- tokenize_slice
 
-# Columns of a slice's document table (``slice-N.docs.npy``): one row per document read in the
+# Columns of a slice's document table (``run_files.slice_paths``): one row per document read in the
 # slice (a document read in parts has a row in each of its slices).
 DOC_POSITION, TOKEN_START, TOKEN_END, SENTENCE_START, SENTENCE_END, DOC_REPLACED = range(6)
-
-
-def slice_paths(work_dir: str, index: int) -> Dict[str, str]:
-    base = storage.join(work_dir, f"slice-{index:07d}")
-    return {"tokens": base + ".tokens.npy", "docs": base + ".docs.npy", "sentences": base + ".sentences.npy",
-            "summary": base + ".json"}
 
 
 @dataclass
@@ -346,10 +341,6 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
     return TokenPool(load_array(path), bounds), replaced
 
 
-def pool_path(work_dir: str, unit_index: int) -> str:
-    return storage.join(work_dir, f"unit-{unit_index + 1:07d}.pool.npy")  # units numbered from 1, as messages do
-
-
 def pair_unit(unit: UnitWork, table: SliceTable, config: GeneratorConfig, work_dir: str) -> UnitPairs:
     """Token ids -> shuffled pairs (or MLM-only windows) for one unit: its documents are the pool
     random next sentences come from."""
@@ -420,7 +411,7 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
     vocab = context.vocab
     specs = config.feature_specs()
     masking = None if config.disable_masking else MaskingSpec.from_config(config, vocab)
-    path = storage.join(work_dir, f"unit-{task.unit_index + 1:07d}-{task.split}-{task.shards[0]:05d}.piece")
+    path = piece_path(work_dir, task.unit_index, task.split, task.shards[0])
     tokens = load_array(task.tokens_path)
     segments = []
     first_row = 0

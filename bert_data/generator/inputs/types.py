@@ -12,9 +12,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from ... import storage
-
-TRAIN = "train"
-VAL = "val"
+from ...format.dataset_layout import TRAIN, VAL  # split names: the dataset layout owns them
 TRAIN_CODE, VAL_CODE = 0, 1  # a document's split, one byte a document in a corpus plan
 SPLIT_OF_CODE = {TRAIN_CODE: TRAIN, VAL_CODE: VAL}
 DEFAULT_TEXT_FIELD = "text"  # the text's key in JSON Lines and column in tables, unless --text_field
