@@ -173,7 +173,8 @@ class GeneratorConfig:
 
     @property
     def workers(self) -> int:
-        return self.num_workers if self.num_workers else (os.cpu_count() or 1)
+        """--num_workers, by default the cores this process may use."""
+        return self.num_workers if self.num_workers else available_cores()
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -334,6 +335,15 @@ class GeneratorConfig:
             if self.mask_whole_word or self.max_ngram_size > 1:
                 raise ConfigError("--mask_whole_word and --max_ngram_size choose masks: with --disable_masking "
                                   "they belong to the loader's masking function")
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which a container or ``taskset``
+    may narrow), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # (not on every platform)
+        return os.cpu_count() or 1
 
 
 def default_of(option: str):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
+import os
 import lzma
 import tracemalloc
 from pathlib import Path
@@ -198,3 +199,31 @@ def test_a_corrupted_parquet_file_stops_the_run_naming_the_file(tmp_path, vocab,
     assert str(tmp_path / "t.parquet") in line and "cannot read" in line
     line = run_fails(tmp_path, vocab, "t.arrow", corrupted(table_bytes("arrow file"), 0.999), capsys)
     assert str(tmp_path / "t.arrow") in line
+
+
+# ---------------------------------------------------------------------------- resources
+
+def test_more_workers_than_cores_are_capped_with_one_warning(tmp_path, capsys, monkeypatch):
+    """--num_workers 1000 on a machine (here: a process allowed) one core starts one worker,
+    through the command line and through the library alike."""
+    from bert_data.config import GeneratorConfig, available_cores
+    from bert_data.generator import executors, runner
+
+    assert 1 <= available_cores() <= (os.cpu_count() or 1)
+    monkeypatch.setattr(executors, "available_cores", lambda: 1)
+    started = []
+    real_executor = runner.default_executor
+    monkeypatch.setattr(runner, "default_executor", lambda workers: started.append(workers) or real_executor(workers))
+    corpus = make_corpus(tmp_path / "corpus", n_docs=3, min_sentences=4, max_sentences=6)
+    common = ["--metadata_files", str(corpus.metadata), "--input_files_prefix", str(corpus.root), "--vocab_file",
+              str(corpus.vocab), "--do_lower_case", "--max_seq_length", "32", "--dupe_factor", "1", "--quiet"]
+    assert main(common + ["--output_dir", str(tmp_path / "cli"), "--num_workers", "1000"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert warnings == ["create_tfrecords: warning: --num_workers 1,000 is more than the cores this process may "
+                        "use (1): starting 1 worker processes"]
+    runner.generate(GeneratorConfig(metadata_files=[str(corpus.metadata)], input_files_prefix=str(corpus.root),
+                                    vocab_file=str(corpus.vocab), do_lower_case=True, max_seq_length=32,
+                                    dupe_factor=1, output_dir=str(tmp_path / "library"), num_workers=64),
+                    progress=False)
+    assert "--num_workers 64 is more than the cores this process may use (1)" in capsys.readouterr().err
+    assert started == [1, 1]

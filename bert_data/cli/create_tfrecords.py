@@ -234,7 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
                   "last, and random-next sentences come from neighbouring documents; a trainer's small shuffle "
                   "buffer sees one region at a time")
     work.add_argument("--num_workers", type=int, default=None,
-                      help="worker processes (default: all cores); output is identical for any value")
+                      help="worker processes (default: all cores this process may use; more than that is capped, "
+                           "with a warning); output is identical for any value")
     cluster = work.add_mutually_exclusive_group()
     cluster.add_argument("--scheduler", metavar="ADDRESS", default=None,
                          help="run the work on the Dask cluster whose scheduler is at ADDRESS "
@@ -287,9 +288,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         run = dict(progress=not args.quiet and sys.stderr.isatty(), skip_missing=args.skip_missing,
                    allow_case_mismatch=args.allow_case_mismatch)
         if args.scheduler or args.dask:
-            from ..generator.executors import dask_executor
+            from ..generator.executors import dask_executor, local_workers
 
-            with dask_executor(args.scheduler, config.workers) as (executor, parallelism):
+            # A local cluster's processes are this machine's: no more than its cores.
+            workers = config.workers if args.scheduler else local_workers(config.workers)
+            with dask_executor(args.scheduler, workers) as (executor, parallelism):
                 summary = generate(config, executor=executor, parallelism=parallelism, **run)
         else:
             summary = generate(config, **run)

@@ -43,7 +43,7 @@ from .assembly import ShardAssembler
 from .inputs.types import BINARY, SPLIT_OF_CODE, Skip
 from ..format.dataset_layout import TRAIN, VAL
 from .. import storage
-from .executors import default_executor, shares_local_files, stop_executor
+from .executors import default_executor, local_workers, shares_local_files, stop_executor
 from .locations import RemoteOutput, check_output_url, forget_local_copies, prepare_work_dir, run_locations
 from .pieces import Segment
 from .run_files import (GenerationError, Interrupted, OutputLock, create_output_dir, keep_journaled, lock_path,
@@ -396,6 +396,8 @@ def generate(
     """
     started = time.perf_counter()
     config.validate()
+    if executor is None:  # our own pool of processes: no more of them than cores
+        parallelism = local_workers(parallelism or config.workers)
     check_output_url(config)
     forget_local_copies()  # a URL's vocabulary is fetched afresh for each run
     plan = make_plan(config, skip_missing, allow_case_mismatch=allow_case_mismatch)
@@ -442,7 +444,7 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
 
     own_executor = executor is None
     if own_executor:
-        executor = default_executor(max(1, min(config.workers, len(plan.slices) + len(plan.units))))
+        executor = default_executor(max(1, min(parallelism, len(plan.slices) + len(plan.units))))
     scheduler = _Scheduler(plan, config, executor, work_dir, first_unit, parallelism, done_slices, shards,
                            {split: counts.n_examples for split, counts in totals.splits.items()})
     first_records = totals.n_examples
