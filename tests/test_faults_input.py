@@ -5,6 +5,7 @@ truncated or corrupted file stopping the run with one line naming it.
 from __future__ import annotations
 
 import bz2
+import functools
 import gzip
 import io
 import os
@@ -68,7 +69,7 @@ def test_a_large_one_document_gz_is_read_in_parts_in_bounded_memory(tmp_path, mo
 
 
 def test_a_compressed_document_in_parts_gives_the_bytes_of_its_plain_copy(tmp_path, monkeypatch):
-    corpus = make_corpus(tmp_path / "corpus", n_docs=4, min_sentences=60, max_sentences=80)
+    corpus = make_corpus(tmp_path / "corpus", n_docs=2, min_sentences=40, max_sentences=50)
     label = next(iter(corpus.documents))
     text = (corpus.root / label).read_bytes()
     (corpus.root / "big.txt.xz").write_bytes(lzma.compress(text))
@@ -77,15 +78,16 @@ def test_a_compressed_document_in_parts_gives_the_bytes_of_its_plain_copy(tmp_pa
     import bert_data.generator.inputs.planner as planner
 
     original = planner.plan_corpus
-    monkeypatch.setattr(planner, "plan_corpus", lambda *a, **k: original(*a, **dict(k, part_bytes=700)))
+    monkeypatch.setattr(planner, "plan_corpus", lambda *a, **k: original(*a, **dict(k, part_bytes=300)))
     outputs = []
     for metadata in ("plain.txt", "xz.txt"):
         out = tmp_path / metadata
         assert main(["--metadata_files", str(corpus.root / metadata), "--input_files_prefix", str(corpus.root),
                      "--vocab_file", str(corpus.vocab), "--do_lower_case", "--max_seq_length", "32",
-                     "--dupe_factor", "2", "--num_output_files", "1", "--output_dir", str(out), "--quiet"]) == 0
+                     "--dupe_factor", "2", "--num_output_files", "1", "--output_dir", str(out), "--quiet",
+                     "--num_workers", "1"]) == 0
         outputs.append((out / "examples-1.tfrecords").read_bytes())
-    assert len(text) > 4 * 700 and outputs[0] == outputs[1]
+    assert len(text) > 4 * 300 and outputs[0] == outputs[1]
 
 
 def test_stream_cuts_are_the_cuts_of_a_memory_map():
@@ -108,7 +110,7 @@ def test_stream_cuts_are_the_cuts_of_a_memory_map():
 # ---------------------------------------------------------------------------- truncated and corrupted
 
 TEXT = b"".join(b"Line %d of a document that is long enough to be compressed in several blocks.\n" % i
-                for i in range(40_000))
+                for i in range(12_000))
 
 
 def zstd_with_checksum(data: bytes) -> bytes:
@@ -117,6 +119,11 @@ def zstd_with_checksum(data: bytes) -> bytes:
 
 COMPRESSORS = {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress, "zst": zstd_with_checksum}
 CODEC_NAMES = {"gz": "gzip", "bz2": "bzip2", "xz": "xz", "zst": "zstd"}
+
+
+@functools.lru_cache(maxsize=None)
+def packed_text(codec: str) -> bytes:
+    return COMPRESSORS[codec](TEXT)
 
 
 def truncated(data: bytes, fraction: float) -> bytes:
@@ -144,7 +151,7 @@ def run_fails(tmp_path: Path, vocab, name: str, data: bytes, capsys, *options: s
     (tmp_path / "m.txt").write_text(f"good.txt\n{name}\n")
     out = tmp_path / "out"
     code = main(["--metadata_files", str(tmp_path / "m.txt"), "--input_files_prefix", str(tmp_path),
-                 "--vocab_file", str(vocab), "--output_dir", str(out), "--quiet", *options])
+                 "--vocab_file", str(vocab), "--output_dir", str(out), "--quiet", "--num_workers", "1", *options])
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(lines) == 1, lines
     assert not out.exists() or not list(out.glob("*.tfrecords"))
@@ -156,7 +163,7 @@ def run_fails(tmp_path: Path, vocab, name: str, data: bytes, capsys, *options: s
 @pytest.mark.parametrize("mode", ["one document a file", "many documents a file"])
 def test_every_codec_truncated_or_corrupted_stops_the_run_naming_the_file(tmp_path, vocab, capsys, codec, damage,
                                                                           mode):
-    packed = COMPRESSORS[codec](TEXT)
+    packed = packed_text(codec)
     data = {"truncated at 43%": truncated(packed, 0.43), "truncated by one byte": packed[:-1],
             "corrupted": corrupted(packed)}[damage]
     options = ["--multiple_docs_in_single_file"] if mode == "many documents a file" else []
@@ -172,13 +179,13 @@ def test_a_zstd_file_without_checksum_is_still_checked_for_truncation(tmp_path, 
 
 
 def table_bytes(kind: str) -> bytes:
-    table = pa.table({"text": [f"Document {i} has some text." for i in range(3000)]})
+    table = pa.table({"text": [f"Document {i} has some text." for i in range(1200)]})
     sink = io.BytesIO()
     if kind == "parquet":
-        pq.write_table(table, sink, row_group_size=500)
+        pq.write_table(table, sink, row_group_size=200)
     else:
         with (ipc.new_file if kind == "arrow file" else ipc.new_stream)(sink, table.schema) as writer:
-            for batch in table.to_batches(max_chunksize=500):
+            for batch in table.to_batches(max_chunksize=200):
                 writer.write_batch(batch)
     return sink.getvalue()
 

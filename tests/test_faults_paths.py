@@ -40,7 +40,8 @@ def run(corpus, tmp_path, capsys, metadata_lines, *options, prefix=None):
     metadata.write_text("".join(line + "\n" for line in metadata_lines))
     code = main(["--metadata_files", str(metadata), "--input_files_prefix", str(prefix or corpus.root),
                  "--vocab_file", str(corpus.vocab), "--do_lower_case", "--output_dir", str(tmp_path / "out"),
-                 "--quiet", "--max_seq_length", "32", "--dupe_factor", "1", "--num_output_files", "1", *options])
+                 "--quiet", "--max_seq_length", "32", "--dupe_factor", "1", "--num_output_files", "1",
+                 "--num_workers", "1", *options])
     return code, capsys.readouterr().err.strip().splitlines()
 
 
