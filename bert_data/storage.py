@@ -122,6 +122,9 @@ _FILE_KINDS = ((stat_module.S_ISDIR, "a directory"), (stat_module.S_ISFIFO, "a F
                (stat_module.S_ISSOCK, "a socket"))
 
 
+FILE_NOT_FOUND = "file not found"
+
+
 def not_a_regular_file(path: str) -> str:
     """Why a local path cannot be read as a file ("" when it can, and for URLs), found with
     ``os.stat`` alone: opening a FIFO to look would block until something writes to it, and a
@@ -131,7 +134,7 @@ def not_a_regular_file(path: str) -> str:
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        return "file not found"
+        return FILE_NOT_FOUND
     except OSError as error:
         return error.strerror or _one_line(error)
     if stat_module.S_ISREG(mode):

@@ -139,11 +139,12 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
 
 def check_file_options(config: GeneratorConfig) -> None:
     """The vocabulary, tokenizer and SentencePiece model are regular files (a FIFO or a device
-    would block or never end when opened): checked with os.stat, before anything opens them."""
+    would block or never end when opened): checked with os.stat, before anything opens them.
+    (A missing one is left to its loader, whose message says what the file should be.)"""
     for option in ("vocab_file", "tokenizer_file", "spm_model_file"):
         path = getattr(config, option)
         reason = storage.not_a_regular_file(path) if path else ""
-        if reason:
+        if reason and reason != storage.FILE_NOT_FOUND:
             raise ConfigError(f"--{option} {path}: {reason}")
 
 
