@@ -21,7 +21,7 @@ def plan(entries, **options):
 
 
 def sources(corpus):
-    return [source for piece in corpus.slices for source in piece.sources]
+    return [source for slice_ in corpus.slices for source in slice_.sources]
 
 
 def texts(group, separator_line=None, multi=False):

@@ -263,7 +263,7 @@ def test_documents_split_into_parts_give_the_same_bytes(synthetic_corpus, tmp_pa
 
     monkeypatch.setattr(planner, "plan_corpus", plan_in_small_parts)
     generate(make_config(synthetic_corpus, tmp_path), progress=False)
-    assert sum(source.continues for piece in planned for source in piece.sources) > 20
+    assert sum(source.continues for slice_ in planned for source in slice_.sources) > 20
     assert file_hashes(tmp_path) == file_hashes(whole)
 
 

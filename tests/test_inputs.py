@@ -28,6 +28,7 @@ from bert_data.generator.inputs import files as input_files
 from bert_data.config import ConfigError, GeneratorConfig
 from bert_data.generator.inputs.types import InputError
 from bert_data.generator.planning import make_plan
+from bert_data.generator.settings import resolve
 from bert_data.generator.runner import generate
 
 from conftest import file_hashes, make_corpus
@@ -216,9 +217,9 @@ def test_corrupt_gzip_fails_at_planning_with_one_line_naming_the_file(corpus, tm
     metadata = write_metadata(tmp_path / "metadata.txt", tmp_path, [good, bad])
     options = {"one": {}, "multi": {"multiple_docs_in_single_file": True}, "jsonl": {"text_field": "text"}}[mode]
     config = GeneratorConfig(metadata_files=[str(metadata)], input_files_prefix=str(tmp_path),
-                             vocab_file=str(corpus.vocab), output_dir=str(tmp_path / "out"), **options).validate()
+                             vocab_file=str(corpus.vocab), output_dir=str(tmp_path / "out"), **options)
     with pytest.raises(InputError) as caught:
-        make_plan(config)
+        make_plan(resolve(config))
     message = str(caught.value)
     assert "\n" not in message and message.startswith(f"{metadata}:2: cannot read gzip file {bad}")
     # Through the command line: exit status 2, one line, and nothing written.
@@ -256,7 +257,7 @@ def plan(entries, **options):
 
 
 def sources(corpus):
-    return [source for piece in corpus.slices for source in piece.sources]
+    return [source for slice_ in corpus.slices for source in slice_.sources]
 
 
 def slice_contents(slices, multi=True):
@@ -284,11 +285,11 @@ def test_slices_across_compressed_multi_document_files(tmp_path, codec):
         assert all(s.codec == codec for s in sources(corpus))
         # Only a file's last range reads on to the end of its stream.
         assert [s.end < 0 for s in sources(corpus)].count(True) == 4
-        plain_labels = [[(label.replace(f".{codec}#", "#"), position, text) for label, position, text in piece]
-                        for piece in slice_contents(corpus.slices)]
+        plain_labels = [[(label.replace(f".{codec}#", "#"), position, text) for label, position, text in contents]
+                        for contents in slice_contents(corpus.slices)]
         assert plain_labels == slice_contents(reference.slices)
         assert slice_contents(corpus.slices)[-1][-1] == (f"f3.txt.{codec}#0", 15, "file 3 doc 0\nsecond line\n")
-    found = [(label, position) for piece in slice_contents(corpus.slices) for label, position, _ in piece]
+    found = [(label, position) for contents in slice_contents(corpus.slices) for label, position, _ in contents]
     assert found == list(zip([f"f{n}.txt.{codec}#{i}" for n, size in enumerate(sizes) for i in range(size)],
                              range(16)))
 
@@ -381,8 +382,8 @@ def test_memory_stays_bounded_reading_a_large_compressed_jsonl_file(tmp_path):
         entries = read_metadata([str(metadata)], str(tmp_path))
         corpus = plan(entries, text_field="text")
         n_docs = n_chars = 0
-        for piece in corpus.slices:
-            for document in read_documents(piece.sources, None, False, []):
+        for slice_ in corpus.slices:
+            for document in read_documents(slice_.sources, None, False, []):
                 n_docs += 1
                 n_chars += len(document.text)
     finally:

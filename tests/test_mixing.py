@@ -226,11 +226,11 @@ def test_resume_reuses_the_slices_tokenized_before_an_interruption(tmp_path, mon
     generate(config(corpus, tmp_path / "reference", split_num=8), progress=False)
     calls = []
 
-    def tokenize_then_stop(piece, *args):
+    def tokenize_then_stop(slice_, *args):
         if len(calls) == 6:
             raise KeyboardInterrupt  # as Ctrl-C would, after six of the ten slices
-        calls.append(piece.index)
-        return original_tokenize(piece, *args)
+        calls.append(slice_.index)
+        return original_tokenize(slice_, *args)
 
     monkeypatch.setattr(runner, "tokenize_slice", tokenize_then_stop)
     with pytest.raises(KeyboardInterrupt):
@@ -238,8 +238,8 @@ def test_resume_reuses_the_slices_tokenized_before_an_interruption(tmp_path, mon
     assert calls == list(range(6)) and not list((tmp_path / "out").rglob("*.tfrecords"))
 
     calls.clear()
-    monkeypatch.setattr(runner, "tokenize_slice", lambda piece, *args: calls.append(piece.index) or
-                        original_tokenize(piece, *args))
+    monkeypatch.setattr(runner, "tokenize_slice", lambda slice_, *args: calls.append(slice_.index) or
+                        original_tokenize(slice_, *args))
     generate(config(corpus, tmp_path / "out", split_num=8, resume=True), progress=False)
     assert calls == list(range(6, 10))  # only the slices not yet tokenized
     assert file_hashes(tmp_path / "out") == file_hashes(tmp_path / "reference")

@@ -149,7 +149,7 @@ def test_a_prediction_cap_well_below_masked_lm_prob_is_warned(capsys, corpus, tm
 def test_library_warnings_name_no_command_unless_one_runs(monkeypatch, capsys):
     from bert_data import notices
     from bert_data.config import GeneratorConfig
-    from bert_data.generator.planning import check_masking_budget
+    from bert_data.generator.settings import check_masking_budget
 
     monkeypatch.setattr(notices, "_program", "bert_data")  # as a fresh interpreter has it
     config = GeneratorConfig(metadata_files=["m.txt"], vocab_file="v.txt", max_seq_length=1024)

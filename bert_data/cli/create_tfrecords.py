@@ -279,11 +279,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ..generator.run_files import Interrupted
     from ..generator.runner import GenerationError, generate
     from ..generator.sentences import SentenceSplitterError
+    from ..generator.settings import resolve as resolve_settings
     from ..tokenizers.vocab import VocabError
 
     try:
         args = resolve(args, argv, notices.warn)
-        config = config_from_args(args).validate()
+        config = config_from_args(args)
+        settings = resolve_settings(config)  # checked once, before a cluster starts
         # No bar in a log file or pipe: its redraws would fill it.
         run = dict(progress=not args.quiet and sys.stderr.isatty(), skip_missing=args.skip_missing,
                    allow_case_mismatch=args.allow_case_mismatch)
@@ -293,9 +295,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             # A local cluster's processes are this machine's: no more than its cores.
             workers = config.workers if args.scheduler else local_workers(config.workers)
             with dask_executor(args.scheduler, workers) as (executor, parallelism):
-                summary = generate(config, executor=executor, parallelism=parallelism, **run)
+                summary = generate(settings, executor=executor, parallelism=parallelism, **run)
         else:
-            summary = generate(config, **run)
+            summary = generate(settings, **run)
     except (ConfigError, InputError, VocabError, SentenceSplitterError, GenerationError) as error:
         print(f"create_tfrecords: error: {error}", file=sys.stderr)
         return 2

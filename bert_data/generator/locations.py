@@ -41,10 +41,6 @@ from ..format.manifest import Manifest
 from .run_files import (GenerationError, discard_unjournaled, existing_outputs_at, output_lock, output_work_dir,
                         prepare_output_dir, run_dir_name, shard_in_progress, shard_path, split_dirs, work_dir_of)
 
-# Options naming files the workers open by path: fetched once per process when they are URLs.
-FILE_OPTIONS = ("vocab_file", "tokenizer_file", "spm_model_file")
-
-
 # ---------------------------------------------------------------------------- files workers open
 
 _local_copies: Dict[str, str] = {}
@@ -79,15 +75,6 @@ def local_copy(url: str) -> str:
 def forget_local_copies() -> None:
     """A new run fetches its files again (they may have changed since the last)."""
     _local_copies.clear()
-
-
-def with_local_files(config: GeneratorConfig) -> GeneratorConfig:
-    """``config`` with URL-named files (vocabulary, tokenizer) replaced by local copies: what the
-    tokenizers, which open paths, are given.  ``config`` itself is unchanged (the manifest and
-    the run's fingerprint keep the URL)."""
-    local = {name: local_copy(getattr(config, name)) for name in FILE_OPTIONS
-             if storage.is_url(getattr(config, name, None))}
-    return dataclasses.replace(config, **local) if local else config
 
 
 # ---------------------------------------------------------------------------- the run's places

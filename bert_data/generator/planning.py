@@ -10,7 +10,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Dict, List
 
-from .. import storage
 from ..version import __version__
 from ..config import ConfigError, GeneratorConfig
 from ..notices import warn
@@ -21,6 +20,7 @@ from .inputs.listing import list_documents
 from .inputs.reading import read_documents
 from .inputs.types import SPLIT_OF_CODE, TRAIN, TRAIN_CODE, VAL, VAL_CODE, CorpusPlan, InputError, Slice
 from .mixing import CorpusOrder
+from .settings import RunSettings
 from .tasks import SliceTable, UnitWork
 
 # Options that change how the work is done, never what is written.
@@ -63,37 +63,17 @@ class Plan:
         return UnitWork(unit.index, unit.split, self.split_docs[unit.split][places])
 
 
-def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: bool = True,
+def make_plan(settings: RunSettings, skip_missing: bool = False, check_case: bool = True,
               allow_case_mismatch: bool = False) -> Plan:
-    """Everything that can be checked before any work: inputs, vocabulary, sentence model; then
-    the corpus cut into slices and its documents dealt into units.
+    """Everything about the inputs that can be checked before any work (the options and the
+    vocabulary were, by :func:`~.settings.resolve`); then the corpus cut into slices and its
+    documents dealt into units.
 
     A vocabulary whose case disagrees with ``do_lower_case`` stops the run (ConfigError) unless
     ``allow_case_mismatch``, which turns it into a warning."""
-    from ..masking import MaskingSpec
-    from ..tokenizers import WORDPIECE, TokenizerSource, load_vocabulary
-    from .locations import with_local_files
+    from ..tokenizers import WORDPIECE
 
-    check_file_options(config)
-    files = with_local_files(config)  # a vocabulary or tokenizer at a URL: read from a local copy
-    source = TokenizerSource.from_config(files)
-    vocab = load_vocabulary(source)
-    # Checked here, not only by MaskingSpec.from_config in the workers: windows that cross
-    # documents need the token with masking disabled too, and a user needs the option's name.
-    if config.mlm_only and config.document_separator_token not in vocab.token_to_id:
-        raise ConfigError(f"--document_separator_token {config.document_separator_token} is not in "
-                          f"{vocab.path}")
-    if not config.disable_masking:
-        try:  # e.g. whole words with a tokenizer whose pieces do not show where words start
-            MaskingSpec.from_config(config, vocab)
-        except ValueError as error:
-            raise ConfigError(f"{source.option} {source.path}: {error}") from None
-    check_masking_budget(config)
-    if config.spacy_model and not config.single_sentence_per_line:
-        from .sentences import make_sentence_splitter
-
-        make_sentence_splitter(False, config.spacy_model)  # fails now, with advice, if missing
-
+    config, vocab = settings.config, settings.vocab
     entries, missing = list_documents(config.metadata_files, config.input_files, config.input_files_prefix,
                                       skip_missing, config.allow_paths_outside_prefix)
     val_entries, val_missing = [], []
@@ -121,8 +101,8 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
     if not corpus.n_docs or not corpus.n_bytes:
         named = config.metadata_files + config.input_files + config.val_metadata_files
         raise InputError("no document with any text in " + ", ".join(named))
-    if check_case and source.kind == WORDPIECE:  # the check measures WordPiece's [UNK] rate
-        check_vocabulary_case(files, vocab, corpus.slices, allow_case_mismatch)
+    if check_case and settings.tokenizer.kind == WORDPIECE:  # the check measures WordPiece's [UNK] rate
+        check_vocabulary_case(config, vocab, corpus.slices, allow_case_mismatch)
     split_docs = {split: np.flatnonzero(corpus.doc_splits == code)
                   for code, split in SPLIT_OF_CODE.items()}
     orders = {split: CorpusOrder(len(docs), config.seed, shuffle=not config.keep_corpus_order)
@@ -135,17 +115,6 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
     excluded_docs = sum(corpus.docs_per_path.get(path, 0) for path in {entry.path for entry in excluded})
     return Plan(corpus, units, orders, split_docs, config.split_num, n_listed, missing, excluded_docs, vocab,
                 run_fingerprint(config, vocab, entries + val_entries))
-
-
-def check_file_options(config: GeneratorConfig) -> None:
-    """The vocabulary, tokenizer and SentencePiece model are regular files (a FIFO or a device
-    would block or never end when opened): checked with os.stat, before anything opens them.
-    (A missing one is left to its loader, whose message says what the file should be.)"""
-    for option in ("vocab_file", "tokenizer_file", "spm_model_file"):
-        path = getattr(config, option)
-        reason = storage.not_a_regular_file(path) if path else ""
-        if reason and reason != storage.FILE_NOT_FOUND:
-            raise ConfigError(f"--{option} {path}: {reason}")
 
 
 def plan_units(corpus: CorpusPlan, split_docs: Dict[str, np.ndarray], orders: Dict[str, CorpusOrder],
@@ -163,21 +132,6 @@ def plan_units(corpus: CorpusPlan, split_docs: Dict[str, np.ndarray], orders: Di
     return units
 
 
-def check_masking_budget(config: GeneratorConfig) -> None:
-    """Warn when --max_predictions_per_seq caps masking well below --masked_lm_prob (e.g.
-    max_seq_length 1024 with the default 20 predictions masks at most 2% of a full instance):
-    Google's advice is max_predictions_per_seq = max_seq_length * masked_lm_prob."""
-    candidates = config.max_num_tokens  # the tokens of a full-length instance ([CLS]/[SEP] never masked)
-    wanted = max(1, round(candidates * config.masked_lm_prob))
-    if config.max_predictions_per_seq >= 0.9 * wanted:
-        return
-    effective = config.max_predictions_per_seq / candidates
-    advised = max(wanted, round(config.max_seq_length * config.masked_lm_prob))
-    warn(f"--max_predictions_per_seq {config.max_predictions_per_seq} caps masking at {effective:.1%} of a full "
-         f"{config.max_seq_length:,}-token instance, well below --masked_lm_prob {config.masked_lm_prob:g}; use "
-         f"--max_predictions_per_seq {advised} (max_seq_length * masked_lm_prob, as Google advises)")
-
-
 def check_vocabulary_case(config: GeneratorConfig, vocab, slices: List[Slice], allow_mismatch: bool = False,
                           sample_chars: int = 200_000) -> None:
     """Refuse a lower-case vocabulary with cased text and no --do_lower_case (or a cased one
@@ -188,7 +142,7 @@ def check_vocabulary_case(config: GeneratorConfig, vocab, slices: List[Slice], a
     if vocab_is_lowercase(vocab) == config.do_lower_case:
         return
     texts, size = [], 0
-    sources = [source for piece in slices[:8] for source in piece.sources]
+    sources = [source for slice_ in slices[:8] for source in slice_.sources]
     for document in read_documents(sources, config.separator_line, config.multiple_docs_in_single_file, []):
         texts += [line for line in document.text[: sample_chars - size].split("\n") if line.strip()]
         size += len(document.text)

@@ -1,9 +1,11 @@
 """Orchestration: plan units, run them on an executor, assemble shards, write the manifest.
 
 This module owns the run: the scheduler that feeds tasks to the executor in dependency order,
-the run's totals and the manifests.  Around it: ``planning`` (checks and units, before any
-work), ``run_files`` (every file of the run: output directory, lock, journal, work files),
-``executors`` (where tasks run), ``tasks`` (what they compute) and ``assembly`` (pieces into shards).
+and the run from start to finish.  Around it: ``settings`` (the configuration resolved once),
+``planning`` (checks and units, before any work), ``run_files`` (every file of the run: output
+directory, lock, journal, work files), ``executors`` (where tasks run), ``tasks`` (what they
+compute), ``assembly`` (pieces into shards) and ``totals`` (what the run reports: its counts and
+manifests).
 
 The stages know nothing of processes or files-in-progress; this module knows nothing of
 tokens.  Any ``concurrent.futures``-style executor works (a local process pool by default;
@@ -27,131 +29,30 @@ Nothing lost, nothing silent:
 from __future__ import annotations
 
 import concurrent.futures as cf
-import dataclasses
 import errno
-import os
 import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Union
 
-from ..version import __version__
 from ..config import GeneratorConfig
-from ..format.manifest import Manifest, SkippedDocuments
 from .assembly import ShardAssembler
 from .inputs.types import BINARY, SPLIT_OF_CODE, Skip
 from ..format.dataset_layout import TRAIN, VAL
 from .. import storage
 from .executors import default_executor, local_workers, shares_local_files, stop_executor
-from .locations import RemoteOutput, check_output_url, forget_local_copies, prepare_work_dir, run_locations
+from .locations import RemoteOutput, check_output_url, prepare_work_dir, run_locations
 from .pieces import Segment
 from .run_files import (GenerationError, Interrupted, OutputLock, create_output_dir, keep_journaled, lock_path,
                         pool_path, prepare_output_dir, remove_run_files, shard_path, slice_paths, split_dirs,
                         write_journal, write_manifests)
 from .scratch import finished_slices, load_arrays
 from .planning import Plan, make_plan, warn
+from .settings import RunSettings, resolve
+from .totals import RunTotals, SkippedTotals, make_manifests
 from .tasks import (DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError, UnitPairs,
                     encode_shards, make_encode_tasks, pair_unit, record_bytes, tokenize_slice)
-
-MAX_LISTED_SKIPS = 100
-
-
-# ---------------------------------------------------------------------------- totals
-
-@dataclass
-class SplitTotals:
-    """One split's counts, accumulated unit by unit (and kept in the journal)."""
-
-    n_units: int = 0
-    n_docs: int = 0
-    n_examples: int = 0
-    n_sentences: int = 0
-    n_tokens: int = 0
-    invalid_utf8_replaced: int = 0
-
-
-@dataclass
-class RunTotals:
-    """What the manifests report of the units written so far (kept in the journal)."""
-
-    units_done: int = 0
-    splits: Dict[str, SplitTotals] = field(default_factory=lambda: {TRAIN: SplitTotals(), VAL: SplitTotals()})
-    records_per_shard: Dict[str, int] = field(default_factory=dict)
-    shard_counts: Dict[str, int] = field(default_factory=dict)  # per split, once set
-
-    def add(self, result: "UnitResult") -> None:
-        pairs = result.pairs
-        self.units_done += 1
-        totals = self.splits[pairs.split]
-        totals.n_units += 1
-        totals.n_docs += pairs.n_docs
-        totals.n_examples += pairs.n_instances
-        totals.n_sentences += pairs.n_sentences
-        totals.n_tokens += pairs.n_tokens
-        totals.invalid_utf8_replaced += pairs.n_replaced
-        for segment in result.segments:
-            key = f"{segment.split}/{segment.shard}"
-            self.records_per_shard[key] = self.records_per_shard.get(key, 0) + segment.n_records
-
-    @property
-    def n_examples(self) -> int:
-        return sum(totals.n_examples for totals in self.splits.values())
-
-    def to_json(self) -> dict:
-        return {"units_done": self.units_done, "records_per_shard": self.records_per_shard,
-                "splits": {split: dataclasses.asdict(totals) for split, totals in self.splits.items()},
-                "shard_counts": self.shard_counts}
-
-    @classmethod
-    def from_json(cls, data: dict) -> "RunTotals":
-        return cls(data["units_done"], {split: SplitTotals(**totals) for split, totals in data["splits"].items()},
-                   data["records_per_shard"], data.get("shard_counts", {}))
-
-
-class SkippedTotals:
-    """Documents skipped, per split: the missing files, then what the tokenized slices report
-    (recounted from the slices' summaries on every run, so a resumed run counts each once)."""
-
-    def __init__(self, plan: Plan):
-        self.plan = plan
-        self.by_split = {TRAIN: SkippedDocuments(), VAL: SkippedDocuments()}
-        for entry, reason, split in plan.missing:
-            self._add(split, reason, entry.label)
-
-    def _add(self, split: str, reason: str, label: str) -> None:
-        skipped = self.by_split[split]
-        skipped.count += 1
-        skipped.by_reason[reason] = skipped.by_reason.get(reason, 0) + 1
-        if len(skipped.first) < MAX_LISTED_SKIPS:
-            skipped.first.append({"path": label, "reason": reason})
-
-    def add_slices(self, summaries: List[SliceSummary]) -> None:
-        """A document read in parts is skipped once, not once a part, and a blank part does not
-        make it blank (a binary part is reported all the same: text was lost)."""
-        kept_in_parts = {position for summary in summaries for position in summary.kept_in_parts}
-        seen = set()
-        for summary in summaries:
-            for skip in summary.skips:
-                if skip.in_parts:
-                    if (skip.reason, skip.corpus_doc) in seen or (
-                            skip.reason != BINARY and skip.corpus_doc in kept_in_parts):
-                        continue
-                    seen.add((skip.reason, skip.corpus_doc))
-                split = SPLIT_OF_CODE[int(self.plan.corpus.doc_splits[skip.corpus_doc])]
-                self._add(split, skip.reason, skip.label)
-
-    @property
-    def count(self) -> int:
-        return sum(skipped.count for skipped in self.by_split.values())
-
-    def reasons(self) -> Dict[str, int]:
-        merged: Dict[str, int] = {}
-        for skipped in self.by_split.values():
-            for reason, n in skipped.by_reason.items():
-                merged[reason] = merged.get(reason, 0) + n
-        return merged
-
 
 @dataclass
 class RunSummary:
@@ -190,10 +91,11 @@ class _Scheduler:
     units, as each one's pieces are all written, in any order.
     """
 
-    def __init__(self, plan: Plan, config: GeneratorConfig, executor: cf.Executor, work_dir: str,
+    def __init__(self, plan: Plan, settings: RunSettings, executor: cf.Executor, work_dir: str,
                  first_unit: int = 0, parallelism: int = 1, done_slices: Optional[Dict[int, SliceSummary]] = None,
                  shards: Optional["ShardCounts"] = None, records_before: Optional[Dict[str, int]] = None):
-        self.plan, self.config, self.executor, self.work_dir = plan, config, executor, work_dir
+        self.plan, self.executor, self.work_dir = plan, executor, work_dir
+        self.settings, self.config = settings, settings.config  # tasks get the settings, resolved once
         self.shards = shards
         self.waiting_for_count: Dict[int, UnitPairs] = {}  # paired units of splits not yet sized
         # Tasks in flight: every worker busy, and enough queued that workers do not wait while
@@ -203,7 +105,7 @@ class _Scheduler:
         self.in_flight: Dict[cf.Future, tuple] = {}
         self.table = SliceTable.of(plan.slices)
         self.summaries: Dict[int, SliceSummary] = dict(done_slices or {})
-        self.to_tokenize = [piece.index for piece in plan.slices if piece.index not in self.summaries]
+        self.to_tokenize = [slice_.index for slice_ in plan.slices if slice_.index not in self.summaries]
         self.ready: List[tuple] = []  # (kind, index, args) of encode tasks whose inputs are here
         self.units: Dict[int, UnitResult] = {}
         self.next_unit = first_unit  # next unit to pair
@@ -236,7 +138,7 @@ class _Scheduler:
                     and units[self.next_unit].last_slice < self.tokenized_prefix):
                 unit = units[self.next_unit]
                 work = self.plan.unit_work(unit)
-                future = self.executor.submit(pair_unit, work, self.table, self.config, self.work_dir)
+                future = self.executor.submit(pair_unit, work, self.table, self.settings, self.work_dir)
                 self.in_flight[future] = ("pair", unit.index, None)
                 self.next_unit += 1
                 self.unmerged_units += 1
@@ -244,7 +146,7 @@ class _Scheduler:
             if not self.to_tokenize:
                 return
             index = self.to_tokenize.pop(0)
-            future = self.executor.submit(tokenize_slice, self.plan.slices[index], self.config, self.work_dir)
+            future = self.executor.submit(tokenize_slice, self.plan.slices[index], self.settings, self.work_dir)
             self.in_flight[future] = ("tokenize", index, None)
 
     def finished_units(self):
@@ -283,7 +185,7 @@ class _Scheduler:
             count = self.shards.counts[value.split]
             rotation = self.records_before[value.split] if self.config.output_files else None
             for task in make_encode_tasks(value.unit_index, value.split, value.pairs, count, rotation):
-                self.ready.append(("encode", value.unit_index, (task, self.config, self.work_dir)))
+                self.ready.append(("encode", value.unit_index, (task, self.settings, self.work_dir)))
                 result.encode_tasks_left += 1
         self.records_before[value.split] += value.n_instances
         value.pairs = None  # the tasks hold what is needed; keep the parent lean
@@ -301,9 +203,10 @@ class ShardCounts:
     run): that unit is a sample of the split, so its instances per token, times the split's
     tokens, estimate the split's records, and a sample of its records, encoded, their size."""
 
-    def __init__(self, plan: Plan, config: GeneratorConfig, assembler: ShardAssembler, counts: Dict[str, int],
+    def __init__(self, plan: Plan, settings: RunSettings, assembler: ShardAssembler, counts: Dict[str, int],
                  work_dir: str):
-        self.plan, self.config, self.assembler, self.work_dir = plan, config, assembler, work_dir
+        config = settings.config
+        self.plan, self.settings, self.config, self.assembler, self.work_dir = plan, settings, config, assembler, work_dir
         self.counts = counts  # the journaled totals' own dict: set counts are journaled with them
         self.split_tokens: Optional[Dict[str, int]] = None
         self.first_unit = {}
@@ -336,12 +239,11 @@ class ShardCounts:
         target = self.config.megabytes_per_file * 1e6
         # A segment is one unit's share of a shard: it depends on the count being set, so the
         # count is estimated uncompressed first, then with segments of the size it implies.
-        uncompressed = records * record_bytes(first.pairs, self.config, self.plan.vocab, first.n_instances)
+        uncompressed = records * record_bytes(first.pairs, self.settings, first.n_instances)
         count = max(1, round(uncompressed / target))
         if self.config.compression:
             segment_rows = max(1, first.n_instances // count)
-            count = max(1, round(records * record_bytes(first.pairs, self.config, self.plan.vocab, segment_rows)
-                                 / target))
+            count = max(1, round(records * record_bytes(first.pairs, self.settings, segment_rows) / target))
         return count
 
     def finish(self) -> None:
@@ -354,7 +256,7 @@ class ShardCounts:
 def split_token_counts(plan: Plan, work_dir: str) -> Dict[str, int]:
     """Tokens of each split, from the tokenized slices' document tables."""
     counts = {TRAIN: 0, VAL: 0}
-    paths = [slice_paths(work_dir, piece.index)["docs"] for piece in plan.slices]
+    paths = [slice_paths(work_dir, slice_.index)["docs"] for slice_ in plan.slices]
     # A batch at a time: a URL answers a batch's requests concurrently, and memory stays bounded.
     tables = (rows for first in range(0, len(paths), 256) for rows in load_arrays(paths[first:first + 256]))
     for rows in tables:
@@ -378,7 +280,7 @@ def slices_still_needed(plan: Plan) -> List[int]:
 
 
 def generate(
-    config: GeneratorConfig,
+    config: Union[GeneratorConfig, RunSettings],
     executor: Optional[cf.Executor] = None,
     progress: bool = True,
     skip_missing: bool = False,
@@ -390,17 +292,19 @@ def generate(
     interrupted (resumable).  A vocabulary whose case disagrees with ``do_lower_case`` is a
     ConfigError unless ``allow_case_mismatch``.
 
-    ``executor``: any ``concurrent.futures`` executor (default: a local process pool of
-    ``config.num_workers``); ``parallelism``: how many tasks it runs at once (default
-    ``config.workers``), which sets how many tasks are kept in flight.
+    ``config``: the options, validated and resolved here (``settings.resolve``), or already
+    resolved (a command that checks its options before starting a cluster).  ``executor``: any
+    ``concurrent.futures`` executor (default: a local process pool of ``config.num_workers``);
+    ``parallelism``: how many tasks it runs at once (default ``config.workers``), which sets how
+    many tasks are kept in flight.
     """
     started = time.perf_counter()
-    config.validate()
+    settings = config if isinstance(config, RunSettings) else resolve(config)
+    config = settings.config
     if executor is None:  # our own pool of processes: no more of them than cores
         parallelism = local_workers(parallelism or config.workers)
     check_output_url(config)
-    forget_local_copies()  # a URL's vocabulary is fetched afresh for each run
-    plan = make_plan(config, skip_missing, allow_case_mismatch=allow_case_mismatch)
+    plan = make_plan(settings, skip_missing, allow_case_mismatch=allow_case_mismatch)
     # Output to a URL is assembled in a local staging directory (see ``locations``).
     places = run_locations(config, distributed=not shares_local_files(executor))
     remote = RemoteOutput(config, places) if places.remote else None
@@ -414,7 +318,7 @@ def generate(
         lock = OutputLock(local.output_dir, lock_path(local))
         lock.acquire()
         try:
-            return _run_locked(config, local, places, remote, plan, executor, progress, started,
+            return _run_locked(settings, local, places, remote, plan, executor, progress, started,
                                parallelism or config.workers)
         finally:
             lock.release()
@@ -423,10 +327,11 @@ def generate(
             remote.release()
 
 
-def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Plan, executor, progress: bool,
-                started: float, parallelism: int) -> RunSummary:
-    """``local``: the configuration of the local side (``config`` itself unless the output is a
-    URL); ``places.scratch``: where tasks exchange data; ``places.journal_dir``: the journal."""
+def _run_locked(settings: RunSettings, local, places, remote: Optional[RemoteOutput], plan: Plan, executor,
+                progress: bool, started: float, parallelism: int) -> RunSummary:
+    """``local``: the configuration of the local side (``settings.config`` itself unless the output
+    is a URL); ``places.scratch``: where tasks exchange data; ``places.journal_dir``: the journal."""
+    config = settings.config
     journal = prepare_output_dir(local, plan.fingerprint) if remote is None else remote.prepare(local, plan.fingerprint)
     work_dir, journal_dir = places.scratch, places.journal_dir
     prepare_work_dir(places, journal is not None, executor)
@@ -435,17 +340,17 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
     assembler = ShardAssembler(local, journal["shard_sizes"] if journal else None,
                                journal.get("shard_checksums") if journal else None, dict(totals.shard_counts),
                                fetch_dir=journal_dir)
-    shards = ShardCounts(plan, config, assembler, totals.shard_counts, work_dir)
+    shards = ShardCounts(plan, settings, assembler, totals.shard_counts, work_dir)
     still_needed = slices_still_needed(plan)
     done_slices = {index: SliceSummary.from_json(data) for index, data in
-                   finished_slices([piece.index for piece in plan.slices], work_dir, still_needed[first_unit]).items()}
+                   finished_slices([slice_.index for slice_ in plan.slices], work_dir, still_needed[first_unit]).items()}
     if not journal:  # from now on an interruption can be resumed, tokenized slices and all
         write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
 
     own_executor = executor is None
     if own_executor:
         executor = default_executor(max(1, min(parallelism, len(plan.slices) + len(plan.units))))
-    scheduler = _Scheduler(plan, config, executor, work_dir, first_unit, parallelism, done_slices, shards,
+    scheduler = _Scheduler(plan, settings, executor, work_dir, first_unit, parallelism, done_slices, shards,
                            {split: counts.n_examples for split, counts in totals.splits.items()})
     first_records = totals.n_examples
     finished: Dict[int, UnitResult] = {}
@@ -525,7 +430,7 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
     skipped.add_slices([scheduler.summaries[index] for index in sorted(scheduler.summaries)])
     # A URL output: every shard to its final key, then the manifests (last).
     sizes = remote.upload_shards(local, totals.shard_counts) if remote is not None else None
-    manifests = make_manifests(config, plan, totals, skipped, sizes)
+    manifests = make_manifests(settings, plan, totals, skipped, sizes)
     write_manifests(config, manifests)
     remove_run_files(places)
     return RunSummary({split: manifest.to_json() for split, manifest in manifests.items()},
@@ -550,47 +455,3 @@ def _raise_on_sigterm():
         return signal.signal(signal.SIGTERM, handler)
     except ValueError:
         return None
-
-
-def make_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals, skipped: SkippedTotals,
-                   sizes: Optional[Dict[str, int]] = None) -> Dict[str, Manifest]:
-    """Each split's manifest (``run_files.write_manifests`` writes them, last).  Each describes its own split: its counts, and the options it was made with, with the
-    effective values of options left to their defaults.  ``sizes``: shard path -> bytes, for
-    shards that are not local files (uploaded from staging)."""
-    from ..tokenizers import TokenizerSource
-
-    manifests = {}
-    vocab_path, tokenizer_path = TokenizerSource.from_config(config).recorded_paths()
-    for split, directory in split_dirs(config).items():
-        names = [os.path.basename(shard_path(directory, config, shard)) for shard in range(totals.shard_counts[split])]
-        counts = totals.splits[split]
-        options = config.as_dict()
-        options["num_output_files"] = totals.shard_counts[split]  # as set, when shards are sized
-        options["min_short_seq_length"] = config.short_min
-        options["overlap_size"] = config.window_overlap if config.mlm_only else None  # windows only
-        if split == VAL:
-            options["dupe_factor"] = 1  # validation instances are made once
-        manifest = Manifest(
-            options=options,
-            n_examples=counts.n_examples,
-            n_docs=counts.n_docs,
-            split=split,
-            examples_per_file={name: totals.records_per_shard.get(f"{split}/{i}", 0) for i, name in enumerate(names)},
-            bytes_per_file={name: sizes[path] if sizes else os.path.getsize(path)
-                            for name, path in ((name, os.path.join(directory, name)) for name in names)},
-            features=config.feature_specs(),
-            n_docs_listed=plan.n_listed[split],
-            n_sentences=counts.n_sentences,
-            n_tokens=counts.n_tokens,
-            n_units=counts.n_units,
-            invalid_utf8_replaced=counts.invalid_utf8_replaced,
-            documents_skipped=skipped.by_split[split],
-            n_docs_held_out=plan.excluded_as_validation if split == TRAIN else 0,
-            vocab_sha256=plan.vocab.sha256,
-            vocab_path=vocab_path,
-            tokenizer_path=tokenizer_path,
-            vocab_size=plan.vocab.size,
-            bert_data_version=__version__,
-        )
-        manifests[split] = manifest
-    return manifests

@@ -48,7 +48,7 @@ class DocumentTexts:
         plan = planner.plan_corpus(entries, lambda label, position: TRAIN_CODE,
                                    multiple_docs_in_single_file=multiple_docs_in_single_file,
                                    separator_line=separator_line, text_field=text_field)
-        self.sources = [source for piece in plan.slices for source in piece.sources]
+        self.sources = [source for slice_ in plan.slices for source in slice_.sources]
         self.n_listed = plan.n_docs  # documents found, before any is skipped
         self.separator_line = separator_line
         self.multiple_docs_in_single_file = multiple_docs_in_single_file

@@ -12,7 +12,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from ... import storage
-from ...format.dataset_layout import TRAIN, VAL  # split names: the dataset layout owns them
+from ...format.dataset_layout import TRAIN, VAL  # noqa: F401  (split names: the dataset layout's)
+
 TRAIN_CODE, VAL_CODE = 0, 1  # a document's split, one byte a document in a corpus plan
 SPLIT_OF_CODE = {TRAIN_CODE: TRAIN, VAL_CODE: VAL}
 DEFAULT_TEXT_FIELD = "text"  # the text's key in JSON Lines and column in tables, unless --text_field
@@ -102,7 +103,7 @@ class CorpusPlan:
 
     @property
     def n_bytes(self) -> int:
-        return sum(piece.n_bytes for piece in self.slices)
+        return sum(slice_.n_bytes for slice_ in self.slices)
 
 
 @dataclass
