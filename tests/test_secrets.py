@@ -114,7 +114,7 @@ def test_tracebacks_and_log_records_of_libraries_are_redacted(tmp_path):
     in a real process: what reaches stderr is redacted."""
     script = (
         "import logging, sys\n"
-        "from bert_data.cli.redaction import redacting\n"
+        "from bert_data.redaction import redacting\n"
         "@redacting\n"
         "def main():\n"
         f"    logging.getLogger('fsspec.http').warning('retrying %s', 'http://u:{PASSWORD}@h/x')\n"
@@ -137,3 +137,20 @@ def test_messages_of_input_and_config_errors_are_redacted():
                   storage.StorageError(f"https://u:{PASSWORD}@h/: refused")):
         assert_no_secret(str(error), type(error).__name__)
         assert "***" in str(error)
+
+
+def test_a_dask_worker_redacts_its_own_output(tmp_path):
+    """A Dask cluster's workers are not forked from the command: the plugin every worker runs
+    when it starts redacts what it logs (a failed task's arguments) and prints."""
+    pytest.importorskip("distributed")
+    script = (
+        "import logging, sys\n"
+        "from bert_data.generator.dask_workers import RedactingWorker\n"
+        "RedactingWorker().setup(worker=None)\n"
+        "logging.basicConfig()\n"
+        f"logging.getLogger('distributed.worker').error('Compute Failed: read(%r)', 'http://u:{PASSWORD}@h/x')\n"
+        f"print('s3://key:{PASSWORD}@bucket/a.txt', file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0 and "Compute Failed: read('http://***@h/x')" in done.stderr
+    assert "s3://***@bucket/a.txt" in done.stderr
+    assert_no_secret(done.stdout + done.stderr, "a worker's output")

@@ -12,7 +12,7 @@ import sys
 from typing import List, Optional
 
 from ..format.manifest import MANIFEST_NAME
-from .redaction import redacting
+from ..redaction import redacting
 
 DESCRIPTION = """\
 Tools for BERT pretraining TFRecords made by create_tfrecords (or Google's

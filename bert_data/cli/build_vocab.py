@@ -14,7 +14,7 @@ from typing import List, Optional, Sequence
 
 from .create_tfrecords import add_document_arguments
 from .flags import add_bool, parse_args
-from .redaction import redacting
+from ..redaction import redacting
 
 EXAMPLE = """\
 examples:

@@ -19,7 +19,7 @@ from ..format.manifest import MANIFEST_NAME
 from ..generator.run_files import WORK_DIR
 from .compat import add_google_arguments, resolve
 from .flags import add_bool, parse_args
-from .redaction import redacting
+from ..redaction import redacting
 
 DESCRIPTION = """\
 Turn raw text into BERT pretraining data: TFRecord shards of tf.train.Example with input_ids,

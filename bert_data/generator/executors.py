@@ -146,6 +146,9 @@ def dask_executor(scheduler: Optional[str], n_workers: int) -> Iterator[Tuple[ob
                                    dashboard_address=None)
             client = Client(cluster)
         with client:
+            from .dask_workers import RedactingWorker
+
+            client.register_plugin(RedactingWorker())  # (workers log failed tasks, URLs and all)
             workers = client.scheduler_info().get("workers", {})
             parallelism = max(1, sum(info.get("nthreads", 1) for info in workers.values()))
             # pure=False: tasks are not deduplicated by hashing their (large) arguments.

@@ -1,7 +1,10 @@
-"""No secret leaves the process through what the commands print: everything written to stdout
-and stderr (messages, warnings, progress bars, log records, tracebacks of storage libraries)
-passes through ``storage.redact``, which replaces the credentials of URLs (``user:password@``,
+"""No secret leaves the process through what it prints: everything written to stdout and
+stderr (messages, warnings, progress bars, log records, tracebacks of storage libraries) passes
+through ``storage.redact``, which replaces the credentials of URLs (``user:password@``,
 ``X-Amz-Signature=``, ``token=`` ...) with ***.
+
+The commands run under ``redacted_output`` (``@redacting``); worker processes that are not
+forked from a command (a Dask cluster's) call ``redact_this_process``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import sys
 import traceback
 from typing import Iterator, TextIO
 
-from .. import storage
+from . import storage
 
 
 class RedactingStream:
@@ -49,13 +52,9 @@ def _redacting_excepthook(kind, value, trace) -> None:
     sys.__stderr__.flush()
 
 
-@contextlib.contextmanager
-def redacted_output() -> Iterator[None]:
-    """While a command runs: stdout and stderr redacted, log records redacted when they are
-    made (whichever handler writes them, to whatever stream), and an uncaught exception's
-    traceback redacted."""
-    saved = sys.stdout, sys.stderr, sys.excepthook, logging.getLogRecordFactory()
-    make_record = saved[3]
+def _redacting_record_factory(make_record):
+    """A log record factory that redacts each record's message (and its traceback) when made:
+    whichever handler writes it, to whatever stream, writes it redacted."""
 
     def redacted_record(*args, **kwargs):
         record = make_record(*args, **kwargs)
@@ -65,9 +64,33 @@ def redacted_output() -> Iterator[None]:
             record.exc_text = storage.redact("".join(traceback.format_exception(*record.exc_info)).rstrip("\n"))
         return record
 
+    redacted_record.redacts = True
+    return redacted_record
+
+
+def redact_this_process() -> None:
+    """From now on, for the rest of this process: stdout, stderr, log records and uncaught
+    tracebacks redacted (a worker process of a Dask cluster calls it when it starts)."""
+    if not isinstance(sys.stdout, RedactingStream):
+        sys.stdout = RedactingStream(sys.stdout)
+    if not isinstance(sys.stderr, RedactingStream):
+        sys.stderr = RedactingStream(sys.stderr)
+    sys.excepthook = _redacting_excepthook
+    if not getattr(logging.getLogRecordFactory(), "redacts", False):
+        logging.setLogRecordFactory(_redacting_record_factory(logging.getLogRecordFactory()))
+
+
+@contextlib.contextmanager
+def redacted_output() -> Iterator[None]:
+    """While a command runs: stdout and stderr redacted, log records redacted when they are
+    made (whichever handler writes them, to whatever stream), and an uncaught exception's
+    traceback redacted."""
+    saved = sys.stdout, sys.stderr, sys.excepthook, logging.getLogRecordFactory()
+    make_record = saved[3]
     sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
     sys.excepthook = _redacting_excepthook
-    logging.setLogRecordFactory(redacted_record)
+    if not getattr(make_record, "redacts", False):
+        logging.setLogRecordFactory(_redacting_record_factory(make_record))
     leaving_with_an_exception = False
     try:
         yield
