@@ -282,7 +282,7 @@ def check_metadata_names_files(metadata_file: str, entries: Sequence[MetadataEnt
     first = entries[0]
     where = (f"under --input_files_prefix {prefix}" if prefix
              else "relative to the current directory (no --input_files_prefix)")
-    raise InputError(f"{metadata_file}: {lines} {where}, e.g. line {first.line_number}: {first.path}; "
+    raise InputError(f"{metadata_file}: {lines} {where}, e.g. line {first.line_number}: {shortened(first.path)}; "
                      "is --input_files_prefix right?")
 
 
