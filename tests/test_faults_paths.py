@@ -167,3 +167,16 @@ def test_metadata_lines_end_as_before(tmp_path):
     with pytest.raises(InputError, match="metadata file is not UTF-8"):
         (tmp_path / "bad.txt").write_bytes(b"ok\n\xff\xfe\n")
         read_metadata([str(tmp_path / "bad.txt")], "")
+
+
+def test_every_vocabulary_loader_refuses_a_fifo(tmp_path, no_hang):
+    """The tools and loaders load vocabularies too (bert-data inspect/verify --vocab_file)."""
+    from bert_data.tokenizers import HUGGINGFACE, SENTENCEPIECE, TokenizerSource, load_vocabulary
+    from bert_data.tokenizers.vocab import VocabError, load_vocab
+
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(VocabError, match="pipe: not a regular file: a FIFO"):
+        load_vocab(tmp_path / "pipe")
+    for kind in (HUGGINGFACE, SENTENCEPIECE):
+        with pytest.raises(VocabError, match="pipe: not a regular file: a FIFO"):
+            load_vocabulary(TokenizerSource(kind, str(tmp_path / "pipe")))
