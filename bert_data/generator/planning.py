@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Dict, List
 
+from .. import storage
 from ..version import __version__
 from ..config import ConfigError, GeneratorConfig
 from ..notices import warn
@@ -160,8 +161,10 @@ def check_vocabulary_case(config: GeneratorConfig, vocab, slices: List[Slice], a
 
 def run_fingerprint(config: GeneratorConfig, vocab, entries) -> str:
     """What must not change between a run and its --resume: options that shape the output, the
-    vocabulary, the list of documents and the package version."""
-    options = {key: value for key, value in config.as_dict().items() if key not in NOT_IN_FINGERPRINT}
+    vocabulary, the list of documents and the package version.  Credentials in URLs are not
+    part of it (it is stored in the journal; and new credentials resume the same run)."""
+    options = {key: storage.redact_data(value) for key, value in config.as_dict().items()
+               if key not in NOT_IN_FINGERPRINT}
     digest = hashlib.sha256()
     digest.update(json.dumps(options, sort_keys=True).encode())
     digest.update(vocab.sha256.encode())
