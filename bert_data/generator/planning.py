@@ -19,7 +19,8 @@ import numpy as np
 from .inputs import planner
 from .inputs.listing import list_documents
 from .inputs.reading import read_documents
-from .inputs.types import SPLIT_OF_CODE, TRAIN, TRAIN_CODE, VAL, VAL_CODE, CorpusPlan, InputError, Slice
+from ..format.dataset_layout import TRAIN, VAL
+from .inputs.types import SPLIT_OF_CODE, TRAIN_CODE, VAL_CODE, CorpusPlan, InputError, Slice
 from .mixing import CorpusOrder
 from .settings import RunSettings
 from .tasks import SliceTable, UnitWork

@@ -35,7 +35,8 @@ import numpy as np
 from .. import storage
 from ..config import GeneratorConfig
 from .inputs.reading import read_documents
-from .inputs.types import NO_SENTENCE, TRAIN, VAL, Document, InputError, Skip, Slice
+from ..format.dataset_layout import TRAIN, VAL
+from .inputs.types import NO_SENTENCE, Document, InputError, Skip, Slice
 from ..format.tfrecord.example_codec import encode_examples
 from .pieces import Segment, SegmentCompressor
 from ..format.layout import canonical_name
