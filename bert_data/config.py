@@ -123,6 +123,10 @@ class GeneratorConfig:
     sep_token: Optional[str] = None
     mask_token: Optional[str] = None
     sentence_order_prediction: bool = False
+    # Packed sequences (issue 21, Graphcore's packed BERT): instances packed into rows of
+    # max_seq_length, at most max_sequences_per_pack (None: 3) a row.
+    pack_sequences: bool = False
+    max_sequences_per_pack: Optional[int] = None
     # Where data lives (issue 14): the directory or URL tasks exchange intermediate data through
     # (default: the output directory's work directory, see generator.run_files; with a Dask cluster
     # and a URL output, the output's).
@@ -158,6 +162,15 @@ class GeneratorConfig:
         return self.overlap_size if self.overlap_size is not None else self.max_seq_length // 4
 
     @property
+    def sequences_per_pack(self) -> int:
+        """The most instances a record holds: 0 for unpacked records (one instance each)."""
+        if not self.pack_sequences:
+            return 0
+        if self.max_sequences_per_pack is None:
+            return layout.DEFAULT_SEQUENCES_PER_PACK
+        return self.max_sequences_per_pack
+
+    @property
     def separator_line(self) -> Optional[str]:
         """The text of a separator line, or None when documents are separated by blank lines."""
         return separator_line_of(self.multiple_docs_separator)
@@ -182,8 +195,12 @@ class GeneratorConfig:
     def feature_specs(self) -> List[layout.FeatureSpec]:
         """The record layout this configuration writes: what the writer encodes and the manifest
         records."""
-        return layout.feature_specs(self.max_seq_length, self.max_predictions_per_seq, mlm_only=self.mlm_only,
-                                    masked=not self.disable_masking, v2_feature_names=self.v2_feature_names)
+        predictions = self.max_predictions_per_seq
+        if self.pack_sequences:
+            predictions = layout.packed_predictions(predictions, self.sequences_per_pack)
+        return layout.feature_specs(self.max_seq_length, predictions, mlm_only=self.mlm_only,
+                                    masked=not self.disable_masking, v2_feature_names=self.v2_feature_names,
+                                    max_sequences_per_pack=self.sequences_per_pack)
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> "GeneratorConfig":
@@ -257,6 +274,7 @@ class GeneratorConfig:
         if not self.name or os.sep in self.name or (os.altsep and os.altsep in self.name):
             raise ConfigError(f"--name must be a plain file name prefix, got {self.name!r}")
         self._validate_recipes(integer)
+        self._validate_packing(integer)
         if self.overwrite and self.resume:
             raise ConfigError("--overwrite and --resume contradict each other: start again or continue, not both")
         if any("://" in path for path in self.output_files):  # (issue 14) a URL output is a directory
@@ -284,6 +302,17 @@ class GeneratorConfig:
                 raise ConfigError(f"--{role}_token must be a token of the vocabulary, got {value!r}")
         if self.sentence_order_prediction and self.mlm_only:
             raise ConfigError("--sentence_order_prediction needs sentence pairs: drop --mlm_only or it")
+
+    def _validate_packing(self, integer) -> None:
+        if self.max_sequences_per_pack is None:
+            return
+        if not self.pack_sequences:
+            raise ConfigError("--max_sequences_per_pack applies to --pack_sequences only; add --pack_sequences or "
+                              "drop it")
+        # The shortest instance is [CLS] x [SEP] (MLM-only) or [CLS] a [SEP] b [SEP]: 3 or 5 tokens.
+        shortest = 3 if self.mlm_only else 5
+        integer("max_sequences_per_pack", 2, max(2, self.max_seq_length // shortest),
+                why=" (2 or more instances a row; no more than the shortest instances fit)")
 
     def _validate_output_files(self) -> None:
         """Google's --output_file: the named files are the shards, so they set the output

@@ -185,6 +185,13 @@ def build_parser() -> argparse.ArgumentParser:
                               "tokens, or words with --mask_whole_word)")
     add_bool(recipes, "--v2_feature_names",
              help="name features input_word_ids and input_type_ids (TF Model Garden's BERT)")
+    add_bool(recipes, "--pack_sequences",
+             help="pack instances into rows of max_seq_length (Graphcore's packed BERT): input_mask holds "
+                  "each token's instance index (1..k), positions restart at 0 for each instance, and the "
+                  "pair task has next_sentence_positions/labels/weights of k each; no padding spent, "
+                  "no attention across instances (docs/packing.md)")
+    recipes.add_argument("--max_sequences_per_pack", type=int, default=None, metavar="K",
+                         help="with --pack_sequences: the most instances a row holds (default 3, as Graphcore)")
     recipes.add_argument("--compression", choices=["gzip", "zlib"], default=None,
                          help="compress the shards; read them with "
                               "tf.data.TFRecordDataset(compression_type='GZIP' or 'ZLIB')")

@@ -222,18 +222,23 @@ def _run_manifest_index(directory: str) -> List[str]:
 
 
 def layout_flags(specs: Sequence[FeatureSpec]) -> dict:
-    """``{"mlm_only", "masked", "v2_feature_names", "max_seq_length", "max_predictions_per_seq"}``
-    of a record layout, or ValueError if ``specs`` is not one that
-    :func:`bert_data.format.layout.feature_specs` makes (names, order, types and lengths)."""
+    """``{"mlm_only", "masked", "v2_feature_names", "max_seq_length", "max_predictions_per_seq",
+    "packed", "max_sequences_per_pack"}`` of a record layout, or ValueError if ``specs`` is not
+    one that :func:`bert_data.format.layout.feature_specs` makes (names, order, types and
+    lengths).  For packed rows ``max_predictions_per_seq`` is a row's prediction slots and
+    ``max_sequences_per_pack`` is None for MLM-only rows (their layout does not show it)."""
     by_name = {canonical_name(spec.name): spec for spec in specs}
     ids = by_name.get("input_ids")
     if ids is None:
         raise ValueError(f"features {[spec.name for spec in specs]} have no input_ids "
                          f"(or {V2_NAMES['input_ids']})")
     positions = by_name.get("masked_lm_positions")
-    options = layout_options(spec.name for spec in specs)
+    pack_slots = by_name["next_sentence_positions"].length if "next_sentence_positions" in by_name else None
+    options = layout_options((spec.name for spec in specs), pack_slots)
     flags = dict(options, max_seq_length=ids.length,
-                 max_predictions_per_seq=positions.length if positions is not None else None)
+                 max_predictions_per_seq=positions.length if positions is not None else None,
+                 packed=options["max_sequences_per_pack"] > 0,
+                 max_sequences_per_pack=pack_slots if options["max_sequences_per_pack"] else None)
     expected = feature_specs(ids.length, flags["max_predictions_per_seq"] or 0, **options)
     if list(specs) != expected:
         raise ValueError(f"features {[(s.name, s.dtype, s.length) for s in specs]} are not a BERT record layout "
@@ -248,6 +253,9 @@ def describe_layout(specs: Sequence[FeatureSpec]) -> str:
     except ValueError:
         return "unknown layout: " + ", ".join(spec.name for spec in specs)
     kind = "MLM-only" if flags["mlm_only"] else "NSP"
+    if flags["packed"]:
+        kind += ", packed" + (f" (up to {flags['max_sequences_per_pack']} a row)"
+                              if flags["max_sequences_per_pack"] else "")
     if not flags["masked"]:
         kind += ", unmasked"
     if flags["v2_feature_names"]:
@@ -274,7 +282,8 @@ def infer_specs(shard: str, compression="auto") -> Optional[List[FeatureSpec]]:
         for name in ("input_ids", "input_mask"):
             if name not in stored:
                 raise ValueError(f"{shard}: record 0: feature {name!r} is missing")
-        options = layout_options(example)
+        pack_slots = len(example["next_sentence_positions"]) if "next_sentence_positions" in example else None
+        options = layout_options(example, pack_slots)
         specs = feature_specs(len(example[stored["input_ids"]]),
                               len(example["masked_lm_positions"]) if options["masked"] else 0, **options)
         if set(example) != {spec.name for spec in specs}:

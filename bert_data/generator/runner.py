@@ -187,7 +187,7 @@ class _Scheduler:
             for task in make_encode_tasks(value.unit_index, value.split, value.pairs, count, rotation):
                 self.ready.append(("encode", value.unit_index, (task, self.settings, self.work_dir)))
                 result.encode_tasks_left += 1
-        self.records_before[value.split] += value.n_instances
+        self.records_before[value.split] += value.n_records
         value.pairs = None  # the tasks hold what is needed; keep the parent lean
         if not result.encode_tasks_left:
             yield self.units.pop(value.unit_index)
@@ -233,16 +233,16 @@ class ShardCounts:
         if self.split_tokens is None:  # once: every slice's table is read
             self.split_tokens = split_token_counts(self.plan, self.work_dir)
         split_tokens = self.split_tokens[first.split]
-        records = first.n_instances * split_tokens / first.n_tokens
+        records = first.n_records * split_tokens / first.n_tokens
         if self.config.records_per_file is not None:
             return max(1, round(records / self.config.records_per_file))
         target = self.config.megabytes_per_file * 1e6
         # A segment is one unit's share of a shard: it depends on the count being set, so the
         # count is estimated uncompressed first, then with segments of the size it implies.
-        uncompressed = records * record_bytes(first.pairs, self.settings, first.n_instances)
+        uncompressed = records * record_bytes(first.pairs, self.settings, first.n_records)
         count = max(1, round(uncompressed / target))
         if self.config.compression:
-            segment_rows = max(1, first.n_instances // count)
+            segment_rows = max(1, first.n_records // count)
             count = max(1, round(records * record_bytes(first.pairs, self.settings, segment_rows) / target))
         return count
 

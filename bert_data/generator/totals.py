@@ -30,7 +30,9 @@ class SplitTotals:
 
     n_units: int = 0
     n_docs: int = 0
-    n_examples: int = 0
+    n_examples: int = 0  # records (packed rows with --pack_sequences)
+    n_instances: int = 0
+    n_record_tokens: int = 0  # record tokens that are not padding
     n_sentences: int = 0
     n_tokens: int = 0
     invalid_utf8_replaced: int = 0
@@ -51,7 +53,9 @@ class RunTotals:
         totals = self.splits[pairs.split]
         totals.n_units += 1
         totals.n_docs += pairs.n_docs
-        totals.n_examples += pairs.n_instances
+        totals.n_examples += pairs.n_records
+        totals.n_instances += pairs.n_instances
+        totals.n_record_tokens += pairs.n_record_tokens
         totals.n_sentences += pairs.n_sentences
         totals.n_tokens += pairs.n_tokens
         totals.invalid_utf8_replaced += pairs.n_replaced
@@ -134,12 +138,16 @@ def make_manifests(settings: RunSettings, plan: Plan, totals: RunTotals, skipped
         options["num_output_files"] = totals.shard_counts[split]  # as set, when shards are sized
         options["min_short_seq_length"] = config.short_min
         options["overlap_size"] = config.window_overlap if config.mlm_only else None  # windows only
+        options["max_sequences_per_pack"] = config.sequences_per_pack or None  # as packed, when packed
         if split == VAL:
             options["dupe_factor"] = 1  # validation instances are made once
         manifest = Manifest(
             options=options,
             n_examples=counts.n_examples,
             n_docs=counts.n_docs,
+            n_instances=counts.n_instances,
+            fill_rate=counts.n_record_tokens / (counts.n_examples * config.max_seq_length) if counts.n_examples
+            else None,
             split=split,
             examples_per_file={name: totals.records_per_shard.get(f"{split}/{i}", 0) for i, name in enumerate(names)},
             bytes_per_file={name: sizes[path] if sizes else os.path.getsize(path)
