@@ -39,13 +39,14 @@ class FrameCheckedFile:
         self.skip = 0  # content bytes to pass before the next header
         self.checksum = False  # the frame being read ends with a 4-byte checksum
         self.offset = 0  # bytes read of the file
+        self.following = True  # False once the bytes are not frames this module knows
 
     def read(self, size: int = -1) -> bytes:
         data = self.raw.read(size)
-        if data:
+        if data and self.following:
             self._follow(memoryview(data))
             self.offset += len(data)
-        elif size != 0 and not self.at_frame_end:
+        elif size != 0 and self.following and not self.at_frame_end:
             raise TruncatedZstd(f"file ends inside a zstd frame after {self.offset:,} bytes (truncated)")
         return data
 
@@ -55,7 +56,7 @@ class FrameCheckedFile:
 
     def _follow(self, data: memoryview) -> None:
         position = 0
-        while position < len(data):
+        while position < len(data) and self.following:
             if self.skip:
                 step = min(self.skip, len(data) - position)
                 self.skip -= step
@@ -92,8 +93,8 @@ class FrameCheckedFile:
                 self.state, self.header = _FRAME_HEADER, bytearray(header)
             elif magic & SKIPPABLE_MAGIC_MASK == SKIPPABLE_MAGIC:
                 self.state, self.header = _SKIPPABLE_SIZE, bytearray(header)
-            else:
-                raise TruncatedZstd(f"no zstd frame at byte {self.offset:,} (magic number {magic:#010x})")
+            else:  # not a frame of RFC 8878 (a legacy format, or no zstd at all): the decompressor judges
+                self.following = False
         elif self.state == _SKIPPABLE_SIZE:
             self.state, self.skip = _MAGIC, int.from_bytes(header[4:8], "little")
         elif self.state == _FRAME_HEADER:
