@@ -154,3 +154,18 @@ def test_a_dask_worker_redacts_its_own_output(tmp_path):
     assert done.returncode == 0 and "Compute Failed: read('http://***@h/x')" in done.stderr
     assert "s3://***@bucket/a.txt" in done.stderr
     assert_no_secret(done.stdout + done.stderr, "a worker's output")
+
+
+def test_the_fingerprint_in_the_journal_holds_no_credentials():
+    """The --resume fingerprint is stored in the journal: a digest of the options without the
+    credentials of their URLs (so new credentials also resume the same run)."""
+    from types import SimpleNamespace
+
+    from bert_data.config import GeneratorConfig
+    from bert_data.generator.planning import run_fingerprint
+
+    vocab = SimpleNamespace(sha256="0" * 64)
+    prints = {run_fingerprint(GeneratorConfig(input_files_prefix=f"s3://key:{secret}@bucket/corpus"), vocab, [])
+              for secret in (PASSWORD, TOKEN)}
+    assert len(prints) == 1
+    assert prints != {run_fingerprint(GeneratorConfig(input_files_prefix="s3://key:x@other/corpus"), vocab, [])}
