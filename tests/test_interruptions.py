@@ -68,7 +68,10 @@ def interrupt_after_first_units(corpus, output, send, unit=2):
     ``BERT_DATA_TEST_PAUSE_AFTER_UNIT``: chosen by work done, never by time), interrupt it there;
     returns (code, stderr, units done when the signal was sent)."""
     env = {**os.environ, "BERT_DATA_TEST_PAUSE_AFTER_UNIT": str(unit)}
-    process = subprocess.Popen(generator_command(corpus, output), cwd=REPO, stderr=subprocess.PIPE, text=True, env=env)
+    # SIGINT as a terminal delivers it: a suite started in the background inherits SIGINT ignored
+    # (POSIX shells do that to background jobs), and Python keeps an ignored SIGINT ignored.
+    process = subprocess.Popen(generator_command(corpus, output), cwd=REPO, stderr=subprocess.PIPE, text=True, env=env,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     before = []
     for line in process.stderr:  # blocks until the run says it paused (or ends: then the assert fails)
         if line.startswith(f"bert_data: test: paused after unit {unit}"):
