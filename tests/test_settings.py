@@ -99,3 +99,36 @@ def test_bad_options_stop_the_command_before_a_cluster_starts(corpus, tmp_path, 
     assert "--document_separator_token [NOPE] is not in" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="--masked_lm_prob"):
         settings_module.resolve(config(corpus, tmp_path / "out", masked_lm_prob=2.0))
+
+
+@pytest.mark.parametrize("msl, mpp, warned, advice", [
+    (128, 20, False, None),  # Google's defaults: 125 tokens * 0.15 = 19 predictions fit in 20
+    (512, 20, True, "caps masking at 3.9% of a full 512-token instance, well below --masked_lm_prob 0.15; use "
+                    "--max_predictions_per_seq 77"),
+    (1024, 20, True, "caps masking at 2.0% of a full 1,024-token instance"),
+    (512, 77, False, None),
+])
+def test_a_prediction_cap_well_below_masked_lm_prob_is_warned(capsys, corpus, tmp_path, msl, mpp, warned, advice):
+    code = main([str(a) for a in ["--metadata_files", corpus.metadata, "--input_files_prefix", corpus.root,
+                                  "--vocab_file", corpus.vocab, "--do_lower_case", "--output_dir", tmp_path / "o",
+                                  "--dupe_factor", "1", "--quiet", "--num_workers", "1",
+                                  "--max_seq_length", msl, "--max_predictions_per_seq", mpp]])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert ("create_tfrecords: warning: --max_predictions_per_seq" in err) == warned
+    if advice:
+        assert advice in err
+
+
+def test_library_warnings_name_no_command_unless_one_runs(monkeypatch, capsys):
+    from bert_data import notices
+    from bert_data.config import GeneratorConfig
+    from bert_data.generator.settings import check_masking_budget
+
+    monkeypatch.setattr(notices, "_program", "bert_data")  # as a fresh interpreter has it
+    config = GeneratorConfig(metadata_files=["m.txt"], vocab_file="v.txt", max_seq_length=1024)
+    check_masking_budget(config)
+    assert capsys.readouterr().err.startswith("bert_data: warning: --max_predictions_per_seq 20 caps masking")
+    notices.use_program_name("create_tfrecords")
+    check_masking_budget(config)
+    assert capsys.readouterr().err.startswith("create_tfrecords: warning: --max_predictions_per_seq 20")

@@ -528,7 +528,7 @@ def encode_records(tokens: np.ndarray, pairs: PairArrays, config: GeneratorConfi
 
 def record_columns(instances, config: GeneratorConfig, vocab, masking: Optional[MaskingSpec],
                    rng: np.random.Generator) -> dict:
-    """The feature columns of a batch of instances, by canonical feature name, masked as
+    """The feature columns of a chunk of instances, by canonical feature name, masked as
     ``masking`` says (None: left to the loader)."""
     columns = {"input_ids": instances.input_ids, "input_mask": instances.input_mask}
     if not config.mlm_only:
