@@ -16,7 +16,7 @@ Cross-contamination") and the MLPerf BERT submissions that followed it store a p
   of each.
 
 This module is that layout's one implementation, pure numpy: :func:`pack_instances` decides
-which instances share a row (best-fit decreasing over a bounded window, deterministic),
+which instances share a row (best-fit decreasing over a bounded group of instances, deterministic),
 :func:`pack_columns` lays out masked instances as packed rows, and :func:`unpack_rows` splits
 rows into instances again (``inspect``, tests).  The readers build the model inputs of packed
 rows with :func:`block_diagonal_mask` and :func:`cu_seqlens`.
@@ -37,9 +37,9 @@ from .format.layout import DEFAULT_SEQUENCES_PER_PACK, packed_predictions  # noq
 # Instances a packing decision looks at together: large enough for best-fit to find partners
 # (the fill rate no longer grows past a thousand or so), small enough to keep one decision's
 # working set to a few hundred KB whatever the unit's size.
-PACKING_WINDOW = 4096
+PACKING_GROUP = 4096
 
-__all__ = ["PACKING_WINDOW", "DEFAULT_SEQUENCES_PER_PACK", "packed_predictions", "pack_instances",
+__all__ = ["PACKING_GROUP", "DEFAULT_SEQUENCES_PER_PACK", "packed_predictions", "pack_instances",
            "pack_columns", "unpack_rows", "instance_lengths", "block_diagonal_mask", "cu_seqlens", "fill_rate",
            "row_members"]
 
@@ -75,13 +75,13 @@ def _best_fit_decreasing(lengths: np.ndarray, budgets: np.ndarray, capacity: int
 
 
 def pack_instances(lengths, budgets, max_seq_length: int, prediction_capacity: int, max_sequences_per_pack: int,
-                   window: int = PACKING_WINDOW) -> Tuple[np.ndarray, np.ndarray]:
+                   group: int = PACKING_GROUP) -> Tuple[np.ndarray, np.ndarray]:
     """Which instances share a row: returns ``(order, sizes)``, the instance indices row after
     row and the number of instances of each row (``sizes.sum() == len(lengths)``).
 
     ``lengths``: tokens of each instance (with its [CLS] and [SEP]s), at most
     ``max_seq_length``; ``budgets``: the most predictions each may get (its masking budget).
-    Instances are taken in windows of ``window`` consecutive ones, each packed by best-fit
+    Instances are taken in groups of ``group`` consecutive ones, each packed by best-fit
     decreasing; within a row instances keep their given order, and rows come in the order of
     their first instance.  A pure function of its arguments.
     """
@@ -89,12 +89,12 @@ def pack_instances(lengths, budgets, max_seq_length: int, prediction_capacity: i
     budgets = np.asarray(budgets, dtype=np.int64)
     if len(lengths) and (lengths.max() > max_seq_length or lengths.min() < 1):
         raise ValueError(f"instance lengths must lie in [1, {max_seq_length}]")
-    if max_sequences_per_pack < 1 or window < 1:
-        raise ValueError("max_sequences_per_pack and window must be at least 1")
+    if max_sequences_per_pack < 1 or group < 1:
+        raise ValueError("max_sequences_per_pack and group must be at least 1")
     order: List[int] = []
     sizes: List[int] = []
-    for first in range(0, len(lengths), window):
-        end = min(first + window, len(lengths))
+    for first in range(0, len(lengths), group):
+        end = min(first + group, len(lengths))
         bins = _best_fit_decreasing(lengths[first:end], budgets[first:end], max_seq_length, prediction_capacity,
                                     max_sequences_per_pack)
         for members in sorted(sorted(members) for members in bins):

@@ -38,7 +38,7 @@ def test_best_fit_fills_rows_and_keeps_every_instance_once():
     rng = np.random.default_rng(1)
     lengths = np.concatenate([np.full(300, 64), rng.integers(5, 64, 700)])
     rng.shuffle(lengths)
-    order, sizes = pack_instances(lengths, np.ones_like(lengths), 64, 100, 3, window=256)
+    order, sizes = pack_instances(lengths, np.ones_like(lengths), 64, 100, 3, group=256)
     assert sorted(order.tolist()) == list(range(len(lengths)))
     assert sizes.sum() == len(lengths) and sizes.max() <= 3 and sizes.min() >= 1
     row_of = np.repeat(np.arange(len(sizes)), sizes)
@@ -48,11 +48,11 @@ def test_best_fit_fills_rows_and_keeps_every_instance_once():
     members = [order[row_members(sizes, [r])] for r in range(len(sizes))]
     assert all(list(m) == sorted(m) for m in members)
     firsts = [m[0] for m in members]
-    window_of = np.asarray(firsts) // 256
-    assert all(np.diff(window_of) >= 0)
+    group_of = np.asarray(firsts) // 256
+    assert all(np.diff(group_of) >= 0)
     assert lengths.sum() / (len(sizes) * 64) > 0.97
-    # Deterministic, and a row never mixes two windows.
-    again = pack_instances(lengths, np.ones_like(lengths), 64, 100, 3, window=256)
+    # Deterministic, and a row never mixes two groups.
+    again = pack_instances(lengths, np.ones_like(lengths), 64, 100, 3, group=256)
     assert np.array_equal(again[0], order) and np.array_equal(again[1], sizes)
     assert all(len(set(m // 256)) == 1 for m in members)
 

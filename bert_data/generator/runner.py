@@ -100,7 +100,7 @@ class _Scheduler:
         self.waiting_for_count: Dict[int, UnitPairs] = {}  # paired units of splits not yet sized
         # Tasks in flight: every worker busy, and enough queued that workers do not wait while
         # the parent appends a unit to the shards.
-        self.window = 2 * parallelism + 2
+        self.max_in_flight = 2 * parallelism + 2
         self.open_units = parallelism + 2
         self.in_flight: Dict[cf.Future, tuple] = {}
         self.table = SliceTable.of(plan.slices)
@@ -128,7 +128,7 @@ class _Scheduler:
         return min([done] + pending)
 
     def fill(self) -> None:
-        while len(self.in_flight) < self.window:
+        while len(self.in_flight) < self.max_in_flight:
             if self.ready:
                 kind, index, args = self.ready.pop(0)
                 self.in_flight[self.executor.submit(encode_shards, *args)] = (kind, index, None)

@@ -399,8 +399,8 @@ def instance_lengths(pairs: PairArrays, mlm_only: bool) -> np.ndarray:
 def pack_pairs(pairs: PairArrays, lengths: np.ndarray, tokens_path: str, config: GeneratorConfig,
                unit: UnitWork) -> SplitPairs:
     """A unit's instances (in their shuffled order) packed into rows (``--pack_sequences``), the
-    rows in a random order of their own: best-fit over a window puts long instances in the
-    first rows of each window, which a seeded permutation spreads out again."""
+    rows in a random order of their own: best-fit over a group puts long instances in the
+    first rows of each group, which a seeded permutation spreads out again."""
     # Unmasked rows too: load-time masks, drawn with the run's options, then fit the row's slots.
     budgets = num_to_predict(lengths, config.masked_lm_prob, config.max_predictions_per_seq)
     k = config.sequences_per_pack
