@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import signal
+import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -63,18 +63,23 @@ def units_done(journal):
         return 0
 
 
-def interrupt_after_first_units(corpus, output, send):
-    """Start a run, wait until it has finished some units, interrupt it; returns (code, stderr,
-    units done when the signal was sent)."""
-    process = subprocess.Popen(generator_command(corpus, output), cwd=REPO, stderr=subprocess.PIPE, text=True)
-    journal = output / ".bert_data_work" / "journal.json"
-    while units_done(journal) < 2:  # the suite's own timeout guards against a hang
-        assert process.poll() is None, "the run finished before it could be interrupted"
-        time.sleep(0.01)
-    done_at_signal = units_done(journal)
+def interrupt_after_first_units(corpus, output, send, unit=2):
+    """Start a run that stops after journaling ``unit`` units (the runner's test seam
+    ``BERT_DATA_TEST_PAUSE_AFTER_UNIT``: chosen by work done, never by time), interrupt it there;
+    returns (code, stderr, units done when the signal was sent)."""
+    env = {**os.environ, "BERT_DATA_TEST_PAUSE_AFTER_UNIT": str(unit)}
+    process = subprocess.Popen(generator_command(corpus, output), cwd=REPO, stderr=subprocess.PIPE, text=True, env=env)
+    before = []
+    for line in process.stderr:  # blocks until the run says it paused (or ends: then the assert fails)
+        if line.startswith(f"bert_data: test: paused after unit {unit}"):
+            break
+        before.append(line)
+    else:
+        raise AssertionError(f"the run ended before unit {unit}: {''.join(before)}")
+    done_at_signal = units_done(output / ".bert_data_work" / "journal.json")
     send(process)
     _, err = process.communicate(timeout=600)
-    return process.returncode, err, done_at_signal
+    return process.returncode, "".join(before) + err, done_at_signal
 
 
 def looks_complete(output):
@@ -91,23 +96,18 @@ def test_interrupted_run_leaves_nothing_complete_looking_and_resumes_to_the_same
     done_at_exit = units_done(output / ".bert_data_work" / "journal.json")
     if how != "SIGKILL":
         assert code == {"SIGINT": 130, "SIGTERM": 143}[how]
-        # It stops at once: the units in flight are dropped, not finished (2 workers keep at
-        # most 2 + 2 units open), however long the rest of the run would take.
-        assert 2 <= done_at_signal <= done_at_exit <= done_at_signal + 4 < 30
+        # It stops at once: the units in flight are dropped, not finished, however long the rest
+        # of the run would take; what the journal vouched for at the signal is what is kept.
+        assert done_at_signal == done_at_exit == 2
         # What is kept and where --resume goes on, numbered from 1 as the work files are.
         assert f"units 1-{done_at_exit} of 30 kept (" in err and " MB of shards)" in err, err
         assert f"with --resume to continue with unit {done_at_exit + 1}" in err
         assert len(err.strip().splitlines()) == 1
-    # A killed parent's workers notice and exit (the kernel signals them); waiting for that has
-    # a generous bound only so that a leak fails the test instead of hanging it.
-    def survivors():
-        return [p for p in psutil.process_iter(["cmdline"]) if str(output) in " ".join(p.info["cmdline"] or [])]
-
-    for _ in range(3000):
-        if not survivors():
-            break
-        time.sleep(0.01)
-    assert not survivors()
+    # A killed parent's workers notice and exit (the kernel signals them); psutil waits for their
+    # exit, with a generous bound only so that a leak fails the test instead of hanging it.
+    survivors = [p for p in psutil.process_iter(["cmdline"]) if str(output) in " ".join(p.info["cmdline"] or [])]
+    _, alive = psutil.wait_procs(survivors, timeout=60)
+    assert not alive
 
     resumed = subprocess.run(generator_command(corpus, output, "--resume"), cwd=REPO, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr

@@ -3,7 +3,6 @@ document works in bounded memory.  Interruptions and --resume: test_interruption
 
 from __future__ import annotations
 
-import errno
 import json
 import re
 import subprocess
@@ -184,19 +183,6 @@ def test_second_run_into_the_same_directory_is_refused(capsys, corpus, tmp_path)
     finally:
         lock.release()
     assert cli(capsys, corpus, output)[0] == 0
-
-
-def test_full_disk_gives_a_clear_error_and_removes_temporary_files(capsys, corpus, tmp_path, monkeypatch):
-    real_append = ShardAssembler.append
-
-    def append_to_a_full_disk(self, segments):
-        real_append(self, segments)
-        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out" / "examples-1.tfrecords.tmp"))
-
-    monkeypatch.setattr(ShardAssembler, "append", append_to_a_full_disk)
-    code, err = cli(capsys, corpus, tmp_path / "out")
-    assert code == 2 and "No space left on device" in err and "temporary files removed" in err
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
 
 
 def test_unwritable_output_directory(capsys, corpus, tmp_path):

@@ -329,8 +329,9 @@ def report(config, summary) -> None:
     elif summary.resumed_from_unit:
         n_units = sum(manifest.get("n_units") or 0 for manifest in summary.manifests.values())
         kept = summary.resumed_from_unit
-        resumed = (f" (resumed: unit{'s 1-' if kept > 1 else ' '}{kept:,} kept from the interrupted run, units "
-                   f"{kept + 1:,}-{n_units:,} done now)")
+        done = "nothing was left but to finish" if kept >= n_units else (
+            f"unit {n_units:,} done now" if kept + 1 == n_units else f"units {kept + 1:,}-{n_units:,} done now")
+        resumed = f" (resumed: unit{'s 1-' if kept > 1 else ' '}{kept:,} kept from the interrupted run, {done})"
     print(f"done in {summary.seconds:.1f} s{resumed}", file=sys.stderr)
 
 

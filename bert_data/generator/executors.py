@@ -93,6 +93,18 @@ def check_workers_see(executor: Optional[cf.Executor], work_dir: str) -> None:
                           "URL")
 
 
+def dead_worker_signal(executor: cf.Executor) -> Optional[int]:
+    """The signal that killed a worker of our own pool (after ``BrokenProcessPool``), if any: the
+    pool ends the other workers with SIGTERM, so another signal is the cause."""
+    manager = getattr(executor, "_executor_manager_thread", None)
+    if manager is not None:  # it reaps every worker of a broken pool: then their exit codes are known
+        manager.join(timeout=30)
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    codes = [process.exitcode for process in processes if process.exitcode is not None and process.exitcode < 0]
+    causes = [-code for code in codes if -code != signal.SIGTERM] or [-code for code in codes]
+    return causes[0] if causes else None
+
+
 def stop_executor(executor: cf.Executor) -> None:
     """Cancel what has not started and stop the workers now: no orphans, no waiting."""
     processes = []

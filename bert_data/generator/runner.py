@@ -29,7 +29,6 @@ Nothing lost, nothing silent:
 from __future__ import annotations
 
 import concurrent.futures as cf
-import errno
 import signal
 import sys
 import time
@@ -41,18 +40,19 @@ from .assembly import ShardAssembler
 from .inputs.types import BINARY, SPLIT_OF_CODE, Skip
 from ..format.dataset_layout import TRAIN, VAL
 from .. import storage
-from .executors import default_executor, shares_local_files, stop_executor
+from .executors import dead_worker_signal, default_executor, shares_local_files, stop_executor
 from .locations import RemoteOutput, check_output_url, prepare_work_dir, run_locations
 from .pieces import Segment
-from .run_files import (GenerationError, Interrupted, OutputLock, create_output_dir, keep_journaled, lock_path,
-                        pool_path, prepare_output_dir, remove_run_files, shard_path, slice_paths, split_dirs,
-                        write_journal, write_manifests)
+from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pause_if_chosen, pool_path,
+                        prepare_output_dir, refuse_writing_over_inputs, remove_run_files, slice_paths, split_dirs,
+                        stopped, write_journal)
 from .scratch import finished_slices, load_arrays
 from .planning import Plan, make_plan, warn
 from .settings import RunSettings, resolve
 from .totals import RunTotals, SkippedTotals, make_manifests
 from .tasks import (DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError, UnitPairs,
                     encode_shards, make_encode_tasks, pair_unit, record_bytes, tokenize_slice)
+
 
 @dataclass
 class RunSummary:
@@ -303,6 +303,9 @@ def generate(
     config = settings.config
     check_output_url(config)
     plan = make_plan(settings, skip_missing, allow_case_mismatch=allow_case_mismatch)
+    refuse_writing_over_inputs(config, [source.path for slice_ in plan.slices for source in slice_.sources]
+                               + config.metadata_files + config.val_metadata_files
+                               + [config.vocab_file, config.tokenizer_file, config.spm_model_file])
     # Output to a URL is assembled in a local staging directory (see ``locations``).
     places = run_locations(config, distributed=not shares_local_files(executor))
     remote = RemoteOutput(config, places) if places.remote else None
@@ -313,31 +316,67 @@ def generate(
         if remote is not None:
             remote.check_staging()
         create_output_dir(local)
-        lock = OutputLock(local.output_dir, lock_path(local))
-        lock.acquire()
-        try:
+        with locked_output(local):
             return _run_locked(settings, local, places, remote, plan, executor, progress, started,
                                parallelism or config.workers)
-        finally:
-            lock.release()
     finally:
         if remote is not None:
             remote.release()
 
 
+class NoText(GenerationError):
+    """Every listed document was skipped: a rerun of the same input gives the same."""
+
+
 def _run_locked(settings: RunSettings, local, places, remote: Optional[RemoteOutput], plan: Plan, executor,
                 progress: bool, started: float, parallelism: int) -> RunSummary:
     """``local``: the configuration of the local side (``settings.config`` itself unless the output
-    is a URL); ``places.scratch``: where tasks exchange data; ``places.journal_dir``: the journal."""
+    is a URL); ``places.scratch``: where tasks exchange data; ``places.journal_dir``: the journal.
+
+    Whatever stops the run (Ctrl-C, a killed worker, a full disk, any failure but the input's
+    own), what the journal vouches for stays for ``--resume`` (``run_files.stopped``)."""
     config = settings.config
     journal = prepare_output_dir(local, plan.fingerprint) if remote is None else remote.prepare(local, plan.fingerprint)
-    work_dir, journal_dir = places.scratch, places.journal_dir
     prepare_work_dir(places, journal is not None, executor)
     totals = RunTotals.from_json(journal["totals"]) if journal else RunTotals()
     first_unit = totals.units_done
-    assembler = ShardAssembler(local, journal["shard_sizes"] if journal else None,
-                               journal.get("shard_checksums") if journal else None, dict(totals.shard_counts),
-                               fetch_dir=journal_dir)
+    assembler: Optional[ShardAssembler] = None
+    try:
+        if not (journal and journal.get("finished")):  # else killed while finalizing: finalize again
+            assembler = ShardAssembler(local, journal["shard_sizes"] if journal else None,
+                                       journal.get("shard_checksums") if journal else None,
+                                       dict(totals.shard_counts), fetch_dir=places.journal_dir)
+            _write_units(settings, local, places, plan, executor, progress, started, parallelism, journal, totals,
+                         assembler)
+        summaries = finished_slices([slice_.index for slice_ in plan.slices], places.scratch, len(plan.slices))
+        skipped = SkippedTotals(plan)
+        skipped.add_slices([SliceSummary.from_json(summaries[index]) for index in sorted(summaries)])
+        manifests = finalize(config, local, places, totals.shard_counts,
+                             lambda sizes: make_manifests(settings, plan, totals, skipped, sizes), remote)
+    except BaseException as error:
+        remove_shards = assembler.remove if assembler is not None else (lambda: None)
+        if assembler is not None:
+            assembler.close()
+        if isinstance(error, (UnitError, NoText)):  # the input's own fault: the same run fails the same way
+            remove_shards()
+            remove_run_files(places)
+            raise GenerationError(str(error)) from error
+        outcome = stopped(error, places, remove_shards, len(plan.units), len(plan.slices),
+                          getattr(error, "worker_signal", None))
+        if outcome is error:
+            raise
+        raise outcome from (None if isinstance(outcome, Interrupted) else error)
+    return RunSummary({split: manifest.to_json() for split, manifest in manifests.items()},
+                      time.perf_counter() - started, first_unit)
+
+
+def _write_units(settings: RunSettings, local, places, plan: Plan, executor, progress: bool, started: float,
+                 parallelism: int, journal: Optional[dict], totals: RunTotals, assembler: ShardAssembler) -> None:
+    """Every unit still to write, appended to the shards in unit order and journaled; then the
+    shards completed and the journal marked finished (what is left is ``run_files.finalize``)."""
+    work_dir, journal_dir = places.scratch, places.journal_dir
+    first_unit = totals.units_done
+    config = settings.config
     shards = ShardCounts(plan, settings, assembler, totals.shard_counts, work_dir)
     still_needed = slices_still_needed(plan)
     done_slices = {index: SliceSummary.from_json(data) for index, data in
@@ -376,6 +415,7 @@ def _run_locked(settings: RunSettings, local, places, remote: Optional[RemoteOut
                     freed_below += 1
                 write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
                 units_bar.update(1)
+                pause_if_chosen(totals.units_done)
             while scheduler.binary_skips:  # a binary file among the inputs is worth a word at once
                 skip = scheduler.binary_skips.pop(0)
                 if warned_binary < 20:
@@ -389,33 +429,15 @@ def _run_locked(settings: RunSettings, local, places, remote: Optional[RemoteOut
         if not totals.n_examples:
             skipped = SkippedTotals(plan)
             skipped.add_slices(list(scheduler.summaries.values()))
-            raise GenerationError("no document with any text: every listed document was skipped "
-                                  f"({', '.join(f'{n:,} {r}' for r, n in skipped.reasons().items())})")
+            raise NoText("no document with any text: every listed document was skipped "
+                         f"({', '.join(f'{n:,} {r}' for r, n in skipped.reasons().items())})")
         shards.finish()
-        assembler.finish(rename=remote is None)  # staged shards are uploaded whole, below
-    except KeyboardInterrupt as interruption:
-        tokenize_bar.close()
-        units_bar.close()
-        _stop_work(executor, own_executor, scheduler)
-        assembler.close()
-        journal, kept_slices = keep_journaled(places, assembler.remove)
-        kept_units = journal["totals"]["units_done"] if journal else 0
-        signum = interruption.signum if isinstance(interruption, Interrupted) else signal.SIGINT
-        raise Interrupted(signum, kept_units, len(plan.units), sum(journal["shard_sizes"].values()) if journal else 0,
-                          kept_slices, len(plan.slices)) from None
+        write_journal(journal_dir, plan.fingerprint, assembler.finish(), assembler.checksums, totals.to_json(),
+                      finished=True)
     except BaseException as error:
-        tokenize_bar.close()
-        units_bar.close()
-        _stop_work(executor, own_executor, scheduler)
-        assembler.remove()
-        remove_run_files(places)
-        if isinstance(error, UnitError):
-            raise GenerationError(str(error)) from error
         if isinstance(error, cf.process.BrokenProcessPool):
-            raise GenerationError(f"a worker process died unexpectedly ({error}); temporary files removed") from error
-        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS):
-            where = f" ({error.filename})" if error.filename else ""
-            raise GenerationError(f"cannot write output{where}: {error.strerror}; temporary files removed") from error
+            error.worker_signal = dead_worker_signal(executor)
+        _stop_work(executor, own_executor, scheduler)
         raise
     finally:
         tokenize_bar.close()
@@ -424,15 +446,6 @@ def _run_locked(settings: RunSettings, local, places, remote: Optional[RemoteOut
             signal.signal(signal.SIGTERM, previous_term)
     if own_executor:
         executor.shutdown()
-    skipped = SkippedTotals(plan)
-    skipped.add_slices([scheduler.summaries[index] for index in sorted(scheduler.summaries)])
-    # A URL output: every shard to its final key, then the manifests (last).
-    sizes = remote.upload_shards(local, totals.shard_counts) if remote is not None else None
-    manifests = make_manifests(settings, plan, totals, skipped, sizes)
-    write_manifests(config, manifests)
-    remove_run_files(places)
-    return RunSummary({split: manifest.to_json() for split, manifest in manifests.items()},
-                      time.perf_counter() - started, first_unit)
 
 
 def _stop_work(executor, own_executor: bool, scheduler) -> None:

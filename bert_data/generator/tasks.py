@@ -46,7 +46,8 @@ from ..format.tfrecord import frame_records
 from ..tokenizers import make_tokenizer
 from .run_files import piece_path, pool_path, slice_paths
 # Where tasks hand each other data (a local directory or a URL); re-exported for callers here.
-from .scratch import PieceWriter, load_array, load_json, private_temporary, save_array, save_json, slice_rows  # noqa: F401
+from .scratch import (PieceWriter, load_array, load_json, new_array_file, private_temporary, save_array,  # noqa: F401
+                      save_json, slice_rows)
 
 # Rows masked and encoded together: large enough for numpy to pay, small enough to keep a
 # worker's temporary arrays to a few MB.
@@ -336,8 +337,7 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
         return TokenPool(np.zeros(0, dtype), []), 0
     remote = storage.is_url(path)  # built in memory and uploaded whole; else built in place
     temporary = None if remote else private_temporary(path)
-    pool = np.empty(size, dtype) if remote else np.lib.format.open_memmap(temporary, mode="w+", dtype=dtype,
-                                                                            shape=(size,))
+    pool = np.empty(size, dtype) if remote else new_array_file(temporary, dtype, size)
     at = 0
     for number, start, end in copies:
         pool[at : at + end - start] = tokens[number][start:end] if number >= 0 else separator_id
