@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import List, Optional
 
+from . import storage
 from .format import layout
 
 
 class ConfigError(ValueError):
-    """An option value that cannot work; the message is one line naming the option."""
+    """An option value that cannot work; the message is one line naming the option (credentials
+    in URLs redacted)."""
+
+    def __init__(self, message: str):
+        super().__init__(storage.redact(message))
 
 
 def decode_separator(text: str) -> str:
@@ -33,7 +38,7 @@ def separator_line_of(multiple_docs_separator: str) -> Optional[str]:
 
 
 def check_input_options(multiple_docs_in_single_file: bool, multiple_docs_separator: str,
-                        jsonl_text_key: Optional[str]) -> None:
+                        text_field: Optional[str]) -> None:
     """The options that say how documents are read, which ``create_tfrecords`` and ``bert-data
     build-vocab`` share; raise ConfigError on the first problem."""
     if not multiple_docs_separator:
@@ -44,13 +49,13 @@ def check_input_options(multiple_docs_in_single_file: bool, multiple_docs_separa
             "--multiple_docs_separator must fit on one line: documents are separated by a line "
             f"that holds it, got {multiple_docs_separator!r}"
         )
-    if jsonl_text_key is not None:
-        if not isinstance(jsonl_text_key, str) or not jsonl_text_key:
-            raise ConfigError(f"--jsonl_text_key must be a non-empty key name, got {jsonl_text_key!r}")
+    if text_field is not None:
+        if not isinstance(text_field, str) or not text_field:
+            raise ConfigError(f"--text_field must be a non-empty key or column name, got {text_field!r}")
         if multiple_docs_in_single_file:
             raise ConfigError(
-                "--jsonl_text_key and --multiple_docs_in_single_file contradict each other: a JSON Lines "
-                "file always holds one document a line"
+                "--text_field and --multiple_docs_in_single_file contradict each other: given, --text_field reads "
+                "every file that is not a table as JSON Lines, which always holds one document a line"
             )
 
 
@@ -71,7 +76,12 @@ class GeneratorConfig:
     multiple_docs_in_single_file: bool = False
     multiple_docs_separator: str = "\n"
     single_sentence_per_line: bool = False
-    jsonl_text_key: Optional[str] = None  # input is JSON Lines: one document a line, its text at this key
+    # The text's key in JSON Lines and its column in tables (None: "text").  Given, every file
+    # that is not a table is read as JSON Lines, whatever its extension.
+    text_field: Optional[str] = None
+    # Read metadata entries that resolve outside input_files_prefix (.., absolute paths, URLs,
+    # symbolic links leading out): refused by default.
+    allow_paths_outside_prefix: bool = False
     spacy_model: Optional[str] = None
     split_num: int = 1000
     output_dir: str = "./tfrecords/"
@@ -121,6 +131,15 @@ class GeneratorConfig:
     # (default: the output directory's work directory, see generator.run_files; with a Dask cluster
     # and a URL output, the output's).
     work_dir: Optional[str] = None
+    # The former name of text_field, still accepted by the constructor.
+    jsonl_text_key: InitVar[Optional[str]] = None
+
+    def __post_init__(self, jsonl_text_key: Optional[str]) -> None:
+        if jsonl_text_key is not None:
+            if self.text_field is not None and self.text_field != jsonl_text_key:
+                raise ConfigError(f"text_field {self.text_field!r} and its former name jsonl_text_key "
+                                  f"{jsonl_text_key!r} disagree: give one")
+            self.text_field = jsonl_text_key
 
     # ------------------------------------------------------------------ derived values
     @property
@@ -167,7 +186,8 @@ class GeneratorConfig:
 
     @property
     def workers(self) -> int:
-        return self.num_workers if self.num_workers else (os.cpu_count() or 1)
+        """--num_workers, by default the cores this process may use."""
+        return self.num_workers if self.num_workers else available_cores()
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -250,7 +270,7 @@ class GeneratorConfig:
                 "--val_fraction and --val_metadata_files contradict each other: choose validation "
                 "documents by hash or list them, not both"
             )
-        check_input_options(self.multiple_docs_in_single_file, self.multiple_docs_separator, self.jsonl_text_key)
+        check_input_options(self.multiple_docs_in_single_file, self.multiple_docs_separator, self.text_field)
         if not self.name or os.sep in self.name or (os.altsep and os.altsep in self.name):
             raise ConfigError(f"--name must be a plain file name prefix, got {self.name!r}")
         self._validate_recipes(integer)
@@ -344,6 +364,15 @@ class GeneratorConfig:
             if self.mask_whole_word or self.max_ngram_size > 1:
                 raise ConfigError("--mask_whole_word and --max_ngram_size choose masks: with --disable_masking "
                                   "they belong to the loader's masking function")
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which a container or ``taskset``
+    may narrow), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # (not on every platform)
+        return os.cpu_count() or 1
 
 
 def default_of(option: str):

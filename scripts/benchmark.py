@@ -10,7 +10,7 @@
 
 Any corpus works: ``--metadata_files``/``--input_files`` (with ``--input_files_prefix``) name the
 documents as create_tfrecords takes them, and the document options in ``--generator_args``
-(``--multiple_docs_in_single_file``, ``--jsonl_text_key``, ...) apply to the floor too.
+(``--multiple_docs_in_single_file``, ``--text_field``, ...) apply to the floor too.
 
 Each run is a real ``create_tfrecords`` process; peak memory is the largest sum of resident
 memory over the whole process tree (parent and workers), sampled every 20 ms.  The *floor* is
@@ -54,7 +54,7 @@ tokenizer = make_tokenizer(TokenizerSource(*source))
 # The documents as the generator reads them (many a file, JSON Lines, compressed), read before timing.
 texts = list(DocumentTexts([metadata], "", multiple_docs_in_single_file=documents["multiple_docs_in_single_file"],
                            separator_line=separator_line_of(documents["multiple_docs_separator"]),
-                           jsonl_text_key=documents["jsonl_text_key"]))
+                           text_field=documents["text_field"]))
 spacy_seconds = 0.0
 if raw:
     from bert_data.generator.sentences import make_sentence_splitter
@@ -165,7 +165,7 @@ def main(argv=None) -> int:
     generator = generator_parser()
     documents, _ = generator.parse_known_args(rewrite_bool_values(generator, shlex.split(args.generator_args)))
     documents = {key: getattr(documents, key) for key in ("multiple_docs_in_single_file", "multiple_docs_separator",
-                                                          "jsonl_text_key")}
+                                                          "text_field")}
     if args.metadata_files or args.input_files:
         corpus = Path(args.input_files_prefix or ".")
         described = " ".join(args.metadata_files + args.input_files)

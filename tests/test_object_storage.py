@@ -187,7 +187,7 @@ def test_files_of_many_documents_are_found_in_a_bucket_as_locally(s3, tmp_path):
             writer.write_batch(pa.record_batch([pa.array(texts[start:start + 25])], names=["text"]))
     (root / "meta3.txt").write_text("t.parquet\nt.arrow\n")
     s3.put(str(root) + "/", "bert-data-tests/many/", recursive=True)
-    for meta, options in (("meta.txt", dict(jsonl_text_key="text")),
+    for meta, options in (("meta.txt", dict(text_field="text")),
                           ("meta2.txt", dict(multiple_docs_in_single_file=True)), ("meta3.txt", {})):
         local = DocumentTexts([str(root / meta)], str(root), **options)
         remote = DocumentTexts([f"{BUCKET}/many/{meta}"], f"{BUCKET}/many", **options)

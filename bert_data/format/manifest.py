@@ -204,7 +204,7 @@ class Manifest:
                 value = {"count": value.count, "by_reason": dict(sorted(value.by_reason.items())),
                          "first": list(value.first)}
             data[item.name] = value
-        return data
+        return storage.redact_data(data)  # no credentials of URLs in a file
 
     @classmethod
     def from_json(cls, data: dict) -> "Manifest":

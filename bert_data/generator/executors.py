@@ -24,7 +24,8 @@ import signal
 import sys
 from typing import Iterator, Optional, Tuple
 
-from ..config import ConfigError
+from ..config import ConfigError, available_cores
+from ..notices import warn
 
 
 class InlineExecutor(cf.Executor):
@@ -60,6 +61,18 @@ def _die_with_parent(parent_pid: int) -> None:
         return
     if os.getppid() != parent_pid:  # the parent died before the request took effect
         os._exit(1)
+
+
+def local_workers(requested: int) -> int:
+    """How many worker processes to start on this machine for ``requested``: at most its cores,
+    with a warning, since more only compete for them while each holds its own tokenizer and
+    sentence model in memory (--num_workers 1000 on 2 cores would start a thousand)."""
+    cores = available_cores()
+    if requested > cores:
+        warn(f"--num_workers {requested:,} is more than the cores this process may use ({cores}): "
+             f"starting {cores} worker processes")
+        return cores
+    return requested
 
 
 def default_executor(workers: int) -> cf.Executor:
@@ -145,6 +158,9 @@ def dask_executor(scheduler: Optional[str], n_workers: int) -> Iterator[Tuple[ob
                                    dashboard_address=None)
             client = Client(cluster)
         with client:
+            from .dask_workers import RedactingWorker
+
+            client.register_plugin(RedactingWorker())  # (workers log failed tasks, URLs and all)
             workers = client.scheduler_info().get("workers", {})
             parallelism = max(1, sum(info.get("nthreads", 1) for info in workers.values()))
             # pure=False: tasks are not deduplicated by hashing their (large) arguments.

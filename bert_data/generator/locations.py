@@ -59,7 +59,8 @@ def local_copy(url: str) -> str:
             directory = os.path.join(tempfile.gettempdir(), f"bert_data-files-{os.getuid()}")
             os.makedirs(directory, exist_ok=True)
             digest = hashlib.sha256(f"{url}\0{version}".encode("utf-8")).hexdigest()[:16]
-            path = os.path.join(directory, f"{digest}-{storage.basename(url)}")
+            # (the file's name without the URL's query: it may hold a token)
+            path = os.path.join(directory, f"{digest}-{storage.basename(url.split('?')[0])}")
             if not os.path.exists(path):
                 temporary = f"{path}.{os.getpid()}.tmp"
                 storage.download(url, temporary)

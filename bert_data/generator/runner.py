@@ -40,7 +40,7 @@ from .assembly import ShardAssembler
 from .inputs.types import BINARY, SPLIT_OF_CODE, Skip
 from ..format.dataset_layout import TRAIN, VAL
 from .. import storage
-from .executors import dead_worker_signal, default_executor, shares_local_files, stop_executor
+from .executors import dead_worker_signal, default_executor, local_workers, shares_local_files, stop_executor
 from .locations import RemoteOutput, check_output_url, prepare_work_dir, run_locations
 from .pieces import Segment
 from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pause_if_chosen, pool_path,
@@ -301,6 +301,8 @@ def generate(
     started = time.perf_counter()
     settings = config if isinstance(config, RunSettings) else resolve(config)
     config = settings.config
+    if executor is None:  # our own pool of processes: no more of them than cores
+        parallelism = local_workers(parallelism or config.workers)
     check_output_url(config)
     plan = make_plan(settings, skip_missing, allow_case_mismatch=allow_case_mismatch)
     refuse_writing_over_inputs(config, [source.path for slice_ in plan.slices for source in slice_.sources]
@@ -386,7 +388,7 @@ def _write_units(settings: RunSettings, local, places, plan: Plan, executor, pro
 
     own_executor = executor is None
     if own_executor:
-        executor = default_executor(max(1, min(config.workers, len(plan.slices) + len(plan.units))))
+        executor = default_executor(max(1, min(parallelism, len(plan.slices) + len(plan.units))))
     scheduler = _Scheduler(plan, settings, executor, work_dir, first_unit, parallelism, done_slices, shards,
                            {split: counts.n_examples for split, counts in totals.splits.items()})
     first_records = totals.n_examples

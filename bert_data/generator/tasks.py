@@ -35,7 +35,8 @@ import numpy as np
 from .. import storage
 from ..config import GeneratorConfig
 from .inputs.reading import read_documents
-from .inputs.types import NO_SENTENCE, TRAIN, VAL, Document, Skip, Slice
+from ..format.dataset_layout import TRAIN, VAL
+from .inputs.types import NO_SENTENCE, Document, InputError, Skip, Slice
 from ..format.tfrecord.example_codec import encode_examples
 from .pieces import Segment, SegmentCompressor
 from ..format.layout import canonical_name
@@ -205,6 +206,8 @@ def tokenize_slice(slice_: Slice, settings: RunSettings, work_dir: str) -> Slice
         flush()
     except Exception as error:  # name the document: the first thing a user needs to know
         where = seen[-1].label if seen else (slice_.sources[0].label if slice_.sources else "?")
+        if isinstance(error, InputError):  # (its message names the file already)
+            raise UnitError(str(error)) from error
         raise UnitError(f"{where}: {type(error).__name__}: {error}") from error
 
     paths = slice_paths(work_dir, slice_.index)
