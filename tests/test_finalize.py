@@ -16,7 +16,7 @@ import pytest
 from bert_data.cli.bert_data_cli import main as bert_data_main
 from bert_data.format.dataset import dataset_info, shard_groups
 from bert_data.format.dataset_layout import WORK_DIR
-from bert_data.generator.run_files import KILL_AT_FINALIZE_STEP
+from bert_data.generator.fault_injection import KILL_AT_FINALIZE_STEP
 
 from conftest import file_hashes, make_corpus
 
@@ -128,3 +128,31 @@ def test_ctrl_c_while_finishing_says_only_finishing_is_left(small, reference, tm
     assert "interrupted; unit 1 of 1 kept (" in err and "run the same command with --resume to finish" in err, err
     assert main(argv + ["--resume"]) == 0
     assert file_hashes(output) == reference["plain"][0]
+
+
+@pytest.mark.parametrize("output_format", ["hdf5", "parquet"])
+def test_a_run_stopped_after_its_shards_are_written_from_their_bodies_resumes(small, tmp_path, capsys, monkeypatch,
+                                                                              output_format):
+    """HDF5 and Parquet shards are written from their bodies when every unit is in, before the
+    journal says so: stopped in that window, the bodies are still there for --resume, and once
+    the manifest is written they go."""
+    from bert_data.cli.create_tfrecords import main
+    from bert_data.generator.assembly import ShardAssembler
+
+    argv = command(small, tmp_path / "ref", "--output_format", output_format)[3:]
+    assert main(argv) == 0
+    reference = file_hashes(tmp_path / "ref")
+    written = ShardAssembler.finish
+
+    def finish_then_ctrl_c(self):
+        written(self)
+        raise KeyboardInterrupt
+
+    argv = command(small, tmp_path / "out", "--output_format", output_format)[3:]
+    with monkeypatch.context() as patch:
+        patch.setattr(ShardAssembler, "finish", finish_then_ctrl_c)
+        assert main(argv) == 130
+    capsys.readouterr()
+    assert main(argv + ["--resume"]) == 0, capsys.readouterr().err
+    assert file_hashes(tmp_path / "out") == reference
+    assert not list((tmp_path / "out").rglob("*.body"))

@@ -138,3 +138,23 @@ def test_resume_gives_the_same_bytes(corpus, tmp_path, monkeypatch):
 def test_bad_packing_options_are_refused(corpus, tmp_path, options, message):
     with pytest.raises(ConfigError, match=message):
         corpus_config(corpus, tmp_path, max_seq_length=48, **options).validate()
+
+
+def test_validation_split_and_googles_output_files_are_packed_too(corpus, tmp_path):
+    options = dict(max_seq_length=48, max_predictions_per_seq=8, short_seq_prob=0.3, split_num=8)
+    generate(corpus_config(corpus, tmp_path / "split", pack_sequences=True, val_fraction=0.3, **options),
+             progress=False)
+    for split in ("train", "val"):
+        manifest = Manifest.read(str(tmp_path / "split" / split))
+        assert manifest.packed and manifest.n_instances > manifest.n_examples > 0
+        assert sum(manifest.examples_per_file.values()) == manifest.n_examples
+    for name, packed in (("packed", True), ("plain", False)):
+        files = [str(tmp_path / name / f"{shard}.tfrecord") for shard in "ab"]
+        generate(corpus_config(corpus, tmp_path, pack_sequences=packed, output_files=files, **options),
+                 progress=False)
+    manifest = Manifest.read(str(tmp_path / "packed" / "a.tfrecord.data_params.json"))
+    plain = Manifest.read(str(tmp_path / "plain" / "a.tfrecord.data_params.json"))
+    assert manifest.n_instances == plain.n_instances > manifest.n_examples
+    # Record i of the run goes to file i mod 2: the files differ by one record at most.
+    counts = sorted(manifest.examples_per_file.values())
+    assert counts[1] - counts[0] <= 1 and sum(counts) == manifest.n_examples

@@ -7,6 +7,7 @@ import pytest
 from bert_data.format.dataset import describe_layout, layout_flags
 from bert_data.format.layout import feature_specs, is_packed
 from bert_data.packing import (block_diagonal_mask, cu_seqlens, fill_rate, pack_columns, pack_instances,
+                               packed_from_rows, packed_to_rows,
                                packed_predictions, row_members, unpack_rows)
 
 
@@ -166,3 +167,20 @@ def test_no_cross_contamination_in_a_tiny_bert():
                 start += length
                 i += 1
     assert (leaky[0, :11] - logits[0, :11]).abs().max() > 1e-3
+
+
+def test_transformers_rows_of_packed_columns_round_trip():
+    lengths = np.array([7, 5, 9, 12, 6])
+    packed = pack_columns(instances(lengths, 16), lengths, np.array([3, 2]), 24, 3)
+    rows = packed_to_rows(packed, "sentence_order_label")
+    assert "attention_mask" not in rows
+    assert rows["offsets"].tolist() == [0, 21, 39]
+    assert rows["instance_offsets"].tolist() == [0, 3, 5]
+    assert rows["position_ids"][:8].tolist() == list(range(7)) + [0]
+    cut = lambda name, offsets="offsets": [rows[name][a:b] for a, b in zip(rows[offsets], rows[offsets][1:])]  # noqa
+    lists = {name: cut(name) for name in ("input_ids", "token_type_ids", "position_ids", "labels")}
+    lists.update({name: cut(name, "instance_offsets") for name in ("sentence_order_label", "next_sentence_positions")})
+    back = packed_from_rows(lists, 24, 7, 3)
+    assert set(back) == set(packed)
+    for name, value in packed.items():
+        assert np.array_equal(back[name], value), name

@@ -160,7 +160,7 @@ class ShardAssembler:
         """Complete every shard, durably, under its name in progress (``run_files.finalize``
         publishes it); returns the shards' sizes, for the journal.  A format whose segments are
         not the file itself (HDF5, Parquet, MDS) writes each shard from its body, then the files
-        it keeps beside a split's shards (MDS's index.json); the bodies go."""
+        it keeps beside a split's shards (MDS's index.json)."""
         for key in self.lengths:
             with open(self.path(key), "r+b") as shard:
                 shard.seek(self.lengths[key])
@@ -183,12 +183,10 @@ class ShardAssembler:
                 os.fsync(handle.fileno())
         for split, shards in entries.items():
             self.format.write_split_files(self.dirs[split], shards, self.options)
-        sizes = {}
-        for key in self.lengths:
-            split, shard = key.split("/")
-            sizes[key] = os.path.getsize(shard_in_progress(self.dirs[split], self.config, int(shard)))
-            os.remove(self.path(key))
-        return sizes
+        # The bodies stay until the manifests are written (``run_files.finalize`` removes them): a
+        # run killed before the journal says finished writes the shards from them again.
+        return {key: os.path.getsize(shard_in_progress(self.dirs[key.split("/")[0]], self.config,
+                                                       int(key.split("/")[1]))) for key in self.lengths}
 
     def close(self) -> None:
         """Nothing stays open between units (kept for callers that close after a failure)."""

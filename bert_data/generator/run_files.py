@@ -37,7 +37,6 @@ import os
 import re
 import shutil
 import signal
-import sys
 import uuid
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from ..format import dataset_layout
 from ..format.dataset_layout import LOCK, TRAIN, WORK_DIR, in_progress, is_run_output_name
 from ..format.manifest import MANIFEST_NAME, Manifest, write_json_atomic
 from ..notices import warn
+from .fault_injection import FinalizeSteps as _Steps
 
 JOURNAL = "journal.json"
 # Tokenized slices, complete (written through a temporary and renamed): a resumed run keeps them.
@@ -501,37 +501,6 @@ def is_short_write(error: OSError) -> bool:
 
 # ---------------------------------------------------------------------------- finalize, discard
 
-# Fault injection for the test suite only: SIGKILL this process at the N-th step of finalizing
-# (counted from 1; a step is one shard renamed or uploaded, one manifest written, the clean-up).
-# Read only when set.
-KILL_AT_FINALIZE_STEP = "BERT_DATA_TEST_KILL_AT_FINALIZE_STEP"
-
-
-class _Steps:
-    def __init__(self):
-        chosen = os.environ.get(KILL_AT_FINALIZE_STEP)
-        self.kill_at, self.done = (int(chosen) if chosen else None), 0
-
-    def __call__(self) -> None:
-        self.done += 1
-        if self.done == self.kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
-# Fault injection for the test suite only: after the N-th unit is journaled, say so on stderr and
-# wait for a signal, so that a test interrupts a run at a chosen unit (by work done, not by time).
-# Read only when set.
-PAUSE_AFTER_UNIT = "BERT_DATA_TEST_PAUSE_AFTER_UNIT"
-
-
-def pause_if_chosen(units_done: int) -> None:
-    chosen = os.environ.get(PAUSE_AFTER_UNIT)
-    if chosen and int(chosen) == units_done:
-        print(f"bert_data: test: paused after unit {units_done}", file=sys.stderr, flush=True)
-        while True:  # only a signal (its handler raises, or it kills) ends the wait
-            signal.pause()
-
-
 def finalize(config: GeneratorConfig, local: GeneratorConfig, places, shard_counts: Dict[str, int],
              make_manifests: Callable[[Optional[Dict[str, int]]], Dict[str, Manifest]], remote=None) -> Dict[str, Manifest]:
     """Publish a run whose journal says every shard is complete, as one recoverable step: each
@@ -557,6 +526,10 @@ def finalize(config: GeneratorConfig, local: GeneratorConfig, places, shard_coun
     for split in sorted(manifests, key=lambda split: split == TRAIN):
         manifests[split].write(split_dirs(config)[split], manifest_name(config))
         step()
+    for split, directory in split_dirs(local).items():  # bodies that HDF5/Parquet/MDS shards were written from
+        for shard in range(shard_counts[split]):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(shard_path(directory, local, shard) + dataset_layout.BODY_SUFFIX)
     remove_run_files(places)
     step()
     return manifests

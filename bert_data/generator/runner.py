@@ -45,7 +45,8 @@ from .. import storage
 from .executors import dead_worker_signal, default_executor, local_workers, shares_local_files, stop_executor
 from .locations import RemoteOutput, check_output_url, prepare_work_dir, run_locations
 from .pieces import Segment
-from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pause_if_chosen, pool_path,
+from .fault_injection import pause_if_chosen
+from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pool_path,
                         prepare_output_dir, refuse_writing_over_inputs, remove_run_files, slice_paths, split_dirs,
                         stopped, write_journal)
 from .scratch import finished_slices, load_arrays

@@ -1,0 +1,39 @@
+"""Fault injection seams for the test suite only, read only when their variable is set: a run
+is stopped at a point chosen by work done (a step of finalizing, a unit journaled), never by time.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+# Fault injection for the test suite only: SIGKILL this process at the N-th step of finalizing
+# (counted from 1; a step is one shard renamed or uploaded, one manifest written, the clean-up).
+# Read only when set.
+KILL_AT_FINALIZE_STEP = "BERT_DATA_TEST_KILL_AT_FINALIZE_STEP"
+
+
+class FinalizeSteps:
+    def __init__(self):
+        chosen = os.environ.get(KILL_AT_FINALIZE_STEP)
+        self.kill_at, self.done = (int(chosen) if chosen else None), 0
+
+    def __call__(self) -> None:
+        self.done += 1
+        if self.done == self.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+# Fault injection for the test suite only: after the N-th unit is journaled, say so on stderr and
+# wait for a signal, so that a test interrupts a run at a chosen unit (by work done, not by time).
+# Read only when set.
+PAUSE_AFTER_UNIT = "BERT_DATA_TEST_PAUSE_AFTER_UNIT"
+
+
+def pause_if_chosen(units_done: int) -> None:
+    chosen = os.environ.get(PAUSE_AFTER_UNIT)
+    if chosen and int(chosen) == units_done:
+        print(f"bert_data: test: paused after unit {units_done}", file=sys.stderr, flush=True)
+        while True:  # only a signal (its handler raises, or it kills) ends the wait
+            signal.pause()
