@@ -26,6 +26,7 @@ from ..config import GeneratorConfig
 from .documents import TRAIN
 from .output import GenerationError, shard_path, split_dirs
 from .scratch import fetch_piece
+from .shard_shuffle import shuffles_shards
 
 
 @dataclass
@@ -128,11 +129,13 @@ class ShardAssembler:
 
     def __init__(self, config: GeneratorConfig, sizes: Optional[Dict[str, int]] = None,
                  checksums: Optional[Dict[str, list]] = None, shard_counts: Optional[Dict[str, int]] = None,
-                 fetch_dir: Optional[str] = None):
+                 fetch_dir: Optional[str] = None, done: Optional[List[str]] = None):
         self.config = config
         self.fetch_dir = fetch_dir  # where pieces at a URL are downloaded to, to be appended
         self.dirs = split_dirs(config)
-        self.zlib = config.compression == "zlib"
+        # Shards shuffled at the end are kept uncompressed until then (see ``shard_shuffle``).
+        self.zlib = config.compression == "zlib" and not shuffles_shards(config)
+        self.done = set(done or ())  # shards already shuffled into their final file (resuming)
         self.checksums: Dict[str, list] = dict(checksums or {})  # key -> [adler32, raw length]
         self.handles = {}
         self.shard_counts: Dict[str, int] = {}  # per split, once known (see open_split)
@@ -147,6 +150,8 @@ class ShardAssembler:
         for shard in range(count):
             path = shard_path(self.dirs[split], self.config, shard) + ".tmp"
             key = f"{split}/{shard}"
+            if key in self.done:
+                continue
             if sizes is None or key not in sizes:
                 handle = open(path, "wb")
                 if self.zlib:
@@ -191,14 +196,16 @@ class ShardAssembler:
     def sizes(self) -> Dict[str, int]:
         return {key: handle.tell() for key, handle in self.handles.items()}
 
-    def finish(self, rename: bool = True) -> None:
+    def finish(self, rename: bool = True, sync: bool = True) -> None:
         """Complete every shard; ``rename``: to its final name (else it stays ``*.tmp``, for an
-        upload: the journal still vouches for it, so a resumed upload finds it)."""
+        upload or the final shuffle: the journal still vouches for it, so a resumed run finds
+        it); ``sync``: to disk (not needed for a shard written again by the shuffle)."""
         for key, handle in self.handles.items():
             if self.zlib:
                 handle.write(DEFLATE_FINAL_BLOCK + self.checksums[key][0].to_bytes(4, "big"))
             handle.flush()
-            os.fsync(handle.fileno())
+            if sync:
+                os.fsync(handle.fileno())
             handle.close()
             if rename:
                 split, shard = key.split("/")

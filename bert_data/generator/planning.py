@@ -18,7 +18,7 @@ import numpy as np
 from . import documents as docs_mod
 from .documents import TRAIN, VAL, CorpusPlan, InputError, Slice
 from .listing import list_documents
-from .mixing import CorpusOrder
+from .mixing import CorpusOrder, block_size
 from .tasks import SliceTable, UnitWork
 
 # Options that change how the work is done, never what is written.
@@ -126,7 +126,8 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
         check_vocabulary_case(files, vocab, corpus.slices, allow_case_mismatch)
     split_docs = {split: np.flatnonzero(corpus.doc_splits == code)
                   for code, split in docs_mod.SPLIT_OF_CODE.items()}
-    orders = {split: CorpusOrder(len(docs), config.seed, shuffle=not config.keep_corpus_order)
+    orders = {split: CorpusOrder(len(docs), config.seed, shuffle=not config.keep_corpus_order,
+                                 block=block_size(config.split_num))
               for split, docs in split_docs.items()}
     units = plan_units(corpus, split_docs, orders, config.split_num)
     if config.sizes_shards:  # a split's size is known once every slice is tokenized

@@ -3,7 +3,8 @@
 This module owns the run: the scheduler that feeds tasks to the executor in dependency order,
 the run's totals and the manifests.  Around it: ``planning`` (checks and units, before any
 work), ``output`` (the output directory, lock and journal), ``executors`` (where tasks run),
-``tasks`` (what they compute) and ``assembly`` (pieces into shards).
+``tasks`` (what they compute), ``assembly`` (pieces into shards) and ``shard_shuffle`` (the
+final pass that writes each shard again in a seeded random order).
 
 The stages know nothing of processes or files-in-progress; this module knows nothing of
 tokens.  Any ``concurrent.futures``-style executor works (a local process pool by default;
@@ -14,11 +15,13 @@ order they finish.
 Nothing lost, nothing silent:
 
 * everything that can be checked is checked before any work (``make_plan``);
-* shards are written as ``*.tfrecords.tmp`` and renamed when complete, and the manifest is
-  written last: a directory without it is not a finished dataset;
+* shards are written as ``*.tfrecords.tmp`` and renamed (or shuffled into their final name)
+  when complete, and the manifest is written last: a directory without it is not a finished
+  dataset;
 * after each unit is appended, a journal records the shards' sizes and the run's totals, so
   ``--resume`` truncates the shards to the last whole unit and goes on from there, giving the
-  same bytes as an uninterrupted run;
+  same bytes as an uninterrupted run; in the final shuffle it records each shard done, and
+  ``--resume`` shuffles the others;
 * a lock file keeps a second run out of an output directory in use;
 * on Ctrl-C or SIGTERM the workers are stopped at once and the journal kept for ``--resume``;
   on any other failure the temporary files are removed.
@@ -49,7 +52,8 @@ from .output import (GenerationError, Interrupted, OutputLock, create_output_dir
                      manifest_name, prepare_output_dir, read_journal, shard_path, split_dirs, write_journal)
 from .scratch import discard_unjournaled, finished_slices, load_arrays
 from .planning import Plan, make_plan, warn
-from .tasks import (DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError, UnitPairs,
+from .shard_shuffle import remove_shuffle_temporaries, shuffle_group, shuffle_groups, shuffles_shards
+from .tasks import (SPLIT_CODES, DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError, UnitPairs,
                     encode_shards, make_encode_tasks, pair_unit, pool_path, record_bytes, slice_paths,
                     tokenize_slice)
 
@@ -78,6 +82,7 @@ class RunTotals:
     splits: Dict[str, SplitTotals] = field(default_factory=lambda: {TRAIN: SplitTotals(), VAL: SplitTotals()})
     records_per_shard: Dict[str, int] = field(default_factory=dict)
     shard_counts: Dict[str, int] = field(default_factory=dict)  # per split, once set
+    shuffled: List[str] = field(default_factory=list)  # shards ("split/shard") in their final order
 
     def add(self, result: "UnitResult") -> None:
         pairs = result.pairs
@@ -100,12 +105,12 @@ class RunTotals:
     def to_json(self) -> dict:
         return {"units_done": self.units_done, "records_per_shard": self.records_per_shard,
                 "splits": {split: dataclasses.asdict(totals) for split, totals in self.splits.items()},
-                "shard_counts": self.shard_counts}
+                "shard_counts": self.shard_counts, "shuffled": self.shuffled}
 
     @classmethod
     def from_json(cls, data: dict) -> "RunTotals":
         return cls(data["units_done"], {split: SplitTotals(**totals) for split, totals in data["splits"].items()},
-                   data["records_per_shard"], data.get("shard_counts", {}))
+                   data["records_per_shard"], data.get("shard_counts", {}), data.get("shuffled", []))
 
 
 class SkippedTotals:
@@ -197,6 +202,7 @@ class _Scheduler:
         self.waiting_for_count: Dict[int, UnitPairs] = {}  # paired units of splits not yet sized
         # Tasks in flight: every worker busy, and enough queued that workers do not wait while
         # the parent appends a unit to the shards.
+        self.parallelism = parallelism
         self.window = 2 * parallelism + 2
         self.open_units = parallelism + 2
         self.in_flight: Dict[cf.Future, tuple] = {}
@@ -297,8 +303,9 @@ class ShardCounts:
     """How many shards each split gets: ``--num_output_files``, or, with ``--records_per_file`` /
     ``--megabytes_per_file``, a count set when the split's first unit is paired (whichever
     unit's pairing finishes first, the first unit decides, so the count is the same in every
-    run): that unit is a sample of the split, so its instances per token, times the split's
-    tokens, estimate the split's records, and a sample of its records, encoded, their size."""
+    run): that unit is a (coarse) sample of the split, so its instances per token, times the
+    split's tokens, estimate the split's records, and a sample of its records, encoded, their
+    size."""
 
     def __init__(self, plan: Plan, config: GeneratorConfig, assembler: ShardAssembler, counts: Dict[str, int],
                  work_dir: str):
@@ -338,7 +345,8 @@ class ShardCounts:
         uncompressed = records * record_bytes(first.pairs, self.config, self.plan.vocab, first.n_instances)
         count = max(1, round(uncompressed / target))
         if self.config.compression:
-            segment_rows = max(1, first.n_instances // count)
+            # Shuffled shards are compressed as one stream; others a segment a unit.
+            segment_rows = 1 << 30 if shuffles_shards(self.config) else max(1, first.n_instances // count)
             count = max(1, round(records * record_bytes(first.pairs, self.config, self.plan.vocab, segment_rows)
                                  / target))
         return count
@@ -431,7 +439,7 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
     first_unit = totals.units_done
     assembler = ShardAssembler(local, journal["shard_sizes"] if journal else None,
                                journal.get("shard_checksums") if journal else None, dict(totals.shard_counts),
-                               fetch_dir=journal_dir)
+                               fetch_dir=journal_dir, done=totals.shuffled)
     shards = ShardCounts(plan, config, assembler, totals.shard_counts, work_dir)
     still_needed = slices_still_needed(plan)
     done_slices = finished_slices(plan, work_dir, still_needed[first_unit])
@@ -485,7 +493,15 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
             raise GenerationError("no document with any text: every listed document was skipped "
                                   f"({', '.join(f'{n:,} {r}' for r, n in skipped.reasons().items())})")
         shards.finish()
-        assembler.finish(rename=remote is None)  # staged shards are uploaded whole, below
+        if shuffles_shards(config):
+            # The journal goes on vouching for the *.tmp shards until each is shuffled.
+            sizes = assembler.sizes()
+            assembler.finish(rename=False, sync=False)
+            _shuffle_shards(local, plan, totals, sizes, assembler.checksums, journal_dir,
+                            executor if own_executor or shares_local_files(executor) else None, remote is not None,
+                            scheduler, progress)
+        else:
+            assembler.finish(rename=remote is None)  # staged shards are uploaded whole, below
     except KeyboardInterrupt as interruption:
         tokenize_bar.close()
         units_bar.close()
@@ -493,6 +509,7 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
         journal = read_journal(journal_dir)  # what --resume will find: the units it vouches for
         assembler.close()
         discard_unjournaled_work(journal_dir)  # units not yet appended are redone by --resume
+        remove_shuffle_temporaries(_shard_paths(local, totals.shard_counts))
         kept_units = journal["totals"]["units_done"] if journal else 0
         kept_slices = count_slices(work_dir)
         if not kept_units and not kept_slices:  # nothing to resume: as if the run never started
@@ -508,6 +525,7 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
         units_bar.close()
         _stop_work(executor, own_executor, scheduler)
         assembler.remove()
+        remove_shuffle_temporaries(_shard_paths(local, totals.shard_counts))
         remove_run_files(places)
         if isinstance(error, UnitError):
             raise GenerationError(str(error)) from error
@@ -531,6 +549,63 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
     manifests = write_manifests(config, plan, totals, skipped, sizes)
     remove_run_files(places)
     return RunSummary(manifests, time.perf_counter() - started, first_unit)
+
+
+def _shard_paths(config: GeneratorConfig, shard_counts: Dict[str, int]) -> List[str]:
+    """Every shard's final path (the splits whose count is set)."""
+    return [shard_path(directory, config, shard) for split, directory in split_dirs(config).items()
+            for shard in range(shard_counts.get(split, 0))]
+
+
+def _shuffle_shards(local: GeneratorConfig, plan: Plan, totals: RunTotals, sizes: Dict[str, int],
+                    checksums: Dict[str, list], journal_dir: str, executor: Optional[cf.Executor], staged: bool,
+                    scheduler: "_Scheduler", progress: bool) -> None:
+    """The final pass (``shard_shuffle``): every shard not yet shuffled, a task each (on the
+    executor when its workers see these files, else here), the journal updated as each is
+    done.  ``staged``: the shards are uploaded afterwards, from their ``*.tmp`` names."""
+    groups = []
+    for split, directory in split_dirs(local).items():
+        finals = [shard_path(directory, local, shard) for shard in range(totals.shard_counts[split])]
+        sources = [final + ".tmp" for final in finals]
+        groups += shuffle_groups(local, SPLIT_CODES[split], split, sources, sources if staged else finals)
+    done = set(totals.shuffled)
+
+    def finished(group) -> None:
+        if not set(group.keys) <= done:
+            totals.shuffled += group.keys
+            done.update(group.keys)
+            write_journal(journal_dir, plan.fingerprint, sizes, checksums, totals.to_json())
+        if not staged:  # the unshuffled shard is spent (a staged one was replaced in place)
+            for source in group.sources:
+                if os.path.exists(source):
+                    os.remove(source)
+
+    pending = []
+    for group in groups:
+        (finished if set(group.keys) <= done else pending.append)(group)
+    bar = _progress(sum(len(group.keys) for group in groups), progress, "shuffled", "shard", len(done), position=2)
+    try:
+        if executor is None:
+            for group in pending:
+                shuffle_group(group)
+                finished(group)
+                bar.update(len(group.keys))
+            return
+        waiting, running = list(reversed(pending)), {}
+        while waiting or running:
+            while waiting and len(running) < scheduler.parallelism:  # each journaled as it is done
+                group = waiting.pop()
+                future = executor.submit(shuffle_group, group)
+                running[future] = scheduler.in_flight[future] = group
+            ended, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
+            for future in ended:
+                future.result()
+                group = running.pop(future)
+                scheduler.in_flight.pop(future)
+                finished(group)
+                bar.update(len(group.keys))
+    finally:
+        bar.close()
 
 
 def _stop_work(executor, own_executor: bool, scheduler) -> None:

@@ -4,9 +4,9 @@
 (neighbouring documents).  Slices are small, so every core stays busy even when documents are
 few and large.  Its tokens and a table of its documents stay in the work directory.
 
-``pair_unit``: token ids -> shuffled next-sentence pairs, for one unit: documents drawn from the
-whole corpus (see ``mixing``), gathered from the slices that hold them; the pool random next
-sentences come from.  Pairs are token ranges: small to send.
+``pair_unit``: token ids -> shuffled next-sentence pairs, for one unit: a few runs of
+neighbouring documents from all over the corpus (see ``mixing``), read from the slices that
+hold them; the pool random next sentences come from.  Pairs are token ranges: small to send.
 
 ``encode_shards``: pairs -> masked instances -> encoded, framed examples, for one unit and some
 of the output shards, into a piece file.
@@ -14,8 +14,9 @@ of the output shards, into a piece file.
 All are pure functions of the configuration and their input: every random stream comes from
 (seed, unit, split, purpose[, shard]), so the bytes written do not depend on which worker runs a
 task, when, or how many workers there are.  A piece file holds each of its shards' records
-contiguously; the orchestrator appends pieces to the shards in unit order.  Nothing here
-imports TensorFlow.
+contiguously; the orchestrator appends pieces to the shards in unit order (and then, unless
+the listed order is kept, shuffles each shard: ``shard_shuffle``).  Nothing here imports
+TensorFlow.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ..config import GeneratorConfig
 from .documents import TRAIN, VAL, Document, Skip, Slice
 from ..format.example_codec import encode_examples
 from .assembly import Segment, SegmentCompressor
+from .shard_shuffle import shuffles_shards
 from ..format.layout import canonical_name
 from .locations import with_local_files
 from .instances import PairArrays, TokenPool, create_pairs, create_windows, gather_instances
@@ -426,7 +428,8 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
         for shard, size in zip(task.shards, task.shard_sizes):
             masking_rng = np.random.default_rng(random_streams(config.seed, task.unit_index, task.split, MASKING, shard))
             offset = piece_file.tell()
-            compressor = SegmentCompressor(config.compression)
+            # Shards shuffled at the end are compressed then, as one stream (see ``shard_shuffle``).
+            compressor = SegmentCompressor(None if shuffles_shards(config) else config.compression)
             for start in range(first_row, first_row + size, CHUNK_ROWS):
                 rows = slice(start, min(start + CHUNK_ROWS, first_row + size))
                 records = encode_records(tokens, task.pairs.take(rows), config, vocab, masking, masking_rng, specs)

@@ -1,0 +1,181 @@
+"""Global mixing, part two: every shard written once more, in a seeded random order.
+
+Units are appended to the shards one after another (in unit order: the bytes do not depend on
+timing), so a shard is first a run of blocks, one a unit, each unit's records shuffled among
+themselves.  A unit is a coarse sample of the corpus (a few regions of it: see ``mixing``), and
+units differ (a unit that holds a large book is mostly that book).  When every unit is in, each
+shard is read back and written out once more with its records in a seeded random order, as
+Google's tool does with all its instances in memory: every stretch of the shard is then a
+sample of the whole split, not of one unit.
+
+The pass is sequential where it matters: the output is written front to back, and the records
+are read at random from the shard just written (the page cache holds it).  Memory: the offset
+of every record of the shard, 8 bytes a record, and the permutation is computed on demand (the
+Feistel network of ``mixing.CorpusOrder``).  Shards are shuffled uncompressed; compression
+(``--compression``) is applied here, as one stream a shard.  The order is keyed on (seed, split,
+shard) alone, so the bytes are the same for any number of workers; each shard is a task of its
+own, and the journal records the shards done, so ``--resume`` goes on with the others.
+
+With Google's ``--output_file`` the files are shuffled *together*: record ``i`` of the run, in
+the order units are written (file ``i mod N``, place ``i div N``), is moved to place ``k`` of
+a seeded permutation of the whole run, keyed on the seed and split only, and written to file
+``k mod N``.  So, as with Google's tool, record ``k`` of the run lands in file ``k mod N``
+whatever ``N`` is: one file holds the records of three files interleaved.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import zlib
+from array import array
+from dataclasses import dataclass
+from typing import List, Optional
+
+import numpy as np
+
+from .mixing import CorpusOrder
+
+# Records gathered and written at a time: large enough that numpy and the writes pay, small
+# enough to keep a few MB in memory.
+BATCH_RECORDS = 4096
+SHUFFLING_SUFFIX = ".shuffling"  # a shard being written in its new order (next to its final name)
+_SHARD_KEY, _RUN_KEY = 1, 2  # what the order is keyed on: one shard, or a whole run's files
+
+
+def shuffles_shards(config) -> bool:
+    """Whether shards get the final shuffle: always, unless the listed order is kept."""
+    return not config.keep_corpus_order
+
+
+@dataclass
+class ShuffleGroup:
+    """Shards shuffled together: their keys (``split/shard``), the ``*.tmp`` files the units were
+    appended to, where the shuffled shards go (a staged shard that will be uploaded stays at
+    its ``*.tmp`` name), and the order's key."""
+
+    keys: List[str]
+    sources: List[str]
+    targets: List[str]
+    seed: List[int]
+    compression: Optional[str] = None
+
+
+def shuffle_groups(config, split_code: int, split: str, sources: List[str], targets: List[str]) -> List[ShuffleGroup]:
+    """A split's shards as groups: one a shard, or with ``--output_file`` all together."""
+    keys = [f"{split}/{shard}" for shard in range(len(sources))]
+    if config.output_files:
+        return [ShuffleGroup(keys, sources, targets, [config.seed, split_code, _RUN_KEY], config.compression)]
+    return [ShuffleGroup([key], [source], [target], [config.seed, split_code, _SHARD_KEY, shard], config.compression)
+            for shard, (key, source, target) in enumerate(zip(keys, sources, targets))]
+
+
+def record_offsets(data) -> np.ndarray:
+    """Where the TFRecord frames of ``data`` (bytes-like) begin, and its end: ``n + 1`` int64."""
+    offsets = array("q")
+    position, size = 0, len(data)
+    while position < size:
+        offsets.append(position)
+        if position + 12 > size:
+            raise ValueError(f"a record header is cut at byte {position}")
+        position += 16 + int.from_bytes(data[position:position + 8], "little")
+    if position != size:
+        raise ValueError(f"the last record runs past the end ({position} > {size} bytes)")
+    offsets.append(size)
+    return np.frombuffer(offsets, dtype=np.int64)
+
+
+class _Source:
+    """One ``*.tmp`` shard, memory-mapped, and where its records begin."""
+
+    def __init__(self, path: str):
+        self.handle = open(path, "rb")
+        size = os.fstat(self.handle.fileno()).st_size
+        self.data = mmap.mmap(self.handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        try:
+            self.offsets = record_offsets(self.data)
+        except ValueError as error:
+            self.close()
+            raise ValueError(f"{path}: {error}") from None
+
+    @property
+    def n_records(self) -> int:
+        return len(self.offsets) - 1
+
+    def close(self) -> None:
+        if isinstance(self.data, mmap.mmap):
+            self.data.close()
+        self.handle.close()
+
+
+class _Target:
+    """A shuffled shard being written (through ``SHUFFLING_SUFFIX``), compressed as one stream."""
+
+    def __init__(self, path: str, compression: Optional[str]):
+        self.path, self.temporary = path, path + SHUFFLING_SUFFIX
+        self.handle = open(self.temporary, "wb")
+        wbits = {"gzip": 31, "zlib": 15}.get(compression)
+        # gzip: zlib's header has no name and mtime 0, so the bytes are the same every run.
+        self.engine = zlib.compressobj(6, zlib.DEFLATED, wbits) if wbits else None
+
+    def write(self, data: bytes) -> None:
+        self.handle.write(self.engine.compress(data) if self.engine else data)
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.handle.write(self.engine.flush(zlib.Z_FINISH))
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+        self.handle.close()
+
+
+def shuffle_group(group: ShuffleGroup) -> List[str]:
+    """Write ``group``'s records in their seeded order to its targets (replaced only when all
+    are written, so an interruption leaves the sources whole); returns its keys."""
+    sources = [_Source(path) for path in group.sources]
+    targets: List[_Target] = []
+    try:
+        n = len(sources)
+        counts = [source.n_records for source in sources]
+        total = sum(counts)
+        if counts != [len(range(j, total, n)) for j in range(n)]:  # file i mod N holds record i
+            raise ValueError(f"{group.sources[0]}: records per file {counts} are not dealt in turn")
+        targets = [_Target(path, group.compression) for path in group.targets]
+        order = CorpusOrder(total, group.seed)
+        for first in range(0, total, BATCH_RECORDS):
+            places = np.arange(first, min(first + BATCH_RECORDS, total))
+            runs = order.documents_at(places)  # the record of the run each place takes
+            if n == 1:
+                data, offsets = sources[0].data, sources[0].offsets
+                targets[0].write(b"".join([data[a:b] for a, b in zip(offsets[runs].tolist(),
+                                                                       offsets[runs + 1].tolist())]))
+                continue
+            files, rows = np.divmod(runs, n)[::-1]
+            for target in range(n):  # place k goes to file k mod n
+                chosen = (places % n) == target
+                pieces = [sources[f].data[sources[f].offsets[r]:sources[f].offsets[r + 1]]
+                          for f, r in zip(files[chosen].tolist(), rows[chosen].tolist())]
+                targets[target].write(b"".join(pieces))
+        for target in targets:
+            target.close()
+    except BaseException:
+        for target in targets:
+            target.handle.close()
+            if os.path.exists(target.temporary):
+                os.remove(target.temporary)
+        raise
+    finally:
+        for source in sources:
+            source.close()
+    for target in targets:
+        os.replace(target.temporary, target.path)
+    return group.keys
+
+
+def remove_shuffle_temporaries(paths: List[str]) -> None:
+    """Shards half written in their new order (an interrupted final pass): ``--resume`` redoes them."""
+    for path in paths:
+        try:
+            os.remove(path + SHUFFLING_SUFFIX)
+        except FileNotFoundError:
+            pass
