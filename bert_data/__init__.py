@@ -3,7 +3,7 @@
 The generation path (``bert_data.generator.runner.generate``) never imports TensorFlow; the loaders do.
 """
 
-__version__ = "0.1.0"
+from .version import __version__
 
 # TorchDataset is not in __all__: `from bert_data import *` must work without torch.
 __all__ = ["GeneratorConfig", "generate", "load_dataset", "read_examples", "read_batches", "dynamic_masking",
@@ -24,7 +24,7 @@ def __getattr__(name):
 
         return generate
     if name == "WordPieceTokenizer":
-        from .tokenization import WordPieceTokenizer
+        from .tokenizers.wordpiece import WordPieceTokenizer
 
         return WordPieceTokenizer
     if name in _LOADER_NAMES:

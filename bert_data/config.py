@@ -1,7 +1,9 @@
 """One configuration object for a generation run, validated once, before any work.
 
 The command line builds a :class:`GeneratorConfig`; the library API takes one directly.  Every
-stage and worker receives the same validated object, so no stage re-checks options.
+stage and worker receives the same validated object, so no stage re-checks options.  The fields'
+defaults are the only place defaults are written: the command line and the compatibility layer
+for Google's and ALBERT's command lines read theirs with :func:`default_of`.
 """
 
 from __future__ import annotations
@@ -112,7 +114,8 @@ class GeneratorConfig:
     mask_token: Optional[str] = None
     sentence_order_prediction: bool = False
     # Where data lives (issue 14): the directory or URL tasks exchange intermediate data through
-    # (default: OUTPUT_DIR/.bert_data_work; with a Dask cluster and a URL output, the output's).
+    # (default: the output directory's work directory, see generator.run_files; with a Dask cluster
+    # and a URL output, the output's).
     work_dir: Optional[str] = None
 
     # ------------------------------------------------------------------ derived values
@@ -312,3 +315,10 @@ class GeneratorConfig:
             if self.mask_whole_word or self.max_ngram_size > 1:
                 raise ConfigError("--mask_whole_word and --max_ngram_size choose masks: with --disable_masking "
                                   "they belong to the loader's masking function")
+
+
+def default_of(option: str):
+    """The default of a :class:`GeneratorConfig` option (its field's default): the parser's help,
+    its defaults and those the compatibility layer applies all come from here."""
+    spec = {f.name: f for f in dataclasses.fields(GeneratorConfig)}[option]
+    return spec.default_factory() if spec.default is dataclasses.MISSING else spec.default

@@ -90,11 +90,14 @@ class MaskingSpec:
         :class:`~bert_data.format.manifest.Manifest`), with ``overrides`` (``masked_lm_prob``,
         ``max_predictions_per_seq``, ``whole_word``, ``max_ngram_size``,
         ``document_separator_token``) where they are not None."""
-        options = dict(masked_lm_prob=manifest.option("masked_lm_prob", 0.15),
-                       max_predictions_per_seq=manifest.option("max_predictions_per_seq", 20),
-                       whole_word=manifest.option("mask_whole_word", False),
-                       max_ngram_size=manifest.option("max_ngram_size", 1))
-        separator = separator_token(manifest.mlm_only, manifest.option("document_separator_token", "[SEP]"))
+        from .config import default_of
+
+        def option(name):  # a manifest that lacks an option was made with its default
+            return manifest.option(name, default_of(name))
+
+        options = dict(masked_lm_prob=option("masked_lm_prob"), max_predictions_per_seq=option("max_predictions_per_seq"),
+                       whole_word=option("mask_whole_word"), max_ngram_size=option("max_ngram_size"))
+        separator = separator_token(manifest.mlm_only, option("document_separator_token"))
         separator = overrides.pop("document_separator_token", None) or separator
         options.update({key: value for key, value in overrides.items() if value is not None})
         return cls.for_vocab(vocab, separator, **options)

@@ -57,7 +57,7 @@ import json, os, sys, time
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 metadata, raw, source, documents = json.load(open(sys.argv[1]))
 from bert_data.config import separator_line_of
-from bert_data.generator.documents import DocumentTexts
+from bert_data.generator.inputs.reading import DocumentTexts
 from bert_data.tokenizers import TokenizerSource, make_tokenizer
 tokenizer = make_tokenizer(TokenizerSource(*source))
 # The documents as the generator reads them (many a file, JSON Lines, compressed), read before timing.
@@ -198,7 +198,7 @@ def main(argv=None) -> int:
 
     from bert_data.cli.create_tfrecords import build_parser as generator_parser
     from bert_data.cli.flags import rewrite_bool_values
-    from bert_data.generator.listing import list_documents
+    from bert_data.generator.inputs.listing import list_documents
 
     # The document options among --generator_args: they shape what the floor reads too.
     generator = generator_parser()

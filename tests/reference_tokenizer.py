@@ -3,7 +3,7 @@ BERT release uses (``FullTokenizer`` = ``BasicTokenizer`` + ``WordpieceTokenizer
 google-research/bert ``tokenization.py``), written from its algorithm description.
 
 It is deliberately slow and simple: it is the yardstick the fast Hugging Face based
-``bert_data.tokenization.WordPieceTokenizer`` is compared against.
+``bert_data.tokenizers.wordpiece.WordPieceTokenizer`` is compared against.
 
 Algorithm (per input text):
 

@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from bert_data.config import GeneratorConfig
-from bert_data.generator.documents import is_validation_document
+from bert_data.generator.inputs.planner import is_validation_document
 from bert_data.format.layout import FEATURE_NAMES, tf_feature_description
 from bert_data.generator.runner import generate
 
@@ -250,32 +250,32 @@ def test_help_is_fast_and_imports_nothing_heavy():
 def test_documents_split_into_parts_give_the_same_bytes(synthetic_corpus, tmp_path, monkeypatch, generated):
     """Large documents are tokenized in parallel parts; cut at paragraph breaks, the parts
     change nothing in the output."""
-    import bert_data.generator.documents as documents
+    import bert_data.generator.inputs.planner as planner
 
     _, _, _, whole = generated
     planned = []
-    original = documents.plan_corpus
+    original = planner.plan_corpus
 
     def plan_in_small_parts(*args, **kwargs):
         corpus = original(*args, part_bytes=1500, **kwargs)
         planned.extend(corpus.slices)
         return corpus
 
-    monkeypatch.setattr(documents, "plan_corpus", plan_in_small_parts)
+    monkeypatch.setattr(planner, "plan_corpus", plan_in_small_parts)
     generate(make_config(synthetic_corpus, tmp_path), progress=False)
-    assert sum(source.continues for piece in planned for source in piece.sources) > 20
+    assert sum(source.continues for slice_ in planned for source in slice_.sources) > 20
     assert file_hashes(tmp_path) == file_hashes(whole)
 
 
 def test_a_blank_part_of_a_large_document_is_not_a_skipped_document(tmp_path, monkeypatch):
-    import bert_data.generator.documents as documents
+    import bert_data.generator.inputs.planner as planner
     from conftest import make_corpus
 
     corpus = make_corpus(tmp_path / "c", n_docs=3, min_sentences=30, max_sentences=40)
     first = corpus.root / "docs" / "doc000.txt"
     text = first.read_text()
     first.write_text(text + " " * 5000 + "\n\n" + text)  # a run of white space longer than a part
-    original = documents.plan_corpus
-    monkeypatch.setattr(documents, "plan_corpus", lambda *a, **k: original(*a, part_bytes=1500, **k))
+    original = planner.plan_corpus
+    monkeypatch.setattr(planner, "plan_corpus", lambda *a, **k: original(*a, part_bytes=1500, **k))
     manifest = generate(make_config(corpus, tmp_path / "out"), progress=False).manifests["train"]
     assert manifest["documents_skipped"]["count"] == 0 and manifest["n_docs"] == 3

@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
-from bert_data.format import example_codec
-from bert_data.format.example_codec import decode_example, decode_examples, encode_examples
+from bert_data.format.tfrecord import example_codec
+from bert_data.format.tfrecord.example_codec import decode_example, decode_examples, encode_examples
 from bert_data.format.layout import FLOAT32, INT64, FeatureSpec, feature_specs, tf_feature_description
 
 SPECIAL_IDS = [0, 1, 127, 128, 16383, 16384, 30521, 2**20, 2**21 - 1, 2**28, 2**35, 2**40,
@@ -381,7 +381,7 @@ def test_canonical_records_need_no_protobuf(monkeypatch):
     """protobuf is optional: canonical records are read without it, others fail with one line."""
     import sys
 
-    from bert_data.format import example_proto
+    from bert_data.format.tfrecord import example_proto
 
     specs = feature_specs(8, 2)
     cols = _columns(8, 2, 3, big=True)

@@ -15,7 +15,7 @@ from bert_data.cli.bert_data_cli import build_parser as tools_parser
 from bert_data.cli.create_tfrecords import build_parser, main
 from bert_data.cli.flags import BoolFlag, parse_args
 from bert_data.format.dataset import find_manifest
-from bert_data.generator.output import OutputLock
+from bert_data.generator.run_files import OutputLock
 
 from conftest import make_corpus
 
@@ -86,6 +86,30 @@ def test_googles_defaults_apply_with_input_file_only():
     assert args.input_files == ["a.txt", "b/*.txt"]
     assert (args.do_lower_case, args.seed, args.mask_whole_word, args.max_ngram_size) == (False, 7, True, 3)
 
+
+
+def test_every_default_is_generator_configs():
+    """One place for defaults: a command line naming only the documents and the vocabulary gives
+    GeneratorConfig's defaults, and a changed field default reaches the parser and the defaults
+    the compatibility layer fills in (no copy of it anywhere)."""
+    import dataclasses
+
+    from bert_data.config import GeneratorConfig
+
+    argv = ["--metadata_files", "m.txt", "--vocab_file", "v"]
+    assert create_tfrecords.config_from_args(options(argv)[0]) == GeneratorConfig(metadata_files=["m.txt"],
+                                                                                vocab_file="v")
+    fields = {f.name: f for f in dataclasses.fields(GeneratorConfig)}
+    saved = {name: fields[name].default for name in ("max_predictions_per_seq", "max_seq_length", "masked_lm_prob")}
+    try:
+        fields["max_predictions_per_seq"].default, fields["max_seq_length"].default = 77, 512
+        fields["masked_lm_prob"].default = 0.2
+        args, _ = options(argv)
+        assert (args.max_predictions_per_seq, args.max_seq_length, args.masked_lm_prob) == (77, 512, 0.2)
+        assert "(default 77;" in " ".join(build_parser().format_help().split())
+    finally:
+        for name, value in saved.items():
+            fields[name].default = value
 
 @pytest.mark.parametrize("form, value", [
     ("--do_lower_case", True), ("--do_lower_case=true", True), ("--do_lower_case=True", True),

@@ -18,11 +18,17 @@ import psutil
 import pytest
 import zstandard
 
-from bert_data.generator import documents as d
-from bert_data.generator import input_files
+from bert_data.generator.inputs.listing import read_metadata
+from bert_data.generator.inputs.planner import plan_corpus
+from bert_data.generator.inputs.reading import read_documents
+from bert_data.generator.inputs.spans import LINE_PATTERN, document_spans, separator_pattern, stream_document_spans
+from bert_data.generator.inputs.types import (BINARY, EMPTY, INVALID_JSON, MISSING_KEY, NOT_OBJECT, NOT_STRING,
+                                              TRAIN_CODE)
+from bert_data.generator.inputs import files as input_files
 from bert_data.config import ConfigError, GeneratorConfig
-from bert_data.generator.documents import InputError
+from bert_data.generator.inputs.types import InputError
 from bert_data.generator.planning import make_plan
+from bert_data.generator.settings import resolve
 from bert_data.generator.runner import generate
 
 from conftest import file_hashes, make_corpus
@@ -168,7 +174,7 @@ def test_bad_jsonl_lines_are_skipped_and_counted(corpus, reference, tmp_path):
                       tmp_path / "out", jsonl_text_key="text")
     skipped = manifest["documents_skipped"]
     assert skipped["count"] == 5 and manifest["n_docs"] == 24
-    assert skipped["by_reason"] == {d.INVALID_JSON: 1, d.NOT_OBJECT: 1, d.MISSING_KEY: 1, d.NOT_STRING: 1, d.EMPTY: 1}
+    assert skipped["by_reason"] == {INVALID_JSON: 1, NOT_OBJECT: 1, MISSING_KEY: 1, NOT_STRING: 1, EMPTY: 1}
     # Blank lines hold no document; N counts the file's documents (non-blank lines).
     assert {s["path"] for s in skipped["first"]} == {"mixed.jsonl#3", "mixed.jsonl#13", "mixed.jsonl#14",
                                                      "mixed.jsonl#27", "mixed.jsonl#28"}
@@ -179,17 +185,17 @@ def test_jsonl_reader_reasons_labels_and_text(tmp_path):
              '\ufeff{"t": "bom"}'.encode(), b'{"t": "lone \\ud800 surrogate"}', b'{"t": "nul \\u0000"}',
              b'{"t": "x", "other": "\xff"}']
     path = write_compressed(tmp_path / "f.jsonl", b"\r\n".join(lines), "")
-    entries = d.read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path, [path]))], str(tmp_path))
+    entries = read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path, [path]))], str(tmp_path))
     corpus = plan(entries, jsonl_text_key="t")
     assert corpus.n_docs == 9  # the blank line holds no document
     skips = []
-    docs = list(d.read_documents(sources(corpus), None, False, skips))
+    docs = list(read_documents(sources(corpus), None, False, skips))
     assert [(doc.label, doc.text, doc.n_replaced) for doc in docs] == [
         ("f.jsonl#0", "caf\u00e9 ok", 0), ("f.jsonl#5", "bom", 0), ("f.jsonl#6", "lone \ufffd surrogate", 1),
         ("f.jsonl#8", "x", 0)]
     assert [(s.reason, s.label) for s in skips] == [
-        (d.INVALID_JSON, "f.jsonl#1"), (d.NOT_OBJECT, "f.jsonl#2"), (d.MISSING_KEY, "f.jsonl#3"),
-        (d.NOT_STRING, "f.jsonl#4"), (d.BINARY, "f.jsonl#7")]
+        (INVALID_JSON, "f.jsonl#1"), (NOT_OBJECT, "f.jsonl#2"), (MISSING_KEY, "f.jsonl#3"),
+        (NOT_STRING, "f.jsonl#4"), (BINARY, "f.jsonl#7")]
 
 
 def test_jsonl_contradicts_multiple_docs_in_single_file(corpus, tmp_path):
@@ -211,9 +217,9 @@ def test_corrupt_gzip_fails_at_planning_with_one_line_naming_the_file(corpus, tm
     metadata = write_metadata(tmp_path / "metadata.txt", tmp_path, [good, bad])
     options = {"one": {}, "multi": {"multiple_docs_in_single_file": True}, "jsonl": {"jsonl_text_key": "text"}}[mode]
     config = GeneratorConfig(metadata_files=[str(metadata)], input_files_prefix=str(tmp_path),
-                             vocab_file=str(corpus.vocab), output_dir=str(tmp_path / "out"), **options).validate()
+                             vocab_file=str(corpus.vocab), output_dir=str(tmp_path / "out"), **options)
     with pytest.raises(InputError) as caught:
-        make_plan(config)
+        make_plan(resolve(config))
     message = str(caught.value)
     assert "\n" not in message and message.startswith(f"{metadata}:2: cannot read gzip file {bad}")
     # Through the command line: exit status 2, one line, and nothing written.
@@ -230,14 +236,14 @@ def test_truncated_compressed_multi_document_file_fails_at_planning(tmp_path):
     data = CODECS["xz"](b"one\n\ntwo\n" * 1000)
     path = tmp_path / "cut.txt.xz"
     path.write_bytes(data[: len(data) // 2])
-    entries = d.read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path, [path]))], str(tmp_path))
+    entries = read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path, [path]))], str(tmp_path))
     with pytest.raises(InputError, match=r"m.txt:1: cannot read xz file .*cut.txt.xz: "):
         plan(entries, multiple_docs_in_single_file=True)
 
 
 def test_missing_zstandard_fails_at_planning_naming_the_file(tmp_path, monkeypatch):
     path = write_compressed(tmp_path / "a.txt", b"text\n", "zst")
-    entries = d.read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path, [path]))], str(tmp_path))
+    entries = read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path, [path]))], str(tmp_path))
     monkeypatch.setattr(input_files, "_zstandard", lambda: None)
     with pytest.raises(InputError, match=r"m.txt:1: .*a.txt.zst is zstd-compressed .*pip install zstandard$"):
         plan(entries)
@@ -247,15 +253,15 @@ def test_missing_zstandard_fails_at_planning_naming_the_file(tmp_path, monkeypat
 
 def plan(entries, **options):
     """The corpus of ``entries``, all train."""
-    return d.plan_corpus(entries, lambda label, position: d.TRAIN_CODE, **options)
+    return plan_corpus(entries, lambda label, position: TRAIN_CODE, **options)
 
 
 def sources(corpus):
-    return [source for piece in corpus.slices for source in piece.sources]
+    return [source for slice_ in corpus.slices for source in slice_.sources]
 
 
 def slice_contents(slices, multi=True):
-    return [[(doc.label, doc.corpus_doc, doc.text) for doc in d.read_documents(s.sources, None, multi, [])]
+    return [[(doc.label, doc.corpus_doc, doc.text) for doc in read_documents(s.sources, None, multi, [])]
             for s in slices]
 
 
@@ -267,8 +273,8 @@ def test_slices_across_compressed_multi_document_files(tmp_path, codec):
         text = "\n\n".join(f"file {number} doc {i}\nsecond line" for i in range(size)) + "\n\n\n"
         files.append(write_compressed(tmp_path / codec / f"f{number}.txt", text.encode(), codec))
         plain.append(write_compressed(tmp_path / "plain" / f"f{number}.txt", text.encode(), ""))
-    entries = d.read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path / codec, files))], str(tmp_path / codec))
-    plain_entries = d.read_metadata([str(write_metadata(tmp_path / "p.txt", tmp_path / "plain", plain))],
+    entries = read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path / codec, files))], str(tmp_path / codec))
+    plain_entries = read_metadata([str(write_metadata(tmp_path / "p.txt", tmp_path / "plain", plain))],
                                     str(tmp_path / "plain"))
     for slice_docs in (64, 2, 1, 3):
         corpus = plan(entries, multiple_docs_in_single_file=True, slice_docs=slice_docs)
@@ -279,11 +285,11 @@ def test_slices_across_compressed_multi_document_files(tmp_path, codec):
         assert all(s.codec == codec for s in sources(corpus))
         # Only a file's last range reads on to the end of its stream.
         assert [s.end < 0 for s in sources(corpus)].count(True) == 4
-        plain_labels = [[(label.replace(f".{codec}#", "#"), position, text) for label, position, text in piece]
-                        for piece in slice_contents(corpus.slices)]
+        plain_labels = [[(label.replace(f".{codec}#", "#"), position, text) for label, position, text in contents]
+                        for contents in slice_contents(corpus.slices)]
         assert plain_labels == slice_contents(reference.slices)
         assert slice_contents(corpus.slices)[-1][-1] == (f"f3.txt.{codec}#0", 15, "file 3 doc 0\nsecond line\n")
-    found = [(label, position) for piece in slice_contents(corpus.slices) for label, position, _ in piece]
+    found = [(label, position) for contents in slice_contents(corpus.slices) for label, position, _ in contents]
     assert found == list(zip([f"f{n}.txt.{codec}#{i}" for n, size in enumerate(sizes) for i in range(size)],
                              range(16)))
 
@@ -293,18 +299,18 @@ def test_stream_spans_equal_whole_buffer_spans_at_any_chunk_size():
 
     text = (b"a\n\n  \nb b\n[SEP]\nc\n \t\n\n" b"d [SEP] e\n  [SEP]  \n" + b"x" * 50 + b"\n\n\n" + b"long " * 40 + b"\n"
             b"  \n" b"last  ")
-    for pattern in (d.separator_pattern(None), d.separator_pattern("[SEP]"), d.LINE_PATTERN):
-        expected = list(d.document_spans(text, 0, len(text), pattern))
+    for pattern in (separator_pattern(None), separator_pattern("[SEP]"), LINE_PATTERN):
+        expected = list(document_spans(text, 0, len(text), pattern))
         for chunk in (1, 2, 3, 7, 16, 1000):
-            assert list(d.stream_document_spans(io.BytesIO(text), pattern, chunk)) == expected, (pattern, chunk)
-        assert list(d.stream_document_spans(io.BytesIO(b""), pattern, 4)) == []
+            assert list(stream_document_spans(io.BytesIO(text), pattern, chunk)) == expected, (pattern, chunk)
+        assert list(stream_document_spans(io.BytesIO(b""), pattern, 4)) == []
 
 
 def test_ranges_read_out_of_order_and_from_threads(tmp_path):
     """A reader's open stream is only a shortcut: any range, in any order, in any thread."""
     text = "".join(f"doc {i} " + "word " * (i % 7) + "\n\n" for i in range(300)).encode()
     path = write_compressed(tmp_path / "f.txt", text, "gz")
-    entries = d.read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path, [path]))], str(tmp_path))
+    entries = read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path, [path]))], str(tmp_path))
     units = plan(entries, multiple_docs_in_single_file=True, slice_docs=10).slices
     expected = slice_contents(units)
     assert slice_contents(units[::-1]) == expected[::-1]
@@ -332,12 +338,12 @@ def test_compressed_one_document_files_are_whole_documents(tmp_path):
     text = ("word " * 30 + "\n") * 200  # 30 KB: plain, it would be cut into parts
     files = [write_compressed(tmp_path / "a.txt", text.encode(), "bz2"),
              write_compressed(tmp_path / "b.txt", text.encode(), "")]
-    entries = d.read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path, files))], str(tmp_path))
+    entries = read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path, files))], str(tmp_path))
     corpus = plan(entries, part_bytes=4000)
     found = sources(corpus)
     assert corpus.n_docs == 2 and found[0].codec == "bz2" and found[0].end == -1
     assert sum(s.continues for s in found) > 3  # only the plain file is cut
-    docs = list(d.read_documents(found, None, False, []))
+    docs = list(read_documents(found, None, False, []))
     assert docs[0].label == "a.txt.bz2" and docs[0].text == text and not docs[0].continues
 
 
@@ -369,11 +375,11 @@ def test_memory_stays_bounded_reading_a_large_compressed_jsonl_file(tmp_path):
     sampler = threading.Thread(target=sample)
     sampler.start()
     try:
-        entries = d.read_metadata([str(metadata)], str(tmp_path))
+        entries = read_metadata([str(metadata)], str(tmp_path))
         corpus = plan(entries, jsonl_text_key="text")
         n_docs = n_chars = 0
-        for piece in corpus.slices:
-            for document in d.read_documents(piece.sources, None, False, []):
+        for slice_ in corpus.slices:
+            for document in read_documents(slice_.sources, None, False, []):
                 n_docs += 1
                 n_chars += len(document.text)
     finally:

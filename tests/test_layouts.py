@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from bert_data.cli.bert_data_cli import main
-from bert_data.format.example_codec import encode_examples
+from bert_data.format.tfrecord.example_codec import encode_examples
 from bert_data.format.dataset import dataset_info
 from bert_data.format.layout import canonical_name, feature_specs, tf_feature_description
 from bert_data.format.manifest import Manifest
@@ -31,7 +31,7 @@ from bert_data.load import DynamicMasking, dynamic_masking, load_dataset, read_b
 from bert_data.masking import MaskingSpec, mask_tokens
 from bert_data.tools.stats import compute_stats
 from bert_data.format.tfrecord import CorruptRecordError, count_records, frame_records, iter_records
-from bert_data.tokenization import load_vocab
+from bert_data.tokenizers.vocab import load_vocab
 
 from conftest import make_corpus, write_vocab, all_stems
 

@@ -167,7 +167,7 @@ def test_stages_rebatch_shuffle_and_share():
 def test_package_exports():
     import bert_data.load as load
     from bert_data.load.dynamic_masks import dynamic_masking
-    from bert_data.tokenization import WordPieceTokenizer
+    from bert_data.tokenizers.wordpiece import WordPieceTokenizer
 
     assert load.dynamic_masking is bert_data.dynamic_masking is dynamic_masking
     assert load.read_batches is bert_data.read_batches and load.load_dataset is bert_data.load_dataset

@@ -270,20 +270,20 @@ def test_short_targets_drawn_per_chunk_do_not_depend_on_document_sizes(tmp_path)
 
 
 def test_resume_reuses_the_slices_tokenized_before_an_interruption(tmp_path, monkeypatch):
-    import bert_data.generator.documents as documents
+    import bert_data.generator.inputs.planner as planner
     import bert_data.generator.runner as runner
 
     corpus = make_corpus(tmp_path / "c", n_docs=40, min_sentences=4, max_sentences=8)
-    original_plan, original_tokenize = documents.plan_corpus, runner.tokenize_slice
-    monkeypatch.setattr(documents, "plan_corpus", lambda *a, **k: original_plan(*a, slice_docs=4, **k))
+    original_plan, original_tokenize = planner.plan_corpus, runner.tokenize_slice
+    monkeypatch.setattr(planner, "plan_corpus", lambda *a, **k: original_plan(*a, slice_docs=4, **k))
     generate(config(corpus, tmp_path / "reference", split_num=8), progress=False)
     calls = []
 
-    def tokenize_then_stop(piece, *args):
+    def tokenize_then_stop(slice_, *args):
         if len(calls) == 6:
             raise KeyboardInterrupt  # as Ctrl-C would, after six of the ten slices
-        calls.append(piece.index)
-        return original_tokenize(piece, *args)
+        calls.append(slice_.index)
+        return original_tokenize(slice_, *args)
 
     monkeypatch.setattr(runner, "tokenize_slice", tokenize_then_stop)
     with pytest.raises(KeyboardInterrupt):
@@ -291,8 +291,8 @@ def test_resume_reuses_the_slices_tokenized_before_an_interruption(tmp_path, mon
     assert calls == list(range(6)) and not list((tmp_path / "out").rglob("*.tfrecords"))
 
     calls.clear()
-    monkeypatch.setattr(runner, "tokenize_slice", lambda piece, *args: calls.append(piece.index) or
-                        original_tokenize(piece, *args))
+    monkeypatch.setattr(runner, "tokenize_slice", lambda slice_, *args: calls.append(slice_.index) or
+                        original_tokenize(slice_, *args))
     generate(config(corpus, tmp_path / "out", split_num=8, resume=True), progress=False)
     assert calls == list(range(6, 10))  # only the slices not yet tokenized
     assert file_hashes(tmp_path / "out") == file_hashes(tmp_path / "reference")

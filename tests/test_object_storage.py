@@ -14,7 +14,9 @@ import pytest
 
 from bert_data.config import ConfigError
 from bert_data.format.manifest import Manifest
-from bert_data.generator import documents, runner
+from bert_data.generator import runner
+from bert_data.generator.inputs import planner
+from bert_data.generator.inputs.types import InputError
 from bert_data.generator.runner import generate
 
 from conftest import corpus_config, file_hashes, make_corpus
@@ -53,11 +55,11 @@ class small_parts:
     """Documents over 3 KB are read in parts (so the long one is cut, locally and in the bucket alike)."""
 
     def __enter__(self):
-        self.original = documents.plan_corpus
-        documents.plan_corpus = lambda *a, **k: self.original(*a, **dict(k, part_bytes=3000))
+        self.original = planner.plan_corpus
+        planner.plan_corpus = lambda *a, **k: self.original(*a, **dict(k, part_bytes=3000))
 
     def __exit__(self, *exc):
-        documents.plan_corpus = self.original
+        planner.plan_corpus = self.original
 
 
 def s3_config(corpus, output, local=False, **overrides):
@@ -156,7 +158,7 @@ def test_a_missing_input_in_the_bucket_is_one_line_before_any_work(s3, corpus_an
     upload_corpus(s3, corpus)
     s3.pipe("bert-data-tests/corpus/missing.txt", b"docs/doc000.txt\ndocs/nothing.txt\n")
     config = s3_config(corpus, f"{BUCKET}/never", metadata_files=[f"{BUCKET}/corpus/missing.txt"])
-    with pytest.raises(documents.InputError, match=r"missing.txt:2: file not found: s3://.*docs/nothing.txt"):
+    with pytest.raises(InputError, match=r"missing.txt:2: file not found: s3://.*docs/nothing.txt"):
         generate(config, progress=False)
     s3.invalidate_cache()
     assert not s3.exists("bert-data-tests/never")
@@ -165,7 +167,7 @@ def test_a_missing_input_in_the_bucket_is_one_line_before_any_work(s3, corpus_an
 def test_files_of_many_documents_are_found_in_a_bucket_as_locally(s3, tmp_path):
     """JSON Lines, plain and compressed, blank-line separated files (scanned from a stream), and
     Parquet and Arrow tables (row groups read through fsspec's file objects)."""
-    from bert_data.generator.documents import DocumentTexts
+    from bert_data.generator.inputs.reading import DocumentTexts
 
     root = tmp_path / "many"
     root.mkdir()

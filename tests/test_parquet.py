@@ -12,7 +12,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from bert_data.cli.create_tfrecords import main  # noqa: E402
 from bert_data.format.manifest import Manifest  # noqa: E402
-from bert_data.generator import documents  # noqa: E402
+from bert_data.generator.inputs import planner  # noqa: E402
 from bert_data.generator.runner import generate  # noqa: E402
 
 from conftest import corpus_config, file_hashes, make_corpus  # noqa: E402
@@ -61,8 +61,8 @@ def test_parquet_in_row_groups_gives_the_bytes_of_text_files(corpus, reference, 
     pq.write_table(pa.table({"text": texts[30:], "extra": [1.5] * len(texts[30:])}), tmp_path / "part-1.parquet")
     assert pq.ParquetFile(tmp_path / "part-0.parquet").num_row_groups == 5
     metadata = write_metadata(tmp_path / "tables.txt", ["part-0.parquet", "part-1.parquet"])
-    original = documents.plan_corpus
-    monkeypatch.setattr(documents, "plan_corpus", lambda *a, **k: original(*a, **dict(k, slice_docs=4)))
+    original = planner.plan_corpus
+    monkeypatch.setattr(planner, "plan_corpus", lambda *a, **k: original(*a, **dict(k, slice_docs=4)))
     summary = generate(table_config(corpus, metadata, tmp_path / "out", num_workers=2), progress=False)
     hashes, manifest = reference
     assert file_hashes(tmp_path / "out") == hashes
@@ -129,7 +129,7 @@ def test_a_missing_column_stops_the_run_before_any_work(corpus, tmp_path, capsys
 def test_a_reader_holds_a_batch_not_a_row_group(tmp_path, monkeypatch):
     """Rows are decoded a batch at a time, and a worker reading ranges in order goes on where it
     stopped instead of decoding the file again."""
-    from bert_data.generator import table_input
+    from bert_data.generator.inputs import tables as table_input
 
     texts = [f"document {i} " * 20 for i in range(1000)]
     pq.write_table(pa.table({"text": texts}), tmp_path / "big.parquet", row_group_size=500)

@@ -17,7 +17,7 @@ import pytest
 from bert_data.cli.create_tfrecords import main
 from bert_data.generator import runner
 from bert_data.generator.assembly import ShardAssembler
-from bert_data.generator.output import OutputLock
+from bert_data.generator.run_files import OutputLock
 
 from conftest import file_hashes, make_corpus
 
@@ -213,7 +213,7 @@ def test_an_exception_in_a_worker_names_the_document_and_leaves_no_process(corpu
     metadata.write_text(corpus.metadata.read_text() + "poison.txt\n")
     script = f"""
 import sys
-import bert_data.tokenization as t
+import bert_data.tokenizers.wordpiece as t
 real = t.WordPieceTokenizer.encode_ids
 def encode_ids(self, texts):
     if any("Kaboom" in text for text in texts):

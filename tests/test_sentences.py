@@ -13,7 +13,7 @@ from bert_data.generator.sentences import (
     LineSentenceSplitter,
     SentenceSplitterError,
     SpacySentenceSplitter,
-    _iter_raw_pieces,
+    _iter_raw_passages,
     make_sentence_splitter,
 )
 
@@ -84,9 +84,9 @@ def test_line_splitter_is_lazy():
 def test_make_sentence_splitter():
     assert isinstance(make_sentence_splitter(True, None), LineSentenceSplitter)
     assert isinstance(make_sentence_splitter(True, "ignored_model"), LineSentenceSplitter)
-    sp = make_sentence_splitter(False, None, max_piece_chars=500, batch_size=8)
+    sp = make_sentence_splitter(False, None, max_passage_chars=500, batch_size=8)
     assert isinstance(sp, SpacySentenceSplitter)
-    assert (sp.model, sp.max_piece_chars, sp.batch_size) == (None, 500, 8)
+    assert (sp.model, sp.max_passage_chars, sp.batch_size) == (None, 500, 8)
 
 
 # -- SpacySentenceSplitter: semantics ---------------------------------------------------------------
@@ -167,23 +167,23 @@ def _paragraph_doc(rng: random.Random, n_paragraphs: int, tag: str) -> str:
     return "\n\n".join(paragraphs)
 
 
-def test_document_longer_than_piece_size(splitter):
+def test_document_longer_than_passage_size(splitter):
     rng = random.Random(0)
     text = _paragraph_doc(rng, 200, "Doc")  # ~18 k chars, paragraphs < 150 chars
-    small = SpacySentenceSplitter(max_piece_chars=400)
+    small = SpacySentenceSplitter(max_passage_chars=400)
     recorder = _RecordingTokenizer(small.nlp.tokenizer)
     small.nlp.tokenizer = recorder
     got = small.split_text(text)
-    # Cuts fall on paragraph breaks only, so the result equals the one-piece result.
+    # Cuts fall on paragraph breaks only, so the result equals the one-passage result.
     assert got == splitter.split_text(text)
     assert len(got) == 600
     assert len(recorder.lengths) > 40 and max(recorder.lengths) <= 400
 
 
-def test_pieces_stay_below_nlp_max_length():
+def test_passages_stay_below_nlp_max_length():
     rng = random.Random(1)
     text = _paragraph_doc(rng, 100, "Long")
-    sp = SpacySentenceSplitter(max_piece_chars=1_000_000)
+    sp = SpacySentenceSplitter(max_passage_chars=1_000_000)
     sp.nlp.max_length = 300
     with pytest.raises(ValueError, match="E088"):
         sp.nlp(text)  # proves the limit is real
@@ -201,20 +201,20 @@ def test_long_document_without_newlines_or_punctuation():
     rng = random.Random(2)
     words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(1, 12))) for _ in range(8000)]
     text = " ".join(words)  # ~52 k chars, one line, no sentence punctuation
-    sp = SpacySentenceSplitter(max_piece_chars=1000)
+    sp = SpacySentenceSplitter(max_passage_chars=1000)
     recorder = _RecordingTokenizer(sp.nlp.tokenizer)
     sp.nlp.tokenizer = recorder
     sents = sp.split_text(text)
     assert max(recorder.lengths) <= 1000
-    assert len(sents) == len(recorder.lengths) > 50  # one "sentence" per piece
+    assert len(sents) == len(recorder.lengths) > 50  # one "sentence" per passage
     assert all(len(s) <= 1000 for s in sents)
     assert _words(sents) == words  # cut only at whitespace: no word broken or glued
 
 
-def test_paragraph_longer_than_piece_is_cut_at_line_breaks():
+def test_paragraph_longer_than_passage_is_cut_at_line_breaks():
     lines = [f"line {i} of a huge paragraph" for i in range(200)]
     text = "\n".join(lines)
-    sp = SpacySentenceSplitter(max_piece_chars=300)
+    sp = SpacySentenceSplitter(max_passage_chars=300)
     sents = sp.split_text(text)
     # Each cut falls right after a line break, so every "line i" stays whole.
     assert _words(sents) == text.split()
@@ -223,26 +223,26 @@ def test_paragraph_longer_than_piece_is_cut_at_line_breaks():
 
 
 def test_hard_cut_when_there_is_no_whitespace():
-    sp = SpacySentenceSplitter(max_piece_chars=1000)
+    sp = SpacySentenceSplitter(max_passage_chars=1000)
     assert sp.split_text("x" * 2500) == ["x" * 1000, "x" * 1000, "x" * 500]
 
 
-def test_raw_pieces_cover_the_text_and_prefer_paragraph_breaks():
+def test_raw_passages_cover_the_text_and_prefer_paragraph_breaks():
     rng = random.Random(3)
     text = _paragraph_doc(rng, 50, "P") + "\n" + "word " * 300 + "y" * 700
-    pieces = list(_iter_raw_pieces(text, 250))
-    assert "".join(pieces) == text
-    assert all(0 < len(p) <= 250 for p in pieces)
+    passages = list(_iter_raw_passages(text, 250))
+    assert "".join(passages) == text
+    assert all(0 < len(p) <= 250 for p in passages)
     paragraph_part = len(_paragraph_doc(random.Random(3), 50, "P"))
     consumed = 0
-    for p in pieces:
+    for p in passages:
         consumed += len(p)
         if consumed < paragraph_part - 250:
             assert p.endswith("\n\n")  # cut right after a paragraph break
-    assert list(_iter_raw_pieces("short", 250)) == ["short"]
+    assert list(_iter_raw_passages("short", 250)) == ["short"]
 
 
-def test_order_preserved_across_many_docs_and_pieces():
+def test_order_preserved_across_many_docs_and_passages():
     rng = random.Random(4)
     docs, expected = [], []
     for d in range(300):
@@ -250,15 +250,15 @@ def test_order_preserved_across_many_docs_and_pieces():
         if kind == 0:
             docs.append("")
             expected.append([])
-        elif kind == 1:  # long: several pieces
+        elif kind == 1:  # long: several passages
             n = rng.randint(5, 15)
             docs.append("\n\n".join(f"Doc {d} part {i} here." for i in range(n)))
             expected.append([f"Doc {d} part {i} here." for i in range(n)])
-        else:  # short (< 60 chars): one piece
+        else:  # short (< 60 chars): one passage
             n = rng.randint(1, 3)
             docs.append(" ".join(f"Doc {d} s{i}\nends." for i in range(n)))
             expected.append([f"Doc {d} s{i} ends." for i in range(n)])
-    sp = SpacySentenceSplitter(max_piece_chars=60, batch_size=7)
+    sp = SpacySentenceSplitter(max_passage_chars=60, batch_size=7)
     assert list(sp.split(iter(docs))) == expected
 
 
@@ -323,8 +323,8 @@ def test_loaded_pipeline_directory(tmp_path):
 
 
 def test_invalid_parameters():
-    with pytest.raises(SentenceSplitterError, match="max_piece_chars"):
-        SpacySentenceSplitter(max_piece_chars=0)
+    with pytest.raises(SentenceSplitterError, match="max_passage_chars"):
+        SpacySentenceSplitter(max_passage_chars=0)
     with pytest.raises(SentenceSplitterError, match="batch_size"):
         SpacySentenceSplitter(batch_size=0)
     with pytest.raises(SentenceSplitterError, match="spaCy model"):
@@ -338,25 +338,25 @@ def test_pickle_round_trip():
     line = LineSentenceSplitter()
     assert pickle.loads(pickle.dumps(line)) == line
 
-    sp = SpacySentenceSplitter(batch_size=16, max_piece_chars=2000)
+    sp = SpacySentenceSplitter(batch_size=16, max_passage_chars=2000)
     data = pickle.dumps(sp)
     assert len(data) < 1000  # constructor arguments only, not the spaCy pipeline
     clone = pickle.loads(data)
     assert isinstance(clone, SpacySentenceSplitter)
-    assert (clone.model, clone.batch_size, clone.max_piece_chars) == (None, 16, 2000)
+    assert (clone.model, clone.batch_size, clone.max_passage_chars) == (None, 16, 2000)
     assert clone.nlp is not sp.nlp
     docs = ["Title\n\nFirst one. Second\none.", "", "Another doc!"]
     assert list(clone.split(docs)) == list(sp.split(docs))
 
 
 def test_text_without_punctuation_skips_spacy_with_the_same_result():
-    """The shortcut for punctuation-free pieces gives exactly what the sentencizer gives."""
+    """The shortcut for punctuation-free passages gives exactly what the sentencizer gives."""
     import random
 
     rng = random.Random(0)
     words = ["alpha", "beta", "gamma", "delta", "\n", "\n\n", "  ", "\t"]
-    splitter = SpacySentenceSplitter(max_piece_chars=300)
-    slow = SpacySentenceSplitter(max_piece_chars=300)
+    splitter = SpacySentenceSplitter(max_passage_chars=300)
+    slow = SpacySentenceSplitter(max_passage_chars=300)
     slow._no_boundary_possible = None
     texts = ["".join(rng.choice(words) + " " for _ in range(rng.randint(0, 400))) for _ in range(60)]
     texts += ["One sentence. And another one", "no punctuation here\n\nsecond paragraph"]

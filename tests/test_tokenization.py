@@ -1,5 +1,6 @@
-"""bert_data.tokenization: vocabulary loading and faithfulness of the fast tokenizer to
-Google's FullTokenizer (tests/reference_tokenizer.py is the yardstick)."""
+"""bert_data.tokenizers.vocab and .wordpiece: vocabulary loading and faithfulness of the fast
+tokenizer to Google's FullTokenizer (tests/reference_tokenizer.py is the yardstick); the old
+module name bert_data.tokenization still gives the same objects."""
 
 from __future__ import annotations
 
@@ -15,14 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bert_data.tokenization import (
-    Vocab,
-    VocabError,
+from bert_data.tokenizers.vocab import Vocab, VocabError, load_vocab, unk_rate
+from bert_data.tokenizers.wordpiece import (
     WordPieceTokenizer,
     check_case_mismatch,
     force_single_thread,
-    load_vocab,
-    unk_rate,
     vocab_is_lowercase,
 )
 
@@ -161,7 +159,7 @@ def test_sample_corpus_matches_reference(pair):
 def test_code_point_sample_matches_reference(pair):
     """Every 61st code point plus all that need the fallback, alone and inside words."""
     name, fast, ref = pair
-    from bert_data import tokenization as tk
+    from bert_data.tokenizers import wordpiece as tk
     cps = set(range(0, 0x110000, 61))
     for lo, hi in tk._HF_DIVERGENT_RANGES + tk._CJK_EXT_E_GAP:
         cps.update(range(lo, hi + 1))
@@ -387,6 +385,16 @@ def test_tokenizer_works_in_worker_process():
     with ctx.Pool(1) as pool:
         got = pool.map(_encode_in_child, [(fast, SENTENCES[:100])])[0]
     assert got == fast.encode_ids(SENTENCES[:100])
+
+
+def test_the_old_module_name_gives_the_same_objects():
+    import bert_data.tokenization as old
+    from bert_data.tokenizers import vocab, wordpiece
+
+    assert sorted(old.__all__) == sorted(vocab.__all__ + wordpiece.__all__)
+    for name in old.__all__:
+        assert getattr(old, name) is getattr(vocab, name, None) or getattr(old, name) is getattr(wordpiece, name)
+    assert old.WordPieceTokenizer is WordPieceTokenizer and old.load_vocab is load_vocab
 
 
 def test_module_imports_neither_tensorflow_nor_spacy():

@@ -20,7 +20,7 @@ from bert_data.cli.build_vocab import main as build_vocab_main
 from bert_data.cli.create_tfrecords import main as create_main
 from bert_data.format.manifest import Manifest
 from bert_data.generator.runner import generate
-from bert_data.tokenization import VocabError, is_start_piece
+from bert_data.tokenizers.vocab import VocabError, is_start_piece
 from bert_data.tokenizers import (HUGGINGFACE, SENTENCEPIECE, WORDPIECE, TokenizerSource, detect_kind,
                                   load_vocabulary, make_tokenizer)
 from bert_data.tools.inspect import format_record, inspect_records

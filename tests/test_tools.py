@@ -18,12 +18,12 @@ import pytest
 
 from bert_data.cli.bert_data_cli import main
 from bert_data.config import GeneratorConfig
-from bert_data.format.example_codec import encode_examples
+from bert_data.format.tfrecord.example_codec import encode_examples
 from bert_data.format.layout import FEATURE_NAMES, FLOAT32, FeatureSpec, feature_specs
 from bert_data.load import read_batches
 from bert_data.generator.runner import generate
 from bert_data.format.tfrecord import frame_records, iter_records
-from bert_data.tokenization import load_vocab
+from bert_data.tokenizers.vocab import load_vocab
 from bert_data.tools.verify import verify
 
 from conftest import corpus_config, make_corpus

@@ -145,6 +145,20 @@ def test_a_prediction_cap_well_below_masked_lm_prob_is_warned(capsys, corpus, tm
         assert advice in err
 
 
+
+def test_library_warnings_name_no_command_unless_one_runs(monkeypatch, capsys):
+    from bert_data import notices
+    from bert_data.config import GeneratorConfig
+    from bert_data.generator.settings import check_masking_budget
+
+    monkeypatch.setattr(notices, "_program", "bert_data")  # as a fresh interpreter has it
+    config = GeneratorConfig(metadata_files=["m.txt"], vocab_file="v.txt", max_seq_length=1024)
+    check_masking_budget(config)
+    assert capsys.readouterr().err.startswith("bert_data: warning: --max_predictions_per_seq 20 caps masking")
+    notices.use_program_name("create_tfrecords")
+    check_masking_budget(config)
+    assert capsys.readouterr().err.startswith("create_tfrecords: warning: --max_predictions_per_seq 20")
+
 def test_the_summary_names_each_split_directory_with_thousands_separators(capsys, tmp_path):
     corpus = make_corpus(tmp_path / "c", n_docs=30, min_sentences=20, max_sentences=40)
     code, err = cli(capsys, "--metadata_files", corpus.metadata, "--input_files_prefix", corpus.root,

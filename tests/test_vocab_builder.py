@@ -1,4 +1,4 @@
-"""bert_data.generator.vocab_builder: WordPiece vocabulary training, and the build-vocab command
+"""bert_data.tokenizers.vocab_builder: WordPiece vocabulary training, and the build-vocab command
 (bert_data.cli.build_vocab)."""
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from bert_data.cli.build_vocab import main as build_vocab_main
-from bert_data.generator.documents import DocumentTexts, read_metadata
-from bert_data.generator.vocab_builder import train_wordpiece_vocab, write_vocab
-from bert_data.tokenization import SPECIAL_TOKENS, WordPieceTokenizer, load_vocab, unk_rate
+from bert_data.generator.inputs.listing import read_metadata
+from bert_data.generator.inputs.reading import DocumentTexts
+from bert_data.tokenizers.vocab_builder import train_wordpiece_vocab, write_vocab
+from bert_data.tokenizers.vocab import SPECIAL_TOKENS, load_vocab, unk_rate
+from bert_data.tokenizers.wordpiece import WordPieceTokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "examples" / "sample"

@@ -2,7 +2,7 @@
 
 Only the standard library is imported until a subcommand runs, so ``bert-data --help`` is
 instant.  The work is done by ``bert_data.tools.inspect``, ``bert_data.tools.verify``,
-``bert_data.tools.stats`` and ``bert_data.generator.vocab_builder``.
+``bert_data.tools.stats`` and ``bert_data.tokenizers.vocab_builder``.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def _error(command: str, message: str) -> int:
 def _inspect(args) -> int:
     from ..tools.inspect import LEGEND, LEGEND_WITHOUT_VOCAB, format_record, inspect_records, record_json
     from ..format.tfrecord import CorruptRecordError
-    from ..tokenization import VocabError
+    from ..tokenizers.vocab import VocabError
 
     if args.num_records < 0 or args.start < 0:
         return _error("inspect", "-n and --start must not be negative")
@@ -176,7 +176,7 @@ def _inspect(args) -> int:
 
 
 def _verify(args) -> int:
-    from ..tokenization import VocabError
+    from ..tokenizers.vocab import VocabError
     from ..tools.verify import verify
 
     def on_file(result):
@@ -206,7 +206,7 @@ def _verify(args) -> int:
 def _stats(args) -> int:
     from ..tools.stats import check_plotting, compute_stats, format_stats, plot_stats
     from ..format.tfrecord import CorruptRecordError
-    from ..tokenization import VocabError
+    from ..tokenizers.vocab import VocabError
 
     try:
         if args.plot:

@@ -90,8 +90,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(build_parser(), argv)
 
     from ..config import check_input_options, separator_line_of
-    from ..generator.documents import DocumentTexts
-    from ..generator import vocab_builder
+    from ..generator.inputs.reading import DocumentTexts
+    from ..tokenizers import vocab_builder
 
     if not args.metadata_files and not args.input_files:
         print("build-vocab: error: no documents: give --metadata_files (files listing them) or --input_files "

@@ -19,15 +19,14 @@ from __future__ import annotations
 import argparse
 from typing import List, Sequence
 
-from ..config import ConfigError
+from ..config import ConfigError, default_of
 from ..format.manifest import MANIFEST_NAME
 from .flags import add_bool
 
-# Our defaults, for options whose default depends on the command line's style (None in the parser).
-OUR_DEFAULTS = {"do_lower_case": False, "seed": 0, "max_seq_length": 128, "dupe_factor": 10, "max_ngram_size": 1,
-                "mask_whole_word": False, "output_dir": "./tfrecords/", "num_output_files": 10, "name": "examples",
-                "sentence_order_prediction": False}
-# Where Google's create_pretraining_data.py differs from OUR_DEFAULTS: applied with --input_file.
+# Options whose default depends on the command line's style (None in the parser until resolved).
+STYLE_DEPENDENT = ("do_lower_case", "seed", "max_seq_length", "dupe_factor", "max_ngram_size", "mask_whole_word",
+                   "output_dir", "num_output_files", "name", "sentence_order_prediction")
+# Where Google's create_pretraining_data.py differs from ours: applied with --input_file.
 GOOGLE_DEFAULTS = {"do_lower_case": True, "seed": 12345}
 # ALBERT's defaults that differ from Google's: a user of ALBERT's script must give them (warned).
 ALBERT_DEFAULTS = {"max_seq_length": 512, "dupe_factor": 40, "max_ngram_size": 3, "mask_whole_word": True}
@@ -41,10 +40,13 @@ GOOGLE_HELP = """\
 create_pretraining_data.py command lines run as they are. --input_file reads Google's format (one
 sentence a line, a blank line between documents: it implies --single_sentence_per_line and
 --multiple_docs_in_single_file) and applies Google's defaults where they differ from ours:
---do_lower_case true (ours: false) and --random_seed 12345 (ours: 0); the others are the same
-(max_seq_length 128, max_predictions_per_seq 20, masked_lm_prob 0.15, short_seq_prob 0.1,
-dupe_factor 10). ALBERT's script has other defaults (max_seq_length 512, dupe_factor 40, ngram 3,
-do_whole_word_mask true): give them explicitly (a warning lists those missing)."""
+--do_lower_case true (ours: {do_lower_case}) and --random_seed 12345 (ours: {seed}); the others are the
+same (max_seq_length {max_seq_length}, max_predictions_per_seq {max_predictions_per_seq}, masked_lm_prob
+{masked_lm_prob}, short_seq_prob {short_seq_prob}, dupe_factor {dupe_factor}). ALBERT's script has other
+defaults (max_seq_length 512, dupe_factor 40, ngram 3, do_whole_word_mask true): give them explicitly
+(a warning lists those missing).""".format(**{option: str(default_of(option)).lower() for option in (
+    "do_lower_case", "seed", "max_seq_length", "max_predictions_per_seq", "masked_lm_prob", "short_seq_prob",
+    "dupe_factor")})
 
 
 def add_google_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,8 +99,9 @@ def resolve(args: argparse.Namespace, argv: Sequence[str], warn) -> argparse.Nam
     if args.random_next_sentence and args.sentence_order_prediction:
         raise ConfigError("--random_next_sentence and --sentence_order_prediction contradict each other: "
                           "next-sentence or sentence-order labels, not both")
+    ours = {option: default_of(option) for option in STYLE_DEPENDENT}  # GeneratorConfig's, the one place
     if albert:
-        missing = [f"{ALBERT_NAMES[key]} {str(value).lower()} (this run: {str(OUR_DEFAULTS[key]).lower()})"
+        missing = [f"{ALBERT_NAMES[key]} {str(value).lower()} (this run: {str(ours[key]).lower()})"
                    for key, value in ALBERT_DEFAULTS.items() if getattr(args, key) is None]
         if missing:
             warn("ALBERT's create_pretraining_data.py defaults are not applied: " + ", ".join(missing)
@@ -106,7 +109,7 @@ def resolve(args: argparse.Namespace, argv: Sequence[str], warn) -> argparse.Nam
         # ALBERT writes sentence-order labels unless --random_next_sentence.
         if args.sentence_order_prediction is None:
             args.sentence_order_prediction = not args.random_next_sentence
-    defaults = dict(OUR_DEFAULTS, **(GOOGLE_DEFAULTS if google else {}))
+    defaults = dict(ours, **(GOOGLE_DEFAULTS if google else {}))
     if args.tokenizer_file:  # a tokenizer.json does its own normalisation: Google's true would be refused
         defaults["do_lower_case"] = False
     for key, value in defaults.items():

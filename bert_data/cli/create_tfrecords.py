@@ -13,7 +13,10 @@ import signal
 import sys
 from typing import List, Optional
 
+from .. import notices
+from ..config import default_of
 from ..format.manifest import MANIFEST_NAME
+from ..generator.run_files import WORK_DIR
 from .compat import add_google_arguments, resolve
 from .flags import add_bool, parse_args
 
@@ -62,11 +65,11 @@ def add_document_arguments(group, metadata_help: str = "") -> None:
     group.add_argument("--input_files", nargs="+", default=[], metavar="PATH_OR_GLOB",
                        help="documents given directly: paths or globs (quote them; comma-separated lists too), "
                             "relative to --input_files_prefix; instead of or after --metadata_files")
-    group.add_argument("--input_files_prefix", default="", metavar="DIR",
+    group.add_argument("--input_files_prefix", default=default_of("input_files_prefix"), metavar="DIR",
                        help="directory the document paths are relative to (default: as written)")
     add_bool(group, "--multiple_docs_in_single_file",
              help="each file holds many documents, separated by --multiple_docs_separator")
-    group.add_argument("--multiple_docs_separator", default="\n", metavar="TEXT",
+    group.add_argument("--multiple_docs_separator", default=default_of("multiple_docs_separator"), metavar="TEXT",
                        help="a line holding this text separates documents; the default \\n (typed "
                             "literally) means a blank line")
     # Where documents live (issue 14): one option names the text in tables and JSON Lines alike.
@@ -111,39 +114,42 @@ def build_parser() -> argparse.ArgumentParser:
                              "rule-based sentencizer, no download needed)")
 
     tokens = parser.add_argument_group("tokens")
-    tokens.add_argument("--vocab_file", default="", metavar="FILE",
+    tokens.add_argument("--vocab_file", default=default_of("vocab_file"), metavar="FILE",
                         help="WordPiece vocabulary (vocab.txt) of the model you will train (required, unless "
                              "--tokenizer_file or --spm_model_file; with the latter, optional: the vocabulary whose "
                              "line numbers are the ids)")
     add_bool(tokens, "--do_lower_case", default=None,
-             help="lower-case and strip accents (use with uncased vocabularies; default false, with "
-                  "--input_file true as Google's)")
+             help="lower-case and strip accents (use with uncased vocabularies; default "
+                  f"{str(default_of('do_lower_case')).lower()}, with --input_file true as Google's)")
     add_bool(tokens, "--allow_case_mismatch",
              help="run even though the vocabulary's case disagrees with --do_lower_case (by default that "
                   "stops the run, with the [UNK] rate measured on the first documents)")
     add_tokenizer_arguments(tokens)
 
     instances = parser.add_argument_group("instances and masking (as Google's create_pretraining_data.py)")
-    instances.add_argument("--max_seq_length", type=int, default=None, help="tokens per instance (default 128)")
-    instances.add_argument("--max_predictions_per_seq", type=int, default=20,
-                           help="most masked-LM predictions per instance (default 20; use about "
-                                "max_seq_length * masked_lm_prob: a lower cap masks fewer tokens, with a warning)")
-    instances.add_argument("--masked_lm_prob", type=float, default=0.15,
-                           help="fraction of tokens to mask, in (0, 1] (default 0.15)")
-    instances.add_argument("--short_seq_prob", type=float, default=0.1,
-                           help="probability of a shorter target length (default 0.1)")
-    instances.add_argument("--short_seq_draw", choices=["document", "chunk"], default="document",
+    instances.add_argument("--max_seq_length", type=int, default=None,
+                           help=f"tokens per instance (default {default_of('max_seq_length')})")
+    instances.add_argument("--max_predictions_per_seq", type=int, default=default_of("max_predictions_per_seq"),
+                           help=f"most masked-LM predictions per instance (default {default_of('max_predictions_per_seq')}; "
+                                "use about max_seq_length * masked_lm_prob: a lower cap masks fewer tokens, with a "
+                                "warning)")
+    instances.add_argument("--masked_lm_prob", type=float, default=default_of("masked_lm_prob"),
+                           help=f"fraction of tokens to mask, in (0, 1] (default {default_of('masked_lm_prob')})")
+    instances.add_argument("--short_seq_prob", type=float, default=default_of("short_seq_prob"),
+                           help=f"probability of a shorter target length (default {default_of('short_seq_prob')})")
+    instances.add_argument("--short_seq_draw", choices=["document", "chunk"], default=default_of("short_seq_draw"),
                            help="when the shorter target is drawn: once per document (default, as Google: a "
                                 "long document that draws it becomes many short pairs) or per chunk (about "
                                 "short_seq_prob of instances are short whatever the document sizes)")
     instances.add_argument("--min_short_seq_length", type=int, default=None,
                            help="shortest target length when short, in [2, max_seq_length - 3) (default 2)")
     instances.add_argument("--dupe_factor", type=int, default=None,
-                           help="passes over the data, each with different masks (default 10)")
+                           help=f"passes over the data, each with different masks (default {default_of('dupe_factor')})")
     add_bool(instances, "--mask_whole_word", "--do_whole_word_mask", default=None,
              help="mask all WordPiece pieces of a word together (--do_whole_word_mask: Google's name)")
     instances.add_argument("--seed", type=int, default=None,
-                           help="random seed (default 0, with --input_file 12345 as Google's; --random_seed too)")
+                           help=f"random seed (default {default_of('seed')}, with --input_file 12345 as Google's; "
+                                "--random_seed too)")
     add_bool(instances, "--sentence_order_prediction", default=None,
              help="ALBERT's sentence-order task instead of next-sentence prediction: B always follows A in the "
                   "document, and half the pairs are swapped (label 1); still written as next_sentence_labels "
@@ -157,9 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_bool(recipes, "--allow_cross_document_examples",
              help="with --mlm_only: windows run on from one document into the next, with "
                   "--document_separator_token between them")
-    recipes.add_argument("--document_separator_token", default="[SEP]", metavar="TOKEN",
+    recipes.add_argument("--document_separator_token", default=default_of("document_separator_token"),
+                         metavar="TOKEN",
                          help="with --allow_cross_document_examples: the vocabulary token between documents "
-                              "(default [SEP]); never masked")
+                              f"(default {default_of('document_separator_token')}); never masked")
     recipes.add_argument("--overlap_size", type=int, default=None,
                          help="with --mlm_only: tokens a window shares with the previous one (default "
                               "max_seq_length / 4, as Cerebras)")
@@ -168,8 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
                   "(bert_data.load); needs --dupe_factor 1")
     recipes.add_argument("--max_ngram_size", "--ngram", type=int, default=None,
                          help="n-gram (span) masking as in TF Model Garden and ALBERT (--ngram): spans of 1..N "
-                              "whole words, shorter spans likelier (default 1: single tokens, or words with "
-                              "--mask_whole_word)")
+                              f"whole words, shorter spans likelier (default {default_of('max_ngram_size')}: single "
+                              "tokens, or words with --mask_whole_word)")
     add_bool(recipes, "--v2_feature_names",
              help="name features input_word_ids and input_type_ids (TF Model Garden's BERT)")
     recipes.add_argument("--compression", choices=["gzip", "zlib"], default=None,
@@ -180,8 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--output_dir", default=None, metavar="DIR",
                         help=f"where shards and the manifest ({MANIFEST_NAME}) go: a directory or a URL "
                              "(s3://, gs://, ...: shards are staged locally and uploaded whole when complete, the "
-                             "manifest last) (default ./tfrecords/)")
-    output.add_argument("--num_output_files", type=int, default=None, help="shards per split (default 10)")
+                             f"manifest last) (default {default_of('output_dir')})")
+    output.add_argument("--num_output_files", type=int, default=None,
+                        help=f"shards per split (default {default_of('num_output_files')})")
     sizing = output.add_mutually_exclusive_group()
     sizing.add_argument("--records_per_file", type=int, default=None, metavar="N",
                         help="size shards by records instead of --num_output_files: about N records each")
@@ -190,18 +198,18 @@ def build_parser() -> argparse.ArgumentParser:
                              "(TensorFlow's guidance for large datasets: 100-200 MB). The count of shards per "
                              "split is set when its first unit is paired, from an estimate of the split's "
                              "size; shards come out within a few percent of the target")
-    output.add_argument("--name", default=None, help="shard file name prefix (default examples)")
+    output.add_argument("--name", default=None, help=f"shard file name prefix (default {default_of('name')})")
     add_bool(output, "--overwrite", help="replace output already in --output_dir (only files this tool writes)")
     add_bool(output, "--resume",
              help="continue an interrupted run in --output_dir (same options, vocabulary and documents): "
                   "finished units are kept, and the result is byte-identical to an uninterrupted run; "
                   "refused when there is nothing to resume")
-    output.add_argument("--val_fraction", type=float, default=0.0,
+    output.add_argument("--val_fraction", type=float, default=default_of("val_fraction"),
                         help="fraction of documents, chosen by a stable hash of their path and --val_seed, "
-                             "that go to OUTPUT_DIR/val (default 0: no validation split)")
-    output.add_argument("--val_seed", type=int, default=0,
-                        help="seed of the --val_fraction hash (default 0); --seed changes masks and pairs, "
-                             "never which documents are held out")
+                             f"that go to OUTPUT_DIR/val (default {default_of('val_fraction'):g}: no validation split)")
+    output.add_argument("--val_seed", type=int, default=default_of("val_seed"),
+                        help=f"seed of the --val_fraction hash (default {default_of('val_seed')}); --seed changes "
+                             "masks and pairs, never which documents are held out")
     output.add_argument("--val_metadata_files", nargs="+", default=[], metavar="FILE",
                         help="metadata files listing validation documents (instead of --val_fraction); a "
                              "document listed there is left out of train even if --metadata_files lists it "
@@ -210,11 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_google_arguments(parser)
 
     work = parser.add_argument_group("work")
-    work.add_argument("--split_num", type=int, default=1000,
-                      help="documents per unit of work (default 1000): about 16 runs of neighbouring documents "
-                           "from all over the corpus, the pool random-next sentences come from. Every shard is "
-                           "shuffled at the end, so every stretch of it is a sample of the whole split "
-                           "(docs/mixing.md)")
+    work.add_argument("--split_num", type=int, default=default_of("split_num"),
+                      help=f"documents per unit of work (default {default_of('split_num')}): about 16 runs of "
+                           "neighbouring documents from all over the corpus, the pool random-next sentences come "
+                           "from. Every shard is shuffled at the end, so every stretch of it is a sample of the "
+                           "whole split (docs/mixing.md)")
     add_bool(work, "--keep_corpus_order",
              help="units of neighbouring documents in listed order, shards not shuffled at the end, instead "
                   "of a mixed corpus (e.g. for a curriculum). Costs mixing: each shard then walks the corpus "
@@ -232,8 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
     work.add_argument("--work_dir", default=None, metavar="DIR_OR_URL",
                       help="where workers exchange intermediate data (token ids, pools, encoded pieces): a "
                            "directory, or a URL every worker reaches (s3://bucket/scratch) when a Dask cluster "
-                           "shares no file system with this machine (default OUTPUT_DIR/.bert_data_work; with "
-                           "--scheduler and an --output_dir URL, that URL's .bert_data_work). A run uses its own "
+                           f"shares no file system with this machine (default OUTPUT_DIR/{WORK_DIR}; with "
+                           f"--scheduler and an --output_dir URL, that URL's {WORK_DIR}). A run uses its own "
                            "folder inside it and removes it when done")
     add_bool(work, "--skip_missing",
              help="skip (and count) listed files that are missing, instead of stopping")
@@ -253,25 +261,24 @@ def config_from_args(args: argparse.Namespace):
     return GeneratorConfig(**options)
 
 
-def warn(message: str) -> None:
-    print(f"create_tfrecords: warning: {message}", file=sys.stderr)
-
-
 def main(argv: Optional[List[str]] = None) -> int:
+    notices.use_program_name("create_tfrecords")
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(parser, argv)
 
     from ..config import ConfigError
-    from ..generator.documents import InputError
-    from ..generator.output import Interrupted
+    from ..generator.inputs.types import InputError
+    from ..generator.run_files import Interrupted
     from ..generator.runner import GenerationError, generate
     from ..generator.sentences import SentenceSplitterError
-    from ..tokenization import VocabError
+    from ..generator.settings import resolve as resolve_settings
+    from ..tokenizers.vocab import VocabError
 
     try:
-        args = resolve(args, argv, warn)
-        config = config_from_args(args).validate()
+        args = resolve(args, argv, notices.warn)
+        config = config_from_args(args)
+        settings = resolve_settings(config)  # checked once, before a cluster starts
         # No bar in a log file or pipe: its redraws would fill it.
         run = dict(progress=not args.quiet and sys.stderr.isatty(), skip_missing=args.skip_missing,
                    allow_case_mismatch=args.allow_case_mismatch)
@@ -279,9 +286,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             from ..generator.executors import dask_executor
 
             with dask_executor(args.scheduler, config.workers) as (executor, parallelism):
-                summary = generate(config, executor=executor, parallelism=parallelism, **run)
+                summary = generate(settings, executor=executor, parallelism=parallelism, **run)
         else:
-            summary = generate(config, **run)
+            summary = generate(settings, **run)
     except (ConfigError, InputError, VocabError, SentenceSplitterError, GenerationError) as error:
         print(f"create_tfrecords: error: {error}", file=sys.stderr)
         return 2
@@ -297,7 +304,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def report(config, summary) -> None:
-    from ..generator.output import manifest_name, split_dirs
+    from ..generator.run_files import manifest_name, split_dirs
 
     for split, manifest in summary.manifests.items():
         skipped = manifest["documents_skipped"]["count"]

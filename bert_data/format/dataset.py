@@ -20,7 +20,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Union
 
-from .layout import FLOAT32, INT64, V2_NAMES, FeatureSpec, canonical_name, feature_specs
+from .dataset_layout import SPLITS, is_shard_name, shard_suffix
+from .layout import FLOAT32, INT64, V2_NAMES, FeatureSpec, canonical_name, feature_specs, layout_options
 from .manifest import MANIFEST_NAME, Manifest
 
 __all__ = [
@@ -39,9 +40,6 @@ __all__ = [
     "decode_records",
 ]
 
-SHARD_SUFFIX = ".tfrecords"
-# Shard names found in a directory without manifest (the compression is read from the content).
-SHARD_SUFFIXES = (".tfrecords", ".tfrecords.gz", ".tfrecords.gzip", ".tfrecords.zz", ".tfrecords.zlib")
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
 Paths = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
@@ -64,13 +62,14 @@ def _items(paths: Paths) -> List[str]:
 
 
 def _split_dirs(directory: str) -> List[str]:
-    return [os.path.join(directory, split) for split in ("train", "val")
+    return [os.path.join(directory, split) for split in SPLITS
             if Manifest.exists_in(os.path.join(directory, split))]
 
 
 def _shard_names(directory: str) -> List[str]:
     """The shard files in ``directory``, whether a manifest lists them or not, in natural order."""
-    return sorted((name for name in os.listdir(directory) if name.endswith(SHARD_SUFFIXES)), key=natural_key)
+    # (The compression is read from the content.)
+    return sorted((name for name in os.listdir(directory) if is_shard_name(name)), key=natural_key)
 
 
 def _run_manifests(directory: str) -> List[str]:
@@ -94,7 +93,7 @@ def _directory_shards(directory: str) -> List[str]:
         if splits:
             raise ValueError(
                 f"{directory} holds a train/val split: give {' or '.join(splits)} instead")
-        raise ValueError(f"{directory}: no *{SHARD_SUFFIX} files and no {MANIFEST_NAME}")
+        raise ValueError(f"{directory}: no *{shard_suffix()} files and no {MANIFEST_NAME}")
     return found
 
 
@@ -232,15 +231,10 @@ def layout_flags(specs: Sequence[FeatureSpec]) -> dict:
         raise ValueError(f"features {[spec.name for spec in specs]} have no input_ids "
                          f"(or {V2_NAMES['input_ids']})")
     positions = by_name.get("masked_lm_positions")
-    flags = {
-        "mlm_only": "segment_ids" not in by_name,
-        "masked": positions is not None,
-        "v2_feature_names": ids.name != "input_ids",
-        "max_seq_length": ids.length,
-        "max_predictions_per_seq": positions.length if positions is not None else None,
-    }
-    expected = feature_specs(ids.length, flags["max_predictions_per_seq"] or 0, flags["mlm_only"], flags["masked"],
-                             flags["v2_feature_names"])
+    options = layout_options(spec.name for spec in specs)
+    flags = dict(options, max_seq_length=ids.length,
+                 max_predictions_per_seq=positions.length if positions is not None else None)
+    expected = feature_specs(ids.length, flags["max_predictions_per_seq"] or 0, **options)
     if list(specs) != expected:
         raise ValueError(f"features {[(s.name, s.dtype, s.length) for s in specs]} are not a BERT record layout "
                          f"(expected {[(s.name, s.dtype, s.length) for s in expected]})")
@@ -268,7 +262,7 @@ def infer_specs(shard: str, compression="auto") -> Optional[List[FeatureSpec]]:
     """The record layout of ``shard`` from its first record, or None if it has no records.
     Raises ``ValueError`` when the record is not a BERT example (and
     :class:`bert_data.format.tfrecord.CorruptRecordError` when it cannot be read)."""
-    from .example_codec import decode_example
+    from .tfrecord.example_codec import decode_example
     from .tfrecord import iter_records
 
     for record in iter_records(shard, compression=compression):
@@ -280,10 +274,9 @@ def infer_specs(shard: str, compression="auto") -> Optional[List[FeatureSpec]]:
         for name in ("input_ids", "input_mask"):
             if name not in stored:
                 raise ValueError(f"{shard}: record 0: feature {name!r} is missing")
-        masked = "masked_lm_positions" in stored
-        specs = feature_specs(len(example[stored["input_ids"]]), len(example["masked_lm_positions"]) if masked else 0,
-                              mlm_only="segment_ids" not in stored, masked=masked,
-                              v2_feature_names=stored["input_ids"] != "input_ids")
+        options = layout_options(example)
+        specs = feature_specs(len(example[stored["input_ids"]]),
+                              len(example["masked_lm_positions"]) if options["masked"] else 0, **options)
         if set(example) != {spec.name for spec in specs}:
             raise ValueError(f"{shard}: record 0: features {sorted(example)} are not a BERT record layout")
         for spec in specs:
@@ -476,7 +469,7 @@ def decode_records(records: Sequence[bytes], specs: Sequence[FeatureSpec], path:
     layout's order.  Errors are ``ValueError("record K: ...")``; with ``path`` they name the file
     too, and the record number within the file when ``first`` (the file index of
     ``records[0]``) is known."""
-    from .example_codec import decode_examples
+    from .tfrecord.example_codec import decode_examples
 
     try:
         columns = decode_examples(records, specs)

@@ -23,7 +23,7 @@ next_sentence_labels   int64    1
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List
+from typing import Iterable, List
 
 INT64 = "int64"
 FLOAT32 = "float32"
@@ -78,6 +78,16 @@ def feature_specs(
     if v2_feature_names:
         specs = [FeatureSpec(V2_NAMES.get(spec.name, spec.name), spec.dtype, spec.length) for spec in specs]
     return specs
+
+
+def layout_options(names: Iterable[str]) -> dict:
+    """The inverse of :func:`feature_specs` for its flags: ``{"mlm_only", "masked",
+    "v2_feature_names"}`` of the layout whose features have these (stored) names.  Whether the
+    names are exactly such a layout is for the caller to check against ``feature_specs``."""
+    names = set(names)
+    canonical = {canonical_name(name) for name in names}
+    return {"mlm_only": "segment_ids" not in canonical, "masked": "masked_lm_positions" in canonical,
+            "v2_feature_names": V2_NAMES["input_ids"] in names}
 
 
 _CANONICAL_NAMES = {v2: canonical for canonical, v2 in V2_NAMES.items()}

@@ -1,5 +1,4 @@
-"""Shards from piece files: the compression scheme that lets segments be written apart and
-joined in unit order, and the assembler that joins them.
+"""Shards from piece files: the assembler that joins segments (see ``pieces``) in unit order.
 
 An encode task writes, for each output shard it serves, one *segment* of a piece file (see
 ``tasks.encode_shards``); the runner hands each unit's segments to :class:`ShardAssembler`, unit
@@ -17,66 +16,15 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
-import zlib
-from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from .. import storage
 from ..config import GeneratorConfig
-from .documents import TRAIN
-from .output import GenerationError, shard_path, split_dirs
+from ..format.dataset_layout import TRAIN
+from .pieces import Segment
+from .run_files import GenerationError, shard_in_progress, shard_path, split_dirs
 from .scratch import fetch_piece
 from .shard_shuffle import shuffles_shards
-
-
-@dataclass
-class Segment:
-    """Where one output shard's records from one unit lie in a piece file."""
-
-    split: str
-    shard: int
-    path: str
-    offset: int
-    length: int
-    n_records: int
-    # With --compression zlib: the segment is raw deflate data; the assembler needs the checksum
-    # and length of what it holds to close the shard's single zlib stream.
-    adler32: int = 1
-    raw_length: int = 0
-
-
-class SegmentCompressor:
-    """Compresses one shard segment so that segments appended in unit order form a valid file.
-
-    gzip: each segment is a gzip member (fixed header, no timestamp: same bytes every run), and
-    concatenated members are one gzip file.  zlib: each segment is raw deflate data ending on a
-    byte boundary (a sync flush, never a final block); the assembler writes the zlib header
-    before the first and the final block and combined Adler-32 after the last.
-    """
-
-    def __init__(self, compression: Optional[str]):
-        self.compression = compression
-        self.adler32, self.raw_length = 1, 0
-        if compression == "gzip":
-            self._engine = zlib.compressobj(6, zlib.DEFLATED, 31)
-        elif compression == "zlib":
-            self._engine = zlib.compressobj(6, zlib.DEFLATED, -15)
-        else:
-            self._engine = None
-
-    def compress(self, data: bytes) -> bytes:
-        if self._engine is None:
-            return data
-        self.adler32 = zlib.adler32(data, self.adler32)
-        self.raw_length += len(data)
-        return self._engine.compress(data)
-
-    def flush(self) -> bytes:
-        if self._engine is None or not self.raw_length:
-            return b""
-        if self.compression == "gzip":  # (zlib's gzip header has no name and mtime 0)
-            return self._engine.flush(zlib.Z_FINISH)
-        return self._engine.flush(zlib.Z_SYNC_FLUSH)
 
 
 def copy_range(source, offset: int, length: int, target, name: str) -> None:
@@ -148,7 +96,7 @@ class ShardAssembler:
         (``sizes``) at the sizes it vouches for."""
         self.shard_counts[split] = count
         for shard in range(count):
-            path = shard_path(self.dirs[split], self.config, shard) + ".tmp"
+            path = shard_in_progress(self.dirs[split], self.config, shard)
             key = f"{split}/{shard}"
             if key in self.done:
                 continue
@@ -209,8 +157,8 @@ class ShardAssembler:
             handle.close()
             if rename:
                 split, shard = key.split("/")
-                final = shard_path(self.dirs[split], self.config, int(shard))
-                os.replace(final + ".tmp", final)
+                os.replace(shard_in_progress(self.dirs[split], self.config, int(shard)),
+                           shard_path(self.dirs[split], self.config, int(shard)))
 
     def close(self) -> None:
         for handle in self.handles.values():
@@ -221,6 +169,6 @@ class ShardAssembler:
         for key in self.handles:
             split, shard = key.split("/")
             try:
-                os.remove(shard_path(self.dirs[split], self.config, int(shard)) + ".tmp")
+                os.remove(shard_in_progress(self.dirs[split], self.config, int(shard)))
             except FileNotFoundError:
                 pass

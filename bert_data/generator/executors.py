@@ -6,7 +6,7 @@ process pool whose workers ignore Ctrl-C (the parent decides) and die with the p
 
 With Dask the pipeline is the same: workers read inputs and exchange their intermediate data
 (token ids, slice tables, pools, shard pieces) through a work directory they all reach: a URL
-(``--work_dir s3://...``, or by default ``OUTPUT/.bert_data_work`` when the output is a URL) or a
+(``--work_dir s3://...``, or by default the output URL's work directory, see ``run_files``) or a
 shared file system; ``check_workers_see`` refuses a local work directory the workers cannot
 see, before any work.  The client appends the pieces to the shards in unit order and writes the
 manifest, so the output is byte-identical to a local run.  A worker lost mid-run has its tasks

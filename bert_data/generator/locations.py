@@ -10,7 +10,7 @@ Output to a URL keeps every promise of a local run:
   output URL (``$XDG_CACHE_HOME/bert_data/staging/<hash>``, or under a local ``--work_dir``);
 * when every unit is in, each shard is uploaded to its final key (an upload appears complete or
   not at all: a reader never sees part of a shard), then the manifests, last;
-* a lock object (``OUTPUT/.bert_data.lock``) keeps a second run out: written with a check and
+* a lock object in the output (see ``run_files``) keeps a second run out: written with a check and
   read back, naming the host, process and staging directory.  Object stores have no exclusive
   create here, so two runs started in the same instant could both pass; the rule is one run per
   output prefix, and the lock catches the common mistake.  A lock left by a killed run on this
@@ -18,7 +18,7 @@ Output to a URL keeps every promise of a local run:
 
 The work directory (``--work_dir``) is local by default (beside the journal: a local run is as
 before), or any URL all workers reach: with a Dask executor and a URL output, it defaults to
-``OUTPUT/.bert_data_work`` on the object store, so no task ever needs a path only the client
+the output's work directory on the object store, so no task ever needs a path only the client
 can see.
 """
 
@@ -28,23 +28,18 @@ import dataclasses
 import hashlib
 import json
 import os
-import shutil
 import socket
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 from .. import storage
 from ..config import ConfigError, GeneratorConfig
+from ..format.dataset_layout import TRAIN
 from ..format.manifest import Manifest
-from .documents import TRAIN, VAL
-from .output import LOCK, WORK_DIR, GenerationError, prepare_output_dir, shard_path, split_dirs, work_dir_of
-from .scratch import discard_unjournaled, listdir
-
-# Options naming files the workers open by path: fetched once per process when they are URLs.
-FILE_OPTIONS = ("vocab_file", "tokenizer_file", "spm_model_file")
-
+from .run_files import (GenerationError, discard_unjournaled, existing_outputs_at, output_lock, output_work_dir,
+                        prepare_output_dir, run_dir_name, shard_in_progress, shard_path, split_dirs, work_dir_of)
 
 # ---------------------------------------------------------------------------- files workers open
 
@@ -81,15 +76,6 @@ def forget_local_copies() -> None:
     _local_copies.clear()
 
 
-def with_local_files(config: GeneratorConfig) -> GeneratorConfig:
-    """``config`` with URL-named files (vocabulary, tokenizer) replaced by local copies: what the
-    tokenizers, which open paths, are given.  ``config`` itself is unchanged (the manifest and
-    the run's fingerprint keep the URL)."""
-    local = {name: local_copy(getattr(config, name)) for name in FILE_OPTIONS
-             if storage.is_url(getattr(config, name, None))}
-    return dataclasses.replace(config, **local) if local else config
-
-
 # ---------------------------------------------------------------------------- the run's places
 
 @dataclass
@@ -108,11 +94,6 @@ class RunLocations:
         return dataclasses.replace(config, output_dir=self.local_output) if self.remote else config
 
 
-def _run_id(output: str) -> str:
-    where = output if storage.is_url(output) else os.path.abspath(output)
-    return hashlib.sha256(where.rstrip("/").encode("utf-8")).hexdigest()[:16]
-
-
 def default_staging_root() -> str:
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(cache, "bert_data", "staging")
@@ -122,7 +103,7 @@ def run_locations(config: GeneratorConfig, distributed: bool = False) -> RunLoca
     """Where this run's data goes.  ``distributed``: tasks run on machines that may not see
     this one's files (a Dask cluster)."""
     output, work = config.output_dir, config.work_dir
-    run = f"bert_data-{_run_id(output)}"
+    run = run_dir_name(output)
     if storage.is_url(output):
         root = work if work and not storage.is_url(work) else default_staging_root()
         local_output = os.path.abspath(os.path.join(root, run))
@@ -134,7 +115,7 @@ def run_locations(config: GeneratorConfig, distributed: bool = False) -> RunLoca
     elif work:  # local: its own folder there (for a URL output, the staging folder's work directory)
         scratch = journal_dir if storage.is_url(output) else os.path.abspath(os.path.join(work, run))
     elif distributed and storage.is_url(output):
-        scratch = storage.join(output, WORK_DIR)
+        scratch = output_work_dir(output)
     else:
         scratch = journal_dir
     return RunLocations(output, local_output, scratch, journal_dir)
@@ -148,7 +129,7 @@ class RemoteOutput:
 
     def __init__(self, config: GeneratorConfig, places: RunLocations):
         self.config, self.places = config, places
-        self.lock_url = storage.join(places.output, LOCK)
+        self.lock_url = output_lock(places.output)
         self.owner = {"host": socket.gethostname(), "pid": os.getpid(), "staging": places.local_output,
                       "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         self.held = False
@@ -208,18 +189,6 @@ class RemoteOutput:
         raise ConfigError(f"--output_dir {self.places.output}: an interrupted run of it is staged in {staging}; "
                           "pass --resume to continue it or --overwrite to start again")
 
-    def existing_outputs(self) -> List[str]:
-        """URLs of files an earlier run wrote there (only ones this tool writes)."""
-        found = []
-        for directory in (self.places.output, storage.join(self.places.output, TRAIN),
-                          storage.join(self.places.output, VAL)):
-            for name in storage.listdir(directory):
-                if Manifest.is_manifest_file(name) or name.endswith((".tfrecords", ".tfrecords.tmp")):
-                    found.append(storage.join(directory, name))
-        if storage.listdir(storage.join(self.places.output, WORK_DIR)):
-            found.append(storage.join(self.places.output, WORK_DIR))
-        return found
-
     def prepare(self, local: GeneratorConfig, fingerprint: str) -> Optional[dict]:
         """``output.prepare_output_dir`` for the staging directory (``local``), then the URL's
         side: refuse to mix with an earlier run's files unless told (--overwrite: they go;
@@ -232,7 +201,7 @@ class RemoteOutput:
         except ConfigError as error:  # name the URL the user gave, and where its run is staged
             raise ConfigError(str(error).replace(local.output_dir, f"{output} (staged in {local.output_dir})")) \
                 from None
-        found = self.existing_outputs()
+        found = existing_outputs_at(output)
         if not found or journal is not None:
             return journal
         if not (config.overwrite or config.resume):
@@ -241,7 +210,7 @@ class RemoteOutput:
                 f"{' and more' if len(found) > 1 else ''}); pass --overwrite to replace it or --resume to "
                 "continue an interrupted run")
         for url in found:  # only this tool's files, as a local --overwrite
-            if url.endswith(WORK_DIR):
+            if url == output_work_dir(output):
                 storage.remove_tree(url)
             else:
                 storage.remove(url)
@@ -254,7 +223,7 @@ class RemoteOutput:
         config, sizes = self.config, {}
         for split, directory in split_dirs(local).items():
             for shard in range(shard_counts[split]):
-                staged = shard_path(directory, local, shard) + ".tmp"
+                staged = shard_in_progress(directory, local, shard)
                 url = shard_path(split_dirs(config)[split], config, shard)
                 self._upload(staged, url)
                 sizes[url] = os.path.getsize(staged)
@@ -297,24 +266,3 @@ def prepare_work_dir(places: RunLocations, resuming: bool, executor) -> None:
             storage.remove_tree(places.scratch)
         storage.makedirs(places.scratch)
     check_workers_see(executor, places.scratch)
-
-
-def count_slices(work_dir: str) -> int:
-    """Slices whose tokenization finished (their summary is written last)."""
-    return sum(1 for name in listdir(work_dir) if name.startswith("slice-") and name.endswith(".json"))
-
-
-def remove_run_files(places: RunLocations) -> None:
-    """The run's work files, local or at a URL, and its staging directory: at the end of a run,
-    or after a failure (a failure to clean a URL up is a warning, never an error)."""
-    import sys
-
-    shutil.rmtree(places.journal_dir, ignore_errors=True)
-    if places.scratch != places.journal_dir:
-        try:
-            storage.remove_tree(places.scratch)
-        except OSError as error:
-            print(f"create_tfrecords: warning: could not remove the work directory {places.scratch}: {error}",
-                  file=sys.stderr)
-    if places.remote:
-        shutil.rmtree(places.local_output, ignore_errors=True)

@@ -7,26 +7,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from dataclasses import dataclass, field
 from typing import Dict, List
 
-from .. import __version__
+from ..version import __version__
 from ..config import ConfigError, GeneratorConfig
+from ..notices import warn
 import numpy as np
 
-from . import documents as docs_mod
-from .documents import TRAIN, VAL, CorpusPlan, InputError, Slice
-from .listing import list_documents
+from .inputs import planner
+from .inputs.listing import list_documents
+from .inputs.reading import read_documents
+from .inputs.types import SPLIT_OF_CODE, TRAIN, TRAIN_CODE, VAL, VAL_CODE, CorpusPlan, InputError, Slice
 from .mixing import CorpusOrder, block_size
+from .settings import RunSettings
 from .tasks import SliceTable, UnitWork
 
 # Options that change how the work is done, never what is written.
 NOT_IN_FINGERPRINT = ("num_workers", "overwrite", "resume", "work_dir")
-
-
-def warn(message: str) -> None:
-    print(f"create_tfrecords: warning: {message}", file=sys.stderr)
 
 
 @dataclass
@@ -65,36 +63,17 @@ class Plan:
         return UnitWork(unit.index, unit.split, self.split_docs[unit.split][places])
 
 
-def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: bool = True,
+def make_plan(settings: RunSettings, skip_missing: bool = False, check_case: bool = True,
               allow_case_mismatch: bool = False) -> Plan:
-    """Everything that can be checked before any work: inputs, vocabulary, sentence model; then
-    the corpus cut into slices and its documents dealt into units.
+    """Everything about the inputs that can be checked before any work (the options and the
+    vocabulary were, by :func:`~.settings.resolve`); then the corpus cut into slices and its
+    documents dealt into units.
 
     A vocabulary whose case disagrees with ``do_lower_case`` stops the run (ConfigError) unless
     ``allow_case_mismatch``, which turns it into a warning."""
-    from ..masking import MaskingSpec
-    from ..tokenizers import WORDPIECE, TokenizerSource, load_vocabulary
-    from .locations import with_local_files
+    from ..tokenizers import WORDPIECE
 
-    files = with_local_files(config)  # a vocabulary or tokenizer at a URL: read from a local copy
-    source = TokenizerSource.from_config(files)
-    vocab = load_vocabulary(source)
-    # Checked here, not only by MaskingSpec.from_config in the workers: windows that cross
-    # documents need the token with masking disabled too, and a user needs the option's name.
-    if config.mlm_only and config.document_separator_token not in vocab.token_to_id:
-        raise ConfigError(f"--document_separator_token {config.document_separator_token} is not in "
-                          f"{vocab.path}")
-    if not config.disable_masking:
-        try:  # e.g. whole words with a tokenizer whose pieces do not show where words start
-            MaskingSpec.from_config(config, vocab)
-        except ValueError as error:
-            raise ConfigError(f"{source.option} {source.path}: {error}") from None
-    check_masking_budget(config)
-    if config.spacy_model and not config.single_sentence_per_line:
-        from .sentences import make_sentence_splitter
-
-        make_sentence_splitter(False, config.spacy_model)  # fails now, with advice, if missing
-
+    config, vocab = settings.config, settings.vocab
     entries, missing = list_documents(config.metadata_files, config.input_files, config.input_files_prefix,
                                       skip_missing)
     val_entries, val_missing = [], []
@@ -107,25 +86,25 @@ def make_plan(config: GeneratorConfig, skip_missing: bool = False, check_case: b
     entries = [entry for entry in entries if entry.path not in held_out]
 
     def split_code(label: str, position: int) -> int:
-        if config.val_fraction > 0 and docs_mod.is_validation_document(label, config.val_seed, config.val_fraction):
-            return docs_mod.VAL_CODE
-        return docs_mod.TRAIN_CODE
+        if config.val_fraction > 0 and planner.is_validation_document(label, config.val_seed, config.val_fraction):
+            return VAL_CODE
+        return TRAIN_CODE
 
-    missing = [(entry, reason, docs_mod.SPLIT_OF_CODE[split_code(entry.label, -1)]) for entry, reason in missing]
+    missing = [(entry, reason, SPLIT_OF_CODE[split_code(entry.label, -1)]) for entry, reason in missing]
     missing += [(entry, reason, VAL) for entry, reason in val_missing]
     for entry, reason, _ in missing:
         warn(f"{entry.metadata_file}:{entry.line_number}: skipped: {reason}: {entry.path}")
 
-    corpus = docs_mod.plan_corpus(entries, split_code, val_entries,
-                                  multiple_docs_in_single_file=config.multiple_docs_in_single_file,
-                                  separator_line=config.separator_line, jsonl_text_key=config.jsonl_text_key)
+    corpus = planner.plan_corpus(entries, split_code, val_entries,
+                                 multiple_docs_in_single_file=config.multiple_docs_in_single_file,
+                                 separator_line=config.separator_line, jsonl_text_key=config.jsonl_text_key)
     if not corpus.n_docs or not corpus.n_bytes:
         named = config.metadata_files + config.input_files + config.val_metadata_files
         raise InputError("no document with any text in " + ", ".join(named))
-    if check_case and source.kind == WORDPIECE:  # the check measures WordPiece's [UNK] rate
-        check_vocabulary_case(files, vocab, corpus.slices, allow_case_mismatch)
+    if check_case and settings.tokenizer.kind == WORDPIECE:  # the check measures WordPiece's [UNK] rate
+        check_vocabulary_case(config, vocab, corpus.slices, allow_case_mismatch)
     split_docs = {split: np.flatnonzero(corpus.doc_splits == code)
-                  for code, split in docs_mod.SPLIT_OF_CODE.items()}
+                  for code, split in SPLIT_OF_CODE.items()}
     orders = {split: CorpusOrder(len(docs), config.seed, shuffle=not config.keep_corpus_order,
                                  block=block_size(config.split_num))
               for split, docs in split_docs.items()}
@@ -154,34 +133,18 @@ def plan_units(corpus: CorpusPlan, split_docs: Dict[str, np.ndarray], orders: Di
     return units
 
 
-def check_masking_budget(config: GeneratorConfig) -> None:
-    """Warn when --max_predictions_per_seq caps masking well below --masked_lm_prob (e.g.
-    max_seq_length 1024 with the default 20 predictions masks at most 2% of a full instance):
-    Google's advice is max_predictions_per_seq = max_seq_length * masked_lm_prob."""
-    candidates = config.max_num_tokens  # the tokens of a full-length instance ([CLS]/[SEP] never masked)
-    wanted = max(1, round(candidates * config.masked_lm_prob))
-    if config.max_predictions_per_seq >= 0.9 * wanted:
-        return
-    effective = config.max_predictions_per_seq / candidates
-    advised = max(wanted, round(config.max_seq_length * config.masked_lm_prob))
-    warn(f"--max_predictions_per_seq {config.max_predictions_per_seq} caps masking at {effective:.1%} of a full "
-         f"{config.max_seq_length:,}-token instance, well below --masked_lm_prob {config.masked_lm_prob:g}; use "
-         f"--max_predictions_per_seq {advised} (max_seq_length * masked_lm_prob, as Google advises)")
-
-
 def check_vocabulary_case(config: GeneratorConfig, vocab, slices: List[Slice], allow_mismatch: bool = False,
                           sample_chars: int = 200_000) -> None:
     """Refuse a lower-case vocabulary with cased text and no --do_lower_case (or a cased one
     with it), with the [UNK] rates measured on the first documents: the most common silent
     mistake in BERT data.  With ``allow_mismatch``, a warning instead."""
-    from ..tokenization import measure_case_mismatch, vocab_is_lowercase
+    from ..tokenizers.wordpiece import measure_case_mismatch, vocab_is_lowercase
 
     if vocab_is_lowercase(vocab) == config.do_lower_case:
         return
     texts, size = [], 0
-    sources = [source for piece in slices[:8] for source in piece.sources]
-    for document in docs_mod.read_documents(sources, config.separator_line,
-                                            config.multiple_docs_in_single_file, []):
+    sources = [source for slice_ in slices[:8] for source in slice_.sources]
+    for document in read_documents(sources, config.separator_line, config.multiple_docs_in_single_file, []):
         texts += [line for line in document.text[: sample_chars - size].split("\n") if line.strip()]
         size += len(document.text)
         if size >= sample_chars:

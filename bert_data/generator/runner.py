@@ -2,9 +2,10 @@
 
 This module owns the run: the scheduler that feeds tasks to the executor in dependency order,
 the run's totals and the manifests.  Around it: ``planning`` (checks and units, before any
-work), ``output`` (the output directory, lock and journal), ``executors`` (where tasks run),
-``tasks`` (what they compute), ``assembly`` (pieces into shards) and ``shard_shuffle`` (the
-final pass that writes each shard again in a seeded random order).
+work), ``run_files`` (every file of the run: output directory, lock, journal, work files),
+``executors`` (where tasks run), ``tasks`` (what they compute), ``assembly`` (pieces into
+shards) and ``shard_shuffle`` (the final pass that writes each shard again in a seeded random
+order).
 
 The stages know nothing of processes or files-in-progress; this module knows nothing of
 tokens.  Any ``concurrent.futures``-style executor works (a local process pool by default;
@@ -15,8 +16,8 @@ order they finish.
 Nothing lost, nothing silent:
 
 * everything that can be checked is checked before any work (``make_plan``);
-* shards are written as ``*.tfrecords.tmp`` and renamed (or shuffled into their final name)
-  when complete, and the manifest is written last: a directory without it is not a finished
+* shards are written in progress and renamed (or shuffled into their final name) when
+  complete, and the manifest is written last: a directory without it is not a finished
   dataset;
 * after each unit is appended, a journal records the shards' sizes and the run's totals, so
   ``--resume`` truncates the shards to the last whole unit and goes on from there, giving the
@@ -37,25 +38,27 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Union
 
-from .. import __version__
+from ..version import __version__
 from ..config import GeneratorConfig
 from ..format.manifest import Manifest, SkippedDocuments
-from .assembly import Segment, ShardAssembler
-from .documents import BINARY, SPLIT_OF_CODE, TRAIN, VAL, Skip
+from .assembly import ShardAssembler
+from .inputs.types import BINARY, SPLIT_OF_CODE, Skip
+from ..format.dataset_layout import TRAIN, VAL
 from .. import storage
 from .executors import default_executor, shares_local_files, stop_executor
-from .locations import (RemoteOutput, check_output_url, count_slices, forget_local_copies, prepare_work_dir,
-                        remove_run_files, run_locations)
-from .output import (GenerationError, Interrupted, OutputLock, create_output_dir, discard_unjournaled_work, lock_path,
-                     manifest_name, prepare_output_dir, read_journal, shard_path, split_dirs, write_journal)
-from .scratch import discard_unjournaled, finished_slices, load_arrays
+from .locations import RemoteOutput, check_output_url, prepare_work_dir, run_locations
+from .pieces import Segment
+from .run_files import (GenerationError, Interrupted, OutputLock, create_output_dir, keep_journaled, lock_path,
+                        pool_path, prepare_output_dir, remove_run_files, remove_shards_being_shuffled,
+                        shard_in_progress, shard_path, slice_paths, split_dirs, write_journal, write_manifests)
+from .scratch import finished_slices, load_arrays
 from .planning import Plan, make_plan, warn
-from .shard_shuffle import remove_shuffle_temporaries, shuffle_group, shuffle_groups, shuffles_shards
-from .tasks import (SPLIT_CODES, DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError, UnitPairs,
-                    encode_shards, make_encode_tasks, pair_unit, pool_path, record_bytes, slice_paths,
-                    tokenize_slice)
+from .settings import RunSettings, resolve
+from .shard_shuffle import shuffle_group, shuffle_groups, shuffles_shards
+from .tasks import (SPLIT_CODES, DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError,
+                    UnitPairs, encode_shards, make_encode_tasks, pair_unit, record_bytes, tokenize_slice)
 
 MAX_LISTED_SKIPS = 100
 
@@ -194,10 +197,11 @@ class _Scheduler:
     units, as each one's pieces are all written, in any order.
     """
 
-    def __init__(self, plan: Plan, config: GeneratorConfig, executor: cf.Executor, work_dir: str,
+    def __init__(self, plan: Plan, settings: RunSettings, executor: cf.Executor, work_dir: str,
                  first_unit: int = 0, parallelism: int = 1, done_slices: Optional[Dict[int, SliceSummary]] = None,
                  shards: Optional["ShardCounts"] = None, records_before: Optional[Dict[str, int]] = None):
-        self.plan, self.config, self.executor, self.work_dir = plan, config, executor, work_dir
+        self.plan, self.executor, self.work_dir = plan, executor, work_dir
+        self.settings, self.config = settings, settings.config  # tasks get the settings, resolved once
         self.shards = shards
         self.waiting_for_count: Dict[int, UnitPairs] = {}  # paired units of splits not yet sized
         # Tasks in flight: every worker busy, and enough queued that workers do not wait while
@@ -208,7 +212,7 @@ class _Scheduler:
         self.in_flight: Dict[cf.Future, tuple] = {}
         self.table = SliceTable.of(plan.slices)
         self.summaries: Dict[int, SliceSummary] = dict(done_slices or {})
-        self.to_tokenize = [piece.index for piece in plan.slices if piece.index not in self.summaries]
+        self.to_tokenize = [slice_.index for slice_ in plan.slices if slice_.index not in self.summaries]
         self.ready: List[tuple] = []  # (kind, index, args) of encode tasks whose inputs are here
         self.units: Dict[int, UnitResult] = {}
         self.next_unit = first_unit  # next unit to pair
@@ -241,7 +245,7 @@ class _Scheduler:
                     and units[self.next_unit].last_slice < self.tokenized_prefix):
                 unit = units[self.next_unit]
                 work = self.plan.unit_work(unit)
-                future = self.executor.submit(pair_unit, work, self.table, self.config, self.work_dir)
+                future = self.executor.submit(pair_unit, work, self.table, self.settings, self.work_dir)
                 self.in_flight[future] = ("pair", unit.index, None)
                 self.next_unit += 1
                 self.unmerged_units += 1
@@ -249,7 +253,7 @@ class _Scheduler:
             if not self.to_tokenize:
                 return
             index = self.to_tokenize.pop(0)
-            future = self.executor.submit(tokenize_slice, self.plan.slices[index], self.config, self.work_dir)
+            future = self.executor.submit(tokenize_slice, self.plan.slices[index], self.settings, self.work_dir)
             self.in_flight[future] = ("tokenize", index, None)
 
     def finished_units(self):
@@ -288,7 +292,7 @@ class _Scheduler:
             count = self.shards.counts[value.split]
             rotation = self.records_before[value.split] if self.config.output_files else None
             for task in make_encode_tasks(value.unit_index, value.split, value.pairs, count, rotation):
-                self.ready.append(("encode", value.unit_index, (task, self.config, self.work_dir)))
+                self.ready.append(("encode", value.unit_index, (task, self.settings, self.work_dir)))
                 result.encode_tasks_left += 1
         self.records_before[value.split] += value.n_instances
         value.pairs = None  # the tasks hold what is needed; keep the parent lean
@@ -307,9 +311,10 @@ class ShardCounts:
     split's tokens, estimate the split's records, and a sample of its records, encoded, their
     size."""
 
-    def __init__(self, plan: Plan, config: GeneratorConfig, assembler: ShardAssembler, counts: Dict[str, int],
+    def __init__(self, plan: Plan, settings: RunSettings, assembler: ShardAssembler, counts: Dict[str, int],
                  work_dir: str):
-        self.plan, self.config, self.assembler, self.work_dir = plan, config, assembler, work_dir
+        config = settings.config
+        self.plan, self.settings, self.config, self.assembler, self.work_dir = plan, settings, config, assembler, work_dir
         self.counts = counts  # the journaled totals' own dict: set counts are journaled with them
         self.split_tokens: Optional[Dict[str, int]] = None
         self.first_unit = {}
@@ -342,13 +347,12 @@ class ShardCounts:
         target = self.config.megabytes_per_file * 1e6
         # A segment is one unit's share of a shard: it depends on the count being set, so the
         # count is estimated uncompressed first, then with segments of the size it implies.
-        uncompressed = records * record_bytes(first.pairs, self.config, self.plan.vocab, first.n_instances)
+        uncompressed = records * record_bytes(first.pairs, self.settings, first.n_instances)
         count = max(1, round(uncompressed / target))
         if self.config.compression:
             # Shuffled shards are compressed as one stream; others a segment a unit.
             segment_rows = 1 << 30 if shuffles_shards(self.config) else max(1, first.n_instances // count)
-            count = max(1, round(records * record_bytes(first.pairs, self.config, self.plan.vocab, segment_rows)
-                                 / target))
+            count = max(1, round(records * record_bytes(first.pairs, self.settings, segment_rows) / target))
         return count
 
     def finish(self) -> None:
@@ -361,7 +365,7 @@ class ShardCounts:
 def split_token_counts(plan: Plan, work_dir: str) -> Dict[str, int]:
     """Tokens of each split, from the tokenized slices' document tables."""
     counts = {TRAIN: 0, VAL: 0}
-    paths = [slice_paths(work_dir, piece.index)["docs"] for piece in plan.slices]
+    paths = [slice_paths(work_dir, slice_.index)["docs"] for slice_ in plan.slices]
     # A batch at a time: a URL answers a batch's requests concurrently, and memory stays bounded.
     tables = (rows for first in range(0, len(paths), 256) for rows in load_arrays(paths[first:first + 256]))
     for rows in tables:
@@ -385,7 +389,7 @@ def slices_still_needed(plan: Plan) -> List[int]:
 
 
 def generate(
-    config: GeneratorConfig,
+    config: Union[GeneratorConfig, RunSettings],
     executor: Optional[cf.Executor] = None,
     progress: bool = True,
     skip_missing: bool = False,
@@ -397,15 +401,17 @@ def generate(
     interrupted (resumable).  A vocabulary whose case disagrees with ``do_lower_case`` is a
     ConfigError unless ``allow_case_mismatch``.
 
-    ``executor``: any ``concurrent.futures`` executor (default: a local process pool of
-    ``config.num_workers``); ``parallelism``: how many tasks it runs at once (default
-    ``config.workers``), which sets how many tasks are kept in flight.
+    ``config``: the options, validated and resolved here (``settings.resolve``), or already
+    resolved (a command that checks its options before starting a cluster).  ``executor``: any
+    ``concurrent.futures`` executor (default: a local process pool of ``config.num_workers``);
+    ``parallelism``: how many tasks it runs at once (default ``config.workers``), which sets how
+    many tasks are kept in flight.
     """
     started = time.perf_counter()
-    config.validate()
+    settings = config if isinstance(config, RunSettings) else resolve(config)
+    config = settings.config
     check_output_url(config)
-    forget_local_copies()  # a URL's vocabulary is fetched afresh for each run
-    plan = make_plan(config, skip_missing, allow_case_mismatch=allow_case_mismatch)
+    plan = make_plan(settings, skip_missing, allow_case_mismatch=allow_case_mismatch)
     # Output to a URL is assembled in a local staging directory (see ``locations``).
     places = run_locations(config, distributed=not shares_local_files(executor))
     remote = RemoteOutput(config, places) if places.remote else None
@@ -419,7 +425,7 @@ def generate(
         lock = OutputLock(local.output_dir, lock_path(local))
         lock.acquire()
         try:
-            return _run_locked(config, local, places, remote, plan, executor, progress, started,
+            return _run_locked(settings, local, places, remote, plan, executor, progress, started,
                                parallelism or config.workers)
         finally:
             lock.release()
@@ -428,10 +434,11 @@ def generate(
             remote.release()
 
 
-def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Plan, executor, progress: bool,
-                started: float, parallelism: int) -> RunSummary:
-    """``local``: the configuration of the local side (``config`` itself unless the output is a
-    URL); ``places.scratch``: where tasks exchange data; ``places.journal_dir``: the journal."""
+def _run_locked(settings: RunSettings, local, places, remote: Optional[RemoteOutput], plan: Plan, executor,
+                progress: bool, started: float, parallelism: int) -> RunSummary:
+    """``local``: the configuration of the local side (``settings.config`` itself unless the output
+    is a URL); ``places.scratch``: where tasks exchange data; ``places.journal_dir``: the journal."""
+    config = settings.config
     journal = prepare_output_dir(local, plan.fingerprint) if remote is None else remote.prepare(local, plan.fingerprint)
     work_dir, journal_dir = places.scratch, places.journal_dir
     prepare_work_dir(places, journal is not None, executor)
@@ -440,16 +447,17 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
     assembler = ShardAssembler(local, journal["shard_sizes"] if journal else None,
                                journal.get("shard_checksums") if journal else None, dict(totals.shard_counts),
                                fetch_dir=journal_dir, done=totals.shuffled)
-    shards = ShardCounts(plan, config, assembler, totals.shard_counts, work_dir)
+    shards = ShardCounts(plan, settings, assembler, totals.shard_counts, work_dir)
     still_needed = slices_still_needed(plan)
-    done_slices = finished_slices(plan, work_dir, still_needed[first_unit])
+    done_slices = {index: SliceSummary.from_json(data) for index, data in
+                   finished_slices([piece.index for piece in plan.slices], work_dir, still_needed[first_unit]).items()}
     if not journal:  # from now on an interruption can be resumed, tokenized slices and all
         write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
 
     own_executor = executor is None
     if own_executor:
         executor = default_executor(max(1, min(config.workers, len(plan.slices) + len(plan.units))))
-    scheduler = _Scheduler(plan, config, executor, work_dir, first_unit, parallelism, done_slices, shards,
+    scheduler = _Scheduler(plan, settings, executor, work_dir, first_unit, parallelism, done_slices, shards,
                            {split: counts.n_examples for split, counts in totals.splits.items()})
     first_records = totals.n_examples
     finished: Dict[int, UnitResult] = {}
@@ -506,17 +514,10 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
         tokenize_bar.close()
         units_bar.close()
         _stop_work(executor, own_executor, scheduler)
-        journal = read_journal(journal_dir)  # what --resume will find: the units it vouches for
         assembler.close()
-        discard_unjournaled_work(journal_dir)  # units not yet appended are redone by --resume
-        remove_shuffle_temporaries(_shard_paths(local, totals.shard_counts))
+        remove_shards_being_shuffled(local, totals.shard_counts)
+        journal, kept_slices = keep_journaled(places, assembler.remove)
         kept_units = journal["totals"]["units_done"] if journal else 0
-        kept_slices = count_slices(work_dir)
-        if not kept_units and not kept_slices:  # nothing to resume: as if the run never started
-            assembler.remove()
-            remove_run_files(places)
-        elif work_dir != journal_dir:
-            discard_unjournaled(work_dir)
         signum = interruption.signum if isinstance(interruption, Interrupted) else signal.SIGINT
         raise Interrupted(signum, kept_units, len(plan.units), sum(journal["shard_sizes"].values()) if journal else 0,
                           kept_slices, len(plan.slices)) from None
@@ -525,7 +526,7 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
         units_bar.close()
         _stop_work(executor, own_executor, scheduler)
         assembler.remove()
-        remove_shuffle_temporaries(_shard_paths(local, totals.shard_counts))
+        remove_shards_being_shuffled(local, totals.shard_counts)
         remove_run_files(places)
         if isinstance(error, UnitError):
             raise GenerationError(str(error)) from error
@@ -546,15 +547,11 @@ def _run_locked(config, local, places, remote: Optional[RemoteOutput], plan: Pla
     skipped.add_slices([scheduler.summaries[index] for index in sorted(scheduler.summaries)])
     # A URL output: every shard to its final key, then the manifests (last).
     sizes = remote.upload_shards(local, totals.shard_counts) if remote is not None else None
-    manifests = write_manifests(config, plan, totals, skipped, sizes)
+    manifests = make_manifests(settings, plan, totals, skipped, sizes)
+    write_manifests(config, manifests)
     remove_run_files(places)
-    return RunSummary(manifests, time.perf_counter() - started, first_unit)
-
-
-def _shard_paths(config: GeneratorConfig, shard_counts: Dict[str, int]) -> List[str]:
-    """Every shard's final path (the splits whose count is set)."""
-    return [shard_path(directory, config, shard) for split, directory in split_dirs(config).items()
-            for shard in range(shard_counts.get(split, 0))]
+    return RunSummary({split: manifest.to_json() for split, manifest in manifests.items()},
+                      time.perf_counter() - started, first_unit)
 
 
 def _shuffle_shards(local: GeneratorConfig, plan: Plan, totals: RunTotals, sizes: Dict[str, int],
@@ -566,7 +563,7 @@ def _shuffle_shards(local: GeneratorConfig, plan: Plan, totals: RunTotals, sizes
     groups = []
     for split, directory in split_dirs(local).items():
         finals = [shard_path(directory, local, shard) for shard in range(totals.shard_counts[split])]
-        sources = [final + ".tmp" for final in finals]
+        sources = [shard_in_progress(directory, local, shard) for shard in range(totals.shard_counts[split])]
         groups += shuffle_groups(local, SPLIT_CODES[split], split, sources, sources if staged else finals)
     done = set(totals.shuffled)
 
@@ -628,16 +625,14 @@ def _raise_on_sigterm():
         return None
 
 
-def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals, skipped: SkippedTotals,
-                    sizes: Optional[Dict[str, int]] = None) -> Dict[str, dict]:
-    """Write each split's manifest (last: it marks the split finished); returns them as JSON.
-    Each describes its own split: its counts, and the options it was made with, with the
+def make_manifests(settings: RunSettings, plan: Plan, totals: RunTotals, skipped: SkippedTotals,
+                   sizes: Optional[Dict[str, int]] = None) -> Dict[str, Manifest]:
+    """Each split's manifest (``run_files.write_manifests`` writes them, last).  Each describes its own split: its counts, and the options it was made with, with the
     effective values of options left to their defaults.  ``sizes``: shard path -> bytes, for
     shards that are not local files (uploaded from staging)."""
-    from ..tokenizers import TokenizerSource
-
+    config = settings.config
     manifests = {}
-    vocab_path, tokenizer_path = TokenizerSource.from_config(config).recorded_paths()
+    vocab_path, tokenizer_path = settings.tokenizer.recorded_paths()
     for split, directory in split_dirs(config).items():
         names = [os.path.basename(shard_path(directory, config, shard)) for shard in range(totals.shard_counts[split])]
         counts = totals.splits[split]
@@ -655,7 +650,7 @@ def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals, skip
             examples_per_file={name: totals.records_per_shard.get(f"{split}/{i}", 0) for i, name in enumerate(names)},
             bytes_per_file={name: sizes[path] if sizes else os.path.getsize(path)
                             for name, path in ((name, os.path.join(directory, name)) for name in names)},
-            features=config.feature_specs(),
+            features=list(settings.features),
             n_docs_listed=plan.n_listed[split],
             n_sentences=counts.n_sentences,
             n_tokens=counts.n_tokens,
@@ -669,6 +664,5 @@ def write_manifests(config: GeneratorConfig, plan: Plan, totals: RunTotals, skip
             vocab_size=plan.vocab.size,
             bert_data_version=__version__,
         )
-        manifest.write(directory, manifest_name(config))
-        manifests[split] = manifest.to_json()
+        manifests[split] = manifest
     return manifests

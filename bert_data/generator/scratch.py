@@ -18,21 +18,14 @@ import io
 import json
 import os
 import tempfile
-import uuid
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import storage
+from .run_files import fetched_piece_path, private_temporary, slice_paths
 
 HEADER_PROBE = 1024  # bytes read to find an .npy header (ours are 128)
-
-
-def private_temporary(path: str) -> str:
-    """A temporary name for ``path`` that no other run of the same task shares: a task that runs
-    twice (a cluster worker thought lost) writes the same bytes, and the copies replace each
-    other atomically with ``os.replace``."""
-    return f"{path}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
 
 
 def save_array(array: np.ndarray, path: str) -> None:
@@ -89,34 +82,24 @@ def listdir(work_dir: str) -> List[str]:
     return storage.listdir(work_dir)
 
 
-def discard_unjournaled(work_dir: str) -> None:
-    """``output.discard_unjournaled_work`` for a work directory of its own (a URL or a local
-    ``--work_dir``): tokenized slices stay for the resumed run, the rest goes."""
-    from .output import JOURNAL, _SLICE_FILE
-
-    storage.remove_many([storage.join(work_dir, name) for name in storage.listdir(work_dir)
-                         if name != JOURNAL and not _SLICE_FILE.match(name)])
-
-
-def finished_slices(plan, work_dir: str, first_needed: int) -> dict:
-    """Slices an interrupted run tokenized (a summary is written last): not tokenized again,
-    unless a unit still to come needs tokens that were already freed.  One listing of the work
-    directory, and the summaries read at once (a URL answers them concurrently)."""
-    from .tasks import SliceSummary, slice_paths
-
+def finished_slices(slice_indices: Sequence[int], work_dir: str, first_needed: int) -> Dict[int, dict]:
+    """Slices an interrupted run tokenized (a summary is written last), as their summaries' JSON:
+    not tokenized again, unless a unit still to come needs tokens that were already freed.  One
+    listing of the work directory, and the summaries read at once (a URL answers them
+    concurrently)."""
     names = set(listdir(work_dir))
     if not names:
         return {}
     candidates = []
-    for piece in plan.slices:
-        paths = slice_paths(work_dir, piece.index)
+    for index in slice_indices:
+        paths = slice_paths(work_dir, index)
         if storage.basename(paths["summary"]) not in names:
             continue
-        if piece.index >= first_needed and not all(storage.basename(path) in names for path in paths.values()):
+        if index >= first_needed and not all(storage.basename(path) in names for path in paths.values()):
             continue
-        candidates.append(piece.index)
+        candidates.append(index)
     summaries = load_jsons([slice_paths(work_dir, index)["summary"] for index in candidates])
-    return {index: SliceSummary.from_json(data) for index, data in zip(candidates, summaries)}
+    return dict(zip(candidates, summaries))
 
 
 class _Ranges:
@@ -142,7 +125,7 @@ def _header(data: bytes) -> Tuple[np.dtype, int]:
 
 def slice_rows(paths: Sequence[Dict[str, str]], wanted: np.ndarray, position_column: int,
                ranges_of) -> List[Optional[tuple]]:
-    """For each slice (its ``tasks.slice_paths``): None if it holds none of the ``wanted``
+    """For each slice (its ``run_files.slice_paths``): None if it holds none of the ``wanted``
     document positions, else (its table rows of those documents, tokens, sentences), where
     ``tokens[a:b]`` and ``sentences[a:b]`` give the ranges ``ranges_of(row)`` names
     (``((token_start, token_end), (sentence_start, sentence_end))``)."""
@@ -221,6 +204,6 @@ def fetch_piece(path: str, into_dir: str) -> Tuple[str, bool]:
     it is a downloaded copy."""
     if not storage.is_url(path):
         return path, False
-    local = os.path.join(into_dir, f"fetched-{uuid.uuid4().hex}.piece")
+    local = fetched_piece_path(into_dir)
     storage.download(path, local)
     return local, True

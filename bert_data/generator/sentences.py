@@ -21,7 +21,7 @@ line to the first word of the next):
   a sentence boundary: a heading followed by a blank line stays its own sentence;
 * inside a paragraph a line break is just whitespace.
 
-How: before spaCy sees a piece of text, each line is stripped, the lines of a paragraph are
+How: before spaCy sees a passage of text, each line is stripped, the lines of a paragraph are
 joined with one space and the paragraphs with ``"\\n\\n"``.  So every sentence comes out in
 single-line form (``"The quick\\nbrown fox."`` -> ``"The quick brown fox."``), the text spaCy
 tokenizes is never longer than the original (and has fewer whitespace tokens), and the only
@@ -29,19 +29,19 @@ newlines left are paragraph separators.  A small component placed first in the p
 token after each separator as a sentence start -- the sentencizer, senter and parser all keep
 preset boundaries, so a parser works under the constraint instead of having its output patched --
 and, as a guarantee, a sentence text is also split at any separator left inside it.  Sentence
-texts are sliced from the piece by character offsets (``.strip()``-ed, empty ones dropped), which
+texts are sliced from the passage by character offsets (``.strip()``-ed, empty ones dropped), which
 is the same text as ``Span.text.strip()`` but avoids building a Python object per token.
 
-Long documents: a document is fed to spaCy in *pieces* of at most ``max_piece_chars`` characters
-(default 100,000, and never more than ``nlp.max_length``).  A piece ends after the last paragraph
+Long documents: a document is fed to spaCy in *passages* of at most ``max_passage_chars`` characters
+(default 100,000, and never more than ``nlp.max_length``).  A passage ends after the last paragraph
 break that fits; failing that (one huge paragraph) after the last line break; failing that after
-the last whitespace; failing that (100,000 characters without whitespace) it is cut hard.  Pieces
+the last whitespace; failing that (100,000 characters without whitespace) it is cut hard.  Passages
 of all documents stream through one ``nlp.pipe``, and a document's sentences are those of its
-pieces, in order.  At most about ``batch_size`` pieces' spaCy ``Doc`` objects exist at a time, so
-memory is bounded by ``batch_size * max_piece_chars`` (plus the text itself) whatever the document
-length.  A piece cut is a sentence boundary: a sentence spanning a cut (only possible inside a
-paragraph longer than ``max_piece_chars``) is split there; words are never split unless a whole
-piece has no whitespace.
+passages, in order.  At most about ``batch_size`` passages' spaCy ``Doc`` objects exist at a time, so
+memory is bounded by ``batch_size * max_passage_chars`` (plus the text itself) whatever the document
+length.  A passage cut is a sentence boundary: a sentence spanning a cut (only possible inside a
+paragraph longer than ``max_passage_chars``) is split there; words are never split unless a whole
+passage has no whitespace.
 """
 
 from __future__ import annotations
@@ -56,12 +56,12 @@ __all__ = [
     "LineSentenceSplitter",
     "SpacySentenceSplitter",
     "make_sentence_splitter",
-    "DEFAULT_MAX_PIECE_CHARS",
+    "DEFAULT_MAX_PASSAGE_CHARS",
     "DEFAULT_BATCH_SIZE",
 ]
 
-DEFAULT_MAX_PIECE_CHARS = 100_000
-# Pieces can be DEFAULT_MAX_PIECE_CHARS long, so this bounds the spaCy objects alive at once
+DEFAULT_MAX_PASSAGE_CHARS = 100_000
+# Passages can be DEFAULT_MAX_PASSAGE_CHARS long, so this bounds the spaCy objects alive at once
 # (~64 * 100k chars); the rule-based sentencizer gains nothing from bigger batches.
 DEFAULT_BATCH_SIZE = 64
 
@@ -154,16 +154,16 @@ class LineSentenceSplitter:
 # -- text preparation -------------------------------------------------------------------------------
 
 
-def _normalise(piece: str) -> str:
+def _normalise(passage: str) -> str:
     """Strip lines, join a paragraph's lines with " " and paragraphs with ``_PARAGRAPH_SEP``.
 
-    The result is never longer than ``piece``.
+    The result is never longer than ``passage``.
     """
-    if _ANY_LINE_BREAK.search(piece) is None:
-        return piece.strip()
+    if _ANY_LINE_BREAK.search(passage) is None:
+        return passage.strip()
     paragraphs = []
     lines: list[str] = []
-    for line in piece.splitlines():
+    for line in passage.splitlines():
         line = line.strip()
         if line:
             lines.append(line)
@@ -175,8 +175,8 @@ def _normalise(piece: str) -> str:
     return _PARAGRAPH_SEP.join(paragraphs)
 
 
-def _iter_raw_pieces(text: str, limit: int) -> Iterator[str]:
-    """Cut ``text`` into consecutive pieces of at most ``limit`` characters (module docstring)."""
+def _iter_raw_passages(text: str, limit: int) -> Iterator[str]:
+    """Cut ``text`` into consecutive passages of at most ``limit`` characters (module docstring)."""
     n = len(text)
     lo = 0
     while n - lo > limit:
@@ -322,16 +322,16 @@ class SpacySentenceSplitter:
     """spaCy sentence splitter; see the module docstring for the semantics.
 
     ``model=None`` uses ``spacy.blank("en")`` + ``sentencizer``; otherwise ``spacy.load(model)``
-    (an installed package name or a pipeline directory).  ``batch_size`` is the number of pieces
-    per ``nlp.pipe`` batch, ``max_piece_chars`` the longest text given to spaCy at once.
-    ``self.nlp`` is the spaCy pipeline (pieces are also kept within ``nlp.max_length``).
+    (an installed package name or a pipeline directory).  ``batch_size`` is the number of passages
+    per ``nlp.pipe`` batch, ``max_passage_chars`` the longest text given to spaCy at once.
+    ``self.nlp`` is the spaCy pipeline (passages are also kept within ``nlp.max_length``).
     """
 
     def __init__(
         self,
         model: Optional[Union[str, os.PathLike]] = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
-        max_piece_chars: int = DEFAULT_MAX_PIECE_CHARS,
+        max_passage_chars: int = DEFAULT_MAX_PASSAGE_CHARS,
     ) -> None:
         if isinstance(model, os.PathLike):
             model = os.fspath(model)
@@ -341,22 +341,22 @@ class SpacySentenceSplitter:
             )
         self.model = model
         self.batch_size = _check_positive_int("batch_size", batch_size)
-        self.max_piece_chars = _check_positive_int("max_piece_chars", max_piece_chars)
+        self.max_passage_chars = _check_positive_int("max_passage_chars", max_passage_chars)
         self.nlp = _build_nlp(model)
         self._no_boundary_possible = _punctuation_free_test(self.nlp) if model is None else None
 
-    def _pieces(self, texts: Iterable[str]) -> Iterator[tuple[str, tuple[str, bool, Optional[list]]]]:
-        """``(text for spaCy, (piece, is_last_piece_of_its_document, sentences or None))``; each
-        document gives >= 1 piece.  With the built-in sentencizer, a piece with no sentence
+    def _passages(self, texts: Iterable[str]) -> Iterator[tuple[str, tuple[str, bool, Optional[list]]]]:
+        """``(text for spaCy, (passage, is_last_passage_of_its_document, sentences or None))``; each
+        document gives >= 1 passage.  With the built-in sentencizer, a passage with no sentence
         punctuation at all can only split at paragraph breaks: its sentences are known without
         spaCy (its cost is the tokenizer, and such text can be hundreds of MB), and spaCy gets ""."""
-        limit = max(1, min(self.max_piece_chars, self.nlp.max_length))
+        limit = max(1, min(self.max_passage_chars, self.nlp.max_length))
 
-        def item(piece: str, last: bool):
-            if self._no_boundary_possible is not None and self._no_boundary_possible(piece):
-                known = [p for p in (p.strip() for p in piece.split("\n")) if p]
-                return "", (piece, last, known)
-            return piece, (piece, last, None)
+        def item(passage: str, last: bool):
+            if self._no_boundary_possible is not None and self._no_boundary_possible(passage):
+                known = [p for p in (p.strip() for p in passage.split("\n")) if p]
+                return "", (passage, last, known)
+            return passage, (passage, last, None)
 
         for text in texts:
             _check_text(text)
@@ -364,7 +364,7 @@ class SpacySentenceSplitter:
                 yield item(_normalise(text), True)
                 continue
             previous = None
-            for raw in _iter_raw_pieces(text, limit):
+            for raw in _iter_raw_passages(text, limit):
                 if previous is not None:
                     yield item(previous, False)
                 previous = _normalise(raw)
@@ -376,18 +376,18 @@ class SpacySentenceSplitter:
         from spacy.attrs import IDX, SENT_START
 
         sentences: list[str] = []
-        docs = self.nlp.pipe(self._pieces(texts), as_tuples=True, batch_size=self.batch_size)
-        for doc, (piece, last, known) in docs:
+        docs = self.nlp.pipe(self._passages(texts), as_tuples=True, batch_size=self.batch_size)
+        for doc, (passage, last, known) in docs:
             if known is not None:
                 sentences.extend(known)
             elif len(doc):
                 arr = doc.to_array([IDX, SENT_START])
                 # Token i > 0 starts a sentence iff SENT_START == 1, exactly as in Doc.sents.
                 starts = arr[np.flatnonzero(arr[1:, 1] == 1) + 1, 0].tolist()
-                starts.append(len(piece))
+                starts.append(len(passage))
                 begin = 0
                 for end in starts:
-                    s = piece[begin:end].strip()
+                    s = passage[begin:end].strip()
                     begin = end
                     if s:
                         if "\n" in s:  # a paragraph separator inside a sentence: a boundary
@@ -404,12 +404,12 @@ class SpacySentenceSplitter:
 
     # Pickling rebuilds from the constructor arguments; the spaCy object is never pickled.
     def __reduce__(self):
-        return (type(self), (self.model, self.batch_size, self.max_piece_chars))
+        return (type(self), (self.model, self.batch_size, self.max_passage_chars))
 
     def __repr__(self) -> str:
         return (
             f"SpacySentenceSplitter(model={self.model!r}, batch_size={self.batch_size}, "
-            f"max_piece_chars={self.max_piece_chars})"
+            f"max_passage_chars={self.max_passage_chars})"
         )
 
 
@@ -422,7 +422,7 @@ def make_sentence_splitter(
 
     ``single_sentence_per_line`` -> ``LineSentenceSplitter`` (``spacy_model`` is then unused);
     otherwise ``SpacySentenceSplitter(spacy_model, **spacy_options)`` (``batch_size``,
-    ``max_piece_chars``); ``spacy_model=None`` is the built-in rule-based sentencizer.
+    ``max_passage_chars``); ``spacy_model=None`` is the built-in rule-based sentencizer.
     """
     if single_sentence_per_line:
         return LineSentenceSplitter()

@@ -35,11 +35,11 @@ from typing import List, Optional
 import numpy as np
 
 from .mixing import CorpusOrder
+from .run_files import shard_being_shuffled
 
 # Records gathered and written at a time: large enough that numpy and the writes pay, small
 # enough to keep a few MB in memory.
 BATCH_RECORDS = 4096
-SHUFFLING_SUFFIX = ".shuffling"  # a shard being written in its new order (next to its final name)
 _SHARD_KEY, _RUN_KEY = 1, 2  # what the order is keyed on: one shard, or a whole run's files
 
 
@@ -71,7 +71,9 @@ def shuffle_groups(config, split_code: int, split: str, sources: List[str], targ
 
 
 def record_offsets(data) -> np.ndarray:
-    """Where the TFRecord frames of ``data`` (bytes-like) begin, and its end: ``n + 1`` int64."""
+    """Where the TFRecord frames of ``data`` (bytes-like) begin, and its end: ``n + 1`` int64.
+    (The shuffle needs only where records begin: an output format of another framing gives its
+    own.)"""
     offsets = array("q")
     position, size = 0, len(data)
     while position < size:
@@ -109,10 +111,10 @@ class _Source:
 
 
 class _Target:
-    """A shuffled shard being written (through ``SHUFFLING_SUFFIX``), compressed as one stream."""
+    """A shuffled shard being written (``run_files.shard_being_shuffled``), compressed as one stream."""
 
     def __init__(self, path: str, compression: Optional[str]):
-        self.path, self.temporary = path, path + SHUFFLING_SUFFIX
+        self.path, self.temporary = path, shard_being_shuffled(path)
         self.handle = open(self.temporary, "wb")
         wbits = {"gzip": 31, "zlib": 15}.get(compression)
         # gzip: zlib's header has no name and mtime 0, so the bytes are the same every run.
@@ -170,12 +172,3 @@ def shuffle_group(group: ShuffleGroup) -> List[str]:
     for target in targets:
         os.replace(target.temporary, target.path)
     return group.keys
-
-
-def remove_shuffle_temporaries(paths: List[str]) -> None:
-    """Shards half written in their new order (an interrupted final pass): ``--resume`` redoes them."""
-    for path in paths:
-        try:
-            os.remove(path + SHUFFLING_SUFFIX)
-        except FileNotFoundError:
-            pass

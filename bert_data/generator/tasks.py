@@ -11,9 +11,11 @@ hold them; the pool random next sentences come from.  Pairs are token ranges: sm
 ``encode_shards``: pairs -> masked instances -> encoded, framed examples, for one unit and some
 of the output shards, into a piece file.
 
-All are pure functions of the configuration and their input: every random stream comes from
-(seed, unit, split, purpose[, shard]), so the bytes written do not depend on which worker runs a
-task, when, or how many workers there are.  A piece file holds each of its shards' records
+Each task receives the run's ``settings.RunSettings`` (the configuration resolved once, in
+planning; not imported here, so that the settings may use the run's places) and re-derives
+nothing from it.  All are pure functions of the settings and their input: every random stream
+comes from (seed, unit, split, purpose[, shard]), so the bytes written do not depend on which
+worker runs a task, when, or how many workers there are.  A piece file holds each of its shards' records
 contiguously; the orchestrator appends pieces to the shards in unit order (and then, unless
 the listed order is kept, shuffles each shard: ``shard_shuffle``).  Nothing here imports
 TensorFlow.
@@ -31,19 +33,20 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import documents as docs_mod
 from .. import storage
 from ..config import GeneratorConfig
-from .documents import TRAIN, VAL, Document, Skip, Slice
-from ..format.example_codec import encode_examples
-from .assembly import Segment, SegmentCompressor
+from .inputs.reading import read_documents
+from .inputs.types import NO_SENTENCE, TRAIN, VAL, Document, Skip, Slice
+from ..format.tfrecord.example_codec import encode_examples
+from .pieces import Segment, SegmentCompressor
 from .shard_shuffle import shuffles_shards
 from ..format.layout import canonical_name
-from .locations import with_local_files
 from .instances import PairArrays, TokenPool, create_pairs, create_windows, gather_instances
 from ..masking import MaskingSpec, mask_tokens
 from ..format.tfrecord import frame_records
-from ..tokenizers import TokenizerSource, make_tokenizer
+from ..tokenizers import make_tokenizer
+from .run_files import piece_path, pool_path, slice_paths
+from .settings import RunSettings
 # Where tasks hand each other data (a local directory or a URL); re-exported for callers here.
 from .scratch import PieceWriter, load_array, load_json, private_temporary, save_array, save_json, slice_rows  # noqa: F401
 
@@ -68,39 +71,34 @@ class _WorkerContext:
 
     _cached: Dict[tuple, "_WorkerContext"] = {}
 
-    def __init__(self, config: GeneratorConfig):
+    def __init__(self, settings: RunSettings):
         from .sentences import make_sentence_splitter
-        from ..tokenization import force_single_thread
+        from ..tokenizers.wordpiece import force_single_thread
 
+        config = settings.config
         # One worker process, one tokenizer thread: parallelism comes from processes.
         force_single_thread()
-        self.tokenizer = make_tokenizer(TokenizerSource.from_config(config))
+        self.tokenizer = make_tokenizer(settings.local_tokenizer())
         self.vocab = self.tokenizer.vocab
         self.splitter = make_sentence_splitter(config.single_sentence_per_line, config.spacy_model)
         self.token_dtype = np.uint16 if self.vocab.size <= np.iinfo(np.uint16).max + 1 else np.int32
         self.document_separator_id = self.vocab.token_to_id.get(config.document_separator_token)
 
     @classmethod
-    def get(cls, config: GeneratorConfig) -> "_WorkerContext":
+    def get(cls, settings: RunSettings) -> "_WorkerContext":
         # Per thread too: a Dask worker may run several tasks at once in threads.
-        key = (threading.get_ident(), TokenizerSource.from_config(config), config.single_sentence_per_line,
-               config.spacy_model)
+        config = settings.config
+        key = (threading.get_ident(), settings.tokenizer, config.single_sentence_per_line, config.spacy_model)
         if key not in cls._cached:
-            cls._cached[key] = cls(config)
+            cls._cached[key] = cls(settings)
         return cls._cached[key]
 
 
 # ---------------------------------------------------------------------------- tokenize_slice
 
-# Columns of a slice's document table (``slice-N.docs.npy``): one row per document read in the
+# Columns of a slice's document table (``run_files.slice_paths``): one row per document read in the
 # slice (a document read in parts has a row in each of its slices).
 DOC_POSITION, TOKEN_START, TOKEN_END, SENTENCE_START, SENTENCE_END, DOC_REPLACED = range(6)
-
-
-def slice_paths(work_dir: str, index: int) -> Dict[str, str]:
-    base = storage.join(work_dir, f"slice-{index:07d}")
-    return {"tokens": base + ".tokens.npy", "docs": base + ".docs.npy", "sentences": base + ".sentences.npy",
-            "summary": base + ".json"}
 
 
 @dataclass
@@ -131,10 +129,11 @@ class SliceSummary:
         return None if data is None else cls.from_json(data)
 
 
-def tokenize_slice(piece: Slice, config: GeneratorConfig, work_dir: str) -> SliceSummary:
+def tokenize_slice(slice_: Slice, settings: RunSettings, work_dir: str) -> SliceSummary:
     """Documents -> sentences -> token ids, for one slice; writes its tokens, sentence lengths and
     document table to the work directory."""
-    context = _WorkerContext.get(with_local_files(config))
+    config = settings.config
+    context = _WorkerContext.get(settings)
     skips: List[Skip] = []
     # Documents as read (the splitter may read ahead of the sentences it yields) ...
     seen: List[Document] = []
@@ -149,8 +148,8 @@ def tokenize_slice(piece: Slice, config: GeneratorConfig, work_dir: str) -> Slic
     position = {"tokens": 0}
 
     def texts():
-        for document in docs_mod.read_documents(piece.sources, config.separator_line,
-                                                config.multiple_docs_in_single_file, skips):
+        for document in read_documents(slice_.sources, config.separator_line,
+                                       config.multiple_docs_in_single_file, skips):
             counts["bytes"] += len(document.text)
             seen.append(document)
             yield document.text
@@ -182,7 +181,7 @@ def tokenize_slice(piece: Slice, config: GeneratorConfig, work_dir: str) -> Slic
             # document left with no sentence is skipped, as the reference does.
             kept = doc_lengths[doc_lengths > 0]
             if not len(kept):
-                skips.append(Skip(docs_mod.NO_SENTENCE, document.label, document.corpus_doc, document.in_parts))
+                skips.append(Skip(NO_SENTENCE, document.label, document.corpus_doc, document.in_parts))
             else:
                 begin = int(ends[first - 1]) if first else 0
                 token_parts.append(tokens[begin : int(ends[first + len(sentences) - 1])])
@@ -206,15 +205,15 @@ def tokenize_slice(piece: Slice, config: GeneratorConfig, work_dir: str) -> Slic
                 n_pending = chars_pending = 0
         flush()
     except Exception as error:  # name the document: the first thing a user needs to know
-        where = seen[-1].label if seen else (piece.sources[0].label if piece.sources else "?")
+        where = seen[-1].label if seen else (slice_.sources[0].label if slice_.sources else "?")
         raise UnitError(f"{where}: {type(error).__name__}: {error}") from error
 
-    paths = slice_paths(work_dir, piece.index)
+    paths = slice_paths(work_dir, slice_.index)
     tokens = np.concatenate(token_parts) if token_parts else np.zeros(0, dtype=context.token_dtype)
     save_array(tokens, paths["tokens"])
     save_array(np.asarray(sentence_lengths, dtype=np.int32), paths["sentences"])
     save_array(np.asarray(rows, dtype=np.int64).reshape(-1, 6), paths["docs"])
-    summary = SliceSummary(piece.index, len(tokens), counts["bytes"], skips, kept_in_parts)
+    summary = SliceSummary(slice_.index, len(tokens), counts["bytes"], skips, kept_in_parts)
     save_json(summary.to_json(), paths["summary"])
     return summary
 
@@ -244,8 +243,8 @@ class SliceTable:
 
     @classmethod
     def of(cls, slices: Sequence[Slice]) -> "SliceTable":
-        return cls(np.asarray([piece.first_doc for piece in slices], dtype=np.int64),
-                   np.asarray([piece.starts_with_a_part for piece in slices], dtype=bool))
+        return cls(np.asarray([slice_.first_doc for slice_ in slices], dtype=np.int64),
+                   np.asarray([slice_.starts_with_a_part for slice_ in slices], dtype=bool))
 
     def slices_of(self, positions: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """For each document position: the first and the last slice that hold some of it."""
@@ -346,16 +345,13 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
     return TokenPool(load_array(path), bounds), replaced
 
 
-def pool_path(work_dir: str, unit_index: int) -> str:
-    return storage.join(work_dir, f"unit-{unit_index + 1:07d}.pool.npy")  # units numbered from 1, as messages do
-
-
-def pair_unit(unit: UnitWork, table: SliceTable, config: GeneratorConfig, work_dir: str) -> UnitPairs:
+def pair_unit(unit: UnitWork, table: SliceTable, settings: RunSettings, work_dir: str) -> UnitPairs:
     """Token ids -> shuffled pairs (or MLM-only windows) for one unit: its documents are the pool
     random next sentences come from."""
+    config = settings.config
     result = UnitPairs(unit.index, unit.split)
     cross_document = config.mlm_only and config.allow_cross_document_examples
-    separator = _WorkerContext.get(with_local_files(config)).document_separator_id if cross_document else None
+    separator = _WorkerContext.get(settings).document_separator_id if cross_document else None
     path = pool_path(work_dir, unit.index)
     pool, result.n_replaced = unit_pool(unit, table, work_dir, path, separator)
     result.n_docs = len(pool)
@@ -414,13 +410,12 @@ def make_encode_tasks(unit_index: int, split: str, data: SplitPairs, n_shards: i
     return tasks
 
 
-def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> List[Segment]:
+def encode_shards(task: EncodeTask, settings: RunSettings, work_dir: str) -> List[Segment]:
     """Mask, encode and frame one split's records for some output shards, into one piece file."""
-    context = _WorkerContext.get(with_local_files(config))
-    vocab = context.vocab
-    specs = config.feature_specs()
-    masking = None if config.disable_masking else MaskingSpec.from_config(config, vocab)
-    path = storage.join(work_dir, f"unit-{task.unit_index + 1:07d}-{task.split}-{task.shards[0]:05d}.piece")
+    config = settings.config
+    vocab = _WorkerContext.get(settings).vocab
+    specs, masking = settings.features, settings.masking
+    path = piece_path(work_dir, task.unit_index, task.split, task.shards[0])
     tokens = load_array(task.tokens_path)
     segments = []
     first_row = 0
@@ -442,7 +437,7 @@ def encode_shards(task: EncodeTask, config: GeneratorConfig, work_dir: str) -> L
     return segments
 
 
-def record_bytes(pairs: SplitPairs, config: GeneratorConfig, vocab, segment_rows: int, sample: int = 2048) -> float:
+def record_bytes(pairs: SplitPairs, settings: RunSettings, segment_rows: int, sample: int = 2048) -> float:
     """Bytes a record takes in the shards (framed, and compressed as the run compresses), from
     the first ``sample`` pairs encoded exactly as ``encode_shards`` does (the masks of a
     throwaway stream: they change a record's size by a byte or two at most).  Compressed, each
@@ -453,9 +448,9 @@ def record_bytes(pairs: SplitPairs, config: GeneratorConfig, vocab, segment_rows
     n = rows.stop
     if not n:
         return 0.0
-    masking = None if config.disable_masking else MaskingSpec.from_config(config, vocab)
-    records = encode_records(load_array(pairs.tokens_path), pairs.pairs.take(rows), config, vocab, masking,
-                             np.random.default_rng(0), config.feature_specs())
+    config = settings.config
+    records = encode_records(load_array(pairs.tokens_path), pairs.pairs.take(rows), config, settings.vocab,
+                             settings.masking, np.random.default_rng(0), settings.features)
     size, step = 0, max(1, segment_rows)
     for start in range(0, n, step):
         compressor = SegmentCompressor(config.compression)

@@ -12,6 +12,10 @@ from __future__ import annotations
 from typing import Dict, Optional, Sequence
 
 from ..format.layout import canonical_name
+from ..config import default_of
+
+# The generator's default, for data whose manifest does not say.
+SEPARATOR = default_of("document_separator_token")
 
 __all__ = ["DynamicMasking", "dynamic_masking", "masker_for"]
 
@@ -155,9 +159,9 @@ def dynamic_masking(vocab_file: Optional[str] = None, masked_lm_prob: Optional[f
     if manifest is not None:
         spec = MaskingSpec.from_manifest(manifest, vocab, document_separator_token=document_separator_token,
                                          **options)
-        separator = document_separator_token or manifest.option("document_separator_token", "[SEP]")
+        separator = document_separator_token or manifest.option("document_separator_token", SEPARATOR)
     else:
-        separator = document_separator_token or "[SEP]"
+        separator = document_separator_token or SEPARATOR
         spec = MaskingSpec.for_vocab(vocab, separator, **{k: v for k, v in options.items() if v is not None})
     return DynamicMasking(vocab, seed=seed, document_separator_token=separator, spec=spec)
 

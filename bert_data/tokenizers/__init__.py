@@ -3,7 +3,7 @@
 Three kinds, named by the option that chooses them:
 
 * ``--vocab_file vocab.txt``: BERT's WordPiece, exactly as Google's ``FullTokenizer``
-  (:class:`bert_data.tokenization.WordPieceTokenizer`);
+  (:class:`bert_data.tokenizers.wordpiece.WordPieceTokenizer`);
 * ``--tokenizer_file tokenizer.json``: any Hugging Face ``tokenizers`` tokenizer (WordPiece, BPE,
   Unigram...), run as the file says (:mod:`.huggingface`);
 * ``--spm_model_file m.model`` (``--vocab_file`` optional): SentencePiece as ALBERT's
@@ -13,7 +13,7 @@ Three kinds, named by the option that chooses them:
 A :class:`TokenizerSource` says which one, with which files and special tokens; it comes from a
 configuration (:meth:`TokenizerSource.from_config`) or from a dataset's manifest
 (:meth:`TokenizerSource.from_manifest`, for the loaders and tools), so that the same vocabulary
-is rebuilt at load time.  :func:`load_vocabulary` gives its :class:`~bert_data.tokenization.Vocab`
+is rebuilt at load time.  :func:`load_vocabulary` gives its :class:`~bert_data.tokenizers.vocab.Vocab`
 (ids, special tokens, word boundaries for whole-word masking, ordinary tokens for random
 replacement); :func:`make_tokenizer` the tokenizer itself.  Every tokenizer has ``vocab``,
 ``encode_ids(texts)`` (batched, no special tokens added), ``encode_one(text)`` and
@@ -28,7 +28,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from ..tokenization import SPECIAL_TOKENS, VocabError
+from .vocab import SPECIAL_TOKENS, VocabError
 
 __all__ = ["WORDPIECE", "HUGGINGFACE", "SENTENCEPIECE", "SPECIAL_ROLES", "TokenizerSource", "load_vocabulary",
            "make_tokenizer", "detect_kind"]
@@ -136,10 +136,10 @@ def detect_kind(path: str) -> str:
 
 
 def load_vocabulary(source: TokenizerSource):
-    """The :class:`~bert_data.tokenization.Vocab` of ``source`` (without building the tokenizer
+    """The :class:`~bert_data.tokenizers.vocab.Vocab` of ``source`` (without building the tokenizer
     where that costs more).  Raises ``VocabError`` naming the file and the problem."""
     if source.kind == WORDPIECE:
-        from ..tokenization import load_vocab, vocab_from_tokens
+        from .vocab import load_vocab, vocab_from_tokens
 
         vocab = load_vocab(source.path)
         specials = _with_defaults(source.special_tokens)
@@ -159,7 +159,7 @@ def load_vocabulary(source: TokenizerSource):
 def make_tokenizer(source: TokenizerSource):
     """The tokenizer ``source`` names (see the module docstring for the interface)."""
     if source.kind == WORDPIECE:
-        from ..tokenization import WordPieceTokenizer
+        from .wordpiece import WordPieceTokenizer
 
         return WordPieceTokenizer(load_vocabulary(source), source.do_lower_case)
     _check_readable(source)

@@ -14,14 +14,14 @@ one-line ``VocabError`` before any work.
 Word boundaries (whole-word and n-gram masking), from the file: a WordPiece model, or a BPE
 model with a ``continuing_subword_prefix``, marks continuations with that prefix (``##``); a
 ``Metaspace`` pre-tokenizer (SentencePiece-style, "▁") or a byte-level one ("Ġ") marks word
-starts, read with ALBERT's rule (:func:`bert_data.tokenization.is_start_piece`); a WordLevel
+starts, read with ALBERT's rule (:func:`bert_data.tokenizers.vocab.is_start_piece`); a WordLevel
 model's pieces are words.  Any other tokenizer (e.g. BPE on white-space words without a
 prefix or suffix mark) gives no boundaries, and whole-word/n-gram masking is refused for it.
 
 With a BERT-uncased ``tokenizer.json`` (``BertWordPieceTokenizer(vocab, lowercase=True)``) the
 records are byte-identical to ``--vocab_file vocab.txt --do_lower_case`` except where Hugging
 Face's tokenizer itself differs from Google's: its ``max_input_chars_per_word`` is 100, not 200
-(longer words are one [UNK]), and the rare characters :mod:`bert_data.tokenization` lists
+(longer words are one [UNK]), and the rare characters :mod:`bert_data.tokenizers.wordpiece` lists
 (``WordPieceTokenizer`` falls back to Google's algorithm on them; a ``tokenizer.json`` is run as
 it is, as ``transformers`` runs it at fine-tuning time).
 """
@@ -33,7 +33,7 @@ import json
 from typing import List, Optional, Sequence
 
 from .base import SourceTokenizer
-from ..tokenization import SPECIAL_TOKENS, VocabError, vocab_from_tokens
+from .vocab import SPECIAL_TOKENS, VocabError, vocab_from_tokens
 
 __all__ = ["HuggingFaceTokenizer", "load_hf_vocabulary", "word_boundary_of"]
 

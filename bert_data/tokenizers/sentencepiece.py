@@ -21,7 +21,7 @@ ALBERT does per line.
 Special tokens: ``--cls_token`` ... when given, else ``[CLS]``, ``[SEP]``, ``[MASK]`` (ALBERT's
 model has them as control symbols) and the model's own padding and unknown pieces.  Whole-word
 and n-gram masking use ALBERT's word-start rule (``_is_start_piece_sp``:
-:func:`bert_data.tokenization.is_start_piece`).  Ordinary tokens (random replacements) are all
+:func:`bert_data.tokenizers.vocab.is_start_piece`).  Ordinary tokens (random replacements) are all
 pieces but the special ones and the model's control, unknown, unused and byte pieces.
 
 The ``sentencepiece`` package is imported only here, only when a SentencePiece model is used.
@@ -36,7 +36,7 @@ from typing import List, Sequence
 import numpy as np
 
 from .base import SourceTokenizer
-from ..tokenization import VocabError, vocab_from_tokens
+from .vocab import VocabError, vocab_from_tokens
 
 __all__ = ["SentencePieceTokenizer", "load_spm_vocabulary", "preprocess_text"]
 

@@ -32,6 +32,10 @@ from ..load.stages import decoded_chunks
 from ._common import guess_cls_sep
 from .mixing_stats import DEFAULT_WINDOWS, MixingStats, ShardMixing, format_mixing, records_holding, token_ids_of, \
     window_gaps
+from ..config import default_of
+
+# The generator's default, for data whose manifest does not say.
+SEPARATOR = default_of("document_separator_token")
 
 __all__ = ["DatasetStats", "compute_stats", "format_stats", "plot_stats", "check_plotting"]
 
@@ -245,7 +249,8 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
         st.token_counts = np.zeros(0, np.int64)
         source = info.tokenizer_source(vocab_file)
         vocab = load_vocabulary(source) if source else None
-        separator_token = group.manifest.option("document_separator_token", "[SEP]") if group.manifest else "[SEP]"
+        separator_token = (group.manifest.option("document_separator_token", SEPARATOR) if group.manifest
+                           else SEPARATOR)
         if vocab is not None:
             st.unk_id, st.mask_id, st.tokens = vocab.unk_id, vocab.mask_id, vocab.tokens
             st.token_counts = np.zeros(vocab.size, np.int64)

@@ -55,6 +55,10 @@ from ..format.layout import FeatureSpec, feature_specs
 from ..format.manifest import MANIFEST_NAME
 from ._common import guess_cls_sep
 from .record_checks import VocabIds, check_batch
+from ..config import default_of
+
+# The generator's default, for data whose manifest does not say.
+SEPARATOR = default_of("document_separator_token")
 
 __all__ = ["Problem", "VerifyReport", "verify", "check_batch", "VocabIds", "count_unk", "DEFAULT_MAX_UNK_RATE"]
 
@@ -249,7 +253,7 @@ def _vocab_for(group: ShardGroup, vocab_file: Optional[str], report: VerifyRepor
     """The Vocab for a group (or None), with warnings/notes about where it came from: the
     tokenizer the manifest records (vocab.txt, tokenizer.json or SentencePiece model), or
     ``vocab_file`` (any of those)."""
-    from ..tokenization import VocabError
+    from ..tokenizers.vocab import VocabError
     from ..tokenizers import TokenizerSource, load_vocabulary
 
     manifest = group.manifest
@@ -378,7 +382,7 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
                 continue
         vocab = _vocab_for(group, vocab_file, report, vocab_cache)
         flags = layout_flags(specs)
-        separator_token = manifest.option("document_separator_token", "[SEP]") if manifest else "[SEP]"
+        separator_token = manifest.option("document_separator_token", SEPARATOR) if manifest else SEPARATOR
         holder = {"ids": None, "size": manifest.vocab_size if manifest else None, "notes": report.notes,
                   "separator_token": separator_token, "unk_id": vocab.unk_id if vocab is not None else None,
                   "n_unk": 0, "n_text": 0}

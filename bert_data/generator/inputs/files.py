@@ -19,17 +19,10 @@ import re
 import threading
 import zlib
 from collections import OrderedDict
-from typing import TYPE_CHECKING, BinaryIO, Sequence, Tuple
+from typing import BinaryIO, Sequence, Tuple
 
-from .. import storage
-
-if TYPE_CHECKING:
-    from .documents import MetadataEntry, Source
-
-
-class InputError(ValueError):
-    """Bad input found while planning; the message is one line naming the file."""
-
+from ... import storage
+from .types import InputError, MetadataEntry, Source, one_line
 
 # Chosen by the document file's extension (never for metadata files).
 CODECS = {".gz": "gz", ".bz2": "bz2", ".xz": "xz", ".zst": "zst", ".zstd": "zst"}
@@ -107,11 +100,7 @@ def codec_errors() -> tuple:
     return tuple(errors)
 
 
-def one_line(error: BaseException) -> str:
-    return " ".join(str(error).split()) or type(error).__name__
-
-
-def check_codecs(entries: Sequence["MetadataEntry"]) -> None:
+def check_codecs(entries: Sequence[MetadataEntry]) -> None:
     """Fail at once, naming the file, when a .zst file is listed and zstandard is missing."""
     if _zstandard() is not None:
         return
@@ -212,7 +201,7 @@ def read_range(source: Source) -> bytes:
 
 
 class RangeBuffer:
-    """What ``documents.document_parts`` asks of a memory map, over a URL: reads of the byte
+    """What ``text_files.document_parts`` asks of a memory map, over a URL: reads of the byte
     ranges it looks at (a part's last quarter), never the whole file."""
 
     SEARCH_CHUNK = 1 << 20

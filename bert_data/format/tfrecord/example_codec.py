@@ -14,7 +14,7 @@ Messages involved::
 Decoding reads the canonical bytes (what protobuf, TensorFlow and :func:`encode_examples` write:
 one packed list per feature) with a scanner of its own, the per-record cost of every reader and
 of ``bert-data verify``; any other record (non-packed lists, unknown fields, bytes lists,
-malformed data) is parsed by protobuf (:mod:`bert_data.format.example_proto`, optional).
+malformed data) is parsed by protobuf (:mod:`bert_data.format.tfrecord.example_proto`, optional).
 :func:`decode_example` returns whatever features a record has; :func:`decode_examples` decodes
 a batch into a fixed layout (:mod:`bert_data.format.layout`).
 """
@@ -30,7 +30,7 @@ from .example_proto import FLOAT_LIST as _FLOAT_LIST
 from .example_proto import INT64_LIST as _INT64_LIST
 from .example_proto import KIND_NAMES as _KIND_NAMES
 from .example_proto import parse_example
-from .layout import FLOAT32, INT64, FeatureSpec
+from ..layout import FLOAT32, INT64, FeatureSpec
 
 __all__ = ["encode_examples", "decode_example", "decode_examples"]
 
@@ -284,7 +284,7 @@ def _fast_scan(data: bytes) -> Optional[dict]:
 
     Returns ``{name: (kind, start, stop)}`` with one packed span per feature, or ``None`` for
     anything else (other layouts, bytes lists, long varints, names not yet seen, malformed data),
-    which protobuf then reads (:func:`bert_data.format.example_proto.parse_example`).
+    which protobuf then reads (:func:`bert_data.format.tfrecord.example_proto.parse_example`).
     """
     # Deliberately repetitive: each length varint (at most two bytes here) is decoded inline, not by a
     # helper, because this loop is the per-record cost of every reader and of verify.

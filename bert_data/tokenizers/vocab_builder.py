@@ -6,12 +6,12 @@ kind), each ready for ``create_tfrecords`` (``--vocab_file``, ``--tokenizer_file
 WordPiece ``vocab.txt``:
 
 Uses Hugging Face ``tokenizers``' ``WordPieceTrainer`` behind the same normalizer and
-pre-tokenizer as ``bert_data.tokenization.WordPieceTokenizer`` (BERT's, from
-``tokenization.bert_hf_tokenizer``), so the resulting vocabulary fits that tokenizer. The
+pre-tokenizer as ``bert_data.tokenizers.wordpiece.WordPieceTokenizer`` (BERT's, from
+``wordpiece.bert_hf_tokenizer``), so the resulting vocabulary fits that tokenizer. The
 special tokens come first, in the order [PAD] [UNK] [CLS] [SEP] [MASK] (ids 0-4).
 
 The command ``bert-data build-vocab`` (``bert_data.cli.build_vocab``) reads the documents
-through ``generator.documents``, as ``create_tfrecords`` does, and calls this module.
+through ``generator.inputs``, as ``create_tfrecords`` does, and calls this module.
 
 For real pretraining, use the vocabulary of the model you start from (e.g. BERT-Base
 uncased); a vocabulary trained here only suits models trained from scratch.
@@ -24,7 +24,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from ..tokenization import SPECIAL_TOKENS, bert_hf_tokenizer
+from .vocab import SPECIAL_TOKENS
+from .wordpiece import bert_hf_tokenizer
 
 __all__ = ["train_wordpiece_vocab", "write_vocab", "train_hf_tokenizer", "write_tokenizer", "train_sentencepiece"]
 
@@ -136,7 +137,7 @@ def train_hf_tokenizer(texts: Iterable[str], model: str = "bpe", vocab_size: int
     if iter(texts) is texts:
         texts = list(texts)
     if model == "wordpiece":
-        from ..tokenization import GOOGLE_MAX_INPUT_CHARS_PER_WORD
+        from .wordpiece import GOOGLE_MAX_INPUT_CHARS_PER_WORD
 
         tokens = train_wordpiece_vocab(texts, vocab_size, do_lower_case, min_frequency, limit_alphabet)
         tk = bert_hf_tokenizer(WordPiece(vocab={t: i for i, t in enumerate(tokens)}, unk_token="[UNK]",
@@ -229,7 +230,7 @@ SPM_LINE_CHARS = 4000
 
 def _spm_lines(texts: Iterable[str], do_lower_case: bool) -> Iterator[str]:
     """Training lines as the tokenizer will see its text: ALBERT's preprocess_text per line."""
-    from ..tokenizers.sentencepiece import preprocess_text
+    from .sentencepiece import preprocess_text
 
     for text in _only_str(texts):
         for line in text.split("\n"):

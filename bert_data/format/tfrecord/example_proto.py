@@ -1,6 +1,6 @@
 """Records that are not in the canonical layout, parsed by the ``protobuf`` package.
 
-:mod:`bert_data.format.example_codec` reads the canonical bytes (what protobuf, TensorFlow and
+:mod:`bert_data.format.tfrecord.example_codec` reads the canonical bytes (what protobuf, TensorFlow and
 this tool write: one packed list per feature) itself, fast.  Anything else (non-packed lists,
 unknown fields, repeated messages, bytes lists, malformed data) is handed to protobuf here, with
 the ``tf.train.Example`` messages declared in code (a ``FileDescriptorProto``), so that neither

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import BinaryIO, Iterator, List, Optional, Tuple
 
-from .input_files import READ_CHUNK
+from .files import READ_CHUNK
 
 
 def separator_pattern(separator_line: Optional[str]) -> "re.Pattern[bytes]":

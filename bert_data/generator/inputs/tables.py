@@ -24,8 +24,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterator, List, Optional, Tuple
 
-from .. import storage
-from .input_files import InputError, one_line
+from ... import storage
+from .types import BINARY, EMPTY, NOT_STRING, NULL_TEXT, Document, InputError, Skip, Source, decode_text, one_line
 
 TABLE_FORMATS = {".parquet": "parquet", ".arrow": "arrow", ".feather": "arrow"}
 DEFAULT_TEXT_COLUMN = "text"
@@ -279,14 +279,9 @@ def read_table_rows(path: str, kind: str, column: str, start: int, end: int,
 
 # ---------------------------------------------------------------------------- planning and documents
 
-NULL_TEXT = "text value is null"
-
-
 def plan_table(planner, entry, column: str, split_code) -> None:
     """A table file's rows as documents: ranges of rows inside its blocks, added to the
     planner's slices, and each row's split (rows are named ``path#ROW``, as JSON lines are)."""
-    from .documents import Source
-
     layout = table_layout(entry.path, column)
     stamp = storage.stamp(entry.path)
     first = planner.next_doc
@@ -301,8 +296,6 @@ def plan_table(planner, entry, column: str, split_code) -> None:
 def table_documents(source, skips: list):
     """The documents of a source's rows; a row without text is a skip with its reason (null, not
     a string, binary, empty), checked as a text file's or a JSON line's text is."""
-    from .documents import BINARY, EMPTY, NOT_STRING, Document, Skip, decode_text
-
     for row, value in read_table_rows(source.path, source.table, source.jsonl_key, source.start, source.end,
                                       source.stamp):
         label, position = f"{source.label}#{row}", source.corpus_doc + row - source.start

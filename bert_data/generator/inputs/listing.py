@@ -17,9 +17,8 @@ import os
 import re
 from typing import List, Sequence, Tuple
 
-from .. import storage
-from .documents import MetadataEntry, check_documents_exist, read_metadata
-from .input_files import InputError
+from ... import storage
+from .types import InputError, MetadataEntry, one_line
 
 INPUT_FILES = "--input_files"  # stands for the metadata file in messages about --input_files entries
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -83,6 +82,66 @@ def _url_entries(pattern: str, prefix: str, before: int) -> List[MetadataEntry]:
     base = prefix.rstrip("/") + "/" if storage.is_url(prefix) else ""
     return [MetadataEntry(INPUT_FILES, before + number + 1, url[len(base):] if base and url.startswith(base) else url,
                           url) for number, url in enumerate(matched)]
+
+
+def read_metadata(metadata_files: Sequence[str], prefix: str) -> List[MetadataEntry]:
+    """Document paths from metadata files: one per line, blank lines and surrounding spaces ignored."""
+    entries: List[MetadataEntry] = []
+    for metadata_file in metadata_files:
+        try:
+            raw = storage.read_bytes(metadata_file)
+        except OSError as error:
+            raise InputError(f"{metadata_file}: cannot read metadata file: {error.strerror or one_line(error)}") from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            line = raw[: error.start].count(b"\n") + 1
+            raise InputError(f"{metadata_file}:{line}: metadata file is not UTF-8 text") from None
+        before = len(entries)
+        for line_number, line in enumerate(text.splitlines(), start=1):
+            label = line.strip()
+            if label:
+                # Absolute (or a URL): workers (local or on a cluster) may run in another directory.
+                entries.append(MetadataEntry(metadata_file, line_number, label, storage.resolve(prefix, label)))
+        if len(entries) == before:
+            raise InputError(f"{metadata_file}: metadata file lists no documents")
+    return entries
+
+
+def check_documents_exist(entries: Sequence[MetadataEntry], skip_missing: bool = False):
+    """Stat every listed file before any work. Returns (usable entries, [(entry, reason)])."""
+    usable, missing = [], []
+    urls = [entry.path for entry in entries if storage.is_url(entry.path)]
+    try:
+        remote = storage.stat_files(urls) if urls else {}
+    except OSError as error:
+        raise InputError(f"{urls[0]}: cannot reach: {one_line(error)}") from None
+    for entry in entries:
+        reason = None
+        if entry.path in remote:
+            found = remote[entry.path]
+            if found is None:
+                reason = "file not found"
+            elif found["type"] != "file":
+                reason = "not a regular file"
+            else:
+                entry.size = found["size"]
+        elif not os.path.exists(entry.path):
+            reason = "file not found"
+        elif not os.path.isfile(entry.path):
+            reason = "not a regular file"
+        elif not os.access(entry.path, os.R_OK):
+            reason = "file not readable"
+        if reason is None:
+            usable.append(entry)
+        elif skip_missing:
+            missing.append((entry, reason))
+        else:
+            raise InputError(
+                f"{entry.metadata_file}:{entry.line_number}: {reason}: {entry.path}"
+                + (" (use --skip_missing to skip such entries)" if reason != "not a regular file" else "")
+            )
+    return usable, missing
 
 
 def _looks_like_prose(label: str) -> str:

@@ -1,0 +1,95 @@
+"""A dataset's layout on disk, in one place: split names, shard names and suffixes per output
+format, and which files of a directory are a run's output.
+
+The writer (``bert_data.generator``), the readers (``format.dataset``, ``load``) and the tools
+all take these names from here, so they cannot drift apart.  The manifest's own name belongs to
+:mod:`bert_data.format.manifest`.
+
+An output directory holds ``NAME-1<suffix>`` .. ``NAME-N<suffix>`` and the manifest; with a
+validation split, ``train/`` and ``val/``, each laid out like that.  While a run writes a shard
+it is ``<shard name>.tmp`` (renamed when complete, before the manifest, which is written last).
+
+Each output format (*kind*) has its shard suffix, and the suffixes a reader recognises in a
+directory without a manifest (a compressed TFRecord file may carry its codec in its name).
+Only TFRecord is written today; a new format adds a :class:`ShardFormat` to :data:`FORMATS`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Dict, Iterable, Optional, Tuple
+
+from .manifest import Manifest
+
+TRAIN = "train"
+VAL = "val"
+SPLITS = (TRAIN, VAL)
+
+# A shard (or a manifest) being written; renamed to its final name when complete.
+IN_PROGRESS_SUFFIX = ".tmp"
+
+
+@dataclass(frozen=True)
+class ShardFormat:
+    """How shards of one output format are named."""
+
+    kind: str
+    suffix: str  # the writer's: NAME-i<suffix>
+    read_suffixes: Tuple[str, ...]  # names a reader takes for shards of this kind (the writer's first)
+
+
+TFRECORD = "tfrecord"
+FORMATS: Dict[str, ShardFormat] = {
+    TFRECORD: ShardFormat(TFRECORD, ".tfrecords",
+                          (".tfrecords", ".tfrecords.gz", ".tfrecords.gzip", ".tfrecords.zz", ".tfrecords.zlib")),
+}
+DEFAULT_FORMAT = TFRECORD
+
+
+def shard_format(kind: str = DEFAULT_FORMAT) -> ShardFormat:
+    try:
+        return FORMATS[kind]
+    except KeyError:
+        raise ValueError(f"unknown output format {kind!r} (known: {', '.join(sorted(FORMATS))})") from None
+
+
+def shard_suffix(kind: str = DEFAULT_FORMAT) -> str:
+    """``.tfrecords`` for TFRecord shards."""
+    return shard_format(kind).suffix
+
+
+def shard_name(name: str, shard: int, kind: str = DEFAULT_FORMAT) -> str:
+    """The file name of shard ``shard`` (numbered from 0) of a run named ``name``: ``name-1.tfrecords``."""
+    return f"{name}-{shard + 1}{shard_suffix(kind)}"
+
+
+def in_progress(path: str) -> str:
+    """The name a shard (or manifest) has while it is written."""
+    return path + IN_PROGRESS_SUFFIX
+
+
+def split_dirs(output_dir: str, has_validation: bool, join=os.path.join) -> Dict[str, str]:
+    """The directory of each split: the output directory itself, or its ``train/`` and ``val/``.
+    ``join``: how paths are joined (``storage.join`` for a URL)."""
+    if has_validation:
+        return {split: join(output_dir, split) for split in SPLITS}
+    return {TRAIN: output_dir}
+
+
+def shard_suffixes(kinds: Optional[Iterable[str]] = None) -> Tuple[str, ...]:
+    """Every suffix a reader takes for a shard (of the given kinds; default: every kind)."""
+    return tuple(suffix for kind in (kinds or FORMATS) for suffix in FORMATS[kind].read_suffixes)
+
+
+def is_shard_name(name: str, kinds: Optional[Iterable[str]] = None) -> bool:
+    """A file name readers take for a shard in a directory without manifest."""
+    return name.endswith(shard_suffixes(kinds))
+
+
+def is_run_output_name(name: str) -> bool:
+    """A file name a run of this tool writes into its output directory: a shard of any format,
+    finished or in progress, or a manifest (or one in progress)."""
+    if name.endswith(IN_PROGRESS_SUFFIX):
+        name = name[: -len(IN_PROGRESS_SUFFIX)]
+    return Manifest.is_manifest_file(name) or name.endswith(tuple(f.suffix for f in FORMATS.values()))

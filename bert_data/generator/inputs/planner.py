@@ -1,0 +1,207 @@
+"""The planner: metadata entries -> the corpus plan, its documents numbered in listed order and
+cut into slices.
+
+A slice records only byte (or row) ranges of input files, so planning a corpus of any size needs
+memory proportional to the number of slices (and one byte a document, for its split), and a
+worker reads just its own bytes.  What each kind of file holds is found as follows:
+
+* plain text, one document a file: from its size (a large file is cut into parts, see
+  ``text_files.document_parts``);
+* many documents a file (``--multiple_docs_in_single_file``) or JSON Lines: from a scan of its
+  separators (line breaks, for JSON Lines), over a memory map, or over a stream for a URL;
+* a compressed file (``.gz``, ``.bz2``, ``.xz``, ``.zst``): by decompressing it once, in chunks
+  (never the whole file in memory); its ranges are offsets in the decompressed stream;
+* a table (``.parquet``, ``.arrow``, ``.feather``): from its blocks' row counts (``tables``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import mmap
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ... import storage
+from .files import CODEC_NAMES, check_codecs, codec_errors, compression_of, open_decompressed
+from .spans import document_pattern, document_spans, stream_document_spans
+from .tables import DEFAULT_TEXT_COLUMN, plan_table, table_format_of
+from .text_files import document_parts
+from .types import VAL_CODE, CorpusPlan, InputError, MetadataEntry, Slice, Source, one_line
+
+# A compressed document's size is not known before it is decompressed; slices are grouped by
+# this guess of the decompressed size (it shapes only how work is cut, never the output).
+COMPRESSION_RATIO_GUESS = 4
+
+SplitCode = Callable[[str, int], int]  # (document label, corpus position) -> TRAIN_CODE or VAL_CODE
+
+
+def plan_corpus(
+    entries: Sequence[MetadataEntry],
+    split_of: SplitCode,
+    val_entries: Sequence[MetadataEntry] = (),
+    multiple_docs_in_single_file: bool = False,
+    separator_line: Optional[str] = None,
+    slice_docs: int = 64,
+    slice_bytes: int = 1 << 21,
+    part_bytes: int = 1 << 22,
+    jsonl_text_key: Optional[str] = None,
+) -> CorpusPlan:
+    """Number the documents of ``entries`` and then ``val_entries``, in listed order, and cut
+    them into slices.  ``split_of(label, position)`` gives the split code of a document of
+    ``entries``; every document of ``val_entries`` is validation.
+
+    With ``jsonl_text_key`` every file is JSON Lines (one document a non-blank line).  A
+    Parquet or Arrow file (by extension) is a table, one document a row, its text in the column
+    ``jsonl_text_key`` (default ``text``): one option names the text in both formats."""
+    check_codecs(list(entries) + list(val_entries))
+    planner = CorpusPlanner(slice_docs, slice_bytes, part_bytes, multiple_docs_in_single_file, separator_line,
+                            jsonl_text_key)
+    for entry in entries:
+        planner.plan_file(entry, split_of)
+    for entry in val_entries:
+        planner.plan_file(entry, lambda label, position: VAL_CODE)
+    return planner.plan()
+
+
+def group_spans(spans: Iterable[Tuple[int, int]], max_docs: int,
+                max_bytes: int) -> Iterator[Tuple[int, int, int, int]]:
+    """(number of the first document, documents, start, end) of runs of consecutive documents,
+    each run ending once it holds ``max_docs`` documents or ``max_bytes``."""
+    start = first = end = number = 0
+    open_run = False
+    for number, (doc_start, doc_end) in enumerate(spans):
+        if not open_run:
+            start, first, open_run = doc_start, number, True
+        end = doc_end
+        if number + 1 - first >= max_docs or end - start >= max_bytes:
+            yield first, number + 1 - first, start, end
+            open_run = False
+    if open_run:
+        yield first, number + 1 - first, start, end
+
+
+def size_of(entry: MetadataEntry) -> int:
+    return entry.size if entry.size >= 0 else storage.size(entry.path)
+
+
+class CorpusPlanner:
+    """Cuts the corpus, in listed order, into slices of at most ``slice_docs`` documents or
+    about ``slice_bytes``, and numbers its documents, file by file (``plan_file``)."""
+
+    def __init__(self, slice_docs: int, slice_bytes: int, part_bytes: int = 1 << 22,
+                 multiple_docs_in_single_file: bool = False, separator_line: Optional[str] = None,
+                 jsonl_text_key: Optional[str] = None):
+        self.slice_docs, self.slice_bytes, self.part_bytes = slice_docs, slice_bytes, part_bytes
+        self.jsonl_text_key = jsonl_text_key
+        # Files of many documents: documents between separators, or JSON lines.
+        self.many_docs_a_file = multiple_docs_in_single_file or jsonl_text_key is not None
+        self.pattern = document_pattern(separator_line, jsonl_text_key is not None)
+        self.slices: List[Slice] = []
+        self.splits = bytearray()  # the split code of each document, by corpus position
+        self.docs_per_path: Dict[str, int] = {}
+
+    def plan(self) -> CorpusPlan:
+        return CorpusPlan(self.slices, np.frombuffer(bytes(self.splits), dtype=np.uint8), self.docs_per_path)
+
+    @property
+    def next_doc(self) -> int:
+        """The corpus position of the next file's first document."""
+        return len(self.splits)
+
+    def new_documents(self, path: str, split_codes: Iterable[int]) -> None:
+        """Number a file's documents (once its sources are added), with their split codes."""
+        before = len(self.splits)
+        self.splits.extend(split_codes)
+        self.docs_per_path[path] = self.docs_per_path.get(path, 0) + len(self.splits) - before
+
+    def add(self, source: Source, n_docs: int, n_bytes: int) -> None:
+        """Add a source to the last slice, or to a new one if it would overflow."""
+        current = self.slices[-1] if self.slices else None
+        if (current is None or current.n_docs + n_docs > self.slice_docs
+                or current.n_bytes + n_bytes > self.slice_bytes):
+            current = Slice(len(self.slices), source.corpus_doc)
+            self.slices.append(current)
+        current.sources.append(source)
+        current.n_docs += n_docs
+        current.n_bytes += n_bytes
+
+    # ------------------------------------------------------------------ one file
+
+    def plan_file(self, entry: MetadataEntry, split_code: SplitCode) -> None:
+        if table_format_of(entry.path):
+            try:
+                plan_table(self, entry, self.jsonl_text_key or DEFAULT_TEXT_COLUMN, split_code)
+            except InputError as error:
+                raise InputError(f"{entry.metadata_file}:{entry.line_number}: {error}") from None
+        elif not self.many_docs_a_file:
+            self.plan_one_document(entry, split_code)
+        elif compression_of(entry.path):
+            codec = compression_of(entry.path)
+            try:
+                with open_decompressed(entry.path, codec) as stream:
+                    self.plan_documents(entry, stream_document_spans(stream, self.pattern), codec, split_code)
+            except codec_errors() as error:
+                raise _cannot_read(entry, codec, error) from None
+        elif storage.is_url(entry.path):  # scanned as a stream: the same spans as over a memory map
+            if size_of(entry):
+                with storage.open_read(entry.path) as stream:
+                    self.plan_documents(entry, stream_document_spans(stream, self.pattern), "", split_code)
+        else:
+            size = size_of(entry)
+            if size:
+                with open(entry.path, "rb") as handle, \
+                        mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+                    self.plan_documents(entry, document_spans(buf, 0, size, self.pattern), "", split_code)
+
+    def plan_one_document(self, entry: MetadataEntry, split_code: SplitCode) -> None:
+        """One document a file; a large plain one in parts, each a slice of its own."""
+        position = self.next_doc
+        codec = compression_of(entry.path)
+        if codec:
+            try:  # the first bytes now: a file that is not what its name says fails before any work
+                with open_decompressed(entry.path, codec) as stream:
+                    stream.read(1)
+            except codec_errors() as error:
+                raise _cannot_read(entry, codec, error) from None
+            # One document, whole: a compressed stream cannot be cut into parts.
+            self.add(Source(entry.path, entry.label, 0, -1, codec=codec, corpus_doc=position), 1,
+                     size_of(entry) * COMPRESSION_RATIO_GUESS)
+        else:
+            parts = document_parts(entry.path, size_of(entry), self.part_bytes)
+            for number, (start, end) in enumerate(parts):
+                # Only the first part counts as a document.
+                self.add(Source(entry.path, entry.label, start, end, 0, continues=number > 0, corpus_doc=position,
+                                in_parts=len(parts) > 1), 0 if number else 1, end - start)
+        self.new_documents(entry.path, [split_code(entry.label, position)])
+
+    def plan_documents(self, entry: MetadataEntry, spans: Iterable[Tuple[int, int]], codec: str,
+                       split_code: SplitCode) -> None:
+        """A file of many documents (at ``spans``): ranges of whole documents, each ending when
+        its slice is full."""
+        position = self.next_doc
+        codes = bytearray()  # one byte a document: files may hold millions
+        for first, n_docs, start, end in group_spans(spans, self.slice_docs, self.slice_bytes):
+            self.add(Source(entry.path, entry.label, start, end, first, codec=codec, jsonl_key=self.jsonl_text_key,
+                            corpus_doc=position + first), n_docs, end - start)
+            codes += bytes(split_code(f"{entry.label}#{number}", position + number)
+                           for number in range(first, first + n_docs))
+        if codec and len(codes):  # the file's last range reads on to the end of the stream, then closes it
+            last = self.slices[-1].sources
+            last[-1] = dataclasses.replace(last[-1], end=-1)
+        self.new_documents(entry.path, codes)
+
+
+def _cannot_read(entry: MetadataEntry, codec: str, error: BaseException) -> InputError:
+    return InputError(f"{entry.metadata_file}:{entry.line_number}: cannot read {CODEC_NAMES[codec]} file "
+                      f"{entry.path}: {one_line(error)}")
+
+
+def is_validation_document(label: str, seed: int, val_fraction: float) -> bool:
+    """A stable choice: depends only on the document's label and the seed, so adding documents
+    to a corpus never moves others between train and validation."""
+    if val_fraction <= 0:
+        return False
+    digest = hashlib.blake2b(f"{seed}\x00{label}".encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64 < val_fraction

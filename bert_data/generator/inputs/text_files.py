@@ -1,0 +1,153 @@
+"""Text files as documents: one document a file (a large one cut into *parts* at paragraph or
+line breaks, for bounded memory), many documents a file between separator lines, or JSON Lines
+(one document a line, its text at a key).  The planner asks ``document_parts`` where to cut a
+large file; a worker reads each source's bytes (``files.read_range``) and turns them into
+documents here.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import re
+from dataclasses import dataclass
+from typing import Iterator, List, Optional, Tuple
+
+from ... import storage
+from .files import RangeBuffer, read_range
+from .spans import LINE_PATTERN, document_spans
+from .types import (BINARY, EMPTY, INVALID_JSON, MISSING_KEY, NOT_OBJECT, NOT_STRING, Document, Skip, Source,
+                    decode_text)
+
+# ---------------------------------------------------------------------------- a large document in parts
+
+
+def document_parts(path: str, size: int, part_bytes: int) -> List[Tuple[int, int]]:
+    """Byte ranges of about ``part_bytes`` covering a one-document file, cut after a blank line
+    (a paragraph break: a sentence boundary in every mode) where the last quarter of a part
+    has one, else after a line break, else after a space, so that a part cut changes sentences
+    as little as the splitter's own long-text pieces do.  Cuts fall on ASCII bytes, so never
+    inside a UTF-8 character."""
+    if size <= part_bytes:
+        return [(0, size)]
+    if storage.is_url(path):  # ranges read as needed: what the cuts look at, not the whole file
+        with RangeBuffer(path, size) as buf:
+            return _cut_parts(buf, size, part_bytes)
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        return _cut_parts(buf, size, part_bytes)
+
+
+def _cut_parts(buf, size: int, part_bytes: int) -> List[Tuple[int, int]]:
+    """``document_parts`` over a memory map or a ``RangeBuffer``."""
+    parts = []
+    start = 0
+    while size - start > part_bytes:
+        target = start + part_bytes
+        window = max(start + 1, target - part_bytes // 4)
+        cut = -1
+        for separator in (b"\n\n", b"\n", b" ", b"\t"):
+            found = buf.rfind(separator, window, target)
+            if found >= 0:
+                cut = found + len(separator)
+                break
+        if cut < 0:  # no white space near: the first after the target, else a character boundary
+            if isinstance(buf, RangeBuffer):
+                cut = buf.white_space_end(target)
+            else:
+                match = re.compile(rb"[ \t\n]").search(buf, target)
+                cut = match.end() if match else target
+            while cut < size and buf[cut] & 0xC0 == 0x80:
+                cut += 1
+        if cut >= size:
+            break
+        parts.append((start, cut))
+        start = cut
+    parts.append((start, size))
+    return parts
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def text_documents(source: Source, pattern, skips: List[Skip]) -> Iterator[Document]:
+    """The documents of one source of a text file: the whole range as one document (``pattern``
+    None, not JSON Lines), else each document between separators (``pattern``) or each JSON line
+    (the source's ``jsonl_key`` set)."""
+    data = read_range(source)
+    if pattern is None and source.jsonl_key is None:
+        document = _decoded(data, source.label, skips, source.corpus_doc, source.in_parts)
+        del data  # never hold a large text's bytes and its characters at once for long
+        if document is not None:
+            document.continues = source.continues
+            yield document
+        return
+    spans = list(document_spans(data, 0, len(data), LINE_PATTERN if source.jsonl_key is not None else pattern))
+    for offset, (doc_start, doc_end) in enumerate(spans):
+        label, position = f"{source.label}#{source.first_doc + offset}", source.corpus_doc + offset
+        if source.jsonl_key is not None:
+            document = _json_document(data[doc_start:doc_end], label, source.jsonl_key, skips, position)
+        else:
+            document = _decoded(data[doc_start:doc_end], label, skips, position)
+        if document is not None:
+            yield document
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _json_document(line: bytes, label: str, key: str, skips: List[Skip], position: int) -> Optional[Document]:
+    """One JSON Lines document: the string at ``key`` of the object on the line."""
+    skips = _Skips(skips, label, position)
+    text, n_replaced = decode_text(line)
+    try:
+        record = json.loads(text[1:] if text.startswith("\ufeff") else text)  # a byte-order mark may lead
+    except (ValueError, RecursionError):
+        skips.add(INVALID_JSON)
+        return None
+    if not isinstance(record, dict):
+        skips.add(NOT_OBJECT)
+        return None
+    if key not in record:
+        skips.add(MISSING_KEY)
+        return None
+    value = record[key]
+    if not isinstance(value, str):
+        skips.add(NOT_STRING)
+        return None
+    if "\x00" in value:
+        skips.add(BINARY)
+        return None
+    if n_replaced:  # invalid UTF-8 elsewhere on the line does not count
+        n_replaced = min(n_replaced, value.count("\ufffd"))
+    if _SURROGATE.search(value):  # a lone surrogate escape ("\\ud800"): not encodable text
+        value, replaced = _SURROGATE.subn("\ufffd", value)
+        n_replaced += replaced
+    if not value.strip():
+        skips.add(EMPTY)
+        return None
+    return Document(label, value, n_replaced, corpus_doc=position)
+
+
+def _decoded(data: bytes, label: str, skips: List[Skip], position: int, in_parts: bool = False) -> Optional[Document]:
+    skips = _Skips(skips, label, position, in_parts)
+    if b"\x00" in data:
+        skips.add(BINARY)
+        return None
+    text, n_replaced = decode_text(data)
+    if not text.strip():
+        skips.add(EMPTY)
+        return None
+    return Document(label, text, n_replaced, corpus_doc=position, in_parts=in_parts)
+
+
+@dataclass
+class _Skips:
+    """Where one document's skip, if any, is recorded."""
+
+    into: List[Skip]
+    label: str
+    position: int
+    in_parts: bool = False
+
+    def add(self, reason: str) -> None:
+        self.into.append(Skip(reason, self.label, self.position, self.in_parts))

@@ -1,0 +1,140 @@
+"""The words of the input side, at the bottom of the package (they import nothing of it): an
+entry of a metadata file, a *source* (a byte or row range of one input file), a *slice*
+(neighbouring documents read and tokenized together), the corpus plan, a document read, a
+document skipped and why, and the one exception bad input raises.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ...format.dataset_layout import TRAIN, VAL  # noqa: F401  (split names: the dataset layout's)
+
+TRAIN_CODE, VAL_CODE = 0, 1  # a document's split, one byte a document in a corpus plan
+SPLIT_OF_CODE = {TRAIN_CODE: TRAIN, VAL_CODE: VAL}
+
+
+class InputError(ValueError):
+    """Bad input found while planning or reading; the message is one line naming the file."""
+
+
+def one_line(error: BaseException) -> str:
+    """An exception's message on one line (library messages may span several)."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+@dataclass
+class MetadataEntry:
+    """One document file as listed: where (metadata file and line) and as what."""
+
+    metadata_file: str
+    line_number: int
+    label: str  # as listed: names the document in messages and in the validation hash
+    path: str  # as opened (prefix joined; absolute, or a URL)
+    size: int = -1  # bytes, when known from listing a URL's folder (saves a request a file)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A byte range of one input file: whole documents, or one part of a large document.
+
+    For a compressed file (``codec`` set) the offsets are in the decompressed stream."""
+
+    path: str  # as opened (prefix joined)
+    label: str  # as listed in the metadata file: names the document in messages and hashes
+    start: int
+    end: int  # exclusive; -1 means end of file
+    first_doc: int = 0  # index in the file of the first document of the range
+    continues: bool = False  # a later part of the document the previous source began
+    codec: str = ""  # "" (plain), "gz", "bz2", "xz" or "zst": how the file is compressed
+    jsonl_key: Optional[str] = None  # JSON Lines: one document a line, its text at this key
+    corpus_doc: int = 0  # position in the listed corpus of the range's first document
+    in_parts: bool = False  # one part of a document read in parts (see text_files.document_parts)
+    # A table file ("parquet", "arrow_file", "arrow_stream"): start and end are rows, one document
+    # a row, its text in the column ``jsonl_key``; ``stamp`` the file's identity when planned
+    # (a worker's open reader of an older file of the same name is not reused).
+    table: str = ""
+    stamp: str = ""
+
+
+@dataclass
+class Slice:
+    """Neighbouring documents of the listed corpus, read, split into sentences and tokenized
+    together: the grain of the first phase of work.  Small, so every core stays busy even when
+    documents are few and large (a large document is read in parts, a slice each).
+
+    ``first_doc`` is the corpus position of the first document that starts or continues here;
+    ``n_docs`` counts the documents that start here (listed, before any are skipped).
+    """
+
+    index: int
+    first_doc: int
+    sources: List[Source] = field(default_factory=list)
+    n_docs: int = 0
+    n_bytes: int = 0
+
+    @property
+    def starts_with_a_part(self) -> bool:
+        """It begins with a later part of a document that began in an earlier slice."""
+        return bool(self.sources) and self.sources[0].continues
+
+
+@dataclass
+class CorpusPlan:
+    """The listed corpus: its slices, in order, and the split of each document, by position
+    (``doc_splits[g]`` is TRAIN_CODE or VAL_CODE for the document at position ``g``)."""
+
+    slices: List[Slice]
+    doc_splits: np.ndarray  # uint8, one per document
+    docs_per_path: Dict[str, int] = field(default_factory=dict)  # input file -> documents planned
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.doc_splits)
+
+    @property
+    def n_bytes(self) -> int:
+        return sum(slice_.n_bytes for slice_ in self.slices)
+
+
+@dataclass
+class Document:
+    label: str  # "path" or "path#3" for the fourth document of a multi-document file
+    text: str
+    n_replaced: int = 0  # bytes that were not UTF-8, replaced by U+FFFD
+    continues: bool = False  # a later part of a large document (see text_files.document_parts)
+    corpus_doc: int = 0  # position in the listed corpus
+    in_parts: bool = False  # one part of a document read in parts
+
+
+@dataclass
+class Skip:
+    reason: str
+    label: str
+    corpus_doc: int = 0
+    in_parts: bool = False
+
+
+# Why a document is skipped (counted, never an error).
+BINARY = "binary file (NUL bytes)"
+EMPTY = "empty or white-space only"
+NO_SENTENCE = "no sentence with any token"
+# JSON Lines and tables: a line or row that holds no document text.
+INVALID_JSON = "invalid JSON line"
+NOT_OBJECT = "JSON line is not an object"
+MISSING_KEY = "missing text key"
+NOT_STRING = "text value is not a string"
+NULL_TEXT = "text value is null"
+
+
+def decode_text(data: bytes) -> Tuple[str, int]:
+    """UTF-8 with replacement; returns the text and how many replacements it took."""
+    try:
+        return data.decode("utf-8"), 0
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+        genuine = data.count("\ufffd".encode("utf-8"))
+        return text, text.count("\ufffd") - genuine

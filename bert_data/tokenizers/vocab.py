@@ -1,0 +1,244 @@
+"""Vocabularies: BERT's ``vocab.txt``, or the pieces of any tokenizer in ``bert_data.tokenizers``.
+
+A :class:`Vocab` holds the ids, the special tokens, which pieces continue a word (for whole-word
+and n-gram masking) and the ordinary tokens (for random replacement).  :func:`load_vocab` reads
+and checks a ``vocab.txt``; :func:`vocab_from_tokens` builds one from another tokenizer's pieces.
+
+This module must not import TensorFlow or spaCy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+
+__all__ = [
+    "SPECIAL_TOKENS",
+    "VocabError",
+    "Vocab",
+    "WORDPIECE_BOUNDARY",
+    "load_vocab",
+    "vocab_from_tokens",
+    "is_start_piece",
+    "continuation_flags",
+    "unk_rate",
+]
+
+#: The five tokens every BERT vocabulary must contain, in their conventional order.
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+_UNUSED_RE = re.compile(r"^\[unused\d+\]$")
+_BRACKETED_SPECIAL_RE = re.compile(r"^\[[A-Z_]+\]$")
+
+
+class VocabError(ValueError):
+    """A vocabulary file that cannot be used; the message names the file and the problem."""
+
+
+# --------------------------------------------------------------------------- vocabulary
+
+
+def _is_excluded_from_random(token: str, specials=()) -> bool:
+    return (not token or token in SPECIAL_TOKENS or token in specials or _UNUSED_RE.match(token) is not None
+            or _BRACKETED_SPECIAL_RE.match(token) is not None)
+
+
+# How whole-word and n-gram masking tell where a word starts (``Vocab.word_boundary``):
+#   "prefix:##"  a piece starting with "##" continues the word before it (BERT's WordPiece);
+#   "start:▁"    ALBERT's rule for SentencePiece pieces (``is_start_piece``), with the marker
+#                that stands for a space ("▁"; "Ġ" for byte-level BPE);
+#   None         the pieces carry no mark: words cannot be told apart.
+WORDPIECE_BOUNDARY = "prefix:##"
+
+# ALBERT's ``_is_start_piece_sp`` counts these one-character pieces (and any piece holding a
+# character outside a-z and them) as starting a word.  Its set lists '"' twice and no "'", and
+# adds "€" and "£" as bytes, which never equal a character: copied as written.
+_ALBERT_PUNCTUATION = frozenset('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
+_ALBERT_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz") | _ALBERT_PUNCTUATION
+
+
+def is_start_piece(piece: str, marker: str = "\u2581") -> bool:
+    """ALBERT's word-start rule for SentencePiece pieces: a piece starts a word when it begins
+    with the space marker or "<", is a punctuation character, or holds any character that is
+    not an English letter or such punctuation (digits and foreign scripts are words of their own)."""
+    return (piece.startswith(marker) or piece.startswith("<") or piece in _ALBERT_PUNCTUATION
+            or not all(c.lower() in _ALBERT_WORD_CHARS for c in piece))
+
+
+def continuation_flags(tokens: Sequence[str], word_boundary: Optional[str]) -> np.ndarray:
+    """Per token: does it continue the word before it (see ``WORDPIECE_BOUNDARY``)?"""
+    if not word_boundary:
+        return np.zeros(len(tokens), dtype=bool)
+    kind, _, mark = word_boundary.partition(":")
+    if kind == "prefix":
+        return np.fromiter((t.startswith(mark) for t in tokens), dtype=bool, count=len(tokens))
+    if kind == "start":
+        return np.fromiter((not is_start_piece(t, mark) for t in tokens), dtype=bool, count=len(tokens))
+    raise ValueError(f"unknown word boundary rule {word_boundary!r}")
+
+
+@dataclass(frozen=True)
+class Vocab:
+    """A loaded vocabulary (immutable; cheap to pickle): BERT's ``vocab.txt``, or the pieces of
+    another tokenizer (``bert_data.tokenizers``).
+
+    ``tokens[i]`` is the token of id ``i``, in the tokenizer's own form. ``is_continuation[i]``
+    is True for pieces that continue the word before them (``##`` pieces for WordPiece; see
+    ``word_boundary``), used by whole-word and n-gram masking. ``ordinary_ids`` are the ids
+    random replacement may draw: all but the special tokens ([PAD] [UNK] [CLS] [SEP] [MASK] or
+    the tokenizer's own), ``reserved`` ones, ``[unusedN]`` and other bracketed all-caps
+    specials like ``[XYZ]``. ``pad_id`` and ``unk_id`` are None for a tokenizer without them.
+    """
+
+    path: str
+    tokens: tuple[str, ...]
+    sha256: str
+    pad_id: Optional[int]
+    unk_id: Optional[int]
+    cls_id: int
+    sep_id: int
+    mask_id: int
+    size: int
+    token_to_id: dict[str, int] = field(repr=False, compare=False)
+    is_continuation: np.ndarray = field(repr=False, compare=False)
+    ordinary_ids: np.ndarray = field(repr=False, compare=False)
+    # (pad, unk, cls, sep, mask) as this vocabulary spells them; None: it has no such token.
+    special_tokens: tuple = SPECIAL_TOKENS
+    word_boundary: Optional[str] = WORDPIECE_BOUNDARY
+    reserved: tuple = ()  # the tokenizer's other special tokens
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __reduce__(self):
+        # Pickle only the token list (as one string: much cheaper than a tuple of 30k
+        # strings) and rebuild the derived fields in the receiving process.
+        return (_vocab_from_state, (self.path, "\n".join(self.tokens), self.sha256, self.special_tokens,
+                                    self.word_boundary, self.reserved))
+
+    def convert_tokens_to_ids(self, tokens: Iterable[str]) -> list[int]:
+        t2i = self.token_to_id
+        return [t2i.get(t, self.unk_id) for t in tokens]
+
+    def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
+        toks = self.tokens
+        return [toks[int(i)] for i in ids]
+
+
+def _vocab_from_state(path: str, joined: str, sha256: str, special_tokens=SPECIAL_TOKENS,
+                      word_boundary=WORDPIECE_BOUNDARY, reserved=()) -> Vocab:
+    return vocab_from_tokens(joined.split("\n"), path=path, sha256=sha256, special_tokens=special_tokens,
+                             word_boundary=word_boundary, reserved=reserved)
+
+
+def vocab_from_tokens(tokens: Sequence[str], path: str = "<memory>", sha256: str | None = None,
+                      special_tokens: Sequence[Optional[str]] = SPECIAL_TOKENS,
+                      word_boundary: Optional[str] = WORDPIECE_BOUNDARY, reserved: Sequence[str] = ()) -> Vocab:
+    """Build a ``Vocab`` from tokens in id order (checks duplicates and specials).
+
+    ``special_tokens``: the (pad, unk, cls, sep, mask) tokens, each required to be in ``tokens``;
+    None for a pad or unk token the tokenizer does not have."""
+    tokens = tuple(tokens)
+    special_tokens = tuple(special_tokens)
+    if sha256 is None:
+        sha256 = hashlib.sha256(("\n".join(tokens) + "\n").encode("utf-8")).hexdigest()
+    if not tokens:
+        raise VocabError(f"{path}: vocabulary is empty")
+    token_to_id: dict[str, int] = {}
+    for i, tok in enumerate(tokens):
+        first = token_to_id.setdefault(tok, i)
+        if first != i:
+            shown = repr(tok) + (" (blank line)" if tok == "" else "")
+            raise VocabError(f"{path}: duplicate token {shown} at lines {first + 1} and {i + 1}")
+    if None in special_tokens[2:]:
+        raise VocabError(f"{path}: [CLS], [SEP] and [MASK] tokens are required")
+    missing = [s for s in special_tokens if s is not None and s not in token_to_id]
+    if missing:
+        if special_tokens == SPECIAL_TOKENS:
+            raise VocabError(f"{path}: missing special token(s) {' '.join(missing)} "
+                             f"(a BERT vocabulary needs all of {' '.join(SPECIAL_TOKENS)})")
+        raise VocabError(f"{path}: missing special token(s) {' '.join(missing)}")
+    is_cont = continuation_flags(tokens, word_boundary)
+    excluded = {s for s in special_tokens if s is not None} | set(reserved)
+    ordinary = np.fromiter((i for i, t in enumerate(tokens) if not _is_excluded_from_random(t, excluded)),
+                           dtype=np.int32)
+    is_cont.flags.writeable = False
+    ordinary.flags.writeable = False
+    pad, unk, cls, sep, mask = (None if s is None else token_to_id[s] for s in special_tokens)
+    return Vocab(
+        path=str(path), tokens=tokens, sha256=sha256, pad_id=pad, unk_id=unk, cls_id=cls, sep_id=sep,
+        mask_id=mask, size=len(tokens), token_to_id=token_to_id, is_continuation=is_cont, ordinary_ids=ordinary,
+        special_tokens=special_tokens, word_boundary=word_boundary, reserved=tuple(reserved),
+    )
+
+
+def load_vocab(path) -> Vocab:
+    """Load a BERT ``vocab.txt``: one token per line, id = line number - 1.
+
+    Like Google's ``load_vocab`` each line is ``strip()``-ed and lines are split on
+    ``\\n`` only. Raises ``VocabError`` for a missing/unreadable file, non-UTF-8 bytes,
+    an empty file, duplicate tokens or missing special tokens.
+    """
+    path = os.fspath(path)
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise VocabError(f"{path}: vocabulary file not found") from None
+    except IsADirectoryError:
+        raise VocabError(f"{path}: is a directory, not a vocabulary file") from None
+    except OSError as e:
+        raise VocabError(f"{path}: cannot read vocabulary file: {e.strerror or e}") from None
+    sha256 = hashlib.sha256(data).hexdigest()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1)
+        raise VocabError(f"{path}: not valid UTF-8 at line {line} (byte offset {e.start}, "
+                         f"byte {col} of the line: {data[e.start:e.start + 1]!r})") from None
+    if text.startswith("\ufeff"):  # tolerate a UTF-8 byte-order mark
+        text = text[1:]
+    if not text.strip():
+        raise VocabError(f"{path}: vocabulary file is empty")
+    lines = text.split("\n")
+    if lines[-1] == "":  # newline at end of file
+        lines.pop()
+    tokens = [line.strip() for line in lines]
+    problem = _not_one_token_a_line(tokens)
+    if problem:  # a text file given as the vocabulary: say so, not "duplicate token ''"
+        missing = [s for s in SPECIAL_TOKENS if s not in set(tokens)]
+        lacks = f"; it also lacks {' '.join(missing)}" if missing else ""
+        raise VocabError(f"{path} does not look like a BERT vocabulary (one token a line): {problem}{lacks}")
+    return vocab_from_tokens(tokens, path=path, sha256=sha256)
+
+
+def _not_one_token_a_line(tokens: Sequence[str]) -> str | None:
+    """Why these lines cannot be a vocab.txt (prose, paragraphs), or None.  One blank line is
+    let through, as Google's load_vocab does (it becomes the token '')."""
+    for number, token in enumerate(tokens, start=1):
+        if len(token.split()) > 1:
+            shown = token if len(token) <= 40 else token[:40] + "..."
+            return f"line {number} holds several words ({shown!r})"
+    blank = [number for number, token in enumerate(tokens, start=1) if not token]
+    if len(blank) > 1:
+        return f"{len(blank):,} lines are blank (lines {blank[0]} and {blank[1]} first)"
+    return None
+
+
+# --------------------------------------------------------------------------- Google fallback
+
+
+def unk_rate(ids_lists: Iterable[Sequence[int]], vocab: Vocab) -> float:
+    """Fraction of ids equal to ``vocab.unk_id`` (0.0 when there are no ids)."""
+    unk = vocab.unk_id
+    total = n_unk = 0
+    for ids in ids_lists:
+        total += len(ids)
+        n_unk += ids.count(unk) if isinstance(ids, list) else int(np.count_nonzero(np.asarray(ids) == unk))
+    return n_unk / total if total else 0.0

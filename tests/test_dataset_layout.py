@@ -1,0 +1,48 @@
+"""The dataset's layout on disk has one owner (``format.dataset_layout``): the writer's names
+are the ones the readers take, for every output format."""
+
+from __future__ import annotations
+
+import pytest
+
+from bert_data.config import GeneratorConfig
+from bert_data.format import dataset_layout
+from bert_data.format.dataset import resolve_shards
+from bert_data.generator import run_files
+
+
+def test_the_writer_names_shards_as_the_layout_says_and_readers_take_them(tmp_path):
+    config = GeneratorConfig(vocab_file="v.txt", output_dir=str(tmp_path), name="part")
+    paths = [run_files.shard_path(str(tmp_path), config, shard) for shard in range(3)]
+    assert [p.rsplit("/", 1)[1] for p in paths] == ["part-1.tfrecords", "part-2.tfrecords", "part-3.tfrecords"]
+    for path in paths:
+        open(path, "wb").close()
+    open(run_files.shard_in_progress(str(tmp_path), config, 0), "wb").close()
+    # A directory without manifest: the shards, in natural order; the shard in progress is not one.
+    assert resolve_shards(str(tmp_path)) == paths
+    assert run_files.shard_in_progress(str(tmp_path), config, 0) == paths[0] + dataset_layout.IN_PROGRESS_SUFFIX
+
+
+def test_split_directories():
+    assert dataset_layout.split_dirs("out", False) == {"train": "out"}
+    assert dataset_layout.split_dirs("out", True) == {"train": "out/train", "val": "out/val"}
+    assert dataset_layout.split_dirs("s3://b/out", True, lambda a, b: f"{a}/{b}")["val"] == "s3://b/out/val"
+
+
+def test_each_format_has_its_suffix_and_unknown_formats_are_named(monkeypatch):
+    monkeypatch.setitem(dataset_layout.FORMATS, "parquet",
+                        dataset_layout.ShardFormat("parquet", ".parquet", (".parquet",)))
+    assert dataset_layout.shard_name("examples", 0) == "examples-1.tfrecords"
+    assert dataset_layout.shard_name("examples", 9, "parquet") == "examples-10.parquet"
+    assert dataset_layout.is_shard_name("x.tfrecords.gz") and dataset_layout.is_shard_name("x.parquet")
+    assert not dataset_layout.is_shard_name("x.parquet", kinds=["tfrecord"])
+    with pytest.raises(ValueError, match="unknown output format 'hdf9'.*parquet, tfrecord"):
+        dataset_layout.shard_name("examples", 0, "hdf9")
+
+
+@pytest.mark.parametrize("name, ours", [
+    ("examples-1.tfrecords", True), ("examples-1.tfrecords.tmp", True), ("data_params.json", True),
+    ("data_params.json.tmp", True), ("notes.txt", False), ("examples-1.tfrecords.gz", False), ("vocab.txt", False),
+])
+def test_what_counts_as_a_run_s_output(name, ours):
+    assert dataset_layout.is_run_output_name(name) is ours
