@@ -99,9 +99,18 @@ def tree_rss(process) -> int:
     return total
 
 
+def children_cpu_seconds() -> float:
+    """User + system time of the children waited for so far (and of theirs: the workers)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_generator(arguments, env) -> dict:
     import psutil
 
+    cpu_before = children_cpu_seconds()
     started = time.perf_counter()
     process = subprocess.Popen(arguments, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     watched = psutil.Process(process.pid)
@@ -113,7 +122,8 @@ def run_generator(arguments, env) -> dict:
     stdout, stderr = process.communicate()
     if process.returncode:
         sys.exit(f"benchmark: create_tfrecords failed:\n{stderr}")
-    return {"seconds": seconds, "peak_rss_mb": peak / 1e6}
+    # CPU time: less sensitive than wall time to other work on a shared machine.
+    return {"seconds": seconds, "peak_rss_mb": peak / 1e6, "cpu_seconds": children_cpu_seconds() - cpu_before}
 
 
 def write_short_docs(corpus: Path, path: Path, n_docs: int) -> int:
@@ -276,6 +286,7 @@ def main(argv=None) -> int:
                 "num_workers": workers,
                 "order": "kept" if kept else "mixed",
                 "wall_seconds": round(seconds, 2),
+                "cpu_seconds": round(measured["cpu_seconds"], 2),
                 "docs_per_s": round(manifest.n_docs / seconds, 1),
                 "input_mb_per_s": round(args.repeat * input_bytes / 1e6 / seconds, 2),
                 "instances_per_s": round(manifest.n_examples / seconds),
@@ -294,6 +305,7 @@ def main(argv=None) -> int:
         if args.vs_corpus_order:  # each mixed run against the corpus-order run right after it
             for mixed, kept in zip(runs[::2], runs[1::2]):
                 mixed["mixed_over_kept"] = round(mixed["wall_seconds"] / kept["wall_seconds"], 3)
+                mixed["cpu_mixed_over_kept"] = round(mixed["cpu_seconds"] / kept["cpu_seconds"], 3)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -316,9 +328,9 @@ def main(argv=None) -> int:
         if args.input == "raw":
             parts += f" + spaCy {args.repeat} x {floor['spacy_seconds']:.2f} s"
         print(f"floor: {floor['seconds']:.2f} s ({parts}; {floor['sentences']} sentences, single thread)")
-    columns = ["num_workers", "order", "wall_seconds", "docs_per_s", "input_mb_per_s", "instances_per_s", "output_mb",
+    columns = ["num_workers", "order", "wall_seconds", "cpu_seconds", "docs_per_s", "input_mb_per_s", "instances_per_s", "output_mb",
                "peak_rss_mb", "time_over_floor", "speedup_vs_first",
-               "mixed_over_kept"]
+               "mixed_over_kept", "cpu_mixed_over_kept"]
     columns = [c for c in columns if any(c in r for r in runs)]
     widths = [max(len(c), *(len(str(r.get(c, ""))) for r in runs)) for c in columns]
     print("  ".join(c.rjust(w) for c, w in zip(columns, widths)))
@@ -326,8 +338,9 @@ def main(argv=None) -> int:
         print("  ".join(str(row.get(c, "")).rjust(w) for c, w in zip(columns, widths)))
     ratios = sorted(row["mixed_over_kept"] for row in runs if "mixed_over_kept" in row)
     if ratios:
+        cpu = sorted(row["cpu_mixed_over_kept"] for row in runs if "cpu_mixed_over_kept" in row)
         print(f"mixed / --keep_corpus_order: median {ratios[len(ratios) // 2]} (each mixed run over the corpus-order "
-              f"run after it: {', '.join(map(str, ratios))})")
+              f"run after it: {', '.join(map(str, ratios))}); CPU time: median {cpu[len(cpu) // 2]}")
     return 0
 
 

@@ -477,8 +477,10 @@ def _run_locked(settings: RunSettings, local, places, remote: Optional[RemoteOut
                 storage.remove(pool_path(work_dir, result.pairs.unit_index))  # the unit's pool is spent
                 totals.add(result)
                 scheduler.merged()
-                # Tokenized slices that no later unit reads (with the corpus mixed: at the end).
-                while freed_below < still_needed[totals.units_done]:
+                # Tokenized slices that no later unit reads (with the corpus mixed: none before the
+                # end, when the work directory goes whole: a file at a time would cost the parent a
+                # removal a file, thousands on a corpus of many short documents).
+                while freed_below < still_needed[totals.units_done] and totals.units_done < len(plan.units):
                     paths = slice_paths(work_dir, freed_below)
                     # The summary and the document table stay: skips and split sizes are counted from them.
                     storage.remove_many([paths["tokens"], paths["sentences"]])
@@ -593,7 +595,8 @@ def _shuffle_shards(local: GeneratorConfig, plan: Plan, totals: RunTotals, sizes
             while waiting and len(running) < scheduler.parallelism:  # each journaled as it is done
                 group = waiting.pop()
                 future = executor.submit(shuffle_group, group)
-                running[future] = scheduler.in_flight[future] = group
+                running[future] = group
+                scheduler.in_flight[future] = ("shuffle", len(running), None)  # cancelled with the rest on a stop
             ended, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
             for future in ended:
                 future.result()

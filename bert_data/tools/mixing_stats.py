@@ -128,12 +128,11 @@ def format_mixing(stats: MixingStats) -> List[str]:
     records = sum(shard.records for shard in stats.shards)
     share = sum(shard.share * shard.records for shard in stats.shards) / max(records, 1)
     worst = max(stats.shards, key=lambda shard: shard.worst_gap, default=None)
-    lines = [f"  mixing                records holding {' or '.join(stats.tokens)}: {100 * share:.1f}%; "
-             f"worst {_ordinal(stats.windows)} of a shard off its shard's share by {stats.worst_gap:.3f}"]
-    if worst is not None:
-        lines.append(f"                        ({worst.name}; {stats.worst_sd:.1f} standard deviations of a "
-                     f"random order at most, over {len(stats.shards)} shard(s) of {stats.windows} windows)")
-    return lines
+    where = f" ({worst.name})" if worst is not None else ""
+    return [f"  mixing                records holding {' or '.join(stats.tokens)}: {100 * share:.1f}%; worst "
+            f"{_ordinal(stats.windows)} of a shard off its shard's share by {stats.worst_gap:.3f}{where}",
+            f"                        in standard deviations of a random order's gap: {stats.worst_sd:.1f} at most "
+            f"({len(stats.shards)} shard(s) of {stats.windows} windows; a random order shows 1 to 3)"]
 
 
 def _ordinal(windows: int) -> str:
