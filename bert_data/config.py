@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import List, Optional
 
+from . import storage
 from .format import layout
 
 
 class ConfigError(ValueError):
-    """An option value that cannot work; the message is one line naming the option."""
+    """An option value that cannot work; the message is one line naming the option (credentials
+    in URLs redacted)."""
+
+    def __init__(self, message: str):
+        super().__init__(storage.redact(message))
 
 
 def decode_separator(text: str) -> str:
@@ -33,7 +38,7 @@ def separator_line_of(multiple_docs_separator: str) -> Optional[str]:
 
 
 def check_input_options(multiple_docs_in_single_file: bool, multiple_docs_separator: str,
-                        jsonl_text_key: Optional[str]) -> None:
+                        text_field: Optional[str]) -> None:
     """The options that say how documents are read, which ``create_tfrecords`` and ``bert-data
     build-vocab`` share; raise ConfigError on the first problem."""
     if not multiple_docs_separator:
@@ -44,13 +49,13 @@ def check_input_options(multiple_docs_in_single_file: bool, multiple_docs_separa
             "--multiple_docs_separator must fit on one line: documents are separated by a line "
             f"that holds it, got {multiple_docs_separator!r}"
         )
-    if jsonl_text_key is not None:
-        if not isinstance(jsonl_text_key, str) or not jsonl_text_key:
-            raise ConfigError(f"--jsonl_text_key must be a non-empty key name, got {jsonl_text_key!r}")
+    if text_field is not None:
+        if not isinstance(text_field, str) or not text_field:
+            raise ConfigError(f"--text_field must be a non-empty key or column name, got {text_field!r}")
         if multiple_docs_in_single_file:
             raise ConfigError(
-                "--jsonl_text_key and --multiple_docs_in_single_file contradict each other: a JSON Lines "
-                "file always holds one document a line"
+                "--text_field and --multiple_docs_in_single_file contradict each other: given, --text_field reads "
+                "every file that is not a table as JSON Lines, which always holds one document a line"
             )
 
 
@@ -71,7 +76,12 @@ class GeneratorConfig:
     multiple_docs_in_single_file: bool = False
     multiple_docs_separator: str = "\n"
     single_sentence_per_line: bool = False
-    jsonl_text_key: Optional[str] = None  # input is JSON Lines: one document a line, its text at this key
+    # The text's key in JSON Lines and its column in tables (None: "text").  Given, every file
+    # that is not a table is read as JSON Lines, whatever its extension.
+    text_field: Optional[str] = None
+    # Read metadata entries that resolve outside input_files_prefix (.., absolute paths, URLs,
+    # symbolic links leading out): refused by default.
+    allow_paths_outside_prefix: bool = False
     spacy_model: Optional[str] = None
     split_num: int = 1000
     output_dir: str = "./tfrecords/"
@@ -113,10 +123,23 @@ class GeneratorConfig:
     sep_token: Optional[str] = None
     mask_token: Optional[str] = None
     sentence_order_prediction: bool = False
+    # Packed sequences (issue 21, Graphcore's packed BERT): instances packed into rows of
+    # max_seq_length, at most max_sequences_per_pack (None: 3) a row.
+    pack_sequences: bool = False
+    max_sequences_per_pack: Optional[int] = None
     # Where data lives (issue 14): the directory or URL tasks exchange intermediate data through
     # (default: the output directory's work directory, see generator.run_files; with a Dask cluster
     # and a URL output, the output's).
     work_dir: Optional[str] = None
+    # The former name of text_field, still accepted by the constructor.
+    jsonl_text_key: InitVar[Optional[str]] = None
+
+    def __post_init__(self, jsonl_text_key: Optional[str]) -> None:
+        if jsonl_text_key is not None:
+            if self.text_field is not None and self.text_field != jsonl_text_key:
+                raise ConfigError(f"text_field {self.text_field!r} and its former name jsonl_text_key "
+                                  f"{jsonl_text_key!r} disagree: give one")
+            self.text_field = jsonl_text_key
 
     # ------------------------------------------------------------------ derived values
     @property
@@ -139,6 +162,15 @@ class GeneratorConfig:
         return self.overlap_size if self.overlap_size is not None else self.max_seq_length // 4
 
     @property
+    def sequences_per_pack(self) -> int:
+        """The most instances a record holds: 0 for unpacked records (one instance each)."""
+        if not self.pack_sequences:
+            return 0
+        if self.max_sequences_per_pack is None:
+            return layout.DEFAULT_SEQUENCES_PER_PACK
+        return self.max_sequences_per_pack
+
+    @property
     def separator_line(self) -> Optional[str]:
         """The text of a separator line, or None when documents are separated by blank lines."""
         return separator_line_of(self.multiple_docs_separator)
@@ -154,7 +186,8 @@ class GeneratorConfig:
 
     @property
     def workers(self) -> int:
-        return self.num_workers if self.num_workers else (os.cpu_count() or 1)
+        """--num_workers, by default the cores this process may use."""
+        return self.num_workers if self.num_workers else available_cores()
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -162,8 +195,12 @@ class GeneratorConfig:
     def feature_specs(self) -> List[layout.FeatureSpec]:
         """The record layout this configuration writes: what the writer encodes and the manifest
         records."""
-        return layout.feature_specs(self.max_seq_length, self.max_predictions_per_seq, mlm_only=self.mlm_only,
-                                    masked=not self.disable_masking, v2_feature_names=self.v2_feature_names)
+        predictions = self.max_predictions_per_seq
+        if self.pack_sequences:
+            predictions = layout.packed_predictions(predictions, self.sequences_per_pack)
+        return layout.feature_specs(self.max_seq_length, predictions, mlm_only=self.mlm_only,
+                                    masked=not self.disable_masking, v2_feature_names=self.v2_feature_names,
+                                    max_sequences_per_pack=self.sequences_per_pack)
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> "GeneratorConfig":
@@ -233,10 +270,11 @@ class GeneratorConfig:
                 "--val_fraction and --val_metadata_files contradict each other: choose validation "
                 "documents by hash or list them, not both"
             )
-        check_input_options(self.multiple_docs_in_single_file, self.multiple_docs_separator, self.jsonl_text_key)
+        check_input_options(self.multiple_docs_in_single_file, self.multiple_docs_separator, self.text_field)
         if not self.name or os.sep in self.name or (os.altsep and os.altsep in self.name):
             raise ConfigError(f"--name must be a plain file name prefix, got {self.name!r}")
         self._validate_recipes(integer)
+        self._validate_packing(integer)
         if self.overwrite and self.resume:
             raise ConfigError("--overwrite and --resume contradict each other: start again or continue, not both")
         if any("://" in path for path in self.output_files):  # (issue 14) a URL output is a directory
@@ -264,6 +302,17 @@ class GeneratorConfig:
                 raise ConfigError(f"--{role}_token must be a token of the vocabulary, got {value!r}")
         if self.sentence_order_prediction and self.mlm_only:
             raise ConfigError("--sentence_order_prediction needs sentence pairs: drop --mlm_only or it")
+
+    def _validate_packing(self, integer) -> None:
+        if self.max_sequences_per_pack is None:
+            return
+        if not self.pack_sequences:
+            raise ConfigError("--max_sequences_per_pack applies to --pack_sequences only; add --pack_sequences or "
+                              "drop it")
+        # The shortest instance is [CLS] x [SEP] (MLM-only) or [CLS] a [SEP] b [SEP]: 3 or 5 tokens.
+        shortest = 3 if self.mlm_only else 5
+        integer("max_sequences_per_pack", 2, max(2, self.max_seq_length // shortest),
+                why=" (2 or more instances a row; no more than the shortest instances fit)")
 
     def _validate_output_files(self) -> None:
         """Google's --output_file: the named files are the shards, so they set the output
@@ -315,6 +364,15 @@ class GeneratorConfig:
             if self.mask_whole_word or self.max_ngram_size > 1:
                 raise ConfigError("--mask_whole_word and --max_ngram_size choose masks: with --disable_masking "
                                   "they belong to the loader's masking function")
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which a container or ``taskset``
+    may narrow), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # (not on every platform)
+        return os.cpu_count() or 1
 
 
 def default_of(option: str):

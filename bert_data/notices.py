@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 
+from . import storage
+
 _program = "bert_data"
 
 
@@ -19,4 +21,5 @@ def use_program_name(name: str) -> None:
 
 
 def warn(message: str) -> None:
-    print(f"{_program}: warning: {message}", file=sys.stderr)
+    """(Credentials of URLs in the message are redacted.)"""
+    print(storage.redact(f"{_program}: warning: {message}"), file=sys.stderr)

@@ -17,13 +17,54 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import stat as stat_module
 from typing import Dict, Iterable, List, Optional, Sequence
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::[A-Za-z][A-Za-z0-9+.\-]*)*://")
 
 
 class StorageError(OSError):
-    """A URL that cannot be used; the message is one line naming it."""
+    """A URL that cannot be used; the message is one line naming it (credentials redacted)."""
+
+    def __init__(self, message: str):
+        super().__init__(redact(message))
+
+
+# ---------------------------------------------------------------------------- secrets
+
+REDACTED = "***"
+# user:password@ (or a bare token@) after a scheme: what a URL carries as credentials.
+# A password may hold a "/" (an unencoded AWS secret key): after "user:", up to the "@".
+_URL_CREDENTIALS = re.compile(
+    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/@\s?#'\"]+(?::[^@\s'\"]*)?)@")
+# Query-string parameters that are credentials: presigned URLs (S3, GCS), SAS tokens (Azure),
+# API keys and tokens of web servers.
+_SECRET_PARAMETERS = re.compile(
+    r"(?i)(?P<name>[?&;](?:x-amz-signature|x-amz-credential|x-amz-security-token|awsaccesskeyid|signature|"
+    r"x-goog-signature|x-goog-credential|sig|token|access_token|auth|api_key|apikey|key|password|secret)=)"
+    r"(?P<value>[^&#\s'\"]+)")
+
+
+def redact(text):
+    """``text`` with the credentials of any URL in it replaced by ***: ``user:password@`` and
+    query parameters such as ``X-Amz-Signature=``, ``sig=``, ``token=``.  Anything not a str is
+    returned as it is.  Applied wherever a URL is stored or printed: no secret leaves the
+    process (the manifest, messages, logs, tracebacks)."""
+    if not isinstance(text, str) or "://" not in text and "=" not in text:
+        return text
+    text = _URL_CREDENTIALS.sub(lambda match: match["scheme"] + REDACTED + "@", text)
+    return _SECRET_PARAMETERS.sub(lambda match: match["name"] + REDACTED, text)
+
+
+def redact_data(value):
+    """``redact`` over JSON-like data (dicts, lists, strings), returning a copy."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact_data(key): redact_data(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_data(item) for item in value]
+    return value
 
 
 def is_url(path) -> bool:
@@ -74,6 +115,32 @@ def basename(path: str) -> str:
 
 def dirname(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[0] if is_url(path) else os.path.dirname(path)
+
+
+_FILE_KINDS = ((stat_module.S_ISDIR, "a directory"), (stat_module.S_ISFIFO, "a FIFO (named pipe)"),
+               (stat_module.S_ISCHR, "a character device"), (stat_module.S_ISBLK, "a block device"),
+               (stat_module.S_ISSOCK, "a socket"))
+
+
+FILE_NOT_FOUND = "file not found"
+
+
+def not_a_regular_file(path: str) -> str:
+    """Why a local path cannot be read as a file ("" when it can, and for URLs), found with
+    ``os.stat`` alone: opening a FIFO to look would block until something writes to it, and a
+    device may never end."""
+    if is_url(path):
+        return ""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return FILE_NOT_FOUND
+    except OSError as error:
+        return error.strerror or _one_line(error)
+    if stat_module.S_ISREG(mode):
+        return ""
+    kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a file")
+    return f"not a regular file: {kind}"
 
 
 # ---------------------------------------------------------------------------- reading

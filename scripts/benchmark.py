@@ -19,7 +19,7 @@ one after the other (``--rounds`` times, alternately), and reports the ratio: wh
 
 Any corpus works: ``--metadata_files``/``--input_files`` (with ``--input_files_prefix``) name the
 documents as create_tfrecords takes them, and the document options in ``--generator_args``
-(``--multiple_docs_in_single_file``, ``--jsonl_text_key``, ...) apply to the floor too.
+(``--multiple_docs_in_single_file``, ``--text_field``, ...) apply to the floor too.
 
 Each run is a real ``create_tfrecords`` process; peak memory is the largest sum of resident
 memory over the whole process tree (parent and workers), sampled every 20 ms.  The *floor* is
@@ -63,7 +63,7 @@ tokenizer = make_tokenizer(TokenizerSource(*source))
 # The documents as the generator reads them (many a file, JSON Lines, compressed), read before timing.
 texts = list(DocumentTexts([metadata], "", multiple_docs_in_single_file=documents["multiple_docs_in_single_file"],
                            separator_line=separator_line_of(documents["multiple_docs_separator"]),
-                           jsonl_text_key=documents["jsonl_text_key"]))
+                           text_field=documents["text_field"]))
 spacy_seconds = 0.0
 if raw:
     from bert_data.generator.sentences import make_sentence_splitter
@@ -219,10 +219,10 @@ def main(argv=None) -> int:
         n_written = write_short_docs(Path(args.corpus), short, args.short_docs)
         args.metadata_files, args.input_files_prefix = [str(workdir / "short_docs.txt")], str(workdir)
         Path(args.metadata_files[0]).write_text(short.name + "\n")
-        generator_args += ["--jsonl_text_key", "text"]
+        generator_args += ["--text_field", "text"]
     documents, _ = generator.parse_known_args(rewrite_bool_values(generator, generator_args))
     documents = {key: getattr(documents, key) for key in ("multiple_docs_in_single_file", "multiple_docs_separator",
-                                                          "jsonl_text_key")}
+                                                          "text_field")}
     if args.shape == "short_docs":
         corpus, described = Path(args.corpus), f"{args.corpus} as {n_written:,} short documents"
         metadata_files, input_files, prefix = args.metadata_files, [], args.input_files_prefix

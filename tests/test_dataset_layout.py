@@ -17,10 +17,14 @@ def test_the_writer_names_shards_as_the_layout_says_and_readers_take_them(tmp_pa
     assert [p.rsplit("/", 1)[1] for p in paths] == ["part-1.tfrecords", "part-2.tfrecords", "part-3.tfrecords"]
     for path in paths:
         open(path, "wb").close()
-    open(run_files.shard_in_progress(str(tmp_path), config, 0), "wb").close()
-    # A directory without manifest: the shards, in natural order; the shard in progress is not one.
+    # A directory without manifest: the shards, in natural order ...
     assert resolve_shards(str(tmp_path)) == paths
-    assert run_files.shard_in_progress(str(tmp_path), config, 0) == paths[0] + dataset_layout.IN_PROGRESS_SUFFIX
+    # ... unless a run is still writing there (a shard in progress is a run's trace).
+    in_progress = run_files.shard_in_progress(str(tmp_path), config, 0)
+    assert in_progress == paths[0] + dataset_layout.IN_PROGRESS_SUFFIX
+    open(in_progress, "wb").close()
+    with pytest.raises(ValueError, match="unfinished run"):
+        resolve_shards(str(tmp_path))
 
 
 def test_split_directories():

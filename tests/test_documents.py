@@ -1,3 +1,6 @@
+"""Documents as the planner finds them and the reader reads them (generator/inputs/): metadata
+files, documents of many a file, parts of large files, validation by hash, skipped documents."""
+
 import os
 
 import pytest

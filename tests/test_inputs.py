@@ -148,7 +148,7 @@ def test_jsonl_plain_and_compressed_give_the_same_shards_as_one_document_per_fil
     files = [write_compressed(tmp_path / "a.jsonl", jsonl_bytes(texts[:10]), codec),
              write_compressed(tmp_path / "b.jsonl", jsonl_bytes(texts[10:]), codec)]
     manifest, hashes = run(corpus, write_metadata(tmp_path / "metadata.txt", tmp_path, files), tmp_path,
-                           tmp_path / "out", jsonl_text_key="text")
+                           tmp_path / "out", text_field="text")
     assert manifest["n_docs"] == 24 and manifest["documents_skipped"]["count"] == 0
     assert hashes == reference[0][1]
 
@@ -158,7 +158,7 @@ def test_jsonl_with_a_sentence_a_line_equals_google_format(corpus, reference, tm
     files = [write_compressed(tmp_path / f"part{i}.jsonl", jsonl_bytes(group), "gz")
              for i, group in enumerate(interleaved(texts))]
     _, hashes = run(corpus, write_metadata(tmp_path / "metadata.txt", tmp_path, files), tmp_path, tmp_path / "out",
-                    jsonl_text_key="text", single_sentence_per_line=True)
+                    text_field="text", single_sentence_per_line=True)
     assert hashes == reference[1][1]
 
 
@@ -171,7 +171,7 @@ def test_bad_jsonl_lines_are_skipped_and_counted(corpus, reference, tmp_path):
     lines = good[:3] + [bad[0], "", "   "] + good[3:12] + bad[1:3] + good[12:] + bad[3:]
     path = write_compressed(tmp_path / "mixed.jsonl", ("\n".join(lines) + "\n").encode(), "")
     manifest, _ = run(corpus, write_metadata(tmp_path / "metadata.txt", tmp_path, [path]), tmp_path,
-                      tmp_path / "out", jsonl_text_key="text")
+                      tmp_path / "out", text_field="text")
     skipped = manifest["documents_skipped"]
     assert skipped["count"] == 5 and manifest["n_docs"] == 24
     assert skipped["by_reason"] == {INVALID_JSON: 1, NOT_OBJECT: 1, MISSING_KEY: 1, NOT_STRING: 1, EMPTY: 1}
@@ -186,7 +186,7 @@ def test_jsonl_reader_reasons_labels_and_text(tmp_path):
              b'{"t": "x", "other": "\xff"}']
     path = write_compressed(tmp_path / "f.jsonl", b"\r\n".join(lines), "")
     entries = read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path, [path]))], str(tmp_path))
-    corpus = plan(entries, jsonl_text_key="t")
+    corpus = plan(entries, text_field="t")
     assert corpus.n_docs == 9  # the blank line holds no document
     skips = []
     docs = list(read_documents(sources(corpus), None, False, skips))
@@ -199,12 +199,12 @@ def test_jsonl_reader_reasons_labels_and_text(tmp_path):
 
 
 def test_jsonl_contradicts_multiple_docs_in_single_file(corpus, tmp_path):
-    config = GeneratorConfig(metadata_files=["m"], vocab_file="v", jsonl_text_key="text",
+    config = GeneratorConfig(metadata_files=["m"], vocab_file="v", text_field="text",
                              multiple_docs_in_single_file=True)
-    with pytest.raises(ConfigError, match="--jsonl_text_key and --multiple_docs_in_single_file contradict"):
+    with pytest.raises(ConfigError, match="--text_field and --multiple_docs_in_single_file contradict"):
         config.validate()
-    with pytest.raises(ConfigError, match="--jsonl_text_key must be a non-empty"):
-        GeneratorConfig(metadata_files=["m"], vocab_file="v", jsonl_text_key="").validate()
+    with pytest.raises(ConfigError, match="--text_field must be a non-empty"):
+        GeneratorConfig(metadata_files=["m"], vocab_file="v", text_field="").validate()
 
 
 # ---------------------------------------------------------------------------- (d) errors before any work
@@ -215,7 +215,7 @@ def test_corrupt_gzip_fails_at_planning_with_one_line_naming_the_file(corpus, tm
     bad = tmp_path / "bad.txt.gz"
     bad.write_bytes(b"this is not gzip at all\n" * 10)
     metadata = write_metadata(tmp_path / "metadata.txt", tmp_path, [good, bad])
-    options = {"one": {}, "multi": {"multiple_docs_in_single_file": True}, "jsonl": {"jsonl_text_key": "text"}}[mode]
+    options = {"one": {}, "multi": {"multiple_docs_in_single_file": True}, "jsonl": {"text_field": "text"}}[mode]
     config = GeneratorConfig(metadata_files=[str(metadata)], input_files_prefix=str(tmp_path),
                              vocab_file=str(corpus.vocab), output_dir=str(tmp_path / "out"), **options)
     with pytest.raises(InputError) as caught:
@@ -334,17 +334,21 @@ def test_ranges_read_out_of_order_and_from_threads(tmp_path):
     assert slice_contents(units[1:]) == expected[1:]
 
 
-def test_compressed_one_document_files_are_whole_documents(tmp_path):
-    text = ("word " * 30 + "\n") * 200  # 30 KB: plain, it would be cut into parts
+def test_compressed_one_document_files_are_cut_into_the_parts_of_a_plain_copy(tmp_path):
+    text = ("word " * 30 + "\n") * 200  # 30 KB: cut into parts of about 4,000 bytes
     files = [write_compressed(tmp_path / "a.txt", text.encode(), "bz2"),
              write_compressed(tmp_path / "b.txt", text.encode(), "")]
     entries = read_metadata([str(write_metadata(tmp_path / "m.txt", tmp_path, files))], str(tmp_path))
     corpus = plan(entries, part_bytes=4000)
     found = sources(corpus)
-    assert corpus.n_docs == 2 and found[0].codec == "bz2" and found[0].end == -1
-    assert sum(s.continues for s in found) > 3  # only the plain file is cut
-    docs = list(read_documents(found, None, False, []))
-    assert docs[0].label == "a.txt.bz2" and docs[0].text == text and not docs[0].continues
+    compressed = [s for s in found if s.codec == "bz2"]
+    plain = [s for s in found if not s.codec]
+    assert corpus.n_docs == 2 and len(compressed) == len(plain) > 3
+    assert [(s.start, s.end) for s in compressed[:-1]] == [(s.start, s.end) for s in plain[:-1]]
+    assert compressed[-1].end == -1 and all(s.in_parts for s in found)  # the last part closes the stream
+    docs = list(read_documents(compressed, None, False, []))
+    assert "".join(d.text for d in docs) == text and docs[0].label == "a.txt.bz2"
+    assert [d.continues for d in docs] == [False] + [True] * (len(docs) - 1)
 
 
 # ---------------------------------------------------------------------------- (f) bounded memory
@@ -376,7 +380,7 @@ def test_memory_stays_bounded_reading_a_large_compressed_jsonl_file(tmp_path):
     sampler.start()
     try:
         entries = read_metadata([str(metadata)], str(tmp_path))
-        corpus = plan(entries, jsonl_text_key="text")
+        corpus = plan(entries, text_field="text")
         n_docs = n_chars = 0
         for slice_ in corpus.slices:
             for document in read_documents(slice_.sources, None, False, []):

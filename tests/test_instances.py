@@ -1,3 +1,7 @@
+"""Instance creation as Google's ``create_instances_from_document`` (generator/instances.py): pairs
+well formed, every sentence used, truncation and short targets with the reference's statistics,
+the same pairs for the same seed."""
+
 import random
 
 import numpy as np

@@ -1,3 +1,7 @@
+"""Masked LM as Google's ``create_masked_lm_predictions`` (bert_data/masking.py): how many positions,
+which ones (uniform over candidates, whole words together), the 80/10/10 replacement split with
+ordinary random tokens, and the same masks for the same seed."""
+
 import random
 from types import SimpleNamespace
 

@@ -187,7 +187,7 @@ def test_files_of_many_documents_are_found_in_a_bucket_as_locally(s3, tmp_path):
             writer.write_batch(pa.record_batch([pa.array(texts[start:start + 25])], names=["text"]))
     (root / "meta3.txt").write_text("t.parquet\nt.arrow\n")
     s3.put(str(root) + "/", "bert-data-tests/many/", recursive=True)
-    for meta, options in (("meta.txt", dict(jsonl_text_key="text")),
+    for meta, options in (("meta.txt", dict(text_field="text")),
                           ("meta2.txt", dict(multiple_docs_in_single_file=True)), ("meta3.txt", {})):
         local = DocumentTexts([str(root / meta)], str(root), **options)
         remote = DocumentTexts([f"{BUCKET}/many/{meta}"], f"{BUCKET}/many", **options)
@@ -216,3 +216,35 @@ def test_input_files_globbed_in_a_bucket_as_locally(s3, corpus_and_reference, tm
                       progress=False)
     assert local.manifests["train"]["n_docs"] == remote.manifests["train"]["n_docs"] == 10
     assert file_hashes(tmp_path / "remote") == file_hashes(tmp_path / "local")
+
+
+class _StopAtFinalizeStep:
+    """``run_files``'s finalizing steps, with Ctrl-C at the chosen one (in process: the parent
+    cannot be killed here, but every step must be done again all the same)."""
+
+    def __init__(self, step):
+        self.step, self.done = step, 0
+
+    def __call__(self):
+        self.done += 1
+        if self.done == self.step:
+            raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("step", [2, 4])  # after the second upload; after the manifest (the commit point)
+def test_a_run_stopped_while_uploading_its_shards_is_finished_by_resume(s3, corpus_and_reference, monkeypatch, step):
+    from bert_data.generator import run_files
+
+    corpus, reference, _ = corpus_and_reference
+    upload_corpus(s3, corpus)
+    output = f"{BUCKET}/finishing-{step}"
+    with monkeypatch.context() as patch:
+        patch.setattr(run_files, "_Steps", lambda: _StopAtFinalizeStep(step))
+        with small_parts(), pytest.raises(KeyboardInterrupt):
+            generate(s3_config(corpus, output), progress=False)
+    s3.invalidate_cache()
+    assert s3.exists(output.split("://")[1] + "/data_params.json") == (step == 4)
+    with small_parts():
+        summary = generate(s3_config(corpus, output, resume=True), progress=False)
+    assert summary.resumed_from_unit == summary.manifests["train"]["n_units"]  # only finishing was left
+    assert bucket_hashes(s3, output) == reference

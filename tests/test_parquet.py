@@ -89,7 +89,7 @@ def test_arrow_files_and_streams_and_json_lines_give_the_same_bytes(corpus, refe
         for start in range(24, 48, 10):
             writer.write_batch(pa.record_batch([pa.array(texts[start:start + 10], pa.large_string())], names=["body"]))
     metadata = write_metadata(tmp_path / "arrow.txt", ["a.feather", "b.arrow"])
-    summary = generate(table_config(corpus, metadata, tmp_path / "arrow", jsonl_text_key="body"), progress=False)
+    summary = generate(table_config(corpus, metadata, tmp_path / "arrow", text_field="body"), progress=False)
     hashes, manifest = reference
     # Row 7, a number, is a skipped document where the text files have one: other bytes.
     assert summary.manifests["train"]["documents_skipped"]["by_reason"] == {
@@ -100,12 +100,12 @@ def test_arrow_files_and_streams_and_json_lines_give_the_same_bytes(corpus, refe
     fixed = pa.UnionArray.from_sparse(pa.array(types[:7] + [0] + types[8:], pa.int8()), children)
     with pa.ipc.new_file(tmp_path / "a.feather", pa.schema([("body", fixed.type)])) as writer:
         writer.write_batch(pa.record_batch([fixed.slice(0, 24)], names=["body"]))
-    generate(table_config(corpus, metadata, tmp_path / "arrow2", jsonl_text_key="body"), progress=False)
+    generate(table_config(corpus, metadata, tmp_path / "arrow2", text_field="body"), progress=False)
     assert file_hashes(tmp_path / "arrow2") == hashes
     lines = "".join(json.dumps({"body": text}) + "\n" for text in texts)
     (tmp_path / "docs.jsonl").write_text(lines, encoding="utf-8")
     jsonl = write_metadata(tmp_path / "jsonl.txt", ["docs.jsonl"])
-    generate(table_config(corpus, jsonl, tmp_path / "jsonl", jsonl_text_key="body"), progress=False)
+    generate(table_config(corpus, jsonl, tmp_path / "jsonl", text_field="body"), progress=False)
     assert file_hashes(tmp_path / "jsonl") == hashes
 
 
@@ -117,13 +117,13 @@ def test_a_missing_column_stops_the_run_before_any_work(corpus, tmp_path, capsys
                  str(corpus.vocab), "--output_dir", str(tmp_path / "out"), "--quiet"])
     error = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(error) == 1
-    assert "t.parquet: no column 'text' (its columns: content, url)" in error[0] and "--text_column" in error[0]
+    assert "t.parquet: no column 'text' (its columns: content, url)" in error[0] and "--text_field" in error[0]
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
-    # --text_column (or its alias --jsonl_text_key) names it.
+    # --text_field (or its aliases --text_column and --jsonl_text_key) names it.
     assert main(["--metadata_files", str(metadata), "--input_files_prefix", str(tmp_path), "--vocab_file",
                  str(corpus.vocab), "--output_dir", str(tmp_path / "out"), "--quiet", "--do_lower_case",
                  "--text_column", "content", "--max_seq_length", "32", "--dupe_factor", "1"]) == 0
-    assert Manifest.read(str(tmp_path / "out")).options["jsonl_text_key"] == "content"
+    assert Manifest.read(str(tmp_path / "out")).options["text_field"] == "content"
 
 
 def test_a_reader_holds_a_batch_not_a_row_group(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""``bert-data inspect / verify / stats / build-vocab`` on generated shards, and their library code.
+"""``bert-data inspect / verify / stats`` on generated shards, and their library code.
 
 One small dataset with a validation split is generated per module; corrupted copies of it are
 made per test (flipped bytes, truncation, records re-encoded with wrong contents).
@@ -145,6 +145,36 @@ def test_inspect_without_vocabulary_shows_ids(dataset, tmp_path, capsys):
 def test_inspect_errors(tmp_path, capsys):
     code, _, err = run(["inspect", tmp_path / "nope.tfrecords"], capsys)
     assert code == 2 and "nope.tfrecords" in err
+
+
+def test_inspect_from_another_directory_finds_the_vocabulary_by_its_absolute_path(tmp_path, capsys, monkeypatch):
+    corpus = make_corpus(tmp_path / "c", n_docs=6, min_sentences=5, max_sentences=10)
+    monkeypatch.chdir(corpus.root)  # the vocabulary given relative to here, as users type it
+    generate(GeneratorConfig(metadata_files=["metadata.txt"], input_files_prefix=".", vocab_file="vocab.txt",
+                             do_lower_case=True, max_seq_length=MSL, max_predictions_per_seq=MPP, dupe_factor=1,
+                             output_dir=str(tmp_path / "out"), num_workers=1, num_output_files=1), progress=False)
+    assert manifest(tmp_path / "out")["vocab_path"] == str(corpus.vocab)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    code, out, err = run(["inspect", tmp_path / "out" / "examples-1.tfrecords", "-n", "3"], capsys)
+    assert code == 0 and "no vocabulary" not in err
+    assert "[MASK]{" in out and " [MASK], " in out
+
+
+def test_inspect_without_a_vocabulary_does_not_guess_the_masks(dataset, tmp_path, capsys):
+    lone = tmp_path / "lone.tfrecords"  # a shard without its manifest: no vocabulary to be found
+    shutil.copy(dataset / "train" / "examples-1.tfrecords", lone)
+    code, out, err = run(["inspect", lone, "-n", "5"], capsys)
+    assert code == 0 and "no vocabulary found" in err and "not guessed" in err
+    assert "[MASK] or random: no vocabulary to tell them apart" in out
+    assert " random)" not in out and " [MASK], " not in out  # never labelled without the [MASK] id
+    lines = [line for line in out.splitlines() if " record " in line]
+    kept_changed = [re.search(r"(\d+) predictions \((\d+) kept, (\d+) \[MASK\] or random", line) for line in lines]
+    assert all(m and int(m.group(1)) == int(m.group(2)) + int(m.group(3)) for m in kept_changed)
+    code, out, _ = run(["inspect", lone, "-n", "5", "--json"], capsys)
+    kinds = {m["kind"] for line in out.splitlines() for m in json.loads(line)["masked"]}
+    assert kinds <= {"kept", "mask_or_random"} and "mask_or_random" in kinds
 
 
 # ------------------------------------------------------------------------------------ verify
@@ -356,6 +386,39 @@ def test_verify_bad_paths(tmp_path, capsys):
     assert code == 2 and "no *.tfrecords" in err
 
 
+def test_verify_reports_the_unk_rate_and_fails_above_the_threshold(dataset, tmp_path, capsys):
+    code, out, _ = run(["verify", dataset], capsys)
+    assert code == 0 and re.search(r"\[UNK\] 0\.00% of [\d,]+ text tokens", out)
+    # Cased text through an uncased vocabulary without lower-casing: many [UNK] (the run is
+    # refused by default; --allow_case_mismatch lets it through, as a user who means it would).
+    corpus = make_corpus(tmp_path / "c", n_docs=6, min_sentences=5, max_sentences=10)
+    config = corpus_config(corpus, tmp_path / "cased", do_lower_case=False, dupe_factor=1)
+    generate(config, progress=False, allow_case_mismatch=True)
+    code, out, _ = run(["verify", tmp_path / "cased"], capsys)
+    rate = re.search(r"\[UNK\] rate (\d+\.\d\d)% \(([\d,]+) of ([\d,]+) text tokens\) is above --max_unk_rate 1\.00%", out)
+    assert code == 1 and rate and float(rate.group(1)) > 1, out
+    assert "FAILED: 1 problem(s)" in out
+    code, out, _ = run(["verify", tmp_path / "cased", "--max_unk_rate", "0.5"], capsys)
+    assert code == 0 and f"[UNK] {rate.group(1)}% of {rate.group(3)} text tokens" in out
+    code, _, err = run(["verify", tmp_path / "cased", "--max_unk_rate", "2"], capsys)
+    assert code == 2 and "--max_unk_rate must be in [0, 1]" in err
+
+
+def test_verify_without_vocabulary_says_the_unk_rate_is_not_measured(dataset, tmp_path, capsys):
+    lone = tmp_path / "lone.tfrecords"
+    shutil.copy(dataset / "train" / "examples-1.tfrecords", lone)
+    code, out, _ = run(["verify", lone], capsys)
+    assert code == 0 and "[UNK] rate not measured (no vocabulary; pass --vocab_file)" in out
+    assert "[UNK] 0" not in out
+
+
+def test_verify_default_unk_threshold_is_the_documented_one():
+    from bert_data.cli.bert_data_cli import DEFAULT_MAX_UNK_RATE as shown
+    from bert_data.tools.verify import DEFAULT_MAX_UNK_RATE
+
+    assert shown == DEFAULT_MAX_UNK_RATE == 0.01
+
+
 # ------------------------------------------------------------------------------------ stats
 
 
@@ -401,37 +464,18 @@ def test_stats_plot(dataset, tmp_path, capsys):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
-def test_stats_plot_without_matplotlib(dataset, tmp_path, capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails
-    code, _, err = run(["stats", dataset / "train", "--plot", tmp_path / "x.png"], capsys)
-    assert code == 2 and "needs matplotlib" in err
+def test_stats_plot_without_matplotlib_fails_before_scanning(dataset, tmp_path, capsys, monkeypatch):
+    import bert_data.tools.stats as stats_module
 
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
 
-# ------------------------------------------------------------------------------------ build-vocab
+    def scan(*args, **kwargs):
+        raise AssertionError("the records were scanned before the missing matplotlib was reported")
 
-
-def test_build_vocab_then_generate_and_verify(tmp_path, capsys):
-    corpus = make_corpus(tmp_path / "corpus", n_docs=8, seed=3)
-    vocab_path = tmp_path / "vocab.txt"
-    code, _, err = run(["build-vocab", "--metadata_files", corpus.metadata, "--input_files_prefix",
-                        corpus.root, "--vocab_size", "400", "--do_lower_case", "--out", vocab_path], capsys)
-    assert code == 0 and "build-vocab: wrote" in err
-    tokens = vocab_path.read_text(encoding="utf-8").split("\n")
-    assert tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    out = tmp_path / "out"
-    generate(GeneratorConfig(metadata_files=[str(corpus.metadata)], input_files_prefix=str(corpus.root),
-                             vocab_file=str(vocab_path), do_lower_case=True, max_seq_length=MSL,
-                             max_predictions_per_seq=MPP, dupe_factor=1, output_dir=str(out), num_workers=1,
-                             num_output_files=1), progress=False)
-    code, text, _ = run(["verify", out], capsys)
-    assert code == 0, text
-
-
-def test_build_vocab_usage_error(tmp_path, capsys):
-    assert main(["build-vocab", "--out", str(tmp_path / "v.txt")]) == 2  # no documents named
-    err = capsys.readouterr().err
-    assert err.strip() == ("build-vocab: error: no documents: give --metadata_files (files listing them) or "
-                           "--input_files (paths or globs)")
+    monkeypatch.setattr(stats_module, "compute_stats", scan)
+    code, _, err = run(["stats", dataset, "--plot", tmp_path / "s.png"], capsys)
+    assert code == 2 and "--plot needs matplotlib: pip install 'bert_data[plot]'" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "s.png").exists()
 
 
 # ------------------------------------------------------------------------------------ CLI
@@ -454,83 +498,3 @@ def test_help_is_light():
 def test_no_command_prints_help(capsys):
     code, _, err = run([], capsys)
     assert code == 2 and "verify" in err
-
-
-# ------------------------------------------------------------------------------------ no silent traps (issue 12)
-
-
-def test_inspect_from_another_directory_finds_the_vocabulary_by_its_absolute_path(tmp_path, capsys, monkeypatch):
-    corpus = make_corpus(tmp_path / "c", n_docs=6, min_sentences=5, max_sentences=10)
-    monkeypatch.chdir(corpus.root)  # the vocabulary given relative to here, as users type it
-    generate(GeneratorConfig(metadata_files=["metadata.txt"], input_files_prefix=".", vocab_file="vocab.txt",
-                             do_lower_case=True, max_seq_length=MSL, max_predictions_per_seq=MPP, dupe_factor=1,
-                             output_dir=str(tmp_path / "out"), num_workers=1, num_output_files=1), progress=False)
-    assert manifest(tmp_path / "out")["vocab_path"] == str(corpus.vocab)
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    monkeypatch.chdir(elsewhere)
-    code, out, err = run(["inspect", tmp_path / "out" / "examples-1.tfrecords", "-n", "3"], capsys)
-    assert code == 0 and "no vocabulary" not in err
-    assert "[MASK]{" in out and " [MASK], " in out
-
-
-def test_inspect_without_a_vocabulary_does_not_guess_the_masks(dataset, tmp_path, capsys):
-    lone = tmp_path / "lone.tfrecords"  # a shard without its manifest: no vocabulary to be found
-    shutil.copy(dataset / "train" / "examples-1.tfrecords", lone)
-    code, out, err = run(["inspect", lone, "-n", "5"], capsys)
-    assert code == 0 and "no vocabulary found" in err and "not guessed" in err
-    assert "[MASK] or random: no vocabulary to tell them apart" in out
-    assert " random)" not in out and " [MASK], " not in out  # never labelled without the [MASK] id
-    lines = [line for line in out.splitlines() if " record " in line]
-    kept_changed = [re.search(r"(\d+) predictions \((\d+) kept, (\d+) \[MASK\] or random", line) for line in lines]
-    assert all(m and int(m.group(1)) == int(m.group(2)) + int(m.group(3)) for m in kept_changed)
-    code, out, _ = run(["inspect", lone, "-n", "5", "--json"], capsys)
-    kinds = {m["kind"] for line in out.splitlines() for m in json.loads(line)["masked"]}
-    assert kinds <= {"kept", "mask_or_random"} and "mask_or_random" in kinds
-
-
-def test_verify_reports_the_unk_rate_and_fails_above_the_threshold(dataset, tmp_path, capsys):
-    code, out, _ = run(["verify", dataset], capsys)
-    assert code == 0 and re.search(r"\[UNK\] 0\.00% of [\d,]+ text tokens", out)
-    # Cased text through an uncased vocabulary without lower-casing: many [UNK] (the run is
-    # refused by default; --allow_case_mismatch lets it through, as a user who means it would).
-    corpus = make_corpus(tmp_path / "c", n_docs=6, min_sentences=5, max_sentences=10)
-    config = corpus_config(corpus, tmp_path / "cased", do_lower_case=False, dupe_factor=1)
-    generate(config, progress=False, allow_case_mismatch=True)
-    code, out, _ = run(["verify", tmp_path / "cased"], capsys)
-    rate = re.search(r"\[UNK\] rate (\d+\.\d\d)% \(([\d,]+) of ([\d,]+) text tokens\) is above --max_unk_rate 1\.00%", out)
-    assert code == 1 and rate and float(rate.group(1)) > 1, out
-    assert "FAILED: 1 problem(s)" in out
-    code, out, _ = run(["verify", tmp_path / "cased", "--max_unk_rate", "0.5"], capsys)
-    assert code == 0 and f"[UNK] {rate.group(1)}% of {rate.group(3)} text tokens" in out
-    code, _, err = run(["verify", tmp_path / "cased", "--max_unk_rate", "2"], capsys)
-    assert code == 2 and "--max_unk_rate must be in [0, 1]" in err
-
-
-def test_verify_without_vocabulary_says_the_unk_rate_is_not_measured(dataset, tmp_path, capsys):
-    lone = tmp_path / "lone.tfrecords"
-    shutil.copy(dataset / "train" / "examples-1.tfrecords", lone)
-    code, out, _ = run(["verify", lone], capsys)
-    assert code == 0 and "[UNK] rate not measured (no vocabulary; pass --vocab_file)" in out
-    assert "[UNK] 0" not in out
-
-
-def test_verify_default_unk_threshold_is_the_documented_one():
-    from bert_data.cli.bert_data_cli import DEFAULT_MAX_UNK_RATE as shown
-    from bert_data.tools.verify import DEFAULT_MAX_UNK_RATE
-
-    assert shown == DEFAULT_MAX_UNK_RATE == 0.01
-
-
-def test_stats_plot_without_matplotlib_fails_before_scanning(dataset, tmp_path, capsys, monkeypatch):
-    import bert_data.tools.stats as stats_module
-
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
-
-    def scan(*args, **kwargs):
-        raise AssertionError("the records were scanned before the missing matplotlib was reported")
-
-    monkeypatch.setattr(stats_module, "compute_stats", scan)
-    code, _, err = run(["stats", dataset, "--plot", tmp_path / "s.png"], capsys)
-    assert code == 2 and "--plot needs matplotlib: pip install 'bert_data[plot]'" in err
-    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "s.png").exists()

@@ -10,12 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from bert_data.cli.bert_data_cli import main as tools_main
 from bert_data.cli.build_vocab import main as build_vocab_main
+from bert_data.config import GeneratorConfig
+from bert_data.generator.runner import generate
 from bert_data.generator.inputs.listing import read_metadata
 from bert_data.generator.inputs.reading import DocumentTexts
 from bert_data.tokenizers.vocab_builder import train_wordpiece_vocab, write_vocab
 from bert_data.tokenizers.vocab import SPECIAL_TOKENS, load_vocab, unk_rate
 from bert_data.tokenizers.wordpiece import WordPieceTokenizer
+
+from conftest import make_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "examples" / "sample"
@@ -195,3 +200,35 @@ def test_document_texts_can_be_read_again(tmp_path):
     texts = DocumentTexts([str(tmp_path / "m.txt")], str(tmp_path), multiple_docs_in_single_file=True)
     assert list(texts) == list(texts) == ["one\n", "two\n"]
     assert texts.n_docs == 2 and texts.skipped == {"binary file (NUL bytes)": 1}
+
+
+def test_build_vocab_reads_input_files(tmp_path, capsys):
+    corpus = make_corpus(tmp_path / "c", n_docs=4, min_sentences=5, max_sentences=8)
+    code = build_vocab_main(["--input_files", str(corpus.root / "docs" / "*.txt"), "--vocab_size", "200",
+                             "--min_frequency", "1", "--do_lower_case=true", "--quiet", "--out", str(tmp_path / "v.txt")])
+    assert code == 0
+    assert "from 4 documents" in capsys.readouterr().err
+    assert (tmp_path / "v.txt").read_text().startswith("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
+
+
+def test_build_vocab_then_generate_and_verify(tmp_path, capsys):
+    corpus = make_corpus(tmp_path / "corpus", n_docs=8, seed=3)
+    vocab_path = tmp_path / "vocab.txt"
+    code = tools_main(["build-vocab", "--metadata_files", str(corpus.metadata), "--input_files_prefix",
+                       str(corpus.root), "--vocab_size", "400", "--do_lower_case", "--out", str(vocab_path)])
+    assert code == 0 and "build-vocab: wrote" in capsys.readouterr().err
+    tokens = vocab_path.read_text(encoding="utf-8").split("\n")
+    assert tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    out = tmp_path / "out"
+    generate(GeneratorConfig(metadata_files=[str(corpus.metadata)], input_files_prefix=str(corpus.root),
+                             vocab_file=str(vocab_path), do_lower_case=True, max_seq_length=64,
+                             max_predictions_per_seq=10, dupe_factor=1, output_dir=str(out), num_workers=1,
+                             num_output_files=1), progress=False)
+    assert tools_main(["verify", str(out)]) == 0, capsys.readouterr().out
+
+
+def test_build_vocab_usage_error(tmp_path, capsys):
+    assert tools_main(["build-vocab", "--out", str(tmp_path / "v.txt")]) == 2  # no documents named
+    err = capsys.readouterr().err
+    assert err.strip() == ("build-vocab: error: no documents: give --metadata_files (files listing them) or "
+                           "--input_files (paths or globs)")

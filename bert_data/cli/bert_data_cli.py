@@ -12,6 +12,7 @@ import sys
 from typing import List, Optional
 
 from ..format.manifest import MANIFEST_NAME
+from ..redaction import redacting
 
 DESCRIPTION = """\
 Tools for BERT pretraining TFRecords made by create_tfrecords (or Google's
@@ -111,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@redacting
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "build-vocab":

@@ -14,6 +14,7 @@ from typing import List, Optional, Sequence
 
 from .create_tfrecords import add_document_arguments
 from .flags import add_bool, parse_args
+from ..redaction import redacting
 
 EXAMPLE = """\
 examples:
@@ -86,6 +87,7 @@ class _Progress:
                 bar.update(1)
 
 
+@redacting
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(build_parser(), argv)
 
@@ -98,12 +100,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               "(paths or globs)", file=sys.stderr)
         return 2
     try:  # ConfigError, InputError (reading, even mid-training) and a bad --vocab_size are ValueErrors
-        check_input_options(args.multiple_docs_in_single_file, args.multiple_docs_separator, args.jsonl_text_key)
+        check_input_options(args.multiple_docs_in_single_file, args.multiple_docs_separator, args.text_field)
         texts = DocumentTexts(split_commas(args.metadata_files), args.input_files_prefix,
                               multiple_docs_in_single_file=args.multiple_docs_in_single_file,
                               separator_line=separator_line_of(args.multiple_docs_separator),
-                              jsonl_text_key=args.jsonl_text_key, skip_missing=args.skip_missing,
-                              input_files=args.input_files)
+                              text_field=args.text_field, skip_missing=args.skip_missing,
+                              input_files=args.input_files,
+                              allow_outside_prefix=args.allow_paths_outside_prefix)
         for entry, reason in texts.missing:
             print(f"build-vocab: warning: {entry.metadata_file}:{entry.line_number}: skipped: {reason}: {entry.path}",
                   file=sys.stderr)

@@ -83,7 +83,7 @@ def resolve(args: argparse.Namespace, argv: Sequence[str], warn) -> argparse.Nam
     google = bool(args.input_file)
     if google:
         for option, value in (("--metadata_files", args.metadata_files), ("--input_files", args.input_files),
-                              ("--jsonl_text_key", args.jsonl_text_key)):
+                              ("--text_field", args.text_field)):
             if value:
                 raise ConfigError(f"--input_file reads Google's format (a sentence a line, blank lines between "
                                   f"documents) and cannot be combined with {option}: use --input_files for that")

@@ -19,6 +19,7 @@ from ..format.manifest import MANIFEST_NAME
 from ..generator.run_files import WORK_DIR
 from .compat import add_google_arguments, resolve
 from .flags import add_bool, parse_args
+from ..redaction import redacting
 
 DESCRIPTION = """\
 Turn raw text into BERT pretraining data: TFRecord shards of tf.train.Example with input_ids,
@@ -66,19 +67,24 @@ def add_document_arguments(group, metadata_help: str = "") -> None:
                        help="documents given directly: paths or globs (quote them; comma-separated lists too), "
                             "relative to --input_files_prefix; instead of or after --metadata_files")
     group.add_argument("--input_files_prefix", default=default_of("input_files_prefix"), metavar="DIR",
-                       help="directory the document paths are relative to (default: as written)")
+                       help="directory the document paths are relative to (default: as written); a metadata "
+                            "entry that resolves outside it (.., an absolute path, a symbolic link leading out) "
+                            "is refused")
+    add_bool(group, "--allow_paths_outside_prefix",
+             help="read metadata entries that resolve outside --input_files_prefix")
     add_bool(group, "--multiple_docs_in_single_file",
              help="each file holds many documents, separated by --multiple_docs_separator")
     group.add_argument("--multiple_docs_separator", default=default_of("multiple_docs_separator"), metavar="TEXT",
                        help="a line holding this text separates documents; the default \\n (typed "
                             "literally) means a blank line")
-    # Where documents live (issue 14): one option names the text in tables and JSON Lines alike.
-    group.add_argument("--text_column", "--jsonl_text_key", dest="jsonl_text_key", default=None, metavar="NAME",
+    # One option names the text in tables and JSON Lines alike; the older names stay as aliases.
+    group.add_argument("--text_field", "--text_column", "--jsonl_text_key", dest="text_field", default=None,
+                       metavar="NAME",
                        help="the text's column in Parquet and Arrow files (.parquet, .arrow, .feather: one "
-                            "document a row; default text) and its key in JSON Lines. Given, the other files "
-                            "are read as JSON Lines: one document a line, its text the string at NAME. Rows "
-                            "and lines without a text are skipped and counted. --jsonl_text_key is the same "
-                            "option")
+                            "document a row) and its key in JSON Lines (one document a line, its text the string "
+                            "at NAME); default text. Given, every file that is not a table is read as JSON Lines, "
+                            "whatever its extension. Rows and lines without a text are skipped and counted. "
+                            "--text_column and --jsonl_text_key are the same option")
 
 
 def add_tokenizer_arguments(group) -> None:
@@ -179,6 +185,13 @@ def build_parser() -> argparse.ArgumentParser:
                               "tokens, or words with --mask_whole_word)")
     add_bool(recipes, "--v2_feature_names",
              help="name features input_word_ids and input_type_ids (TF Model Garden's BERT)")
+    add_bool(recipes, "--pack_sequences",
+             help="pack instances into rows of max_seq_length (Graphcore's packed BERT): input_mask holds "
+                  "each token's instance index (1..k), positions restart at 0 for each instance, and the "
+                  "pair task has next_sentence_positions/labels/weights of k each; no padding spent, "
+                  "no attention across instances (docs/packing.md)")
+    recipes.add_argument("--max_sequences_per_pack", type=int, default=None, metavar="K",
+                         help="with --pack_sequences: the most instances a row holds (default 3, as Graphcore)")
     recipes.add_argument("--compression", choices=["gzip", "zlib"], default=None,
                          help="compress the shards; read them with "
                               "tf.data.TFRecordDataset(compression_type='GZIP' or 'ZLIB')")
@@ -229,7 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
                   "from its first source to its last, and random-next sentences come from neighbouring "
                   "documents; a trainer's small shuffle buffer sees one region at a time")
     work.add_argument("--num_workers", type=int, default=None,
-                      help="worker processes (default: all cores); output is identical for any value")
+                      help="worker processes (default: all cores this process may use; more than that is capped, "
+                           "with a warning); output is identical for any value")
     cluster = work.add_mutually_exclusive_group()
     cluster.add_argument("--scheduler", metavar="ADDRESS", default=None,
                          help="run the work on the Dask cluster whose scheduler is at ADDRESS "
@@ -261,6 +275,7 @@ def config_from_args(args: argparse.Namespace):
     return GeneratorConfig(**options)
 
 
+@redacting
 def main(argv: Optional[List[str]] = None) -> int:
     notices.use_program_name("create_tfrecords")
     parser = build_parser()
@@ -283,9 +298,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         run = dict(progress=not args.quiet and sys.stderr.isatty(), skip_missing=args.skip_missing,
                    allow_case_mismatch=args.allow_case_mismatch)
         if args.scheduler or args.dask:
-            from ..generator.executors import dask_executor
+            from ..generator.executors import dask_executor, local_workers
 
-            with dask_executor(args.scheduler, config.workers) as (executor, parallelism):
+            # A local cluster's processes are this machine's: no more than its cores.
+            workers = config.workers if args.scheduler else local_workers(config.workers)
+            with dask_executor(args.scheduler, workers) as (executor, parallelism):
                 summary = generate(settings, executor=executor, parallelism=parallelism, **run)
         else:
             summary = generate(settings, **run)
@@ -323,8 +340,9 @@ def report(config, summary) -> None:
     elif summary.resumed_from_unit:
         n_units = sum(manifest.get("n_units") or 0 for manifest in summary.manifests.values())
         kept = summary.resumed_from_unit
-        resumed = (f" (resumed: unit{'s 1-' if kept > 1 else ' '}{kept:,} kept from the interrupted run, units "
-                   f"{kept + 1:,}-{n_units:,} done now)")
+        done = "nothing was left but to finish" if kept >= n_units else (
+            f"unit {n_units:,} done now" if kept + 1 == n_units else f"units {kept + 1:,}-{n_units:,} done now")
+        resumed = f" (resumed: unit{'s 1-' if kept > 1 else ' '}{kept:,} kept from the interrupted run, {done})"
     print(f"done in {summary.seconds:.1f} s{resumed}", file=sys.stderr)
 
 

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Union
 
-from .dataset_layout import SPLITS, is_shard_name, shard_suffix
+from .dataset_layout import SPLITS, TRAIN, is_shard_name, shard_suffix, unfinished_message, unfinished_run
 from .layout import FLOAT32, INT64, V2_NAMES, FeatureSpec, canonical_name, feature_specs, layout_options
 from .manifest import MANIFEST_NAME, Manifest
 
@@ -78,7 +78,28 @@ def _run_manifests(directory: str) -> List[str]:
     return sorted(os.path.join(directory, name) for name in os.listdir(directory) if Manifest.is_run_manifest_name(name))
 
 
+def _refuse_unfinished(directory: str) -> None:
+    """A directory without its manifest (its own, or its train split's) that holds a run's
+    traces is never read as a dataset."""
+    if Manifest.exists_in(directory) or Manifest.exists_in(os.path.join(directory, TRAIN)) or \
+            _run_manifest_index(directory):  # (runs that share a directory: the finished ones are read)
+        return
+    trace = unfinished_run(directory)
+    if trace is not None:
+        raise ValueError(unfinished_message(directory, trace))
+
+
+def _refuse_unfinished_files(files: List[str]) -> None:
+    """Shard files named directly, beside an unfinished run and listed by no manifest."""
+    for directory in sorted({os.path.dirname(os.path.abspath(path)) for path in files}):
+        trace = unfinished_run(directory)
+        if trace is not None and any(find_manifest(path) is None for path in files
+                                     if os.path.dirname(os.path.abspath(path)) == directory):
+            raise ValueError(unfinished_message(directory, trace))
+
+
 def _directory_shards(directory: str) -> List[str]:
+    _refuse_unfinished(directory)
     if Manifest.exists_in(directory):
         listed = Manifest.read(directory).examples_per_file
         if listed:
@@ -110,20 +131,24 @@ def resolve_shards(paths: Paths) -> List[str]:
         else:
             parts.extend(p.strip() for p in item.split(",") if p.strip())
     out: List[str] = []
+    named: List[str] = []  # files named directly or by a pattern (not through a directory's manifest)
     for part in parts:
         if os.path.isdir(part):
             out.extend(_directory_shards(part))
         elif os.path.exists(part):
+            named.append(part)
             out.append(part)
         elif _GLOB_CHARS.search(part):
             matched = sorted(_glob.glob(part), key=natural_key)
             if not matched:
                 raise ValueError(f"{part}: the pattern matches no file")
+            named.extend(m for m in matched if os.path.isfile(m))
             out.extend(m for m in matched if os.path.isfile(m))
         else:
             raise ValueError(f"{part}: no such file or directory")
     if not out:
         raise ValueError("no input files")
+    _refuse_unfinished_files(named)
     return out
 
 
@@ -139,6 +164,7 @@ class ShardGroup:
 
 
 def _group_for_directory(directory: str) -> List[ShardGroup]:
+    _refuse_unfinished(directory)
     if Manifest.exists_in(directory):
         manifest = Manifest.read(directory)
         listed = list(manifest.examples_per_file)
@@ -222,18 +248,23 @@ def _run_manifest_index(directory: str) -> List[str]:
 
 
 def layout_flags(specs: Sequence[FeatureSpec]) -> dict:
-    """``{"mlm_only", "masked", "v2_feature_names", "max_seq_length", "max_predictions_per_seq"}``
-    of a record layout, or ValueError if ``specs`` is not one that
-    :func:`bert_data.format.layout.feature_specs` makes (names, order, types and lengths)."""
+    """``{"mlm_only", "masked", "v2_feature_names", "max_seq_length", "max_predictions_per_seq",
+    "packed", "max_sequences_per_pack"}`` of a record layout, or ValueError if ``specs`` is not
+    one that :func:`bert_data.format.layout.feature_specs` makes (names, order, types and
+    lengths).  For packed rows ``max_predictions_per_seq`` is a row's prediction slots and
+    ``max_sequences_per_pack`` is None for MLM-only rows (their layout does not show it)."""
     by_name = {canonical_name(spec.name): spec for spec in specs}
     ids = by_name.get("input_ids")
     if ids is None:
         raise ValueError(f"features {[spec.name for spec in specs]} have no input_ids "
                          f"(or {V2_NAMES['input_ids']})")
     positions = by_name.get("masked_lm_positions")
-    options = layout_options(spec.name for spec in specs)
+    pack_slots = by_name["next_sentence_positions"].length if "next_sentence_positions" in by_name else None
+    options = layout_options((spec.name for spec in specs), pack_slots)
     flags = dict(options, max_seq_length=ids.length,
-                 max_predictions_per_seq=positions.length if positions is not None else None)
+                 max_predictions_per_seq=positions.length if positions is not None else None,
+                 packed=options["max_sequences_per_pack"] > 0,
+                 max_sequences_per_pack=pack_slots if options["max_sequences_per_pack"] else None)
     expected = feature_specs(ids.length, flags["max_predictions_per_seq"] or 0, **options)
     if list(specs) != expected:
         raise ValueError(f"features {[(s.name, s.dtype, s.length) for s in specs]} are not a BERT record layout "
@@ -248,6 +279,9 @@ def describe_layout(specs: Sequence[FeatureSpec]) -> str:
     except ValueError:
         return "unknown layout: " + ", ".join(spec.name for spec in specs)
     kind = "MLM-only" if flags["mlm_only"] else "NSP"
+    if flags["packed"]:
+        kind += ", packed" + (f" (up to {flags['max_sequences_per_pack']} a row)"
+                              if flags["max_sequences_per_pack"] else "")
     if not flags["masked"]:
         kind += ", unmasked"
     if flags["v2_feature_names"]:
@@ -274,7 +308,8 @@ def infer_specs(shard: str, compression="auto") -> Optional[List[FeatureSpec]]:
         for name in ("input_ids", "input_mask"):
             if name not in stored:
                 raise ValueError(f"{shard}: record 0: feature {name!r} is missing")
-        options = layout_options(example)
+        pack_slots = len(example["next_sentence_positions"]) if "next_sentence_positions" in example else None
+        options = layout_options(example, pack_slots)
         specs = feature_specs(len(example[stored["input_ids"]]),
                               len(example["masked_lm_positions"]) if options["masked"] else 0, **options)
         if set(example) != {spec.name for spec in specs}:

@@ -28,6 +28,11 @@ SPLITS = (TRAIN, VAL)
 
 # A shard (or a manifest) being written; renamed to its final name when complete.
 IN_PROGRESS_SUFFIX = ".tmp"
+# While a run is under way (or after it stopped, for --resume), its output directory holds its
+# work directory and its lock (``generator.run_files`` owns what is inside and every operation;
+# with Google's --output_file both are named ``.FIRST_FILE<name>``, one per run).
+WORK_DIR = ".bert_data_work"
+LOCK = ".bert_data.lock"
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,30 @@ def shard_suffixes(kinds: Optional[Iterable[str]] = None) -> Tuple[str, ...]:
 def is_shard_name(name: str, kinds: Optional[Iterable[str]] = None) -> bool:
     """A file name readers take for a shard in a directory without manifest."""
     return name.endswith(shard_suffixes(kinds))
+
+
+def unfinished_run(directory: str) -> Optional[str]:
+    """The path of a trace of a run that has not finished in ``directory`` (its work directory,
+    or a shard or manifest in progress; for a split's directory, in the output directory above
+    it too), or None.  A directory whose manifest is absent and that holds one is not a
+    dataset: readers say so, and ``--resume`` finishes it."""
+    places = [directory]
+    if os.path.basename(os.path.normpath(directory)) in SPLITS:
+        places.append(os.path.dirname(os.path.normpath(directory)) or ".")
+    for place in places:
+        try:
+            names = sorted(os.listdir(place))
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(WORK_DIR) or (name.endswith(IN_PROGRESS_SUFFIX) and is_run_output_name(name)):
+                return os.path.join(place, name)
+    return None
+
+
+def unfinished_message(directory: str, trace: str) -> str:
+    return (f"{directory} holds an unfinished run (no manifest yet; {trace} is still there), not a dataset: "
+            "run the same create_tfrecords command with --resume to finish it")
 
 
 def is_run_output_name(name: str) -> bool:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Optional
 
 from .. import storage
-from .layout import FeatureSpec, feature_specs
+from .layout import DEFAULT_SEQUENCES_PER_PACK, FeatureSpec, feature_specs, packed_predictions
 
 MANIFEST_NAME = "data_params.json"
 # Generator options that say how a run was carried out, never what it wrote: not recorded.
@@ -61,6 +61,10 @@ class Manifest:
     tokenizer_path: Optional[str] = None
     vocab_size: Optional[int] = None
     bert_data_version: Optional[str] = None
+    # Instances in the records (more than n_examples, the records, when rows are packed), and the
+    # records' tokens that are not padding over all their slots (max_seq_length a record).
+    n_instances: Optional[int] = None
+    fill_rate: Optional[float] = None
 
     # ------------------------------------------------------------------ options readers use
     def option(self, name: str, default=None):
@@ -83,6 +87,18 @@ class Manifest:
     def masked(self) -> bool:
         """False for ``--disable_masking`` data (masks are drawn at load time)."""
         return not self.option("disable_masking", False)
+
+    @property
+    def packed(self) -> bool:
+        """Records are packed rows of several instances (``--pack_sequences``)."""
+        return bool(self.option("pack_sequences", False))
+
+    @property
+    def max_sequences_per_pack(self) -> int:
+        """The most instances a record holds (1 when records are not packed)."""
+        if not self.packed:
+            return 1
+        return int(self.option("max_sequences_per_pack", DEFAULT_SEQUENCES_PER_PACK))
 
     @property
     def v2_feature_names(self) -> bool:
@@ -136,8 +152,15 @@ class Manifest:
         imply."""
         if self.features:
             return list(self.features)
-        return feature_specs(self.max_seq_length, self.max_predictions_per_seq, mlm_only=self.mlm_only,
-                             masked=self.masked, v2_feature_names=self.v2_feature_names)
+        return self.implied_specs
+
+    @property
+    def implied_specs(self) -> List[FeatureSpec]:
+        """The record layout the options imply (what the generator writes for them)."""
+        k = self.max_sequences_per_pack if self.packed else 0
+        predictions = packed_predictions(self.max_predictions_per_seq, k) if k else self.max_predictions_per_seq
+        return feature_specs(self.max_seq_length, predictions, mlm_only=self.mlm_only, masked=self.masked,
+                             v2_feature_names=self.v2_feature_names, max_sequences_per_pack=k)
 
     def find_vocab_file(self, manifest_path: Optional[str] = None) -> Optional[str]:
         """The vocabulary file this manifest names, if it exists: its absolute path
@@ -181,7 +204,7 @@ class Manifest:
                 value = {"count": value.count, "by_reason": dict(sorted(value.by_reason.items())),
                          "first": list(value.first)}
             data[item.name] = value
-        return data
+        return storage.redact_data(data)  # no credentials of URLs in a file
 
     @classmethod
     def from_json(cls, data: dict) -> "Manifest":

@@ -2,8 +2,9 @@
 
 An encode task writes, for each output shard it serves, one *segment* of a piece file (see
 ``tasks.encode_shards``); the runner hands each unit's segments to :class:`ShardAssembler`, unit
-after unit, which appends them to the ``*.tfrecords.tmp`` shards and renames the shards when
-all units are in.  Compressed shards stay valid files however many segments they are made of:
+after unit, which appends them to the shards in progress and completes them when all units
+are in (``run_files.finalize`` publishes them).  Compressed shards stay valid files however
+many segments they are made of:
 
 * gzip: each segment is a gzip member, and concatenated members are one gzip file;
 * zlib: each segment is raw deflate data ending on a byte boundary; the assembler writes the
@@ -22,7 +23,7 @@ from .. import storage
 from ..config import GeneratorConfig
 from ..format.dataset_layout import TRAIN
 from .pieces import Segment
-from .run_files import GenerationError, shard_in_progress, shard_path, split_dirs
+from .run_files import GenerationError, shard_in_progress, split_dirs
 from .scratch import fetch_piece
 from .shard_shuffle import shuffles_shards
 
@@ -70,52 +71,57 @@ def adler32_combine(first: int, second: int, second_length: int) -> int:
 
 
 class ShardAssembler:
-    """Appends piece segments to ``*.tmp`` shards in unit order; renames shards when all are in.
+    """Appends piece segments to the shards in progress, in unit order, and completes them.
 
-    With ``--compression zlib`` a shard is one zlib stream: a header, the segments' raw deflate
-    data, then a final block and the Adler-32 of everything (combined from the segments')."""
+    A shard is opened only while a unit's segments are appended to it: a run with more shards
+    than the process may hold open files needs no more descriptors than one.  With
+    ``--compression zlib`` a shard is one zlib stream: a header, the segments' raw deflate data,
+    then a final block and the Adler-32 of everything (combined from the segments')."""
 
     def __init__(self, config: GeneratorConfig, sizes: Optional[Dict[str, int]] = None,
                  checksums: Optional[Dict[str, list]] = None, shard_counts: Optional[Dict[str, int]] = None,
-                 fetch_dir: Optional[str] = None, done: Optional[List[str]] = None):
+                 fetch_dir: Optional[str] = None):
         self.config = config
         self.fetch_dir = fetch_dir  # where pieces at a URL are downloaded to, to be appended
         self.dirs = split_dirs(config)
         # Shards shuffled at the end are kept uncompressed until then (see ``shard_shuffle``).
         self.zlib = config.compression == "zlib" and not shuffles_shards(config)
-        self.done = set(done or ())  # shards already shuffled into their final file (resuming)
         self.checksums: Dict[str, list] = dict(checksums or {})  # key -> [adler32, raw length]
-        self.handles = {}
+        self.lengths: Dict[str, int] = {}  # key ("split/shard") -> bytes written
         self.shard_counts: Dict[str, int] = {}  # per split, once known (see open_split)
         for split, count in (shard_counts or {}).items():
             self.open_split(split, count, sizes)
 
+    def path(self, key: str) -> str:
+        split, shard = key.split("/")
+        return shard_in_progress(self.dirs[split], self.config, int(shard))
+
     def open_split(self, split: str, count: int, sizes: Optional[Dict[str, int]] = None) -> None:
         """Create the ``count`` shards of a split (its count may be decided during the run, when
-        shards are sized by records or megabytes), or, resuming, reopen those the journal lists
-        (``sizes``) at the sizes it vouches for."""
+        shards are sized by records or megabytes), or, resuming, cut those the journal lists
+        (``sizes``) to the sizes it vouches for."""
         self.shard_counts[split] = count
         for shard in range(count):
-            path = shard_in_progress(self.dirs[split], self.config, shard)
             key = f"{split}/{shard}"
-            if key in self.done:
-                continue
+            path = self.path(key)
             if sizes is None or key not in sizes:
-                handle = open(path, "wb")
-                if self.zlib:
-                    handle.write(ZLIB_HEADER)
+                self.lengths[key] = 0  # (recorded first: a failure to create it still removes it)
+                with open(path, "wb") as handle:
+                    if self.zlib:
+                        handle.write(ZLIB_HEADER)
+                self.lengths[key] = len(ZLIB_HEADER) if self.zlib else 0
                 self.checksums[key] = [1, 0]
             else:  # resume: drop whatever came after the last unit the journal vouches for
                 if not os.path.exists(path) or os.path.getsize(path) < sizes[key]:
                     raise GenerationError(f"--resume: {path} is missing or shorter than the journal says; "
                                           "use --overwrite to start again")
-                handle = open(path, "r+b")
-                handle.truncate(sizes[key])
-                handle.seek(sizes[key])
-            self.handles[key] = handle
+                os.truncate(path, sizes[key])
+                self.lengths[key] = sizes[key]
 
     def append(self, segments: List[Segment]) -> None:
-        """One unit's segments, in (split, shard) order; their piece files are removed after."""
+        """One unit's segments, in (split, shard) order; their piece files are removed after.
+        Each shard is flushed and closed before the next: the journal written next must never
+        vouch for bytes still in a buffer."""
         pieces = {}
         fetched = {}  # piece URL -> local copy
         try:
@@ -125,7 +131,11 @@ class ShardAssembler:
                 piece = pieces.get(segment.path) or pieces.setdefault(
                     segment.path, open(fetched.get(segment.path, segment.path), "rb"))
                 key = f"{segment.split}/{segment.shard}"
-                copy_range(piece, segment.offset, segment.length, self.handles[key], segment.path)
+                with open(self.path(key), "r+b") as shard:
+                    shard.seek(self.lengths[key])
+                    copy_range(piece, segment.offset, segment.length, shard, segment.path)
+                    shard.flush()
+                    self.lengths[key] = shard.tell()
                 adler, length = self.checksums[key]
                 self.checksums[key] = [adler32_combine(adler, segment.adler32, segment.raw_length),
                                        length + segment.raw_length]
@@ -138,37 +148,31 @@ class ShardAssembler:
         for path in pieces:
             if not storage.is_url(path):
                 os.remove(path)
-        for handle in self.handles.values():
-            handle.flush()  # the journal written next must never vouch for bytes still in a buffer
 
     def sizes(self) -> Dict[str, int]:
-        return {key: handle.tell() for key, handle in self.handles.items()}
+        return dict(self.lengths)
 
-    def finish(self, rename: bool = True, sync: bool = True) -> None:
-        """Complete every shard; ``rename``: to its final name (else it stays ``*.tmp``, for an
-        upload or the final shuffle: the journal still vouches for it, so a resumed run finds
-        it); ``sync``: to disk (not needed for a shard written again by the shuffle)."""
-        for key, handle in self.handles.items():
-            if self.zlib:
-                handle.write(DEFLATE_FINAL_BLOCK + self.checksums[key][0].to_bytes(4, "big"))
-            handle.flush()
-            if sync:
-                os.fsync(handle.fileno())
-            handle.close()
-            if rename:
-                split, shard = key.split("/")
-                os.replace(shard_in_progress(self.dirs[split], self.config, int(shard)),
-                           shard_path(self.dirs[split], self.config, int(shard)))
+    def finish(self, sync: bool = True) -> Dict[str, int]:
+        """Complete every shard, durably (``sync``; not needed for a shard the final shuffle
+        writes again), under its name in progress (``run_files.finalize`` publishes it); returns
+        the shards' sizes, for the journal."""
+        for key in self.lengths:
+            with open(self.path(key), "r+b") as shard:
+                shard.seek(self.lengths[key])
+                if self.zlib:
+                    shard.write(DEFLATE_FINAL_BLOCK + self.checksums[key][0].to_bytes(4, "big"))
+                shard.flush()
+                if sync:
+                    os.fsync(shard.fileno())
+                self.lengths[key] = shard.tell()
+        return self.sizes()
 
     def close(self) -> None:
-        for handle in self.handles.values():
-            handle.close()
+        """Nothing stays open between units (kept for callers that close after a failure)."""
 
     def remove(self) -> None:
-        self.close()
-        for key in self.handles:
-            split, shard = key.split("/")
+        for key in self.lengths:
             try:
-                os.remove(shard_in_progress(self.dirs[split], self.config, int(shard)))
+                os.remove(self.path(key))
             except FileNotFoundError:
                 pass

@@ -24,7 +24,8 @@ import signal
 import sys
 from typing import Iterator, Optional, Tuple
 
-from ..config import ConfigError
+from ..config import ConfigError, available_cores
+from ..notices import warn
 
 
 class InlineExecutor(cf.Executor):
@@ -62,6 +63,18 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def local_workers(requested: int) -> int:
+    """How many worker processes to start on this machine for ``requested``: at most its cores,
+    with a warning, since more only compete for them while each holds its own tokenizer and
+    sentence model in memory (--num_workers 1000 on 2 cores would start a thousand)."""
+    cores = available_cores()
+    if requested > cores:
+        warn(f"--num_workers {requested:,} is more than the cores this process may use ({cores}): "
+             f"starting {cores} worker processes")
+        return cores
+    return requested
+
+
 def default_executor(workers: int) -> cf.Executor:
     if workers == 1:
         return InlineExecutor()
@@ -91,6 +104,18 @@ def check_workers_see(executor: Optional[cf.Executor], work_dir: str) -> None:
                           f"{f' and {len(blind) - 1} more' if len(blind) > 1 else ''} (no shared file system): "
                           "give --work_dir a URL every worker reaches (e.g. s3://bucket/scratch), or an --output_dir "
                           "URL")
+
+
+def dead_worker_signal(executor: cf.Executor) -> Optional[int]:
+    """The signal that killed a worker of our own pool (after ``BrokenProcessPool``), if any: the
+    pool ends the other workers with SIGTERM, so another signal is the cause."""
+    manager = getattr(executor, "_executor_manager_thread", None)
+    if manager is not None:  # it reaps every worker of a broken pool: then their exit codes are known
+        manager.join(timeout=30)
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    codes = [process.exitcode for process in processes if process.exitcode is not None and process.exitcode < 0]
+    causes = [-code for code in codes if -code != signal.SIGTERM] or [-code for code in codes]
+    return causes[0] if causes else None
 
 
 def stop_executor(executor: cf.Executor) -> None:
@@ -133,6 +158,9 @@ def dask_executor(scheduler: Optional[str], n_workers: int) -> Iterator[Tuple[ob
                                    dashboard_address=None)
             client = Client(cluster)
         with client:
+            from .dask_workers import RedactingWorker
+
+            client.register_plugin(RedactingWorker())  # (workers log failed tasks, URLs and all)
             workers = client.scheduler_info().get("workers", {})
             parallelism = max(1, sum(info.get("nthreads", 1) for info in workers.values()))
             # pure=False: tasks are not deduplicated by hashing their (large) arguments.

@@ -38,8 +38,9 @@ from .. import storage
 from ..config import ConfigError, GeneratorConfig
 from ..format.dataset_layout import TRAIN
 from ..format.manifest import Manifest
-from .run_files import (GenerationError, discard_unjournaled, existing_outputs_at, output_lock, output_work_dir,
-                        prepare_output_dir, run_dir_name, shard_in_progress, shard_path, split_dirs, work_dir_of)
+from .run_files import (GenerationError, discard_unjournaled, existing_outputs, output_lock, output_work_dir,
+                        prepare_output_dir, read_journal, run_dir_name, shard_in_progress, shard_path, split_dirs,
+                        work_dir_of)
 
 # ---------------------------------------------------------------------------- files workers open
 
@@ -58,7 +59,8 @@ def local_copy(url: str) -> str:
             directory = os.path.join(tempfile.gettempdir(), f"bert_data-files-{os.getuid()}")
             os.makedirs(directory, exist_ok=True)
             digest = hashlib.sha256(f"{url}\0{version}".encode("utf-8")).hexdigest()[:16]
-            path = os.path.join(directory, f"{digest}-{storage.basename(url)}")
+            # (the file's name without the URL's query: it may hold a token)
+            path = os.path.join(directory, f"{digest}-{storage.basename(url.split('?')[0])}")
             if not os.path.exists(path):
                 temporary = f"{path}.{os.getpid()}.tmp"
                 storage.download(url, temporary)
@@ -194,14 +196,15 @@ class RemoteOutput:
         side: refuse to mix with an earlier run's files unless told (--overwrite: they go;
         --resume: a finished run has nothing to resume).  Returns the journal when resuming."""
         config, output = self.config, self.places.output
-        if config.resume and storage.exists(Manifest.path_in(split_dirs(config)[TRAIN])):
+        if config.resume and storage.exists(Manifest.path_in(split_dirs(config)[TRAIN])) and \
+                not (read_journal(self.places.journal_dir) or {}).get("finished"):  # (else: finish it again)
             raise ConfigError(f"--resume: {output} holds a finished run; nothing to resume")
         try:
             journal = prepare_output_dir(local, fingerprint)
         except ConfigError as error:  # name the URL the user gave, and where its run is staged
             raise ConfigError(str(error).replace(local.output_dir, f"{output} (staged in {local.output_dir})")) \
                 from None
-        found = existing_outputs_at(output)
+        found = existing_outputs(config)  # at the URL
         if not found or journal is not None:
             return journal
         if not (config.overwrite or config.resume):
@@ -217,9 +220,9 @@ class RemoteOutput:
         return journal
 
     # ------------------------------------------------------------------ the finished dataset
-    def upload_shards(self, local: GeneratorConfig, shard_counts: Dict[str, int]) -> Dict[str, int]:
+    def upload_shards(self, local: GeneratorConfig, shard_counts: Dict[str, int], step=lambda: None) -> Dict[str, int]:
         """Each finished shard, staged under ``local``, to its final key (the manifests come
-        after); returns the shards' sizes by URL, for the manifests."""
+        after; ``step`` is called after each); returns the shards' sizes by URL, for the manifests."""
         config, sizes = self.config, {}
         for split, directory in split_dirs(local).items():
             for shard in range(shard_counts[split]):
@@ -227,6 +230,7 @@ class RemoteOutput:
                 url = shard_path(split_dirs(config)[split], config, shard)
                 self._upload(staged, url)
                 sizes[url] = os.path.getsize(staged)
+                step()
         return sizes
 
     def _upload(self, local: str, url: str) -> None:

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Dict, List
 
+from .. import storage
 from ..version import __version__
 from ..config import ConfigError, GeneratorConfig
 from ..notices import warn
@@ -18,13 +19,14 @@ import numpy as np
 from .inputs import planner
 from .inputs.listing import list_documents
 from .inputs.reading import read_documents
-from .inputs.types import SPLIT_OF_CODE, TRAIN, TRAIN_CODE, VAL, VAL_CODE, CorpusPlan, InputError, Slice
+from ..format.dataset_layout import TRAIN, VAL
+from .inputs.types import SPLIT_OF_CODE, TRAIN_CODE, VAL_CODE, CorpusPlan, InputError, Slice
 from .mixing import CorpusOrder, block_size
 from .settings import RunSettings
 from .tasks import SliceTable, UnitWork
 
 # Options that change how the work is done, never what is written.
-NOT_IN_FINGERPRINT = ("num_workers", "overwrite", "resume", "work_dir")
+NOT_IN_FINGERPRINT = ("num_workers", "overwrite", "resume", "work_dir", "allow_paths_outside_prefix")
 
 
 @dataclass
@@ -75,11 +77,11 @@ def make_plan(settings: RunSettings, skip_missing: bool = False, check_case: boo
 
     config, vocab = settings.config, settings.vocab
     entries, missing = list_documents(config.metadata_files, config.input_files, config.input_files_prefix,
-                                      skip_missing)
+                                      skip_missing, config.allow_paths_outside_prefix)
     val_entries, val_missing = [], []
     if config.val_metadata_files:
         val_entries, val_missing = list_documents(config.val_metadata_files, [], config.input_files_prefix,
-                                                  skip_missing)
+                                                  skip_missing, config.allow_paths_outside_prefix)
     # A document named for validation is never trained on: it leaves the training list.
     held_out = {entry.path for entry in val_entries}
     excluded = [entry for entry in entries if entry.path in held_out]
@@ -97,7 +99,7 @@ def make_plan(settings: RunSettings, skip_missing: bool = False, check_case: boo
 
     corpus = planner.plan_corpus(entries, split_code, val_entries,
                                  multiple_docs_in_single_file=config.multiple_docs_in_single_file,
-                                 separator_line=config.separator_line, jsonl_text_key=config.jsonl_text_key)
+                                 separator_line=config.separator_line, text_field=config.text_field)
     if not corpus.n_docs or not corpus.n_bytes:
         named = config.metadata_files + config.input_files + config.val_metadata_files
         raise InputError("no document with any text in " + ", ".join(named))
@@ -161,8 +163,10 @@ def check_vocabulary_case(config: GeneratorConfig, vocab, slices: List[Slice], a
 
 def run_fingerprint(config: GeneratorConfig, vocab, entries) -> str:
     """What must not change between a run and its --resume: options that shape the output, the
-    vocabulary, the list of documents and the package version."""
-    options = {key: value for key, value in config.as_dict().items() if key not in NOT_IN_FINGERPRINT}
+    vocabulary, the list of documents and the package version.  Credentials in URLs are not
+    part of it (it is stored in the journal; and new credentials resume the same run)."""
+    options = {key: storage.redact_data(value) for key, value in config.as_dict().items()
+               if key not in NOT_IN_FINGERPRINT}
     digest = hashlib.sha256()
     digest.update(json.dumps(options, sort_keys=True).encode())
     digest.update(vocab.sha256.encode())

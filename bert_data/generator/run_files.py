@@ -4,8 +4,9 @@ finalize, discard.  No other module spells the name of a run's file.
 The output directory: ``OUTPUT_DIR/NAME-1.tfrecords`` .. ``NAME-N.tfrecords`` and the manifest
 (with a validation split, ``OUTPUT_DIR/train/`` and ``OUTPUT_DIR/val/``, each laid out like
 that; see ``format.dataset_layout``), plus, while a run is under way, shards in progress
-(``*.tfrecords.tmp``; in the final shuffle, ``*.tfrecords.shuffling``), the work directory
-``.bert_data_work`` and the lock file ``.bert_data.lock``.
+(``*.tfrecords.tmp``; in the final shuffle, ``*.tfrecords.tmp.shuffling`` beside them), the work
+directory and the lock file (``dataset_layout.WORK_DIR`` and ``LOCK``: readers recognise an
+unfinished run by them).
 
 The work directory holds, for the tasks to hand each other data (see ``scratch``): tokenized
 slices (``slice-N.tokens.npy``, ``.sentences.npy``, ``.docs.npy`` and the summary ``.json``,
@@ -16,7 +17,7 @@ in these names, as messages number them.
 
 With Google's ``--output_file`` the shards are exactly the named files (in one directory), and
 the manifest, work directory and lock are named after the first of them
-(``Manifest.name_for_files("x.tfrecord")``, ``.x.tfrecord.bert_data_work``, ``.x.tfrecord.bert_data.lock``),
+(``Manifest.name_for_files("x.tfrecord")``, ``.x.tfrecord`` + ``WORK_DIR``, ``.x.tfrecord`` + ``LOCK``),
 so that many such runs can write their own files into one directory at once, as is common with
 Google's tool (one run per input shard); like Google's tool, such a run replaces the files it
 names.
@@ -29,24 +30,28 @@ for a resumed run; every other work file of a unit the journal does not vouch fo
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
 import re
 import shutil
+import signal
+import sys
 import uuid
-from typing import Callable, Dict, List, Optional, Tuple
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from .. import storage
 from ..config import ConfigError, GeneratorConfig
 from ..format import dataset_layout
-from ..format.dataset_layout import TRAIN, in_progress, is_run_output_name
+from ..format.dataset_layout import LOCK, TRAIN, WORK_DIR, in_progress, is_run_output_name
 from ..format.manifest import MANIFEST_NAME, Manifest, write_json_atomic
 from ..notices import warn
 
-WORK_DIR = ".bert_data_work"
 JOURNAL = "journal.json"
-LOCK = ".bert_data.lock"
 # Tokenized slices, complete (written through a temporary and renamed): a resumed run keeps them.
 _SLICE_KINDS = {"tokens": ".tokens.npy", "docs": ".docs.npy", "sentences": ".sentences.npy", "summary": ".json"}
 _SLICE_FILE = re.compile(r"^slice-\d+(%s)$" % "|".join(re.escape(suffix) for suffix in _SLICE_KINDS.values()))
@@ -56,27 +61,40 @@ class GenerationError(RuntimeError):
     """The run cannot go on; the message is one line for the user."""
 
 
+@dataclass
+class Kept:
+    """What a stopped run kept for ``--resume``: the first ``units`` of ``n_units`` units, in
+    ``shard_bytes`` bytes of shards, and ``slices`` of ``n_slices`` tokenized slices."""
+
+    units: int = 0
+    n_units: int = 0
+    shard_bytes: int = 0
+    slices: int = 0
+    n_slices: int = 0
+
+    def describe(self, resume: str = "run the same command with --resume",
+                 again: str = "run the same command again to start over") -> str:
+        """Units are numbered from 1, as the work files are."""
+        if self.units:
+            kept = "unit 1" if self.units == 1 else f"units 1-{self.units:,}"
+            then = "to finish" if self.units >= self.n_units else f"to continue with unit {self.units + 1:,}"
+            return f"{kept} of {self.n_units:,} kept ({self.shard_bytes / 1e6:,.1f} MB of shards); {resume} {then}"
+        resume = f"{resume} to continue with unit 1"
+        if self.slices:
+            return f"no unit was written yet; {self.slices:,} of {self.n_slices:,} tokenized slices kept; {resume}"
+        return f"nothing was finished, so nothing is kept; {again}"
+
+
 class Interrupted(KeyboardInterrupt):
     """A run stopped by Ctrl-C or SIGTERM (a KeyboardInterrupt, so callers that catch that still
-    do), with what it kept for ``--resume``: the first ``units_kept`` of ``n_units`` units, in
-    ``bytes_kept`` bytes of shards, and ``slices_kept`` of ``n_slices`` tokenized slices."""
+    do), with what it kept for ``--resume``."""
 
-    def __init__(self, signum: int, units_kept: int = 0, n_units: int = 0, bytes_kept: int = 0,
-                 slices_kept: int = 0, n_slices: int = 0):
+    def __init__(self, signum: int, kept: Optional[Kept] = None):
         super().__init__(signum)
-        self.signum, self.units_kept, self.n_units, self.bytes_kept = signum, units_kept, n_units, bytes_kept
-        self.slices_kept, self.n_slices = slices_kept, n_slices
+        self.signum, self.kept = signum, kept or Kept()
 
     def describe(self) -> str:
-        """Units are numbered from 1, as the work files are."""
-        resume = f"run the same command with --resume to continue with unit {self.units_kept + 1:,}"
-        if self.units_kept:
-            kept = "unit 1" if self.units_kept == 1 else f"units 1-{self.units_kept:,}"
-            return f"{kept} of {self.n_units:,} kept ({self.bytes_kept / 1e6:,.1f} MB of shards); {resume}"
-        if self.slices_kept:
-            return (f"no unit was written yet; {self.slices_kept:,} of {self.n_slices:,} tokenized slices kept; "
-                    f"{resume}")
-        return "nothing was finished, so nothing is kept; run the same command again to start over"
+        return self.kept.describe()
 
 
 # ---------------------------------------------------------------------------- names
@@ -106,16 +124,14 @@ def shard_being_shuffled(path: str) -> str:
     return path + ".shuffling"
 
 
-def remove_shards_being_shuffled(config: GeneratorConfig, shard_counts: Dict[str, int]) -> None:
-    """Shards half written in their final order (an interrupted final pass): ``--resume`` redoes
-    them from the shards in progress, which are whole until their shuffled copy is."""
-    for split, directory in split_dirs(config).items():
-        for shard in range(shard_counts.get(split, 0)):
-            for path in (shard_path(directory, config, shard), shard_in_progress(directory, config, shard)):
-                try:
-                    os.remove(shard_being_shuffled(path))
-                except FileNotFoundError:
-                    pass
+def remove_shards_being_shuffled(paths: List[str]) -> None:
+    """Shards half written in their final order by an interrupted final pass (the shards in
+    progress, ``paths``, are whole until the journal says they are shuffled)."""
+    for path in paths:
+        try:
+            os.remove(shard_being_shuffled(path))
+        except FileNotFoundError:
+            pass
 
 
 def _run_file(config: GeneratorConfig, name: str) -> str:
@@ -187,33 +203,82 @@ def private_temporary(path: str) -> str:
 
 # ---------------------------------------------------------------------------- create
 
+def refuse_writing_over_inputs(config: GeneratorConfig, inputs: Iterable[str]) -> None:
+    """Before anything is deleted: no file this run would write, replace or remove may be one it
+    reads (``--output_file`` naming an ``--input_file``, an input inside the output directory
+    named as a run's output)."""
+    if storage.is_url(config.output_dir):
+        return
+    own = set()
+    for path in config.output_files:
+        own |= {os.path.realpath(path), os.path.realpath(in_progress(path))}
+    own.add(os.path.realpath(Manifest.path_in(config.output_dir, manifest_name(config))))
+    output_dirs = {os.path.realpath(directory)
+                   for directory in [config.output_dir, *dataset_layout.split_dirs(config.output_dir, True).values()]}
+    for path in inputs:
+        if not path or storage.is_url(path):
+            continue
+        real = os.path.realpath(path)
+        if real in own or (not config.output_files and os.path.dirname(real) in output_dirs
+                           and is_run_output_name(os.path.basename(real))):
+            option = "--output_file" if config.output_files else "--output_dir"
+            raise ConfigError(f"{path} is read by this run and {option} would overwrite it; choose another {option}")
+
+
 def existing_outputs(config: GeneratorConfig) -> List[str]:
     """Files and directories of an earlier run in the output directory (only ones this tool writes)."""
     if config.output_files:  # only this run's own files: other runs may share the directory
         manifest = Manifest.path_in(config.output_dir, manifest_name(config))
         candidates = [p for path in config.output_files + [manifest] for p in (path, path + ".tmp")]
         return [path for path in candidates + [work_dir_of(config)] if os.path.exists(path)]
+    # What this tool's records say it wrote: the manifests and the shards they list; with a
+    # journal (a run stopped before its manifest), shards named as this run names them; shards
+    # in progress named so; the work directory.  Never a user's other files, *.tfrecords or not.
+    # ``output_dir`` may be a URL (then the journal is in the local staging directory).
+    output = config.output_dir
+    work = storage.join(output, WORK_DIR)
+    work_names = storage.listdir(work)
+    journaled = JOURNAL in work_names
+    ours = _own_shard_name(config)
     found = []
-    for directory in [config.output_dir] + list(dataset_layout.split_dirs(config.output_dir, True).values()):
-        if not os.path.isdir(directory):
-            continue
-        for name in sorted(os.listdir(directory)):
-            if is_run_output_name(name):
-                found.append(os.path.join(directory, name))
-    work = os.path.join(config.output_dir, WORK_DIR)
-    if os.path.isdir(work):
+    for directory in [output] + list(dataset_layout.split_dirs(output, True, storage.join).values()):
+        names = storage.listdir(directory)
+        listed = set()
+        if Manifest.exists_in(directory):
+            try:
+                listed = set(Manifest.read(directory).examples_per_file)
+            except ValueError:
+                pass  # not a manifest of ours after all: its listed files stay
+            else:
+                found.append(Manifest.path_in(directory))
+        for name in names:
+            final = name[: -len(dataset_layout.IN_PROGRESS_SUFFIX)] if name.endswith(dataset_layout.IN_PROGRESS_SUFFIX) \
+                else None
+            if name in listed or (final is not None and (ours.match(final) or final == MANIFEST_NAME)) or \
+                    (journaled and ours.match(name)):
+                found.append(storage.join(directory, name))
+    if work_names or (not storage.is_url(work) and os.path.isdir(work)):
         found.append(work)
     return found
 
 
-def existing_outputs_at(output: str) -> List[str]:
-    """URLs of files an earlier run wrote at an output URL (only ones this tool writes)."""
-    found = []
-    for directory in [output] + list(dataset_layout.split_dirs(output, True, storage.join).values()):
-        found += [storage.join(directory, name) for name in storage.listdir(directory) if is_run_output_name(name)]
-    if storage.listdir(output_work_dir(output)):
-        found.append(output_work_dir(output))
-    return found
+def _own_shard_name(config: GeneratorConfig):
+    """The names this run gives its shards (any count)."""
+    example = dataset_layout.shard_name(config.name, 0, output_kind(config))
+    return re.compile(re.escape(config.name) + r"-\d+" + re.escape(example[len(f"{config.name}-1"):]) + "$")
+
+
+def refuse_replacing_others(config: GeneratorConfig) -> None:
+    """A file named as this run will name a shard, that no record of ours lists: not ours to replace."""
+    if config.output_files:
+        return  # named output files are replaced, as Google's tool replaces them
+    ours = _own_shard_name(config)
+    for directory in split_dirs(config).values():
+        for name in (sorted(os.listdir(directory)) if os.path.isdir(directory) else []):
+            if ours.match(name):
+                raise ConfigError(f"{os.path.join(directory, name)} was not written by this tool (no manifest or "
+                                  "journal of ours lists it) and this run would replace it: move it away, or choose "
+                                  "another --output_dir or --name")
 
 
 def remove_outputs(paths: List[str]) -> None:
@@ -228,11 +293,18 @@ def remove_outputs(paths: List[str]) -> None:
 
 
 class OutputLock:
-    """An exclusive lock on the output directory for the length of a run (released by the OS
-    if the process dies, so a killed run never blocks the next one)."""
+    """A lock on the output directory for the length of a run (released by the OS if the
+    process dies, so a killed run never blocks the next one).
 
-    def __init__(self, output_dir: str, path: Optional[str] = None):
+    One lock file per directory (``dataset_layout.LOCK``): a run of the directory holds it
+    exclusively; runs writing named files there (Google's ``--output_file``) hold it shared, so
+    that many of them share a directory but none runs beside a run of the whole directory (whose
+    ``--overwrite`` could otherwise meet their files in progress), and each also holds its own
+    exclusively (``path``)."""
+
+    def __init__(self, output_dir: str, path: Optional[str] = None, shared: bool = False):
         self.path = path or os.path.join(output_dir, LOCK)
+        self.shared = shared
         self.handle = None
 
     def acquire(self) -> None:
@@ -244,29 +316,57 @@ class OutputLock:
             raise ConfigError(f"--output_dir {os.path.dirname(self.path) or '.'} is not writable: "
                               f"{error.strerror}") from None
         try:
-            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(self.handle, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except OSError:
             self.handle.seek(0)
-            holder = self.handle.read().strip() or "another process"
+            holder = self.handle.read().strip() or "runs writing --output_file files there"
             self.handle.close()
             self.handle = None
             raise ConfigError(
                 f"--output_dir {os.path.dirname(self.path) or '.'} is in use by another run ({holder}); "
                 "wait for it to finish or choose another directory"
             ) from None
+        if self.shared:
+            return  # (the holders of a shared lock name nobody: there may be many)
         self.handle.seek(0)
         self.handle.truncate()
         self.handle.write(f"pid {os.getpid()} on {os.uname().nodename}\n")
         self.handle.flush()
 
     def release(self) -> None:
-        if self.handle is not None:
+        import fcntl
+
+        if self.handle is None:
+            return
+        last = True
+        if self.shared:  # the file goes with the last of the runs sharing it
+            try:
+                fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                last = False
+        if last:
             try:
                 os.remove(self.path)
             except FileNotFoundError:
                 pass
-            self.handle.close()
-            self.handle = None
+        self.handle.close()
+        self.handle = None
+
+
+@contextlib.contextmanager
+def locked_output(config: GeneratorConfig) -> Iterator[None]:
+    """The run's locks for its length (see :class:`OutputLock`)."""
+    locks = [OutputLock(config.output_dir, shared=True)] if config.output_files else []
+    locks.append(OutputLock(config.output_dir, lock_path(config)))
+    held = []
+    try:
+        for lock in locks:
+            lock.acquire()
+            held.append(lock)
+        yield
+    finally:
+        for lock in reversed(held):
+            lock.release()
 
 
 def create_output_dir(config: GeneratorConfig) -> None:
@@ -287,9 +387,10 @@ def prepare_output_dir(config: GeneratorConfig, fingerprint: str) -> Optional[di
     journal = None
     found = existing_outputs(config)
     if config.resume:
-        if Manifest.exists_in(split_dirs(config)[TRAIN], manifest_name(config)):
-            raise ConfigError(f"--resume: {config.output_dir} holds a finished run; nothing to resume")
         journal = read_journal(work_dir)
+        # A run killed after its manifest but before its last clean-up finishes that on resume.
+        if Manifest.exists_in(split_dirs(config)[TRAIN], manifest_name(config)) and not (journal or {}).get("finished"):
+            raise ConfigError(f"--resume: {config.output_dir} holds a finished run; nothing to resume")
         if journal is None:
             # Never start afresh silently under --resume: the user believes work is kept.
             if found:
@@ -312,6 +413,8 @@ def prepare_output_dir(config: GeneratorConfig, fingerprint: str) -> Optional[di
                 "continue an interrupted run"
             )
         remove_outputs(found)
+    if not config.resume:
+        refuse_replacing_others(config)
     for directory in split_dirs(config).values():
         os.makedirs(directory, exist_ok=True)
     os.makedirs(work_dir, exist_ok=True)
@@ -332,12 +435,16 @@ def read_journal(work_dir: str) -> Optional[dict]:
 
 
 def write_journal(work_dir: str, fingerprint: str, shard_sizes: Dict[str, int], shard_checksums: Dict[str, list],
-                  totals: dict) -> None:
-    # Not synced, like the shards before they are complete: it guards against a stopped process
-    # (whose writes the page cache keeps), and an fsync per unit would stall the parent.
-    write_json_atomic(os.path.join(work_dir, JOURNAL), {
-        "fingerprint": fingerprint, "shard_sizes": shard_sizes, "shard_checksums": shard_checksums, "totals": totals,
-    }, sync=False)
+                  totals: dict, finished: bool = False) -> None:
+    """``finished``: every shard is complete (in progress still, or renamed since): what is left
+    is ``finalize``, which a resumed run does again from the start."""
+    data = {"fingerprint": fingerprint, "shard_sizes": shard_sizes, "shard_checksums": shard_checksums,
+            "totals": totals}
+    if finished:
+        data["finished"] = True
+    # Synced only when finished: before that it guards against a stopped process (whose writes
+    # the page cache keeps), and an fsync per unit would stall the parent.
+    write_json_atomic(os.path.join(work_dir, JOURNAL), data, sync=finished)
 
 
 def count_slices(work_dir: str) -> int:
@@ -370,12 +477,127 @@ def keep_journaled(places, remove_shards: Callable[[], None]) -> Tuple[Optional[
     return journal, kept_slices
 
 
+def stopped(error: BaseException, places, remove_shards: Callable[[], None], n_units: int, n_slices: int,
+            worker_signal: Optional[int] = None) -> BaseException:
+    """What to raise for a run stopped by ``error`` (its workers already stopped), having kept
+    what ``--resume`` needs (see :func:`keep_journaled`): :class:`Interrupted` for Ctrl-C or
+    SIGTERM; for a killed worker, a full disk or another failure to write, a
+    :class:`GenerationError` of one line naming the cause and what was kept; any other error
+    itself (with what was kept in a note: its traceback is worth having).
+    ``worker_signal``: the signal that killed a worker, when one died."""
+    journal, slices = keep_journaled(places, remove_shards)
+    kept = Kept(journal["totals"]["units_done"] if journal else 0, n_units,
+                sum(journal["shard_sizes"].values()) if journal else 0, slices, n_slices)
+    if isinstance(error, KeyboardInterrupt):
+        return Interrupted(getattr(error, "signum", signal.SIGINT), kept)
+    if isinstance(error, GenerationError):  # its message says what to do already
+        return error
+    if isinstance(error, BrokenProcessPool):
+        how = f"was killed by {signal.Signals(worker_signal).name}" if worker_signal else "died"
+        advice = (" (the out-of-memory killer sends it: fewer --num_workers need less memory)"
+                  if worker_signal == signal.SIGKILL else "")
+        return GenerationError(f"a worker process {how}{advice}: {kept.describe()}")
+    if isinstance(error, OSError):
+        where = os.path.dirname(error.filename) if isinstance(error.filename, str) else places.local_output
+        if error.errno in (errno.ENOSPC, errno.EDQUOT) or is_short_write(error):
+            cause = "no space left on" if error.errno != errno.EDQUOT else "disk quota exceeded on"
+            return GenerationError(f"{cause} {where}: " + kept.describe("free space and run the same command with --resume",
+                                                                        "free space and run the same command again"))
+        what = error.filename if isinstance(error.filename, str) else f"in {where}"
+        return GenerationError(f"cannot write {what}: {error.strerror or error}: "
+                               f"{kept.describe('fix that and run the same command with --resume')}")
+    error.add_note(f"bert_data: {kept.describe()}")
+    return error
+
+
+def is_short_write(error: OSError) -> bool:
+    """numpy's ``... requested and ... written``: a write the file system cut short (a full disk)."""
+    return error.errno is None and "requested and" in str(error) and "written" in str(error)
+
+
 # ---------------------------------------------------------------------------- finalize, discard
 
-def write_manifests(config: GeneratorConfig, manifests: Dict[str, Manifest]) -> None:
-    """Each split's manifest into its directory: written last, it marks the split finished."""
-    for split, directory in split_dirs(config).items():
-        manifests[split].write(directory, manifest_name(config))
+# Fault injection for the test suite only: SIGKILL this process at the N-th step of finalizing
+# (counted from 1; a step is one shard renamed or uploaded, one manifest written, the clean-up).
+# Read only when set.
+KILL_AT_FINALIZE_STEP = "BERT_DATA_TEST_KILL_AT_FINALIZE_STEP"
+
+
+class _Steps:
+    def __init__(self):
+        chosen = os.environ.get(KILL_AT_FINALIZE_STEP)
+        self.kill_at, self.done = (int(chosen) if chosen else None), 0
+
+    def __call__(self) -> None:
+        self.done += 1
+        if self.done == self.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+# Fault injection for the test suite only: after the N-th unit is journaled, say so on stderr and
+# wait for a signal, so that a test interrupts a run at a chosen unit (by work done, not by time).
+# Read only when set.
+PAUSE_AFTER_UNIT = "BERT_DATA_TEST_PAUSE_AFTER_UNIT"
+
+
+def pause_if_chosen(units_done: int) -> None:
+    chosen = os.environ.get(PAUSE_AFTER_UNIT)
+    if chosen and int(chosen) == units_done:
+        print(f"bert_data: test: paused after unit {units_done}", file=sys.stderr, flush=True)
+        while True:  # only a signal (its handler raises, or it kills) ends the wait
+            signal.pause()
+
+
+def finalize(config: GeneratorConfig, local: GeneratorConfig, places, shard_counts: Dict[str, int],
+             make_manifests: Callable[[Optional[Dict[str, int]]], Dict[str, Manifest]], remote=None) -> Dict[str, Manifest]:
+    """Publish a run whose journal says every shard is complete, as one recoverable step: each
+    shard to its final name (``remote``: uploaded from staging, a ``locations.RemoteOutput``),
+    then the manifests, the commit point (train's last: it is what marks the run finished),
+    then the work files go.  Every step may be done again, so a run killed at any of them is
+    finished by ``--resume``.  ``make_manifests(sizes)``: sizes of shards that are not local
+    files (uploaded), else None."""
+    step = _Steps()
+    journal = read_journal(places.journal_dir) or {}
+    if remote is not None:
+        sizes = remote.upload_shards(local, shard_counts, step)
+    else:
+        sizes = None
+        for split, directory in split_dirs(local).items():
+            for shard in range(shard_counts[split]):
+                _publish(shard_in_progress(directory, local, shard), shard_path(directory, local, shard),
+                         journal.get("shard_sizes", {}).get(f"{split}/{shard}"))
+                step()
+            _sync_directory(directory)
+    manifests = make_manifests(sizes)
+    for split in sorted(manifests, key=lambda split: split == TRAIN):
+        manifests[split].write(split_dirs(config)[split], manifest_name(config))
+        step()
+    remove_run_files(places)
+    step()
+    return manifests
+
+
+def _publish(in_progress_path: str, final: str, size: Optional[int]) -> None:
+    """A complete shard to its final name; done already by a run killed while finalizing."""
+    if os.path.exists(in_progress_path):
+        os.replace(in_progress_path, final)
+    elif not os.path.exists(final) or (size is not None and os.path.getsize(final) != size):
+        raise GenerationError(f"--resume: {final} is missing or not the size the journal says; "
+                              "run with --overwrite to start again")
+
+
+def _sync_directory(directory: str) -> None:
+    """Make renames in ``directory`` durable before the manifest vouches for them."""
+    try:
+        handle = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass  # not every file system syncs a directory
+    finally:
+        os.close(handle)
 
 
 def remove_run_files(places) -> None:

@@ -1,11 +1,11 @@
 """Orchestration: plan units, run them on an executor, assemble shards, write the manifest.
 
 This module owns the run: the scheduler that feeds tasks to the executor in dependency order,
-the run's totals and the manifests.  Around it: ``planning`` (checks and units, before any
-work), ``run_files`` (every file of the run: output directory, lock, journal, work files),
-``executors`` (where tasks run), ``tasks`` (what they compute), ``assembly`` (pieces into
-shards) and ``shard_shuffle`` (the final pass that writes each shard again in a seeded random
-order).
+and the run from start to finish.  Around it: ``settings`` (the configuration resolved once),
+``planning`` (checks and units, before any work), ``run_files`` (every file of the run: output
+directory, lock, journal, work files), ``executors`` (where tasks run), ``tasks`` (what they
+compute), ``assembly`` (pieces into shards) and ``totals`` (what the run reports: its counts and
+manifests).
 
 The stages know nothing of processes or files-in-progress; this module knows nothing of
 tokens.  Any ``concurrent.futures``-style executor works (a local process pool by default;
@@ -16,13 +16,11 @@ order they finish.
 Nothing lost, nothing silent:
 
 * everything that can be checked is checked before any work (``make_plan``);
-* shards are written in progress and renamed (or shuffled into their final name) when
-  complete, and the manifest is written last: a directory without it is not a finished
-  dataset;
+* shards are written in progress and renamed when complete, and the manifest is written
+  last: a directory without it is not a finished dataset;
 * after each unit is appended, a journal records the shards' sizes and the run's totals, so
   ``--resume`` truncates the shards to the last whole unit and goes on from there, giving the
-  same bytes as an uninterrupted run; in the final shuffle it records each shard done, and
-  ``--resume`` shuffles the others;
+  same bytes as an uninterrupted run;
 * a lock file keeps a second run out of an output directory in use;
 * on Ctrl-C or SIGTERM the workers are stopped at once and the journal kept for ``--resume``;
   on any other failure the temporary files are removed.
@@ -31,133 +29,31 @@ Nothing lost, nothing silent:
 from __future__ import annotations
 
 import concurrent.futures as cf
-import dataclasses
-import errno
-import os
 import signal
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Union
 
-from ..version import __version__
 from ..config import GeneratorConfig
-from ..format.manifest import Manifest, SkippedDocuments
 from .assembly import ShardAssembler
 from .inputs.types import BINARY, SPLIT_OF_CODE, Skip
 from ..format.dataset_layout import TRAIN, VAL
 from .. import storage
-from .executors import default_executor, shares_local_files, stop_executor
+from .executors import dead_worker_signal, default_executor, local_workers, shares_local_files, stop_executor
 from .locations import RemoteOutput, check_output_url, prepare_work_dir, run_locations
 from .pieces import Segment
-from .run_files import (GenerationError, Interrupted, OutputLock, create_output_dir, keep_journaled, lock_path,
-                        pool_path, prepare_output_dir, remove_run_files, remove_shards_being_shuffled,
-                        shard_in_progress, shard_path, slice_paths, split_dirs, write_journal, write_manifests)
+from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pause_if_chosen, pool_path,
+                        prepare_output_dir, refuse_writing_over_inputs, remove_run_files, remove_shards_being_shuffled,
+                        shard_in_progress, slice_paths, split_dirs,
+                        stopped, write_journal)
 from .scratch import finished_slices, load_arrays
 from .planning import Plan, make_plan, warn
 from .settings import RunSettings, resolve
-from .shard_shuffle import shuffle_group, shuffle_groups, shuffles_shards
-from .tasks import (SPLIT_CODES, DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError,
-                    UnitPairs, encode_shards, make_encode_tasks, pair_unit, record_bytes, tokenize_slice)
-
-MAX_LISTED_SKIPS = 100
-
-
-# ---------------------------------------------------------------------------- totals
-
-@dataclass
-class SplitTotals:
-    """One split's counts, accumulated unit by unit (and kept in the journal)."""
-
-    n_units: int = 0
-    n_docs: int = 0
-    n_examples: int = 0
-    n_sentences: int = 0
-    n_tokens: int = 0
-    invalid_utf8_replaced: int = 0
-
-
-@dataclass
-class RunTotals:
-    """What the manifests report of the units written so far (kept in the journal)."""
-
-    units_done: int = 0
-    splits: Dict[str, SplitTotals] = field(default_factory=lambda: {TRAIN: SplitTotals(), VAL: SplitTotals()})
-    records_per_shard: Dict[str, int] = field(default_factory=dict)
-    shard_counts: Dict[str, int] = field(default_factory=dict)  # per split, once set
-    shuffled: List[str] = field(default_factory=list)  # shards ("split/shard") in their final order
-
-    def add(self, result: "UnitResult") -> None:
-        pairs = result.pairs
-        self.units_done += 1
-        totals = self.splits[pairs.split]
-        totals.n_units += 1
-        totals.n_docs += pairs.n_docs
-        totals.n_examples += pairs.n_instances
-        totals.n_sentences += pairs.n_sentences
-        totals.n_tokens += pairs.n_tokens
-        totals.invalid_utf8_replaced += pairs.n_replaced
-        for segment in result.segments:
-            key = f"{segment.split}/{segment.shard}"
-            self.records_per_shard[key] = self.records_per_shard.get(key, 0) + segment.n_records
-
-    @property
-    def n_examples(self) -> int:
-        return sum(totals.n_examples for totals in self.splits.values())
-
-    def to_json(self) -> dict:
-        return {"units_done": self.units_done, "records_per_shard": self.records_per_shard,
-                "splits": {split: dataclasses.asdict(totals) for split, totals in self.splits.items()},
-                "shard_counts": self.shard_counts, "shuffled": self.shuffled}
-
-    @classmethod
-    def from_json(cls, data: dict) -> "RunTotals":
-        return cls(data["units_done"], {split: SplitTotals(**totals) for split, totals in data["splits"].items()},
-                   data["records_per_shard"], data.get("shard_counts", {}), data.get("shuffled", []))
-
-
-class SkippedTotals:
-    """Documents skipped, per split: the missing files, then what the tokenized slices report
-    (recounted from the slices' summaries on every run, so a resumed run counts each once)."""
-
-    def __init__(self, plan: Plan):
-        self.plan = plan
-        self.by_split = {TRAIN: SkippedDocuments(), VAL: SkippedDocuments()}
-        for entry, reason, split in plan.missing:
-            self._add(split, reason, entry.label)
-
-    def _add(self, split: str, reason: str, label: str) -> None:
-        skipped = self.by_split[split]
-        skipped.count += 1
-        skipped.by_reason[reason] = skipped.by_reason.get(reason, 0) + 1
-        if len(skipped.first) < MAX_LISTED_SKIPS:
-            skipped.first.append({"path": label, "reason": reason})
-
-    def add_slices(self, summaries: List[SliceSummary]) -> None:
-        """A document read in parts is skipped once, not once a part, and a blank part does not
-        make it blank (a binary part is reported all the same: text was lost)."""
-        kept_in_parts = {position for summary in summaries for position in summary.kept_in_parts}
-        seen = set()
-        for summary in summaries:
-            for skip in summary.skips:
-                if skip.in_parts:
-                    if (skip.reason, skip.corpus_doc) in seen or (
-                            skip.reason != BINARY and skip.corpus_doc in kept_in_parts):
-                        continue
-                    seen.add((skip.reason, skip.corpus_doc))
-                split = SPLIT_OF_CODE[int(self.plan.corpus.doc_splits[skip.corpus_doc])]
-                self._add(split, skip.reason, skip.label)
-
-    @property
-    def count(self) -> int:
-        return sum(skipped.count for skipped in self.by_split.values())
-
-    def reasons(self) -> Dict[str, int]:
-        merged: Dict[str, int] = {}
-        for skipped in self.by_split.values():
-            for reason, n in skipped.by_reason.items():
-                merged[reason] = merged.get(reason, 0) + n
-        return merged
+from .totals import RunTotals, SkippedTotals, make_manifests
+from .shard_shuffle import publish_group, shuffle_group, shuffle_groups, shuffled_size, shuffles_shards
+from .tasks import (SPLIT_CODES, DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError, UnitPairs,
+                    encode_shards, make_encode_tasks, pair_unit, record_bytes, tokenize_slice)
 
 
 @dataclass
@@ -207,7 +103,7 @@ class _Scheduler:
         # Tasks in flight: every worker busy, and enough queued that workers do not wait while
         # the parent appends a unit to the shards.
         self.parallelism = parallelism
-        self.window = 2 * parallelism + 2
+        self.max_in_flight = 2 * parallelism + 2
         self.open_units = parallelism + 2
         self.in_flight: Dict[cf.Future, tuple] = {}
         self.table = SliceTable.of(plan.slices)
@@ -235,7 +131,7 @@ class _Scheduler:
         return min([done] + pending)
 
     def fill(self) -> None:
-        while len(self.in_flight) < self.window:
+        while len(self.in_flight) < self.max_in_flight:
             if self.ready:
                 kind, index, args = self.ready.pop(0)
                 self.in_flight[self.executor.submit(encode_shards, *args)] = (kind, index, None)
@@ -294,7 +190,7 @@ class _Scheduler:
             for task in make_encode_tasks(value.unit_index, value.split, value.pairs, count, rotation):
                 self.ready.append(("encode", value.unit_index, (task, self.settings, self.work_dir)))
                 result.encode_tasks_left += 1
-        self.records_before[value.split] += value.n_instances
+        self.records_before[value.split] += value.n_records
         value.pairs = None  # the tasks hold what is needed; keep the parent lean
         if not result.encode_tasks_left:
             yield self.units.pop(value.unit_index)
@@ -307,9 +203,8 @@ class ShardCounts:
     """How many shards each split gets: ``--num_output_files``, or, with ``--records_per_file`` /
     ``--megabytes_per_file``, a count set when the split's first unit is paired (whichever
     unit's pairing finishes first, the first unit decides, so the count is the same in every
-    run): that unit is a (coarse) sample of the split, so its instances per token, times the
-    split's tokens, estimate the split's records, and a sample of its records, encoded, their
-    size."""
+    run): that unit is a sample of the split, so its instances per token, times the split's
+    tokens, estimate the split's records, and a sample of its records, encoded, their size."""
 
     def __init__(self, plan: Plan, settings: RunSettings, assembler: ShardAssembler, counts: Dict[str, int],
                  work_dir: str):
@@ -341,17 +236,17 @@ class ShardCounts:
         if self.split_tokens is None:  # once: every slice's table is read
             self.split_tokens = split_token_counts(self.plan, self.work_dir)
         split_tokens = self.split_tokens[first.split]
-        records = first.n_instances * split_tokens / first.n_tokens
+        records = first.n_records * split_tokens / first.n_tokens
         if self.config.records_per_file is not None:
             return max(1, round(records / self.config.records_per_file))
         target = self.config.megabytes_per_file * 1e6
         # A segment is one unit's share of a shard: it depends on the count being set, so the
         # count is estimated uncompressed first, then with segments of the size it implies.
-        uncompressed = records * record_bytes(first.pairs, self.settings, first.n_instances)
+        uncompressed = records * record_bytes(first.pairs, self.settings, first.n_records)
         count = max(1, round(uncompressed / target))
         if self.config.compression:
             # Shuffled shards are compressed as one stream; others a segment a unit.
-            segment_rows = 1 << 30 if shuffles_shards(self.config) else max(1, first.n_instances // count)
+            segment_rows = 1 << 30 if shuffles_shards(self.config) else max(1, first.n_records // count)
             count = max(1, round(records * record_bytes(first.pairs, self.settings, segment_rows) / target))
         return count
 
@@ -410,8 +305,13 @@ def generate(
     started = time.perf_counter()
     settings = config if isinstance(config, RunSettings) else resolve(config)
     config = settings.config
+    if executor is None:  # our own pool of processes: no more of them than cores
+        parallelism = local_workers(parallelism or config.workers)
     check_output_url(config)
     plan = make_plan(settings, skip_missing, allow_case_mismatch=allow_case_mismatch)
+    refuse_writing_over_inputs(config, [source.path for slice_ in plan.slices for source in slice_.sources]
+                               + config.metadata_files + config.val_metadata_files
+                               + [config.vocab_file, config.tokenizer_file, config.spm_model_file])
     # Output to a URL is assembled in a local staging directory (see ``locations``).
     places = run_locations(config, distributed=not shares_local_files(executor))
     remote = RemoteOutput(config, places) if places.remote else None
@@ -422,41 +322,77 @@ def generate(
         if remote is not None:
             remote.check_staging()
         create_output_dir(local)
-        lock = OutputLock(local.output_dir, lock_path(local))
-        lock.acquire()
-        try:
+        with locked_output(local):
             return _run_locked(settings, local, places, remote, plan, executor, progress, started,
                                parallelism or config.workers)
-        finally:
-            lock.release()
     finally:
         if remote is not None:
             remote.release()
 
 
+class NoText(GenerationError):
+    """Every listed document was skipped: a rerun of the same input gives the same."""
+
+
 def _run_locked(settings: RunSettings, local, places, remote: Optional[RemoteOutput], plan: Plan, executor,
                 progress: bool, started: float, parallelism: int) -> RunSummary:
     """``local``: the configuration of the local side (``settings.config`` itself unless the output
-    is a URL); ``places.scratch``: where tasks exchange data; ``places.journal_dir``: the journal."""
+    is a URL); ``places.scratch``: where tasks exchange data; ``places.journal_dir``: the journal.
+
+    Whatever stops the run (Ctrl-C, a killed worker, a full disk, any failure but the input's
+    own), what the journal vouches for stays for ``--resume`` (``run_files.stopped``)."""
     config = settings.config
     journal = prepare_output_dir(local, plan.fingerprint) if remote is None else remote.prepare(local, plan.fingerprint)
-    work_dir, journal_dir = places.scratch, places.journal_dir
     prepare_work_dir(places, journal is not None, executor)
     totals = RunTotals.from_json(journal["totals"]) if journal else RunTotals()
     first_unit = totals.units_done
-    assembler = ShardAssembler(local, journal["shard_sizes"] if journal else None,
-                               journal.get("shard_checksums") if journal else None, dict(totals.shard_counts),
-                               fetch_dir=journal_dir, done=totals.shuffled)
+    assembler: Optional[ShardAssembler] = None
+    try:
+        if not (journal and journal.get("finished")):  # else killed while finalizing: finalize again
+            assembler = ShardAssembler(local, journal["shard_sizes"] if journal else None,
+                                       journal.get("shard_checksums") if journal else None,
+                                       dict(totals.shard_counts), fetch_dir=places.journal_dir)
+            _write_units(settings, local, places, plan, executor, progress, started, parallelism, journal, totals,
+                         assembler)
+        summaries = finished_slices([slice_.index for slice_ in plan.slices], places.scratch, len(plan.slices))
+        skipped = SkippedTotals(plan)
+        skipped.add_slices([SliceSummary.from_json(summaries[index]) for index in sorted(summaries)])
+        manifests = finalize(config, local, places, totals.shard_counts,
+                             lambda sizes: make_manifests(settings, plan, totals, skipped, sizes), remote)
+    except BaseException as error:
+        remove_shards = assembler.remove if assembler is not None else (lambda: None)
+        if assembler is not None:
+            assembler.close()
+        if isinstance(error, (UnitError, NoText)):  # the input's own fault: the same run fails the same way
+            remove_shards()
+            remove_run_files(places)
+            raise GenerationError(str(error)) from error
+        outcome = stopped(error, places, remove_shards, len(plan.units), len(plan.slices),
+                          getattr(error, "worker_signal", None))
+        if outcome is error:
+            raise
+        raise outcome from (None if isinstance(outcome, Interrupted) else error)
+    return RunSummary({split: manifest.to_json() for split, manifest in manifests.items()},
+                      time.perf_counter() - started, first_unit)
+
+
+def _write_units(settings: RunSettings, local, places, plan: Plan, executor, progress: bool, started: float,
+                 parallelism: int, journal: Optional[dict], totals: RunTotals, assembler: ShardAssembler) -> None:
+    """Every unit still to write, appended to the shards in unit order and journaled; then the
+    shards completed and the journal marked finished (what is left is ``run_files.finalize``)."""
+    work_dir, journal_dir = places.scratch, places.journal_dir
+    first_unit = totals.units_done
+    config = settings.config
     shards = ShardCounts(plan, settings, assembler, totals.shard_counts, work_dir)
     still_needed = slices_still_needed(plan)
     done_slices = {index: SliceSummary.from_json(data) for index, data in
-                   finished_slices([piece.index for piece in plan.slices], work_dir, still_needed[first_unit]).items()}
+                   finished_slices([slice_.index for slice_ in plan.slices], work_dir, still_needed[first_unit]).items()}
     if not journal:  # from now on an interruption can be resumed, tokenized slices and all
         write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
 
     own_executor = executor is None
     if own_executor:
-        executor = default_executor(max(1, min(config.workers, len(plan.slices) + len(plan.units))))
+        executor = default_executor(max(1, min(parallelism, len(plan.slices) + len(plan.units))))
     scheduler = _Scheduler(plan, settings, executor, work_dir, first_unit, parallelism, done_slices, shards,
                            {split: counts.n_examples for split, counts in totals.splits.items()})
     first_records = totals.n_examples
@@ -487,6 +423,7 @@ def _run_locked(settings: RunSettings, local, places, remote: Optional[RemoteOut
                     freed_below += 1
                 write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
                 units_bar.update(1)
+                pause_if_chosen(totals.units_done)
             while scheduler.binary_skips:  # a binary file among the inputs is worth a word at once
                 skip = scheduler.binary_skips.pop(0)
                 if warned_binary < 20:
@@ -500,43 +437,20 @@ def _run_locked(settings: RunSettings, local, places, remote: Optional[RemoteOut
         if not totals.n_examples:
             skipped = SkippedTotals(plan)
             skipped.add_slices(list(scheduler.summaries.values()))
-            raise GenerationError("no document with any text: every listed document was skipped "
-                                  f"({', '.join(f'{n:,} {r}' for r, n in skipped.reasons().items())})")
+            raise NoText("no document with any text: every listed document was skipped "
+                         f"({', '.join(f'{n:,} {r}' for r, n in skipped.reasons().items())})")
         shards.finish()
         if shuffles_shards(config):
-            # The journal goes on vouching for the *.tmp shards until each is shuffled.
-            sizes = assembler.sizes()
-            assembler.finish(rename=False, sync=False)
+            sizes = assembler.finish(sync=False)  # written again, durably, by the final shuffle
             _shuffle_shards(local, plan, totals, sizes, assembler.checksums, journal_dir,
-                            executor if own_executor or shares_local_files(executor) else None, remote is not None,
-                            scheduler, progress)
+                            executor if own_executor or shares_local_files(executor) else None, scheduler, progress)
         else:
-            assembler.finish(rename=remote is None)  # staged shards are uploaded whole, below
-    except KeyboardInterrupt as interruption:
-        tokenize_bar.close()
-        units_bar.close()
-        _stop_work(executor, own_executor, scheduler)
-        assembler.close()
-        remove_shards_being_shuffled(local, totals.shard_counts)
-        journal, kept_slices = keep_journaled(places, assembler.remove)
-        kept_units = journal["totals"]["units_done"] if journal else 0
-        signum = interruption.signum if isinstance(interruption, Interrupted) else signal.SIGINT
-        raise Interrupted(signum, kept_units, len(plan.units), sum(journal["shard_sizes"].values()) if journal else 0,
-                          kept_slices, len(plan.slices)) from None
+            sizes = assembler.finish()
+        write_journal(journal_dir, plan.fingerprint, sizes, assembler.checksums, totals.to_json(), finished=True)
     except BaseException as error:
-        tokenize_bar.close()
-        units_bar.close()
-        _stop_work(executor, own_executor, scheduler)
-        assembler.remove()
-        remove_shards_being_shuffled(local, totals.shard_counts)
-        remove_run_files(places)
-        if isinstance(error, UnitError):
-            raise GenerationError(str(error)) from error
         if isinstance(error, cf.process.BrokenProcessPool):
-            raise GenerationError(f"a worker process died unexpectedly ({error}); temporary files removed") from error
-        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS):
-            where = f" ({error.filename})" if error.filename else ""
-            raise GenerationError(f"cannot write output{where}: {error.strerror}; temporary files removed") from error
+            error.worker_signal = dead_worker_signal(executor)
+        _stop_work(executor, own_executor, scheduler)
         raise
     finally:
         tokenize_bar.close()
@@ -545,43 +459,37 @@ def _run_locked(settings: RunSettings, local, places, remote: Optional[RemoteOut
             signal.signal(signal.SIGTERM, previous_term)
     if own_executor:
         executor.shutdown()
-    skipped = SkippedTotals(plan)
-    skipped.add_slices([scheduler.summaries[index] for index in sorted(scheduler.summaries)])
-    # A URL output: every shard to its final key, then the manifests (last).
-    sizes = remote.upload_shards(local, totals.shard_counts) if remote is not None else None
-    manifests = make_manifests(settings, plan, totals, skipped, sizes)
-    write_manifests(config, manifests)
-    remove_run_files(places)
-    return RunSummary({split: manifest.to_json() for split, manifest in manifests.items()},
-                      time.perf_counter() - started, first_unit)
 
 
 def _shuffle_shards(local: GeneratorConfig, plan: Plan, totals: RunTotals, sizes: Dict[str, int],
-                    checksums: Dict[str, list], journal_dir: str, executor: Optional[cf.Executor], staged: bool,
+                    checksums: Dict[str, list], journal_dir: str, executor: Optional[cf.Executor],
                     scheduler: "_Scheduler", progress: bool) -> None:
     """The final pass (``shard_shuffle``): every shard not yet shuffled, a task each (on the
-    executor when its workers see these files, else here), the journal updated as each is
-    done.  ``staged``: the shards are uploaded afterwards, from their ``*.tmp`` names."""
+    executor when its workers see these files, else here).  Each group is written beside its
+    shards in progress, journaled (its keys and new sizes), then put in their place, so a
+    resumed run finds every shard either whole and unshuffled or shuffled, never half."""
     groups = []
     for split, directory in split_dirs(local).items():
-        finals = [shard_path(directory, local, shard) for shard in range(totals.shard_counts[split])]
-        sources = [shard_in_progress(directory, local, shard) for shard in range(totals.shard_counts[split])]
-        groups += shuffle_groups(local, SPLIT_CODES[split], split, sources, sources if staged else finals)
+        paths = [shard_in_progress(directory, local, shard) for shard in range(totals.shard_counts[split])]
+        groups += shuffle_groups(local, SPLIT_CODES[split], split, paths, paths)
     done = set(totals.shuffled)
 
     def finished(group) -> None:
         if not set(group.keys) <= done:
+            for key, target in zip(group.keys, group.targets):
+                sizes[key] = shuffled_size(target)
             totals.shuffled += group.keys
             done.update(group.keys)
             write_journal(journal_dir, plan.fingerprint, sizes, checksums, totals.to_json())
-        if not staged:  # the unshuffled shard is spent (a staged one was replaced in place)
-            for source in group.sources:
-                if os.path.exists(source):
-                    os.remove(source)
+        publish_group(group)
 
     pending = []
     for group in groups:
-        (finished if set(group.keys) <= done else pending.append)(group)
+        if set(group.keys) <= done:
+            publish_group(group)  # journaled, perhaps not yet in place
+        else:
+            remove_shards_being_shuffled(group.targets)  # half written by an interrupted run
+            pending.append(group)
     bar = _progress(sum(len(group.keys) for group in groups), progress, "shuffled", "shard", len(done), position=2)
     try:
         if executor is None:
@@ -626,46 +534,3 @@ def _raise_on_sigterm():
         return signal.signal(signal.SIGTERM, handler)
     except ValueError:
         return None
-
-
-def make_manifests(settings: RunSettings, plan: Plan, totals: RunTotals, skipped: SkippedTotals,
-                   sizes: Optional[Dict[str, int]] = None) -> Dict[str, Manifest]:
-    """Each split's manifest (``run_files.write_manifests`` writes them, last).  Each describes its own split: its counts, and the options it was made with, with the
-    effective values of options left to their defaults.  ``sizes``: shard path -> bytes, for
-    shards that are not local files (uploaded from staging)."""
-    config = settings.config
-    manifests = {}
-    vocab_path, tokenizer_path = settings.tokenizer.recorded_paths()
-    for split, directory in split_dirs(config).items():
-        names = [os.path.basename(shard_path(directory, config, shard)) for shard in range(totals.shard_counts[split])]
-        counts = totals.splits[split]
-        options = config.as_dict()
-        options["num_output_files"] = totals.shard_counts[split]  # as set, when shards are sized
-        options["min_short_seq_length"] = config.short_min
-        options["overlap_size"] = config.window_overlap if config.mlm_only else None  # windows only
-        if split == VAL:
-            options["dupe_factor"] = 1  # validation instances are made once
-        manifest = Manifest(
-            options=options,
-            n_examples=counts.n_examples,
-            n_docs=counts.n_docs,
-            split=split,
-            examples_per_file={name: totals.records_per_shard.get(f"{split}/{i}", 0) for i, name in enumerate(names)},
-            bytes_per_file={name: sizes[path] if sizes else os.path.getsize(path)
-                            for name, path in ((name, os.path.join(directory, name)) for name in names)},
-            features=list(settings.features),
-            n_docs_listed=plan.n_listed[split],
-            n_sentences=counts.n_sentences,
-            n_tokens=counts.n_tokens,
-            n_units=counts.n_units,
-            invalid_utf8_replaced=counts.invalid_utf8_replaced,
-            documents_skipped=skipped.by_split[split],
-            n_docs_held_out=plan.excluded_as_validation if split == TRAIN else 0,
-            vocab_sha256=plan.vocab.sha256,
-            vocab_path=vocab_path,
-            tokenizer_path=tokenizer_path,
-            vocab_size=plan.vocab.size,
-            bert_data_version=__version__,
-        )
-        manifests[split] = manifest
-    return manifests

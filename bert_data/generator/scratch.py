@@ -14,6 +14,7 @@ A unit's pool and an encode task's piece are read or written whole.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -38,6 +39,23 @@ def save_array(array: np.ndarray, path: str) -> None:
     with open(temporary, "wb") as handle:
         np.save(handle, array, allow_pickle=False)
     os.replace(temporary, path)
+
+
+def new_array_file(path: str, dtype, size: int) -> np.ndarray:
+    """A local ``.npy`` file of ``size`` items, memory-mapped for writing in place, its blocks
+    reserved first: on a full disk this raises ENOSPC here, where a sparse file would kill the
+    process with SIGBUS at the first page that finds no block."""
+    array = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(size,))
+    handle = os.open(path, os.O_RDWR)
+    try:
+        os.posix_fallocate(handle, 0, os.fstat(handle).st_size)
+    except OSError as error:
+        if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):  # a file system without it
+            del array
+            raise
+    finally:
+        os.close(handle)
+    return array
 
 
 def load_array(path: str) -> np.ndarray:

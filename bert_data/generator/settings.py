@@ -66,6 +66,7 @@ def resolve(config: GeneratorConfig) -> RunSettings:
     the tokenizer can show word starts to whole-word masks, the masking budget, the sentence model.
     ``config`` itself is normalised in place by validation (e.g. Google's ``--output_file`` paths)."""
     config.validate()
+    check_file_options(config)
     forget_local_copies()  # a URL's vocabulary is fetched afresh for each run
     source = TokenizerSource.from_config(config)
     settings = RunSettings(config, source, None, tuple(config.feature_specs()))
@@ -87,6 +88,17 @@ def resolve(config: GeneratorConfig) -> RunSettings:
 
         make_sentence_splitter(False, config.spacy_model)  # fails now, with advice, if missing
     return dataclasses.replace(settings, masking=masking, vocab=vocab)
+
+
+def check_file_options(config: GeneratorConfig) -> None:
+    """The vocabulary, tokenizer and SentencePiece model are regular files (a FIFO or a device
+    would block or never end when opened): checked with os.stat, before anything opens them.
+    (A missing one is left to its loader, whose message says what the file should be.)"""
+    for option in ("vocab_file", "tokenizer_file", "spm_model_file"):
+        path = getattr(config, option)
+        reason = storage.not_a_regular_file(path) if path else ""
+        if reason and reason != storage.FILE_NOT_FOUND:
+            raise ConfigError(f"--{option} {path}: {reason}")
 
 
 def check_masking_budget(config: GeneratorConfig) -> None:

@@ -132,8 +132,9 @@ class _Target:
 
 
 def shuffle_group(group: ShuffleGroup) -> List[str]:
-    """Write ``group``'s records in their seeded order to its targets (replaced only when all
-    are written, so an interruption leaves the sources whole); returns its keys."""
+    """Write ``group``'s records in their seeded order beside its targets
+    (``run_files.shard_being_shuffled``; ``publish_group`` puts them in place once the journal
+    says so, so an interruption leaves the sources whole); returns its keys."""
     sources = [_Source(path) for path in group.sources]
     targets: List[_Target] = []
     try:
@@ -169,6 +170,16 @@ def shuffle_group(group: ShuffleGroup) -> List[str]:
     finally:
         for source in sources:
             source.close()
-    for target in targets:
-        os.replace(target.temporary, target.path)
     return group.keys
+
+
+def publish_group(group: ShuffleGroup) -> None:
+    """The shuffled shards of ``group`` to their targets (done already after an interruption
+    between the two)."""
+    for target in group.targets:
+        if os.path.exists(shard_being_shuffled(target)):
+            os.replace(shard_being_shuffled(target), target)
+
+
+def shuffled_size(target: str) -> int:
+    return os.path.getsize(shard_being_shuffled(target))

@@ -36,19 +36,21 @@ import numpy as np
 from .. import storage
 from ..config import GeneratorConfig
 from .inputs.reading import read_documents
-from .inputs.types import NO_SENTENCE, TRAIN, VAL, Document, Skip, Slice
+from ..format.dataset_layout import TRAIN, VAL
+from .inputs.types import NO_SENTENCE, Document, InputError, Skip, Slice
 from ..format.tfrecord.example_codec import encode_examples
 from .pieces import Segment, SegmentCompressor
 from .shard_shuffle import shuffles_shards
 from ..format.layout import canonical_name
 from .instances import PairArrays, TokenPool, create_pairs, create_windows, gather_instances
-from ..masking import MaskingSpec, mask_tokens
+from ..masking import MaskingSpec, mask_tokens, num_to_predict
+from ..packing import pack_columns, pack_instances, packed_predictions, row_members
 from ..format.tfrecord import frame_records
 from ..tokenizers import make_tokenizer
 from .run_files import piece_path, pool_path, slice_paths
-from .settings import RunSettings
 # Where tasks hand each other data (a local directory or a URL); re-exported for callers here.
-from .scratch import PieceWriter, load_array, load_json, private_temporary, save_array, save_json, slice_rows  # noqa: F401
+from .scratch import (PieceWriter, load_array, load_json, new_array_file, private_temporary, save_array,  # noqa: F401
+                      save_json, slice_rows)
 
 # Rows masked and encoded together: large enough for numpy to pay, small enough to keep a
 # worker's temporary arrays to a few MB.
@@ -206,6 +208,8 @@ def tokenize_slice(slice_: Slice, settings: RunSettings, work_dir: str) -> Slice
         flush()
     except Exception as error:  # name the document: the first thing a user needs to know
         where = seen[-1].label if seen else (slice_.sources[0].label if slice_.sources else "?")
+        if isinstance(error, InputError):  # (its message names the file already)
+            raise UnitError(str(error)) from error
         raise UnitError(f"{where}: {type(error).__name__}: {error}") from error
 
     paths = slice_paths(work_dir, slice_.index)
@@ -225,7 +229,7 @@ def random_streams(seed: int, unit_index: int, split: str, *purpose: int) -> np.
     return np.random.SeedSequence([seed, unit_index, SPLIT_CODES[split], *purpose])
 
 
-PAIRING, SHUFFLING, MASKING = 0, 1, 2
+PAIRING, SHUFFLING, MASKING, PACKING = 0, 1, 2, 3
 
 
 def python_random(sequence: np.random.SeedSequence) -> random.Random:
@@ -274,6 +278,12 @@ class SplitPairs:
 
     tokens_path: str  # the unit's token pool (.npy in the work directory)
     pairs: PairArrays  # token ranges into the pool, in output order
+    # Packed records (--pack_sequences): instances of each record, the pairs being row after row.
+    pack_sizes: Optional[np.ndarray] = None
+
+    @property
+    def n_records(self) -> int:
+        return len(self.pairs) if self.pack_sizes is None else len(self.pack_sizes)
 
 
 @dataclass
@@ -283,6 +293,8 @@ class UnitPairs:
     pairs: Optional[SplitPairs] = None
     n_docs: int = 0  # documents with text
     n_instances: int = 0
+    n_records: int = 0  # records written: instances, or packed rows
+    n_record_tokens: int = 0  # tokens of the records that are not padding ([CLS] and [SEP]s included)
     n_sentences: int = 0
     n_tokens: int = 0
     n_replaced: int = 0
@@ -330,8 +342,7 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
         return TokenPool(np.zeros(0, dtype), []), 0
     remote = storage.is_url(path)  # built in memory and uploaded whole; else built in place
     temporary = None if remote else private_temporary(path)
-    pool = np.empty(size, dtype) if remote else np.lib.format.open_memmap(temporary, mode="w+", dtype=dtype,
-                                                                            shape=(size,))
+    pool = np.empty(size, dtype) if remote else new_array_file(temporary, dtype, size)
     at = 0
     for number, start, end in copies:
         pool[at : at + end - start] = tokens[number][start:end] if number >= 0 else separator_id
@@ -372,9 +383,36 @@ def pair_unit(unit: UnitWork, table: SliceTable, settings: RunSettings, work_dir
     # Instances are shuffled within a unit, itself a sample of the whole corpus (the reference
     # shuffles all instances at the end, in memory).
     order = np.random.default_rng(random_streams(config.seed, unit.index, unit.split, SHUFFLING)).permutation(len(pairs))
-    result.pairs = SplitPairs(path, pairs.take(order))
-    result.n_instances = len(pairs)
+    pairs = pairs.take(order)
+    lengths = instance_lengths(pairs, config.mlm_only)
+    result.n_instances = result.n_records = len(pairs)
+    result.n_record_tokens = int(lengths.sum())
+    result.pairs = SplitPairs(path, pairs)
+    if config.pack_sequences:
+        result.pairs = pack_pairs(pairs, lengths, path, config, unit)
+        result.n_records = result.pairs.n_records
     return result
+
+
+def instance_lengths(pairs: PairArrays, mlm_only: bool) -> np.ndarray:
+    """Tokens of each instance, with its [CLS] and [SEP]s."""
+    if mlm_only:
+        return pairs.a_length.astype(np.int64) + 2
+    return pairs.a_length.astype(np.int64) + pairs.b_length + 3
+
+
+def pack_pairs(pairs: PairArrays, lengths: np.ndarray, tokens_path: str, config: GeneratorConfig,
+               unit: UnitWork) -> SplitPairs:
+    """A unit's instances (in their shuffled order) packed into rows (``--pack_sequences``), the
+    rows in a random order of their own: best-fit over a group puts long instances in the
+    first rows of each group, which a seeded permutation spreads out again."""
+    # Unmasked rows too: load-time masks, drawn with the run's options, then fit the row's slots.
+    budgets = num_to_predict(lengths, config.masked_lm_prob, config.max_predictions_per_seq)
+    k = config.sequences_per_pack
+    order, sizes = pack_instances(lengths, budgets, config.max_seq_length,
+                                  packed_predictions(config.max_predictions_per_seq, k), k)
+    rows = np.random.default_rng(random_streams(config.seed, unit.index, unit.split, PACKING)).permutation(len(sizes))
+    return SplitPairs(tokens_path, pairs.take(order[row_members(sizes, rows)]), sizes[rows])
 
 
 # ---------------------------------------------------------------------------- encode_shards
@@ -396,18 +434,38 @@ class EncodeTask:
     tokens_path: str
     pairs: PairArrays
     shards: List[int]
-    shard_sizes: List[int]
+    shard_sizes: List[int]  # records
+    pack_sizes: Optional[np.ndarray] = None  # packed: instances of each record, the pairs row after row
 
 
 def make_encode_tasks(unit_index: int, split: str, data: SplitPairs, n_shards: int,
                       rotation: Optional[int] = None) -> List[EncodeTask]:
     rotation = unit_index if rotation is None else rotation
     tasks = []
-    for shards in shard_groups(len(data.pairs), n_shards):
-        rows = [shard_rows(len(data.pairs), rotation, shard, n_shards) for shard in shards]
-        tasks.append(EncodeTask(unit_index, split, data.tokens_path, data.pairs.take(np.concatenate(rows)), shards,
-                                [len(r) for r in rows]))
+    n_records = data.n_records
+    for shards in shard_groups(n_records, n_shards):
+        rows = np.concatenate([shard_rows(n_records, rotation, shard, n_shards) for shard in shards])
+        sizes = [len(shard_rows(n_records, rotation, shard, n_shards)) for shard in shards]
+        if data.pack_sizes is None:
+            tasks.append(EncodeTask(unit_index, split, data.tokens_path, data.pairs.take(rows), shards, sizes))
+        else:
+            tasks.append(EncodeTask(unit_index, split, data.tokens_path,
+                                    data.pairs.take(row_members(data.pack_sizes, rows)), shards, sizes,
+                                    data.pack_sizes[rows]))
     return tasks
+
+
+def record_slices(pack_sizes: Optional[np.ndarray], first: int, end: int, step: int):
+    """Records ``first`` to ``end`` of a task in groups of ``step``: for each group, the pairs
+    it takes (a slice) and the instances of each of its records (None: one each)."""
+    if pack_sizes is None:
+        for start in range(first, end, step):
+            yield slice(start, min(start + step, end)), None
+        return
+    bounds = np.concatenate([[0], np.cumsum(pack_sizes)])
+    for start in range(first, end, step):
+        stop = min(start + step, end)
+        yield slice(int(bounds[start]), int(bounds[stop])), pack_sizes[start:stop]
 
 
 def encode_shards(task: EncodeTask, settings: RunSettings, work_dir: str) -> List[Segment]:
@@ -425,9 +483,9 @@ def encode_shards(task: EncodeTask, settings: RunSettings, work_dir: str) -> Lis
             offset = piece_file.tell()
             # Shards shuffled at the end are compressed then, as one stream (see ``shard_shuffle``).
             compressor = SegmentCompressor(None if shuffles_shards(config) else config.compression)
-            for start in range(first_row, first_row + size, CHUNK_ROWS):
-                rows = slice(start, min(start + CHUNK_ROWS, first_row + size))
-                records = encode_records(tokens, task.pairs.take(rows), config, vocab, masking, masking_rng, specs)
+            for rows, pack_sizes in record_slices(task.pack_sizes, first_row, first_row + size, CHUNK_ROWS):
+                records = encode_records(tokens, task.pairs.take(rows), config, vocab, masking, masking_rng, specs,
+                                         pack_sizes)
                 piece_file.write(compressor.compress(frame_records(records)))
             piece_file.write(compressor.flush())
             first_row += size
@@ -444,13 +502,13 @@ def record_bytes(pairs: SplitPairs, settings: RunSettings, segment_rows: int, sa
     unit's part of a shard is a segment of its own (a gzip member, a flushed deflate block), so
     the sample is compressed in segments of ``segment_rows`` records: small segments compress
     less well."""
-    rows = slice(0, min(sample, len(pairs.pairs)))
-    n = rows.stop
+    n = min(sample, pairs.n_records)
     if not n:
         return 0.0
     config = settings.config
+    rows, pack_sizes = next(record_slices(pairs.pack_sizes, 0, n, n))
     records = encode_records(load_array(pairs.tokens_path), pairs.pairs.take(rows), config, settings.vocab,
-                             settings.masking, np.random.default_rng(0), settings.features)
+                             settings.masking, np.random.default_rng(0), settings.features, pack_sizes)
     size, step = 0, max(1, segment_rows)
     for start in range(0, n, step):
         compressor = SegmentCompressor(config.compression)
@@ -459,18 +517,24 @@ def record_bytes(pairs: SplitPairs, settings: RunSettings, segment_rows: int, sa
 
 
 def encode_records(tokens: np.ndarray, pairs: PairArrays, config: GeneratorConfig, vocab,
-                   masking: Optional[MaskingSpec], rng: np.random.Generator, specs) -> List[bytes]:
-    """Pairs -> instances -> masked columns -> serialized ``tf.train.Example`` records."""
+                   masking: Optional[MaskingSpec], rng: np.random.Generator, specs,
+                   pack_sizes: Optional[np.ndarray] = None) -> List[bytes]:
+    """Pairs -> instances -> masked columns -> serialized ``tf.train.Example`` records (with
+    ``pack_sizes``: instances masked one by one, then packed, that many a record)."""
     instances = gather_instances(tokens, pairs, config.max_seq_length, vocab.cls_id, vocab.sep_id,
                                  single_segment=config.mlm_only)
     columns = record_columns(instances, config, vocab, masking, rng)
+    if pack_sizes is not None:
+        columns = pack_columns(columns, instances.lengths, pack_sizes, config.max_seq_length,
+                               config.sequences_per_pack,
+                               packed_predictions(config.max_predictions_per_seq, config.sequences_per_pack))
     # The layout names the features (v2 names or not); the columns are its canonical ones.
     return encode_examples({spec.name: columns[canonical_name(spec.name)] for spec in specs}, specs)
 
 
 def record_columns(instances, config: GeneratorConfig, vocab, masking: Optional[MaskingSpec],
                    rng: np.random.Generator) -> dict:
-    """The feature columns of a batch of instances, by canonical feature name, masked as
+    """The feature columns of a chunk of instances, by canonical feature name, masked as
     ``masking`` says (None: left to the loader)."""
     columns = {"input_ids": instances.input_ids, "input_mask": instances.input_mask}
     if not config.mlm_only:

@@ -59,6 +59,8 @@ class DynamicMasking:
         self.spec = spec
         self.seed = int(seed)
         self.document_separator_token = document_separator_token
+        # Packed rows (input_mask holds instance indices): the most instances a row holds, else 0.
+        self.max_sequences_per_pack = 0
         self._calls = 0
 
     # The settings, as the spec holds them.
@@ -85,10 +87,47 @@ class DynamicMasking:
 
         from ..masking import mask_tokens
 
+        if self.max_sequences_per_pack:
+            return self._packed_arrays(np.asarray(input_ids), np.asarray(input_mask), key)
         lengths = np.asarray(input_mask).sum(axis=1)
         out = mask_tokens(np.asarray(input_ids), lengths, self.spec, self.vocab, self.rng(key))
         return (out.input_ids.astype(np.int32, copy=False), out.masked_lm_positions.astype(np.int32, copy=False),
                 out.masked_lm_ids.astype(np.int32, copy=False), out.masked_lm_weights.astype(np.float32, copy=False))
+
+    @property
+    def prediction_slots(self) -> int:
+        """Prediction slots of a row: ``max_predictions_per_seq``, plus one per instance for
+        packed rows (their layout's)."""
+        from ..packing import packed_predictions
+
+        if not self.max_sequences_per_pack:
+            return self.max_predictions_per_seq
+        return packed_predictions(self.max_predictions_per_seq, self.max_sequences_per_pack)
+
+    def _packed_arrays(self, input_ids, input_mask, key):
+        """Packed rows are masked instance by instance, with the rules and budget of an unpacked
+        instance, and the predictions laid out as the generator packs them."""
+        import numpy as np
+
+        from ..masking import mask_tokens
+        from ..packing import instance_lengths, pack_columns
+
+        n, width = input_ids.shape
+        per_row = instance_lengths(input_mask, self.max_sequences_per_pack)
+        sizes = (per_row > 0).sum(axis=1)
+        lengths = per_row[per_row > 0]
+        rows = np.repeat(np.arange(n), sizes)
+        offsets = (np.cumsum(per_row, axis=1) - per_row)[per_row > 0]
+        columns = np.arange(width)[None, :]
+        inside = columns < lengths[:, None]
+        source = np.where(inside, offsets[:, None] + columns, 0)
+        ids = np.where(inside, input_ids[rows[:, None], source], 0)
+        out = mask_tokens(ids, lengths, self.spec, self.vocab, self.rng(key))
+        packed = pack_columns({"input_ids": out.input_ids, "masked_lm_positions": out.masked_lm_positions,
+                               "masked_lm_ids": out.masked_lm_ids, "masked_lm_weights": out.masked_lm_weights},
+                              lengths, sizes, width, self.max_sequences_per_pack, self.prediction_slots)
+        return (packed["input_ids"], packed["masked_lm_positions"], packed["masked_lm_ids"],
+                packed["masked_lm_weights"])
 
     def __call__(self, batch: Dict[str, "np.ndarray"], key: Optional[Sequence[int]] = None) -> Dict[str, "np.ndarray"]:
         if key is None:
@@ -163,7 +202,10 @@ def dynamic_masking(vocab_file: Optional[str] = None, masked_lm_prob: Optional[f
     else:
         separator = document_separator_token or SEPARATOR
         spec = MaskingSpec.for_vocab(vocab, separator, **{k: v for k, v in options.items() if v is not None})
-    return DynamicMasking(vocab, seed=seed, document_separator_token=separator, spec=spec)
+    masking = DynamicMasking(vocab, seed=seed, document_separator_token=separator, spec=spec)
+    if manifest is not None and manifest.packed:
+        masking.max_sequences_per_pack = manifest.max_sequences_per_pack
+    return masking
 
 
 def masker_for(mask, info):

@@ -25,7 +25,7 @@ from ..format.dataset import decode_records
 
 __all__ = ["DEFAULT_CHUNK", "FORMATS", "IGNORE_INDEX", "decoded_chunks", "reader_share", "masked", "postprocess",
            "output_names", "postprocessed", "check_format", "sequence_label_name", "masked_lm_labels",
-           "to_transformers", "formatted", "shuffled", "rebatched", "unbatched"]
+           "to_transformers", "formatted", "PACKED_ATTENTION", "shuffled", "rebatched", "unbatched"]
 
 # Records decoded together: big enough for numpy to pay off.
 DEFAULT_CHUNK = 4096
@@ -133,11 +133,18 @@ def postprocessed(batches: Iterable[Batch], int32: bool, invert_input_mask: bool
 
 
 def check_format(format: str, info, masked_at_load: bool, int32: bool = False,
-                 invert_input_mask: bool = False) -> None:
+                 invert_input_mask: bool = False, packed_attention: str = "block_diagonal") -> None:
     """Refuse a reader's ``format=`` option (see :data:`FORMATS`) when it is unknown or cannot be
-    honoured for the dataset ``info`` (a :class:`~bert_data.format.dataset.DatasetInfo`)."""
+    honoured for the dataset ``info`` (a :class:`~bert_data.format.dataset.DatasetInfo`), and an
+    unknown ``packed_attention``."""
     if format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(map(repr, FORMATS))}, got {format!r}")
+    if packed_attention not in PACKED_ATTENTION:
+        raise ValueError(f"packed_attention must be one of {', '.join(map(repr, PACKED_ATTENTION))}, "
+                         f"got {packed_attention!r}")
+    if invert_input_mask and info.flags["packed"]:
+        raise ValueError("invert_input_mask=True does not apply to packed rows: their input_mask holds the "
+                         "instance index of each token (0 on padding)")
     if format != "transformers":
         return
     if int32 or invert_input_mask:
@@ -176,32 +183,65 @@ def masked_lm_labels(input_ids: np.ndarray, positions: np.ndarray, ids: np.ndarr
     return labels
 
 
+PACKED_ATTENTION = ("block_diagonal", "cu_seqlens")
+
+
 def to_transformers(batch, sequence_label: str = "next_sentence_label", labels: Callable = masked_lm_labels,
-                    cast: Callable = lambda value, dtype: value.astype(dtype, copy=False)):
+                    cast: Callable = lambda value, dtype: value.astype(dtype, copy=False),
+                    packed_attention: str = "block_diagonal"):
     """A (masked) batch under canonical names as transformers' models take it: ``input_ids``
     (as stored, [MASK] included), ``attention_mask`` (``input_mask``), ``token_type_ids``
     (``segment_ids``; not for MLM-only data), ``labels`` (:func:`masked_lm_labels`) and
     ``sequence_label`` (``next_sentence_labels`` as ``(n,)``, see :func:`sequence_label_name`;
     not for MLM-only data), all int64.  ``labels`` and ``cast`` are numpy's by default; the
-    tf.data reader passes TensorFlow ones (the same rules, as in :func:`postprocess`)."""
+    tf.data reader passes TensorFlow ones (the same rules, as in :func:`postprocess`).
+
+    Packed rows (:mod:`bert_data.packing`) as packed training takes them: ``position_ids``
+    restarting at 0 in each instance (as ``DataCollatorWithFlattening`` makes them), and
+    ``packed_attention="block_diagonal"``: ``attention_mask`` ``(n, 1, L, L)`` bool, each token
+    attending to its own instance only (any BERT of transformers takes it), or
+    ``"cu_seqlens"`` (numpy only): no ``attention_mask`` but flash attention's ``cu_seq_lens_q``
+    / ``cu_seq_lens_k`` (int32, over the batch's rows laid end to end) and ``max_length_q`` /
+    ``max_length_k``.  The pair label is per instance, ``(n, k)`` with -100 (ignored by the
+    loss) on unused slots, beside ``next_sentence_positions`` ``(n, k)``: where each instance's
+    [CLS] is, for the pair head (transformers' pooler reads position 0 only)."""
     out = {"input_ids": cast(batch["input_ids"], "int64"), "attention_mask": cast(batch["input_mask"], "int64")}
     if "segment_ids" in batch:
         out["token_type_ids"] = cast(batch["segment_ids"], "int64")
+    packed = "positions" in batch
+    if packed:
+        out["position_ids"] = cast(batch["positions"], "int64")
+        instance = batch["input_mask"]
+        if packed_attention == "cu_seqlens":
+            from ..packing import cu_seqlens
+
+            del out["attention_mask"]
+            boundaries = cu_seqlens(np.asarray(instance))
+            longest = int(np.diff(boundaries).max(initial=0))
+            out.update(cu_seq_lens_q=boundaries, cu_seq_lens_k=boundaries, max_length_q=longest,
+                       max_length_k=longest)
+        else:
+            out["attention_mask"] = ((instance[:, :, None] == instance[:, None, :])
+                                     & (instance[:, None, :] != 0))[:, None, :, :]
     out["labels"] = labels(batch["input_ids"], batch["masked_lm_positions"], batch["masked_lm_ids"],
                            batch["masked_lm_weights"])
-    if "next_sentence_labels" in batch:
+    if "next_sentence_labels" in batch and packed:
+        used = cast(batch["next_sentence_weights"] > 0, "int64")
+        out[sequence_label] = cast(batch["next_sentence_labels"], "int64") * used + IGNORE_INDEX * (1 - used)
+        out["next_sentence_positions"] = cast(batch["next_sentence_positions"], "int64")
+    elif "next_sentence_labels" in batch:
         out[sequence_label] = cast(batch["next_sentence_labels"][:, 0], "int64")
     return out
 
 
 def formatted(batches: Iterable[Batch], format: str, info, int32: bool, invert_input_mask: bool,
-              canonical_names: bool) -> Iterator[Batch]:
+              canonical_names: bool, packed_attention: str = "block_diagonal") -> Iterator[Batch]:
     """The last step of the numpy and PyTorch readers: batches as ``format`` asks
     (:func:`check_format` first), Google's layout through :func:`postprocess`, or
     :func:`to_transformers`."""
     if format == "transformers":
         sequence_label = sequence_label_name(info)
-        return (to_transformers(batch, sequence_label) for batch in batches)
+        return (to_transformers(batch, sequence_label, packed_attention=packed_attention) for batch in batches)
     return postprocessed(batches, int32, invert_input_mask, output_names(info, canonical_names))
 
 

@@ -121,7 +121,7 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
             d = d.repeat()
 
     key_prefix = [] if input_context is None else [int(input_context.input_pipeline_id)]
-    mpp = getattr(masker, "max_predictions_per_seq", None) or info.max_predictions_per_seq
+    mpp = getattr(masker, "prediction_slots", None) or info.max_predictions_per_seq
     rename = output_names(info, canonical_names)
 
     def apply_mask(example, number):

@@ -39,6 +39,9 @@ def _torch_dataset_class():
             return torch.tensor(value)
         return torch.from_numpy(np.ascontiguousarray(value))
 
+    # Records formatted together when items are single records.
+    RECORD_BATCH = 64
+
     def tensors(batch):
         return {name: tensor(value) for name, value in batch.items()}
 
@@ -70,7 +73,9 @@ def _torch_dataset_class():
         ``format="transformers"``: items are the inputs of Hugging Face transformers' models
         (``input_ids``, ``attention_mask``, ``token_type_ids``, ``labels``, ``next_sentence_label``
         or ``sentence_order_label``; see ``bert_data.read_batches``), all ``torch.long``, so
-        ``model(**batch)`` gives the loss.
+        ``model(**batch)`` gives the loss.  Packed rows (``--pack_sequences``) also give
+        ``position_ids``, a block-diagonal ``attention_mask`` ``(1, L, L)`` a record and
+        per-instance pair labels with ``next_sentence_positions`` (see ``bert_data.read_batches``).
         """
 
         def __init__(self, paths: Paths, batch_size: Optional[int] = None,
@@ -132,17 +137,23 @@ def _torch_dataset_class():
                 return iter(())
             chunks = decoded_chunks(files, self.info.specs, verify_crc=self.verify_crc,
                                     compressions=self.info.compressions, keep=keep)
-            chunks = formatted(masked(chunks, self.masker, (self.epoch, g)), self.format, self.info, self.int32,
-                               self.invert_input_mask, self.canonical_names)
+            chunks = masked(chunks, self.masker, (self.epoch, g))
             if self.shuffle_buffer > 0:
                 chunks = shuffled(chunks, self.shuffle_buffer, np.random.default_rng([self.seed, self.epoch, g]))
             return chunks
 
+        def _formatted(self, batches):
+            # After shuffling and batching: row-wise either way, and a packed row's
+            # block-diagonal attention mask (L x L) is built for a batch at a time, never a chunk.
+            return formatted(batches, self.format, self.info, self.int32, self.invert_input_mask,
+                             self.canonical_names)
+
         def __iter__(self):
             if self.batch_size is None:
-                return (tensors(row) for row in unbatched(self._chunks()))
+                rows = rebatched(self._chunks(), RECORD_BATCH)
+                return (tensors(row) for row in unbatched(self._formatted(rows)))
             batches = rebatched(self._chunks(), int(self.batch_size), self.drop_remainder)
-            return (tensors(batch) for batch in batches)
+            return (tensors(batch) for batch in self._formatted(batches))
 
     TorchDataset.__module__ = __name__
     TorchDataset.__qualname__ = "TorchDataset"

@@ -28,6 +28,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from .. import storage
 from .vocab import SPECIAL_TOKENS, VocabError
 
 __all__ = ["WORDPIECE", "HUGGINGFACE", "SENTENCEPIECE", "SPECIAL_ROLES", "TokenizerSource", "load_vocabulary",
@@ -181,5 +182,8 @@ def _check_readable(source: TokenizerSource) -> None:
     what = "tokenizer file" if source.kind == HUGGINGFACE else "SentencePiece model"
     if os.path.isdir(source.path):
         raise VocabError(f"{source.path}: is a directory, not a {what} ({source.option})")
+    if os.path.exists(source.path) and not os.path.isfile(source.path):  # (a FIFO would block)
+        raise VocabError(f"{source.path}: {storage.not_a_regular_file(source.path)}, not a {what} "
+                         f"({source.option})")
     if not os.path.isfile(source.path):
         raise VocabError(f"{source.path}: {what} not found ({source.option})")

@@ -18,6 +18,8 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
+from .. import storage
+
 __all__ = [
     "SPECIAL_TOKENS",
     "VocabError",
@@ -186,6 +188,9 @@ def load_vocab(path) -> Vocab:
     an empty file, duplicate tokens or missing special tokens.
     """
     path = os.fspath(path)
+    reason = storage.not_a_regular_file(path)
+    if reason and reason != storage.FILE_NOT_FOUND and not os.path.isdir(path):  # a FIFO would block
+        raise VocabError(f"{path}: {reason}, not a vocabulary file")
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:

@@ -5,6 +5,7 @@ Each record shows segment A and B (NSP layouts) or its tokens (MLM-only layouts:
 (``##s``, ``▁word``, ``Ġword``), the next-sentence label when
 there is one, and every masked-LM position as ``shown{original}``: ``[MASK]{cat}`` (replaced by
 [MASK]), ``cat{=}`` (kept as is, still predicted) or ``dog{cat}`` (replaced by a random token).
+A packed row (``--pack_sequences``) is shown instance by instance, each as above.
 Unmasked records (``--disable_masking``) show their tokens as stored, or, with ``mask_seed``, a
 preview of load-time masks (:func:`bert_data.dynamic_masking`).  Layout and compression
 come from the manifest, else the first record and first bytes.  Without a vocabulary the token
@@ -43,6 +44,9 @@ class InspectedRecord:
     has_masks: bool = True  # False: unmasked records (no masked_lm features, no preview)
     preview: bool = False  # masks drawn here by load-time masking (not stored in the record)
     sentence_order: bool = False  # the label is ALBERT's sentence order (1: A and B swapped)
+    # A packed row (--pack_sequences): its instances, each as an unpacked record (None: not packed).
+    instances: Optional[List["InspectedRecord"]] = None
+    row_start: int = 0  # an instance of a packed row: where in the row it starts
 
 
 def _resolve_shard(path: str) -> str:
@@ -83,12 +87,36 @@ def inspect_records(shard: str, vocab_file: Optional[str] = None, n: int = 5,
         view = masker(view, key=(0,))
     mask_id = vocab.mask_id if vocab else None
     sentence_order = info.manifest is not None and info.manifest.sentence_order_prediction
+    packed = info.flags["packed"]
     for j in range(len(records)):
         stored = {info.stored_name(name): cols[name][j] for name in cols}
         feats = {name: view[name][j] for name in view}
-        record = _inspect_one(shard, start + j, stored, feats, vocab, mask_id, preview)
+        if packed:
+            record = _inspect_packed(shard, start + j, stored, view, j, vocab, mask_id, preview, sentence_order)
+        else:
+            record = _inspect_one(shard, start + j, stored, feats, vocab, mask_id, preview)
         record.sentence_order = sentence_order
         yield record
+
+
+def _inspect_packed(path, index, stored, view, j, vocab, mask_id, preview, sentence_order) -> InspectedRecord:
+    """A packed row: the row as stored, and each of its instances as an unpacked record."""
+    from .packed_checks import instance_rows
+
+    columns, _, numbers = instance_rows(view, np.array([j]))
+    mask = view["input_mask"][j]
+    instances = []
+    for t in range(len(numbers)):
+        feats = {name: value[t] for name, value in columns.items()}
+        instance = _inspect_one(path, int(numbers[t]), feats, feats, vocab, mask_id, preview)
+        instance.sentence_order = sentence_order
+        instance.row_start = int(np.argmax(mask == numbers[t]))
+        instances.append(instance)
+    length = int((mask != 0).sum())
+    ids = view["input_ids"][j][:length]
+    tokens = vocab.convert_ids_to_tokens(ids) if vocab else [str(int(i)) for i in ids]
+    return InspectedRecord(path, index, stored, tokens, length, length, [m for i in instances for m in i.masked],
+                           None, False, "masked_lm_positions" in view, preview, instances=instances)
 
 
 def _inspect_one(path, index, stored, f, vocab, mask_id, preview=False) -> InspectedRecord:
@@ -137,6 +165,17 @@ def _display_tokens(rec: InspectedRecord) -> List[str]:
 
 
 def format_record(rec: InspectedRecord) -> str:
+    if rec.instances is not None:
+        msl = len(next(iter(rec.features.values())))
+        head = (f"{os.path.basename(rec.path)} record {rec.index}: packed row of {len(rec.instances)} instance(s), "
+                f"{rec.length}/{msl} tokens")
+        parts = [head]
+        for instance in rec.instances:
+            text = format_record(instance).split("\n")
+            first = text[0].split(": ", 1)[1]  # without the file and record number
+            parts.append(f"  instance {instance.index} (from position {instance.row_start}): {first}")
+            parts += ["  " + line for line in text[1:]]
+        return "\n".join(parts)
     shown = _display_tokens(rec)
     msl = len(next(iter(rec.features.values())))
     kinds = [m["kind"] for m in rec.masked]
@@ -167,6 +206,17 @@ def format_record(rec: InspectedRecord) -> str:
 
 
 def record_json(rec: InspectedRecord) -> dict:
+    if rec.instances is not None:
+        instances = []
+        for instance in rec.instances:
+            data = record_json(instance)
+            data.pop("features")
+            data.pop("file")
+            data["instance"] = data.pop("record")
+            data["row_start"] = instance.row_start
+            instances.append(data)
+        return {"file": rec.path, "record": rec.index, "length": rec.length, "instances": instances,
+                "features": {name: value.tolist() for name, value in rec.features.items()}}
     out = {
         "file": rec.path,
         "record": rec.index,

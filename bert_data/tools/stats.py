@@ -8,6 +8,9 @@ Computed over every record (or the first ``limit``), vectorised over decoded bat
 * predictions per instance (``masked_lm_weights`` sum) and how the predicted positions were
   corrupted: replaced by [MASK], kept, or replaced by a random token (masked layouts);
 * next-sentence balance (label 1 = B is a random sentence; NSP layouts);
+* the fill rate: tokens that are not padding over all slots of the records, and for packed rows
+  (``--pack_sequences``) the instances a record holds; every other statistic is then about
+  the instances, split out of their rows;
 * MLM-only layouts: document separators inside the sequences (cross-document windows);
 * the [UNK] rate and the most frequent tokens of the original text (masked positions restored
   from ``masked_lm_ids``; [CLS]/[SEP] and document separators not counted);
@@ -32,6 +35,7 @@ from ..load.stages import decoded_chunks
 from ._common import guess_cls_sep
 from .mixing_stats import DEFAULT_WINDOWS, MixingStats, ShardMixing, format_mixing, records_holding, token_ids_of, \
     window_gaps
+from .packed_checks import instance_rows
 from ..config import default_of
 
 # The generator's default, for data whose manifest does not say.
@@ -74,6 +78,16 @@ class DatasetStats:
     n_separators: int = 0  # separators inside the sequences
     n_cross_document: int = 0  # instances with at least one
     mixing: Optional[MixingStats] = None  # with mixing tokens: per-window shares of each shard
+    # Records as stored: packed rows hold several instances (n_records counts instances then).
+    packed: bool = False
+    n_rows: int = 0
+    row_tokens: int = 0  # tokens of the records that are not padding
+    instances_hist: np.ndarray = None  # [k + 1] records by instances held (packed)
+
+    @property
+    def fill_rate(self) -> float:
+        """Tokens that are not padding over all the records' slots (max_seq_length each)."""
+        return self.row_tokens / (self.n_rows * self.max_seq_length) if self.n_rows else 0.0
 
     # -- derived
     @property
@@ -115,7 +129,11 @@ class DatasetStats:
         return {
             "name": self.name,
             "files": len(self.files),
-            "records": self.n_records,
+            "records": self.n_rows,
+            "instances": self.n_records,
+            "fill_rate": self.fill_rate,
+            "packed": {"instances_per_record": self.n_records / max(self.n_rows, 1),
+                       "histogram": self.instances_hist.tolist()} if self.packed else None,
             "max_seq_length": self.max_seq_length,
             "max_predictions_per_seq": self.max_predictions_per_seq,
             "layout": {"features": list(self.feature_names), "mlm_only": self.mlm_only, "masked": self.masked,
@@ -187,7 +205,7 @@ def _accumulate(st: DatasetStats, cols: Dict[str, np.ndarray]) -> None:
         pos = cols["masked_lm_positions"]
         lab = cols["masked_lm_ids"]
         w = cols["masked_lm_weights"]
-        mpp = pos.shape[1]
+        mpp = len(st.predictions_hist) - 1  # an instance split out of a packed row has the row's slots
         k = np.clip((w > 0).sum(axis=1), 0, mpp)
         st.predictions_hist += np.bincount(k, minlength=mpp + 1)[: mpp + 1]
         active = (w > 0) & (pos >= 0) & (pos < msl)
@@ -265,11 +283,14 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
             mixing_ids = token_ids_of(mixing, vocab)
             st.mixing = MixingStats(list(mixing), windows)
         guess_pending = vocab is None
+        st.packed = flags["packed"]
+        width = (flags["max_sequences_per_pack"] or int(msl)) if st.packed else 1
+        st.instances_hist = np.zeros(width + 1, np.int64)
         for path in group.files:  # a file at a time: the mixing statistic is per shard
-            flags = []
+            holding = []  # per record: does it hold a --mixing token
             for cols in decoded_chunks([path], specs, verify_crc=False, compressions=compressions):
                 if limit is not None:
-                    room = limit - st.n_records
+                    room = limit - st.n_rows
                     if room <= 0:
                         break
                     if room < len(cols["input_ids"]):
@@ -279,17 +300,23 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
                     if st.mlm_only and separator_token == "[SEP]":
                         st.separator_id = guess_cls_sep(cols)[1]
                     guess_pending = False
+                st.n_rows += len(cols["input_ids"])
+                st.row_tokens += int((cols["input_mask"] != 0).sum())
+                if st.packed:
+                    per_row = cols["input_mask"].max(axis=1, initial=0)
+                    st.instances_hist += np.bincount(per_row, minlength=width + 1)[: width + 1]
+                    cols = instance_rows(cols, np.arange(len(per_row)))[0]
                 _accumulate(st, cols)
                 if mixing_ids is not None:
-                    flags.append(records_holding([cols], mixing_ids))
-            if mixing_ids is not None and flags:
-                shard_flags = np.concatenate(flags)
+                    holding.append(records_holding([cols], mixing_ids))
+            if mixing_ids is not None and holding:
+                shard_flags = np.concatenate(holding)
                 st.mixing.shards.append(ShardMixing(os.path.basename(path), len(shard_flags),
                                                     *window_gaps(shard_flags, windows)))
-            if limit is not None and st.n_records >= limit:
+            if limit is not None and st.n_rows >= limit:
                 break
-        if limit is not None and st.n_records >= limit:
-            st.notes.append(f"first {st.n_records:,} records only (--limit)")
+        if limit is not None and st.n_rows >= limit:
+            st.notes.append(f"first {st.n_rows:,} records only (--limit)")
         out.append(st)
     return out
 
@@ -314,9 +341,12 @@ def format_stats(st: DatasetStats, top: int = 20) -> str:
     t = d["tokens_per_instance"]
     compression = f", {st.compression} shards" if st.compression else ""
     lines = [
-        f"{st.name}: {st.n_records:,} records in {len(st.files)} file(s){compression}, "
+        f"{st.name}: {st.n_rows:,} records in {len(st.files)} file(s){compression}, "
         f"max_seq_length {st.max_seq_length}, max_predictions_per_seq {st.max_predictions_per_seq}",
         f"  layout                {st.layout}",
+        f"  fill rate             {_pct(st.fill_rate)} of the records' tokens are not padding"
+        + (f"   ({st.n_records:,} instances, {d['packed']['instances_per_record']:.2f} a record)"
+           if st.packed else ""),
         f"  tokens per instance   mean {t['mean']:.1f}  min {t['min']}  p10 {t['p10']}  median {t['median']}  "
         f"p90 {t['p90']}  max {t['max']}",
         f"  full length           {_pct(d['fraction_full'])}   padded (< {st.max_seq_length}) "

@@ -54,6 +54,7 @@ from ..format.dataset import ShardGroup, decode_records, describe_layout, infer_
 from ..format.layout import FeatureSpec, feature_specs
 from ..format.manifest import MANIFEST_NAME
 from ._common import guess_cls_sep
+from .packed_checks import check_packed_batch
 from .record_checks import VocabIds, check_batch
 from ..config import default_of
 
@@ -192,7 +193,7 @@ class _FileChecker:
             unk, text = count_unk(cols, self.ids_holder["unk_id"], ids.cls_id, ids.sep_id)
             self.ids_holder["n_unk"] += unk
             self.ids_holder["n_text"] += text
-        checks = check_batch(cols, ids)
+        checks = check_packed_batch(cols, ids) if "positions" in cols else check_batch(cols, ids)
         if not checks:
             return
         bad_any = np.zeros(len(indices), dtype=bool)
@@ -296,8 +297,7 @@ def _check_manifest(group: ShardGroup, report: VerifyReport) -> Optional[tuple]:
     except ValueError:
         report.add(Problem(name, None, f"compression {manifest.option('compression')!r} is not null, gzip or zlib"))
         return None
-    implied = feature_specs(msl, mpp, mlm_only=manifest.mlm_only, masked=manifest.masked,
-                            v2_feature_names=manifest.v2_feature_names)
+    implied = manifest.implied_specs
     specs = manifest.specs
     if manifest.features:
         try:
@@ -308,7 +308,8 @@ def _check_manifest(group: ShardGroup, report: VerifyReport) -> Optional[tuple]:
         if specs != implied:
             said = ", ".join(f"{key}={value}" for key, value in (
                 ("max_seq_length", msl), ("max_predictions_per_seq", mpp), ("mlm_only", manifest.mlm_only),
-                ("disable_masking", not manifest.masked), ("v2_feature_names", manifest.v2_feature_names)))
+                ("disable_masking", not manifest.masked), ("v2_feature_names", manifest.v2_feature_names),
+                ("pack_sequences", manifest.packed)))
             report.add(Problem(name, None, f"features {_table(specs)} differ from the layout of {said}: "
                                            f"{_table(implied)}"))
     total = sum(manifest.examples_per_file.values())

@@ -23,6 +23,7 @@ from typing import BinaryIO, Sequence, Tuple
 
 from ... import storage
 from .types import InputError, MetadataEntry, Source, one_line
+from .zstd_frames import FrameCheckedFile, TruncatedZstd
 
 # Chosen by the document file's extension (never for metadata files).
 CODECS = {".gz": "gz", ".bz2": "bz2", ".xz": "xz", ".zst": "zst", ".zstd": "zst"}
@@ -86,14 +87,15 @@ def open_decompressed(path: str, codec: str) -> BinaryIO:
         zstandard = _zstandard()
         if zstandard is None:
             raise InputError(f"{path}: zstd-compressed input needs the zstandard package: pip install zstandard")
-        return zstandard.ZstdDecompressor().stream_reader(storage.open_read(path), read_size=1 << 20,
+        # (zstandard reads a file cut inside a frame as a shorter text: the frames are followed)
+        return zstandard.ZstdDecompressor().stream_reader(FrameCheckedFile(storage.open_read(path)), read_size=1 << 20,
                                                           read_across_frames=True, closefd=True)
     raise ValueError(f"unknown codec {codec!r}")
 
 
 def codec_errors() -> tuple:
     """What a corrupt or truncated compressed file raises while being read."""
-    errors = [OSError, EOFError, zlib.error, lzma.LZMAError]
+    errors = [OSError, EOFError, zlib.error, lzma.LZMAError, TruncatedZstd]
     zstandard = _zstandard()
     if zstandard is not None:
         errors.append(zstandard.ZstdError)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import glob
 import os
 import re
-from typing import List, Sequence, Tuple
+from typing import Dict, Iterator, List, Sequence, Tuple
 
 from ... import storage
 from .types import InputError, MetadataEntry, one_line
@@ -65,7 +65,7 @@ def expand_input_files(patterns: Sequence[str], prefix: str = "") -> List[Metada
         for path in matched:
             # The label names the document in messages and in the validation hash: as given.
             label = os.path.relpath(path, prefix) if prefix else path
-            entries.append(MetadataEntry(INPUT_FILES, len(entries) + 1, label, os.path.abspath(path)))
+            entries.append(MetadataEntry(INPUT_FILES, len(entries) + 1, storage.redact(label), os.path.abspath(path)))
     return entries
 
 
@@ -80,32 +80,146 @@ def _url_entries(pattern: str, prefix: str, before: int) -> List[MetadataEntry]:
         if not matched:
             raise InputError(f"input pattern {full} matches no file")
     base = prefix.rstrip("/") + "/" if storage.is_url(prefix) else ""
-    return [MetadataEntry(INPUT_FILES, before + number + 1, url[len(base):] if base and url.startswith(base) else url,
-                          url) for number, url in enumerate(matched)]
+    return [MetadataEntry(INPUT_FILES, before + number + 1,
+                          storage.redact(url[len(base):] if base and url.startswith(base) else url), url)
+            for number, url in enumerate(matched)]
 
 
-def read_metadata(metadata_files: Sequence[str], prefix: str) -> List[MetadataEntry]:
-    """Document paths from metadata files: one per line, blank lines and surrounding spaces ignored."""
+# A metadata file lists paths, one a line: no path is longer than this.  A longer line (a text
+# file given by mistake, or one enormous line) stops the run before it is held in memory.
+MAX_LINE_BYTES = 64 * 1024
+QUOTED_CHARS = 60  # how much of a bad line a message quotes
+
+
+def shortened(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def quoted(text: str, limit: int = QUOTED_CHARS) -> str:
+    """A short, one-line quotation of ``text`` for a message."""
+    shown = repr(text[:limit])
+    return shown + ("..." if len(text) > limit else "")
+
+
+def read_metadata(metadata_files: Sequence[str], prefix: str,
+                  allow_outside_prefix: bool = False) -> List[MetadataEntry]:
+    """Document paths from metadata files: one per line, blank lines and surrounding spaces
+    ignored.  A file is read a line at a time (lines of at most ``MAX_LINE_BYTES``); with a
+    prefix, an entry that resolves outside it is refused unless ``allow_outside_prefix``."""
     entries: List[MetadataEntry] = []
+    guard = PrefixGuard(prefix) if prefix and not allow_outside_prefix else None
     for metadata_file in metadata_files:
-        try:
-            raw = storage.read_bytes(metadata_file)
-        except OSError as error:
-            raise InputError(f"{metadata_file}: cannot read metadata file: {error.strerror or one_line(error)}") from None
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            line = raw[: error.start].count(b"\n") + 1
-            raise InputError(f"{metadata_file}:{line}: metadata file is not UTF-8 text") from None
         before = len(entries)
-        for line_number, line in enumerate(text.splitlines(), start=1):
-            label = line.strip()
-            if label:
-                # Absolute (or a URL): workers (local or on a cluster) may run in another directory.
-                entries.append(MetadataEntry(metadata_file, line_number, label, storage.resolve(prefix, label)))
+        for line_number, label in metadata_lines(metadata_file):
+            # Absolute (or a URL): workers (local or on a cluster) may run in another directory.
+            # The label names the document in messages, files and the validation hash: never with
+            # the credentials a URL may carry (the path keeps them, to be opened).
+            entry = MetadataEntry(metadata_file, line_number, storage.redact(label), storage.resolve(prefix, label))
+            if guard is not None:
+                guard.check(entry)
+            entries.append(entry)
         if len(entries) == before:
             raise InputError(f"{metadata_file}: metadata file lists no documents")
     return entries
+
+
+def metadata_lines(metadata_file: str) -> Iterator[Tuple[int, str]]:
+    """(line number, stripped text) of the non-blank lines of a metadata file, read a line at a
+    time.  Lines end as ``str.splitlines`` ends them."""
+    reason = storage.not_a_regular_file(metadata_file)
+    if reason:
+        raise InputError(f"{metadata_file}: cannot read metadata file: {reason}")
+    try:
+        handle = storage.open_read(metadata_file)
+    except OSError as error:
+        raise InputError(f"{metadata_file}: cannot read metadata file: {error.strerror or one_line(error)}") from None
+    line_number = 0
+    with handle:
+        try:
+            for raw in bounded_lines(handle, MAX_LINE_BYTES):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise InputError(f"{metadata_file}:{line_number + 1}: metadata file is not UTF-8 text") from None
+                for line in text.splitlines() or [""]:
+                    line_number += 1
+                    if line.strip():
+                        yield line_number, line.strip()
+        except LineTooLong as error:
+            start = error.start.decode("utf-8", "replace")
+            raise InputError(f"{metadata_file}:{line_number + 1}: line longer than {MAX_LINE_BYTES:,} bytes, not a "
+                             f"path (a metadata file lists document paths, one a line): {quoted(start)}") from None
+        except OSError as error:
+            raise InputError(f"{metadata_file}: cannot read metadata file: {one_line(error)}") from None
+
+
+class LineTooLong(ValueError):
+    def __init__(self, start: bytes):
+        super().__init__("line too long")
+        self.start = start  # the line's first bytes
+
+
+def bounded_lines(handle, limit: int, chunk_size: int = 1 << 16) -> Iterator[bytes]:
+    """The lines of a binary file object (each with its line break, the last maybe without),
+    holding at most ``limit`` bytes of a line: a longer one raises ``LineTooLong``."""
+    pending = b""
+    while True:
+        chunk = handle.read(chunk_size)
+        if not chunk:
+            if pending:
+                yield pending
+            return
+        pending += chunk
+        start = 0
+        while True:
+            end = pending.find(b"\n", start)
+            if end < 0:
+                break
+            if end + 1 - start > limit + 1:
+                raise LineTooLong(pending[start : start + QUOTED_CHARS * 4])
+            yield pending[start : end + 1]
+            start = end + 1
+        pending = pending[start:]
+        if len(pending) > limit:
+            raise LineTooLong(pending[: QUOTED_CHARS * 4])
+
+
+class PrefixGuard:
+    """Refuses metadata entries that resolve outside ``--input_files_prefix``: ``..`` that climbs
+    out, an absolute path or a URL elsewhere, a symbolic link (the file's or a directory's) that
+    leads out.  A directory's real place is looked up once, so a listing of millions of files
+    costs one ``lstat`` a file."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self.url = storage.is_url(prefix)
+        self.root = prefix.rstrip("/") + "/" if self.url else os.path.realpath(prefix)
+        self.directories: Dict[str, bool] = {}  # directory -> inside the prefix, once resolved
+
+    def check(self, entry: MetadataEntry) -> None:
+        if not self.inside(entry.path):
+            raise InputError(f"{entry.metadata_file}:{entry.line_number}: {quoted(entry.label, 200)} is outside "
+                             f"--input_files_prefix {self.prefix}; pass --allow_paths_outside_prefix to read "
+                             "files elsewhere")
+
+    def inside(self, path: str) -> bool:
+        if self.url or storage.is_url(path):  # a URL under a URL prefix, without "." or ".." steps
+            if not (self.url and storage.is_url(path) and path.startswith(self.root)):
+                return False
+            return not any(step in (".", "..") for step in path[len(self.root):].split("/"))
+        directory = os.path.dirname(path)
+        known = self.directories.get(directory)
+        if known is None:
+            known = self.directories[directory] = _within(os.path.realpath(directory), self.root)
+        if not known:
+            return False
+        if os.path.islink(path):
+            return _within(os.path.realpath(path), self.root)
+        return True
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def check_documents_exist(entries: Sequence[MetadataEntry], skip_missing: bool = False):
@@ -126,20 +240,18 @@ def check_documents_exist(entries: Sequence[MetadataEntry], skip_missing: bool =
                 reason = "not a regular file"
             else:
                 entry.size = found["size"]
-        elif not os.path.exists(entry.path):
-            reason = "file not found"
-        elif not os.path.isfile(entry.path):
-            reason = "not a regular file"
-        elif not os.access(entry.path, os.R_OK):
-            reason = "file not readable"
+        else:  # (os.stat only: a FIFO is never opened, so nothing hangs)
+            reason = storage.not_a_regular_file(entry.path) or None
+            if reason is None and not os.access(entry.path, os.R_OK):
+                reason = "file not readable"
         if reason is None:
             usable.append(entry)
         elif skip_missing:
             missing.append((entry, reason))
         else:
             raise InputError(
-                f"{entry.metadata_file}:{entry.line_number}: {reason}: {entry.path}"
-                + (" (use --skip_missing to skip such entries)" if reason != "not a regular file" else "")
+                f"{entry.metadata_file}:{entry.line_number}: {reason}: {shortened(entry.path)}"
+                + (" (use --skip_missing to skip such entries)" if not reason.startswith("not a regular file") else "")
             )
     return usable, missing
 
@@ -170,19 +282,20 @@ def check_metadata_names_files(metadata_file: str, entries: Sequence[MetadataEnt
     first = entries[0]
     where = (f"under --input_files_prefix {prefix}" if prefix
              else "relative to the current directory (no --input_files_prefix)")
-    raise InputError(f"{metadata_file}: {lines} {where}, e.g. line {first.line_number}: {first.path}; "
+    raise InputError(f"{metadata_file}: {lines} {where}, e.g. line {first.line_number}: {shortened(first.path)}; "
                      "is --input_files_prefix right?")
 
 
 def list_documents(metadata_files: Sequence[str], input_files: Sequence[str], prefix: str,
-                   skip_missing: bool = False) -> Tuple[List[MetadataEntry], list]:
+                   skip_missing: bool = False, allow_outside_prefix: bool = False) -> Tuple[List[MetadataEntry], list]:
     """The documents to read, in order: every metadata file's entries, then ``input_files``.
     Returns (usable entries, [(entry, reason)] skipped with ``skip_missing``); raises
-    ``InputError`` naming the first problem."""
+    ``InputError`` naming the first problem.  Metadata entries must resolve inside ``prefix``
+    (when given) unless ``allow_outside_prefix``; paths given directly are the user's own."""
     check_prefix(prefix)
     entries: List[MetadataEntry] = []
     for metadata_file in metadata_files:
-        listed = read_metadata([metadata_file], prefix)
+        listed = read_metadata([metadata_file], prefix, allow_outside_prefix)
         check_metadata_names_files(metadata_file, listed, prefix)
         entries += listed
     entries += expand_input_files(input_files, prefix)

@@ -7,10 +7,13 @@ worker reads just its own bytes.  What each kind of file holds is found as follo
 
 * plain text, one document a file: from its size (a large file is cut into parts, see
   ``text_files.document_parts``);
-* many documents a file (``--multiple_docs_in_single_file``) or JSON Lines: from a scan of its
-  separators (line breaks, for JSON Lines), over a memory map, or over a stream for a URL;
+* many documents a file (``--multiple_docs_in_single_file``) or JSON Lines (a file named
+  ``.jsonl``/``.json``/``.ndjson``, compressed or not, or every file with ``--text_field``): from a
+  scan of its separators (line breaks, for JSON Lines), over a memory map, or over a stream for a
+  URL;
 * a compressed file (``.gz``, ``.bz2``, ``.xz``, ``.zst``): by decompressing it once, in chunks
-  (never the whole file in memory); its ranges are offsets in the decompressed stream;
+  (never the whole file in memory), to find its documents or, one document a file, its parts;
+  its ranges are offsets in the decompressed stream;
 * a table (``.parquet``, ``.arrow``, ``.feather``): from its blocks' row counts (``tables``).
 """
 
@@ -25,14 +28,10 @@ import numpy as np
 
 from ... import storage
 from .files import CODEC_NAMES, check_codecs, codec_errors, compression_of, open_decompressed
-from .spans import document_pattern, document_spans, stream_document_spans
-from .tables import DEFAULT_TEXT_COLUMN, plan_table, table_format_of
-from .text_files import document_parts
-from .types import VAL_CODE, CorpusPlan, InputError, MetadataEntry, Slice, Source, one_line
-
-# A compressed document's size is not known before it is decompressed; slices are grouped by
-# this guess of the decompressed size (it shapes only how work is cut, never the output).
-COMPRESSION_RATIO_GUESS = 4
+from .spans import LINE_PATTERN, document_spans, separator_pattern, stream_document_spans
+from .tables import plan_table, table_format_of
+from .text_files import compressed_document_parts, document_parts, is_json_lines_name
+from .types import DEFAULT_TEXT_FIELD, VAL_CODE, CorpusPlan, InputError, MetadataEntry, Slice, Source, one_line
 
 SplitCode = Callable[[str, int], int]  # (document label, corpus position) -> TRAIN_CODE or VAL_CODE
 
@@ -46,18 +45,19 @@ def plan_corpus(
     slice_docs: int = 1 << 14,
     slice_bytes: int = 1 << 20,
     part_bytes: int = 1 << 22,
-    jsonl_text_key: Optional[str] = None,
+    text_field: Optional[str] = None,
 ) -> CorpusPlan:
     """Number the documents of ``entries`` and then ``val_entries``, in listed order, and cut
     them into slices.  ``split_of(label, position)`` gives the split code of a document of
     ``entries``; every document of ``val_entries`` is validation.
 
-    With ``jsonl_text_key`` every file is JSON Lines (one document a non-blank line).  A
-    Parquet or Arrow file (by extension) is a table, one document a row, its text in the column
-    ``jsonl_text_key`` (default ``text``): one option names the text in both formats."""
+    A file named ``.jsonl``/``.json``/``.ndjson`` (compressed or not) is JSON Lines (one
+    document a non-blank line), and with ``text_field`` every file that is not a table is.  A
+    Parquet or Arrow file (by extension) is a table, one document a row.  The text is at the key,
+    or in the column, ``text_field`` (default ``text``): one option names it in both formats."""
     check_codecs(list(entries) + list(val_entries))
     planner = CorpusPlanner(slice_docs, slice_bytes, part_bytes, multiple_docs_in_single_file, separator_line,
-                            jsonl_text_key)
+                            text_field)
     for entry in entries:
         planner.plan_file(entry, split_of)
     for entry in val_entries:
@@ -92,12 +92,12 @@ class CorpusPlanner:
 
     def __init__(self, slice_docs: int, slice_bytes: int, part_bytes: int = 1 << 22,
                  multiple_docs_in_single_file: bool = False, separator_line: Optional[str] = None,
-                 jsonl_text_key: Optional[str] = None):
+                 text_field: Optional[str] = None):
         self.slice_docs, self.slice_bytes, self.part_bytes = slice_docs, slice_bytes, part_bytes
-        self.jsonl_text_key = jsonl_text_key
-        # Files of many documents: documents between separators, or JSON lines.
-        self.many_docs_a_file = multiple_docs_in_single_file or jsonl_text_key is not None
-        self.pattern = document_pattern(separator_line, jsonl_text_key is not None)
+        self.every_file_json_lines = text_field is not None
+        self.text_field = text_field or DEFAULT_TEXT_FIELD
+        self.multiple_docs_in_single_file = multiple_docs_in_single_file
+        self.separator = separator_pattern(separator_line)
         self.slices: List[Slice] = []
         self.splits = bytearray()  # the split code of each document, by corpus position
         self.docs_per_path: Dict[str, int] = {}
@@ -132,58 +132,69 @@ class CorpusPlanner:
     def plan_file(self, entry: MetadataEntry, split_code: SplitCode) -> None:
         if table_format_of(entry.path):
             try:
-                plan_table(self, entry, self.jsonl_text_key or DEFAULT_TEXT_COLUMN, split_code)
+                plan_table(self, entry, self.text_field, split_code)
             except InputError as error:
                 raise InputError(f"{entry.metadata_file}:{entry.line_number}: {error}") from None
-        elif not self.many_docs_a_file:
+        elif self.every_file_json_lines or is_json_lines_name(entry.path):
+            self.plan_many_documents(entry, split_code, LINE_PATTERN, self.text_field)
+        elif self.multiple_docs_in_single_file:
+            self.plan_many_documents(entry, split_code, self.separator, None)
+        else:
             self.plan_one_document(entry, split_code)
-        elif compression_of(entry.path):
-            codec = compression_of(entry.path)
+
+    def plan_many_documents(self, entry: MetadataEntry, split_code: SplitCode, pattern,
+                            json_key: Optional[str]) -> None:
+        """A file of many documents, ended by ``pattern`` (JSON Lines: line breaks, the text at
+        ``json_key``), scanned once: over a memory map, or as a stream (compressed, or a URL)."""
+        codec = compression_of(entry.path)
+        if codec:
             try:
                 with open_decompressed(entry.path, codec) as stream:
-                    self.plan_documents(entry, stream_document_spans(stream, self.pattern), codec, split_code)
+                    self.add_documents(entry, stream_document_spans(stream, pattern), codec, json_key, split_code)
             except codec_errors() as error:
                 raise _cannot_read(entry, codec, error) from None
         elif storage.is_url(entry.path):  # scanned as a stream: the same spans as over a memory map
             if size_of(entry):
                 with storage.open_read(entry.path) as stream:
-                    self.plan_documents(entry, stream_document_spans(stream, self.pattern), "", split_code)
+                    self.add_documents(entry, stream_document_spans(stream, pattern), "", json_key, split_code)
         else:
             size = size_of(entry)
             if size:
                 with open(entry.path, "rb") as handle, \
                         mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                    self.plan_documents(entry, document_spans(buf, 0, size, self.pattern), "", split_code)
+                    self.add_documents(entry, document_spans(buf, 0, size, pattern), "", json_key, split_code)
 
     def plan_one_document(self, entry: MetadataEntry, split_code: SplitCode) -> None:
-        """One document a file; a large plain one in parts, each a slice of its own."""
+        """One document a file; a large one in parts, each a slice of its own.  A compressed file
+        is decompressed once here, a chunk at a time, to find its parts (offsets in its
+        decompressed stream): a worker then holds one part of it, never the whole text, and a
+        file that is not what its name says, or is cut short, fails before any work."""
         position = self.next_doc
         codec = compression_of(entry.path)
         if codec:
-            try:  # the first bytes now: a file that is not what its name says fails before any work
-                with open_decompressed(entry.path, codec) as stream:
-                    stream.read(1)
+            try:
+                parts = compressed_document_parts(entry.path, codec, self.part_bytes)
             except codec_errors() as error:
                 raise _cannot_read(entry, codec, error) from None
-            # One document, whole: a compressed stream cannot be cut into parts.
-            self.add(Source(entry.path, entry.label, 0, -1, codec=codec, corpus_doc=position), 1,
-                     size_of(entry) * COMPRESSION_RATIO_GUESS)
         else:
             parts = document_parts(entry.path, size_of(entry), self.part_bytes)
-            for number, (start, end) in enumerate(parts):
-                # Only the first part counts as a document.
-                self.add(Source(entry.path, entry.label, start, end, 0, continues=number > 0, corpus_doc=position,
-                                in_parts=len(parts) > 1), 0 if number else 1, end - start)
+        for number, (start, end) in enumerate(parts):
+            last = number == len(parts) - 1
+            # Only the first part counts as a document; a compressed file's last part reads on to
+            # the end of its stream, which then closes.
+            self.add(Source(entry.path, entry.label, start, -1 if codec and last else end, 0, continues=number > 0,
+                            codec=codec, corpus_doc=position, in_parts=len(parts) > 1),
+                     0 if number else 1, end - start)
         self.new_documents(entry.path, [split_code(entry.label, position)])
 
-    def plan_documents(self, entry: MetadataEntry, spans: Iterable[Tuple[int, int]], codec: str,
-                       split_code: SplitCode) -> None:
+    def add_documents(self, entry: MetadataEntry, spans: Iterable[Tuple[int, int]], codec: str,
+                      json_key: Optional[str], split_code: SplitCode) -> None:
         """A file of many documents (at ``spans``): ranges of whole documents, each ending when
         its slice is full."""
         position = self.next_doc
         codes = bytearray()  # one byte a document: files may hold millions
         for first, n_docs, start, end in group_spans(spans, self.slice_docs, self.slice_bytes):
-            self.add(Source(entry.path, entry.label, start, end, first, codec=codec, jsonl_key=self.jsonl_text_key,
+            self.add(Source(entry.path, entry.label, start, end, first, codec=codec, text_field=json_key,
                             corpus_doc=position + first), n_docs, end - start)
             codes += bytes(split_code(f"{entry.label}#{number}", position + number)
                            for number in range(first, first + n_docs))

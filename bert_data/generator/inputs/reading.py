@@ -18,7 +18,7 @@ from .types import TRAIN_CODE, Document, Skip, Source
 def read_documents(sources: Sequence[Source], separator_line: Optional[str], multiple_docs_in_single_file: bool,
                    skips: List[Skip]) -> Iterator[Document]:
     """The documents of some sources, in order.  Empty and binary ones (and, in JSON Lines, lines
-    without a text) are recorded in ``skips``.  A source's ``jsonl_key`` marks JSON Lines, its
+    without a text) are recorded in ``skips``.  A source's ``text_field`` marks JSON Lines, its
     ``table`` a table file."""
     pattern = separator_pattern(separator_line) if multiple_docs_in_single_file else None
     for source in sources:
@@ -40,13 +40,14 @@ class DocumentTexts:
 
     def __init__(self, metadata_files: Sequence[str], input_files_prefix: str = "",
                  multiple_docs_in_single_file: bool = False, separator_line: Optional[str] = None,
-                 jsonl_text_key: Optional[str] = None, skip_missing: bool = False,
-                 input_files: Sequence[str] = ()):
-        entries, self.missing = list_documents(metadata_files, input_files, input_files_prefix, skip_missing)
+                 text_field: Optional[str] = None, skip_missing: bool = False,
+                 input_files: Sequence[str] = (), allow_outside_prefix: bool = False):
+        entries, self.missing = list_documents(metadata_files, input_files, input_files_prefix, skip_missing,
+                                               allow_outside_prefix)
         # Slices group the generator's work; here only their sources, in order, matter.
         plan = planner.plan_corpus(entries, lambda label, position: TRAIN_CODE,
                                    multiple_docs_in_single_file=multiple_docs_in_single_file,
-                                   separator_line=separator_line, jsonl_text_key=jsonl_text_key)
+                                   separator_line=separator_line, text_field=text_field)
         self.sources = [source for slice_ in plan.slices for source in slice_.sources]
         self.n_listed = plan.n_docs  # documents found, before any is skipped
         self.separator_line = separator_line

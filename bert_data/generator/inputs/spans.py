@@ -46,10 +46,6 @@ def document_spans(buffer, start: int, end: int, pattern) -> Iterator[Tuple[int,
 LINE_PATTERN = re.compile(rb"\n")
 
 
-def document_pattern(separator_line: Optional[str], jsonl: bool) -> "re.Pattern[bytes]":
-    return LINE_PATTERN if jsonl else separator_pattern(separator_line)
-
-
 def stream_document_spans(stream: BinaryIO, pattern, chunk_size: int = READ_CHUNK) -> Iterator[Tuple[int, int]]:
     """What ``document_spans`` finds over a whole stream, reading it in chunks: at most one chunk
     and one line (however long) are held.  Separators are whole lines, so each block, cut after

@@ -1,5 +1,5 @@
 """Parquet and Arrow IPC files as tables of documents: one row a document, its text in one
-column (``--text_column``, default ``text``), read through pyarrow.
+column (``--text_field``, default ``text``), read through pyarrow.
 
 A table is cut into *blocks*: a Parquet file's row groups, an Arrow file's record batches.  The
 planner reads only their sizes (a Parquet footer; an Arrow stream, which has no footer, is read
@@ -28,7 +28,6 @@ from ... import storage
 from .types import BINARY, EMPTY, NOT_STRING, NULL_TEXT, Document, InputError, Skip, Source, decode_text, one_line
 
 TABLE_FORMATS = {".parquet": "parquet", ".arrow": "arrow", ".feather": "arrow"}
-DEFAULT_TEXT_COLUMN = "text"
 ARROW_FILE_MAGIC = b"ARROW1"
 READ_ROWS = 128  # rows a Parquet read decodes at a time: bounds a reader's memory
 PARQUET_BUFFER = 1 << 20  # Parquet pages are read through a buffer of this size, not a column chunk at once
@@ -72,7 +71,7 @@ class TableLayout:
 def _missing_column(path: str, column: str, names: List[str]) -> InputError:
     shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
     return InputError(f"{path}: no column {column!r} (its columns: {shown or 'none'}); "
-                      "name the text's column with --text_column")
+                      "name the text's column with --text_field")
 
 
 def table_layout(path: str, column: str) -> TableLayout:
@@ -121,9 +120,26 @@ def _arrow_layout(path: str, column: str, pa, is_file: bool) -> TableLayout:
         index = names.index(column)
         batches = (reader.get_batch(i) for i in range(reader.num_record_batches)) if is_file else reader
         blocks = [Block(batch.num_rows, batch.column(index).nbytes) for batch in batches]
+        if not is_file:
+            check_stream_end(path)
         return TableLayout("arrow_file" if is_file else "arrow_stream", blocks)
     finally:
         source.close()
+
+
+# An Arrow IPC stream ends with this marker: pyarrow reads a stream cut between two record
+# batches as a shorter table without a word.  (Streams from before Arrow 0.15, whose messages
+# do not begin with the continuation marker, end with 4 zero bytes: too weak to check.)
+CONTINUATION = b"\xff\xff\xff\xff"
+STREAM_END = CONTINUATION + b"\x00\x00\x00\x00"
+
+
+def check_stream_end(path: str) -> None:
+    size = storage.size(path)
+    if storage.read_bytes(path, 0, len(CONTINUATION)) != CONTINUATION:
+        return
+    if storage.read_bytes(path, max(0, size - len(STREAM_END)), size) != STREAM_END:
+        raise InputError(f"{path}: Arrow IPC stream has no end-of-stream marker (truncated)")
 
 
 def row_ranges(layout: TableLayout, slice_docs: int, slice_bytes: int) -> Iterator[Tuple[int, int, int]]:
@@ -286,7 +302,7 @@ def plan_table(planner, entry, column: str, split_code) -> None:
     stamp = storage.stamp(entry.path)
     first = planner.next_doc
     for start, end, size in row_ranges(layout, planner.slice_docs, planner.slice_bytes):
-        planner.add(Source(entry.path, entry.label, start, end, start, jsonl_key=column, corpus_doc=first + start,
+        planner.add(Source(entry.path, entry.label, start, end, start, text_field=column, corpus_doc=first + start,
                            table=layout.kind, stamp=stamp), end - start, size)
     n_rows = sum(block.rows for block in layout.blocks)
     planner.new_documents(entry.path, bytearray(split_code(f"{entry.label}#{row}", first + row)
@@ -296,7 +312,7 @@ def plan_table(planner, entry, column: str, split_code) -> None:
 def table_documents(source, skips: list):
     """The documents of a source's rows; a row without text is a skip with its reason (null, not
     a string, binary, empty), checked as a text file's or a JSON line's text is."""
-    for row, value in read_table_rows(source.path, source.table, source.jsonl_key, source.start, source.end,
+    for row, value in read_table_rows(source.path, source.table, source.text_field, source.start, source.end,
                                       source.stamp):
         label, position = f"{source.label}#{row}", source.corpus_doc + row - source.start
         if isinstance(value, str):  # a union column's string member

@@ -9,15 +9,27 @@ from __future__ import annotations
 
 import json
 import mmap
+import os
 import re
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Tuple
+from typing import BinaryIO, Callable, Iterator, List, Optional, Tuple
 
 from ... import storage
-from .files import RangeBuffer, read_range
+from .files import READ_CHUNK, RangeBuffer, compression_of, open_decompressed, read_range, skip_bytes
 from .spans import LINE_PATTERN, document_spans
 from .types import (BINARY, EMPTY, INVALID_JSON, MISSING_KEY, NOT_OBJECT, NOT_STRING, Document, Skip, Source,
                     decode_text)
+
+# A file named so (before any compression suffix: data.jsonl.gz) is JSON Lines.
+JSON_LINES_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+
+def is_json_lines_name(path: str) -> bool:
+    """The file's name says JSON Lines (``a.jsonl``, ``a.json.zst``, ...)."""
+    if compression_of(path):
+        path = os.path.splitext(path)[0]
+    return os.path.splitext(path)[1].lower() in JSON_LINES_SUFFIXES
+
 
 # ---------------------------------------------------------------------------- a large document in parts
 
@@ -66,26 +78,129 @@ def _cut_parts(buf, size: int, part_bytes: int) -> List[Tuple[int, int]]:
     return parts
 
 
+def compressed_document_parts(path: str, codec: str, part_bytes: int) -> List[Tuple[int, int]]:
+    """``document_parts`` of a compressed one-document file: offsets in its decompressed stream,
+    found by decompressing it once, a chunk at a time (at most about ``part_bytes`` and a chunk
+    held), with the cuts a plain copy of the file gets."""
+    return stream_parts(lambda: open_decompressed(path, codec), part_bytes)
+
+
+_CUT_SEPARATORS = (b"\n\n", b"\n", b" ", b"\t")
+_WHITE_SPACE = re.compile(rb"[ \t\n]")
+
+
+class _StreamWindow:
+    """The bytes of a stream from ``base`` on, read as needed; what lies before ``base`` is gone."""
+
+    def __init__(self, open_stream: Callable[[], BinaryIO], chunk_size: int):
+        self.open_stream, self.chunk_size = open_stream, chunk_size
+        self.stream = open_stream()
+        self.buffer, self.base, self.at_end = bytearray(), 0, False
+
+    @property
+    def end(self) -> int:
+        """The stream offset just after the bytes read so far."""
+        return self.base + len(self.buffer)
+
+    def fill(self, upto: int) -> None:
+        """Read until the window reaches ``upto`` or the stream ends."""
+        while not self.at_end and self.end < upto:
+            chunk = self.stream.read(self.chunk_size)
+            if chunk:
+                self.buffer += chunk
+            else:
+                self.at_end = True
+
+    def drop_before(self, offset: int) -> None:
+        if offset > self.base:
+            del self.buffer[: offset - self.base]
+            self.base = offset
+
+    def restart_at(self, offset: int) -> None:
+        """Open the stream again and go on from ``offset`` (bytes dropped are needed again)."""
+        self.stream.close()
+        self.stream = self.open_stream()
+        skip_bytes(self.stream, offset)
+        self.buffer, self.base, self.at_end = bytearray(), offset, False
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+def stream_parts(open_stream: Callable[[], BinaryIO], part_bytes: int,
+                 chunk_size: int = READ_CHUNK) -> List[Tuple[int, int]]:
+    """``_cut_parts`` over a stream: the same cuts, holding only the bytes from the current
+    part's start on.  When a part has no white space near its end, the cut is after the first
+    white space past it, searched without holding what is passed; if there is none to the end of
+    the stream, it is opened again to go on from the part's target (rare: a run of megabytes
+    without a space or a line break)."""
+    parts: List[Tuple[int, int]] = []
+    window = _StreamWindow(open_stream, chunk_size)
+    try:
+        start = 0
+        while True:
+            window.fill(start + part_bytes + 1)
+            if window.at_end and window.end - start <= part_bytes:
+                parts.append((start, window.end))
+                return parts
+            cut = _cut_in_window(window, start, part_bytes)
+            window.fill(cut + 1)
+            if window.at_end and cut >= window.end:
+                parts.append((start, window.end))
+                return parts
+            parts.append((start, cut))
+            start = cut
+            window.drop_before(start)
+    finally:
+        window.close()
+
+
+def _cut_in_window(window: _StreamWindow, start: int, part_bytes: int) -> int:
+    """Where the part from ``start`` ends, as ``_cut_parts`` cuts it."""
+    target = start + part_bytes
+    near = max(start + 1, target - part_bytes // 4)
+    base = window.base
+    for separator in _CUT_SEPARATORS:
+        found = window.buffer.rfind(separator, near - base, target - base)
+        if found >= 0:
+            return base + found + len(separator)
+    match = _WHITE_SPACE.search(window.buffer, target - base)  # none near: the first after the target
+    while match is None and not window.at_end:
+        window.drop_before(window.end)  # searched: not needed again, unless no white space follows at all
+        window.fill(window.end + window.chunk_size)
+        match = _WHITE_SPACE.search(window.buffer)
+    if match is not None:
+        cut = window.base + match.end()
+    else:
+        cut = target
+        window.restart_at(target)
+    window.fill(cut + 1)
+    while cut < window.end and window.buffer[cut - window.base] & 0xC0 == 0x80:  # not inside a character
+        cut += 1
+        window.fill(cut + 1)
+    return cut
+
+
 # ---------------------------------------------------------------------------- reading
 
 
 def text_documents(source: Source, pattern, skips: List[Skip]) -> Iterator[Document]:
     """The documents of one source of a text file: the whole range as one document (``pattern``
     None, not JSON Lines), else each document between separators (``pattern``) or each JSON line
-    (the source's ``jsonl_key`` set)."""
+    (the source's ``text_field`` set)."""
     data = read_range(source)
-    if pattern is None and source.jsonl_key is None:
+    if pattern is None and source.text_field is None:
         document = _decoded(data, source.label, skips, source.corpus_doc, source.in_parts)
         del data  # never hold a large text's bytes and its characters at once for long
         if document is not None:
             document.continues = source.continues
             yield document
         return
-    spans = list(document_spans(data, 0, len(data), LINE_PATTERN if source.jsonl_key is not None else pattern))
+    spans = list(document_spans(data, 0, len(data), LINE_PATTERN if source.text_field is not None else pattern))
     for offset, (doc_start, doc_end) in enumerate(spans):
         label, position = f"{source.label}#{source.first_doc + offset}", source.corpus_doc + offset
-        if source.jsonl_key is not None:
-            document = _json_document(data[doc_start:doc_end], label, source.jsonl_key, skips, position)
+        if source.text_field is not None:
+            document = _json_document(data[doc_start:doc_end], label, source.text_field, skips, position)
         else:
             document = _decoded(data[doc_start:doc_end], label, skips, position)
         if document is not None:

@@ -11,14 +11,20 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from ... import storage
 from ...format.dataset_layout import TRAIN, VAL  # noqa: F401  (split names: the dataset layout's)
 
 TRAIN_CODE, VAL_CODE = 0, 1  # a document's split, one byte a document in a corpus plan
 SPLIT_OF_CODE = {TRAIN_CODE: TRAIN, VAL_CODE: VAL}
+DEFAULT_TEXT_FIELD = "text"  # the text's key in JSON Lines and column in tables, unless --text_field
 
 
 class InputError(ValueError):
-    """Bad input found while planning or reading; the message is one line naming the file."""
+    """Bad input found while planning or reading; the message is one line naming the file
+    (credentials in URLs redacted)."""
+
+    def __init__(self, message: str):
+        super().__init__(storage.redact(message))
 
 
 def one_line(error: BaseException) -> str:
@@ -50,11 +56,11 @@ class Source:
     first_doc: int = 0  # index in the file of the first document of the range
     continues: bool = False  # a later part of the document the previous source began
     codec: str = ""  # "" (plain), "gz", "bz2", "xz" or "zst": how the file is compressed
-    jsonl_key: Optional[str] = None  # JSON Lines: one document a line, its text at this key
+    text_field: Optional[str] = None  # JSON Lines (a text file): one document a line, its text at this key
     corpus_doc: int = 0  # position in the listed corpus of the range's first document
     in_parts: bool = False  # one part of a document read in parts (see text_files.document_parts)
     # A table file ("parquet", "arrow_file", "arrow_stream"): start and end are rows, one document
-    # a row, its text in the column ``jsonl_key``; ``stamp`` the file's identity when planned
+    # a row, its text in the column ``text_field``; ``stamp`` the file's identity when planned
     # (a worker's open reader of an older file of the same name is not reused).
     table: str = ""
     stamp: str = ""

@@ -1,0 +1,171 @@
+"""What a run reports: its totals, accumulated unit by unit (and kept in the journal, so that a
+resumed run goes on counting), the documents it skipped, and each split's manifest made from them.
+``runner`` owns the run; this module only counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from ..format.dataset_layout import TRAIN, VAL
+from ..format.manifest import Manifest, SkippedDocuments
+from ..version import __version__
+from .inputs.types import BINARY, SPLIT_OF_CODE
+from .planning import Plan
+from .run_files import shard_path, split_dirs
+from .settings import RunSettings
+from .tasks import SliceSummary
+
+MAX_LISTED_SKIPS = 100
+
+
+# ---------------------------------------------------------------------------- totals
+
+@dataclass
+class SplitTotals:
+    """One split's counts, accumulated unit by unit (and kept in the journal)."""
+
+    n_units: int = 0
+    n_docs: int = 0
+    n_examples: int = 0  # records (packed rows with --pack_sequences)
+    n_instances: int = 0
+    n_record_tokens: int = 0  # record tokens that are not padding
+    n_sentences: int = 0
+    n_tokens: int = 0
+    invalid_utf8_replaced: int = 0
+
+
+@dataclass
+class RunTotals:
+    """What the manifests report of the units written so far (kept in the journal)."""
+
+    units_done: int = 0
+    splits: Dict[str, SplitTotals] = field(default_factory=lambda: {TRAIN: SplitTotals(), VAL: SplitTotals()})
+    records_per_shard: Dict[str, int] = field(default_factory=dict)
+    shard_counts: Dict[str, int] = field(default_factory=dict)  # per split, once set
+    shuffled: List[str] = field(default_factory=list)  # shards ("split/shard") written in their final order
+
+    def add(self, result) -> None:  # a finished unit (runner.UnitResult): its pairs and segments
+        pairs = result.pairs
+        self.units_done += 1
+        totals = self.splits[pairs.split]
+        totals.n_units += 1
+        totals.n_docs += pairs.n_docs
+        totals.n_examples += pairs.n_records
+        totals.n_instances += pairs.n_instances
+        totals.n_record_tokens += pairs.n_record_tokens
+        totals.n_sentences += pairs.n_sentences
+        totals.n_tokens += pairs.n_tokens
+        totals.invalid_utf8_replaced += pairs.n_replaced
+        for segment in result.segments:
+            key = f"{segment.split}/{segment.shard}"
+            self.records_per_shard[key] = self.records_per_shard.get(key, 0) + segment.n_records
+
+    @property
+    def n_examples(self) -> int:
+        return sum(totals.n_examples for totals in self.splits.values())
+
+    def to_json(self) -> dict:
+        return {"units_done": self.units_done, "records_per_shard": self.records_per_shard,
+                "splits": {split: dataclasses.asdict(totals) for split, totals in self.splits.items()},
+                "shard_counts": self.shard_counts, "shuffled": self.shuffled}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "RunTotals":
+        return cls(data["units_done"], {split: SplitTotals(**totals) for split, totals in data["splits"].items()},
+                   data["records_per_shard"], data.get("shard_counts", {}), data.get("shuffled", []))
+
+
+class SkippedTotals:
+    """Documents skipped, per split: the missing files, then what the tokenized slices report
+    (recounted from the slices' summaries on every run, so a resumed run counts each once)."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.by_split = {TRAIN: SkippedDocuments(), VAL: SkippedDocuments()}
+        for entry, reason, split in plan.missing:
+            self._add(split, reason, entry.label)
+
+    def _add(self, split: str, reason: str, label: str) -> None:
+        skipped = self.by_split[split]
+        skipped.count += 1
+        skipped.by_reason[reason] = skipped.by_reason.get(reason, 0) + 1
+        if len(skipped.first) < MAX_LISTED_SKIPS:
+            skipped.first.append({"path": label, "reason": reason})
+
+    def add_slices(self, summaries: List[SliceSummary]) -> None:
+        """A document read in parts is skipped once, not once a part, and a blank part does not
+        make it blank (a binary part is reported all the same: text was lost)."""
+        kept_in_parts = {position for summary in summaries for position in summary.kept_in_parts}
+        seen = set()
+        for summary in summaries:
+            for skip in summary.skips:
+                if skip.in_parts:
+                    if (skip.reason, skip.corpus_doc) in seen or (
+                            skip.reason != BINARY and skip.corpus_doc in kept_in_parts):
+                        continue
+                    seen.add((skip.reason, skip.corpus_doc))
+                split = SPLIT_OF_CODE[int(self.plan.corpus.doc_splits[skip.corpus_doc])]
+                self._add(split, skip.reason, skip.label)
+
+    @property
+    def count(self) -> int:
+        return sum(skipped.count for skipped in self.by_split.values())
+
+    def reasons(self) -> Dict[str, int]:
+        merged: Dict[str, int] = {}
+        for skipped in self.by_split.values():
+            for reason, n in skipped.by_reason.items():
+                merged[reason] = merged.get(reason, 0) + n
+        return merged
+
+
+def make_manifests(settings: RunSettings, plan: Plan, totals: RunTotals, skipped: SkippedTotals,
+                   sizes: Optional[Dict[str, int]] = None) -> Dict[str, Manifest]:
+    """Each split's manifest (``run_files.write_manifests`` writes them, last).  Each describes its
+    own split: its counts, and the options it was made with, with the
+    effective values of options left to their defaults.  ``sizes``: shard path -> bytes, for
+    shards that are not local files (uploaded from staging)."""
+    config = settings.config
+    manifests = {}
+    vocab_path, tokenizer_path = settings.tokenizer.recorded_paths()
+    for split, directory in split_dirs(config).items():
+        names = [os.path.basename(shard_path(directory, config, shard)) for shard in range(totals.shard_counts[split])]
+        counts = totals.splits[split]
+        options = config.as_dict()
+        options["num_output_files"] = totals.shard_counts[split]  # as set, when shards are sized
+        options["min_short_seq_length"] = config.short_min
+        options["overlap_size"] = config.window_overlap if config.mlm_only else None  # windows only
+        options["max_sequences_per_pack"] = config.sequences_per_pack or None  # as packed, when packed
+        if split == VAL:
+            options["dupe_factor"] = 1  # validation instances are made once
+        manifest = Manifest(
+            options=options,
+            n_examples=counts.n_examples,
+            n_docs=counts.n_docs,
+            n_instances=counts.n_instances,
+            fill_rate=counts.n_record_tokens / (counts.n_examples * config.max_seq_length) if counts.n_examples
+            else None,
+            split=split,
+            examples_per_file={name: totals.records_per_shard.get(f"{split}/{i}", 0) for i, name in enumerate(names)},
+            bytes_per_file={name: sizes[path] if sizes else os.path.getsize(path)
+                            for name, path in ((name, os.path.join(directory, name)) for name in names)},
+            features=list(settings.features),
+            n_docs_listed=plan.n_listed[split],
+            n_sentences=counts.n_sentences,
+            n_tokens=counts.n_tokens,
+            n_units=counts.n_units,
+            invalid_utf8_replaced=counts.invalid_utf8_replaced,
+            documents_skipped=skipped.by_split[split],
+            n_docs_held_out=plan.excluded_as_validation if split == TRAIN else 0,
+            vocab_sha256=plan.vocab.sha256,
+            vocab_path=vocab_path,
+            tokenizer_path=tokenizer_path,
+            vocab_size=plan.vocab.size,
+            bert_data_version=__version__,
+        )
+        manifests[split] = manifest
+    return manifests

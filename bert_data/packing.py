@@ -1,0 +1,258 @@
+"""Packed sequences: several instances in one row of ``max_seq_length``, none attending to another.
+
+Graphcore's packed BERT (Krell et al. 2021, "Efficient Sequence Packing without
+Cross-contamination") and the MLPerf BERT submissions that followed it store a packed row as:
+
+* ``input_ids``, ``segment_ids``: the instances one after the other, then padding;
+* ``input_mask``: the index (1..k) of the instance each token belongs to, 0 on padding (so an
+  attention mask is ``input_mask[i] == input_mask[j] != 0``: block-diagonal);
+* ``positions``: position ids restarting at 0 for each instance (0 on padding);
+* ``masked_lm_positions``/``masked_lm_ids``: the predictions of every instance of the row, in
+  row order (positions in the row), ``max_predictions_per_seq + max_sequences_per_pack`` slots;
+  ``masked_lm_weights``: the index of the instance a prediction belongs to, 0 on unused slots
+  (``weights > 0`` is the usual 1.0/0.0 weight);
+* ``next_sentence_positions``/``next_sentence_labels``/``next_sentence_weights``: per instance,
+  the position of its [CLS], its label, and 1 (0 on unused slots), ``max_sequences_per_pack``
+  of each.
+
+This module is that layout's one implementation, pure numpy: :func:`pack_instances` decides
+which instances share a row (best-fit decreasing over a bounded group of instances, deterministic),
+:func:`pack_columns` lays out masked instances as packed rows, and :func:`unpack_rows` splits
+rows into instances again (``inspect``, tests).  The readers build the model inputs of packed
+rows with :func:`block_diagonal_mask` and :func:`cu_seqlens`.
+
+Masks are drawn per instance before packing, by the same function as for unpacked data, so a
+packed instance is an unpacked instance moved in a row.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from .format.layout import DEFAULT_SEQUENCES_PER_PACK, packed_predictions  # noqa: F401 (re-exported)
+
+# Instances a packing decision looks at together: large enough for best-fit to find partners
+# (the fill rate no longer grows past a thousand or so), small enough to keep one decision's
+# working set to a few hundred KB whatever the unit's size.
+PACKING_GROUP = 4096
+
+__all__ = ["PACKING_GROUP", "DEFAULT_SEQUENCES_PER_PACK", "packed_predictions", "pack_instances",
+           "pack_columns", "unpack_rows", "instance_lengths", "block_diagonal_mask", "cu_seqlens", "fill_rate",
+           "row_members"]
+
+
+def _best_fit_decreasing(lengths: np.ndarray, budgets: np.ndarray, capacity: int, prediction_capacity: int,
+                         max_per_pack: int) -> List[List[int]]:
+    """Bins (lists of indices into ``lengths``) by best-fit decreasing: the longest instance
+    first, each into the open row with the least room left that still takes it (tokens,
+    predictions and instance count), else a new row.  Ties break by index: deterministic."""
+    order = np.lexsort((np.arange(len(lengths)), -lengths))
+    bins: List[List[int]] = []
+    room: List[int] = []  # tokens left, per bin
+    predictions_room: List[int] = []
+    open_bins: List[Tuple[int, int]] = []  # (tokens left, bin) of bins that can take more, sorted
+    for index in order.tolist():
+        length, budget = int(lengths[index]), int(budgets[index])
+        at = bisect.bisect_left(open_bins, (length, -1))
+        while at < len(open_bins) and predictions_room[open_bins[at][1]] < budget:
+            at += 1  # fits by tokens, not by predictions: the next roomier row
+        if at < len(open_bins):
+            _, target = open_bins.pop(at)
+        else:
+            target = len(bins)
+            bins.append([])
+            room.append(capacity)
+            predictions_room.append(prediction_capacity)
+        bins[target].append(index)
+        room[target] -= length
+        predictions_room[target] -= budget
+        if len(bins[target]) < max_per_pack and room[target] > 0:
+            bisect.insort(open_bins, (room[target], target))
+    return bins
+
+
+def pack_instances(lengths, budgets, max_seq_length: int, prediction_capacity: int, max_sequences_per_pack: int,
+                   group: int = PACKING_GROUP) -> Tuple[np.ndarray, np.ndarray]:
+    """Which instances share a row: returns ``(order, sizes)``, the instance indices row after
+    row and the number of instances of each row (``sizes.sum() == len(lengths)``).
+
+    ``lengths``: tokens of each instance (with its [CLS] and [SEP]s), at most
+    ``max_seq_length``; ``budgets``: the most predictions each may get (its masking budget).
+    Instances are taken in groups of ``group`` consecutive ones, each packed by best-fit
+    decreasing; within a row instances keep their given order, and rows come in the order of
+    their first instance.  A pure function of its arguments.
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    budgets = np.asarray(budgets, dtype=np.int64)
+    if len(lengths) and (lengths.max() > max_seq_length or lengths.min() < 1):
+        raise ValueError(f"instance lengths must lie in [1, {max_seq_length}]")
+    if max_sequences_per_pack < 1 or group < 1:
+        raise ValueError("max_sequences_per_pack and group must be at least 1")
+    order: List[int] = []
+    sizes: List[int] = []
+    for first in range(0, len(lengths), group):
+        end = min(first + group, len(lengths))
+        bins = _best_fit_decreasing(lengths[first:end], budgets[first:end], max_seq_length, prediction_capacity,
+                                    max_sequences_per_pack)
+        for members in sorted(sorted(members) for members in bins):
+            order.extend(first + member for member in members)
+            sizes.append(len(members))
+    return np.asarray(order, dtype=np.int64), np.asarray(sizes, dtype=np.int64)
+
+
+def _row_places(lengths: np.ndarray, sizes: np.ndarray):
+    """For instances laid out row after row: each one's row, its slot in the row (0..k-1) and
+    the row position its first token goes to."""
+    n_rows = len(sizes)
+    row = np.repeat(np.arange(n_rows), sizes)
+    row_first = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    slot = np.arange(len(row)) - row_first[row]
+    ends = np.cumsum(lengths)
+    row_token_start = np.concatenate([[0], ends])[row_first][row]  # tokens before the row's first instance
+    offset = np.concatenate([[0], ends[:-1]]) - row_token_start
+    return row, slot, offset
+
+
+def pack_columns(columns: Dict[str, np.ndarray], lengths, sizes, max_seq_length: int, max_sequences_per_pack: int,
+                 prediction_slots: Optional[int] = None) -> Dict[str, np.ndarray]:
+    """Instances -> packed rows, by canonical feature name.
+
+    ``columns``: the instances' own columns, in row order (``input_ids`` (n, L) and optionally
+    ``segment_ids``, ``masked_lm_positions``/``_ids``/``_weights`` (n, P) and
+    ``next_sentence_labels`` (n, 1)); ``lengths``: their tokens; ``sizes``: instances per row.
+    Returns the packed layout's columns (see the module's docstring), ``prediction_slots``
+    (default ``P + max_sequences_per_pack``) slots of predictions a row.
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    n_rows = len(sizes)
+    if sizes.size and sizes.max() > max_sequences_per_pack:
+        raise ValueError(f"a row holds {sizes.max()} instances, more than {max_sequences_per_pack}")
+    row, slot, offset = _row_places(lengths, sizes)
+    if n_rows and (offset + lengths).max() > max_seq_length:
+        raise ValueError(f"a row holds more than {max_seq_length} tokens")
+    tokens = np.arange(columns["input_ids"].shape[1])[None, :] < lengths[:, None]
+    instance, column = np.nonzero(tokens)
+    target = (row[instance], offset[instance] + column)
+    out: Dict[str, np.ndarray] = {}
+    out["input_ids"] = np.zeros((n_rows, max_seq_length), dtype=np.int32)
+    out["input_ids"][target] = columns["input_ids"][instance, column]
+    out["input_mask"] = np.zeros((n_rows, max_seq_length), dtype=np.int32)
+    out["input_mask"][target] = slot[instance] + 1
+    if "segment_ids" in columns:
+        out["segment_ids"] = np.zeros((n_rows, max_seq_length), dtype=np.int32)
+        out["segment_ids"][target] = columns["segment_ids"][instance, column]
+    out["positions"] = np.zeros((n_rows, max_seq_length), dtype=np.int32)
+    out["positions"][target] = column
+    if "masked_lm_positions" in columns:
+        weights = columns["masked_lm_weights"]
+        slots = prediction_slots or packed_predictions(weights.shape[1], max_sequences_per_pack)
+        counts = (weights > 0).sum(axis=1)
+        # Predictions before this instance's in its row.
+        ends = np.cumsum(counts)
+        before = np.concatenate([[0], ends[:-1]])
+        first_of_row = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        row_prediction_start = before[first_of_row][row] if len(row) else before
+        prediction_offset = before - row_prediction_start
+        if len(counts) and (prediction_offset + counts).max() > slots:
+            raise ValueError(f"a row holds more than {slots} predictions")
+        instance, k = np.nonzero(weights > 0)
+        target = (row[instance], prediction_offset[instance] + k)
+        out["masked_lm_positions"] = np.zeros((n_rows, slots), dtype=np.int32)
+        out["masked_lm_positions"][target] = columns["masked_lm_positions"][instance, k] + offset[instance]
+        out["masked_lm_ids"] = np.zeros((n_rows, slots), dtype=np.int32)
+        out["masked_lm_ids"][target] = columns["masked_lm_ids"][instance, k]
+        out["masked_lm_weights"] = np.zeros((n_rows, slots), dtype=np.float32)
+        out["masked_lm_weights"][target] = slot[instance] + 1
+    if "next_sentence_labels" in columns:
+        out["next_sentence_positions"] = np.zeros((n_rows, max_sequences_per_pack), dtype=np.int32)
+        out["next_sentence_positions"][row, slot] = offset
+        out["next_sentence_labels"] = np.zeros((n_rows, max_sequences_per_pack), dtype=np.int32)
+        out["next_sentence_labels"][row, slot] = np.asarray(columns["next_sentence_labels"]).reshape(-1)
+        out["next_sentence_weights"] = np.zeros((n_rows, max_sequences_per_pack), dtype=np.float32)
+        out["next_sentence_weights"][row, slot] = 1.0
+    return out
+
+
+def instance_lengths(input_mask: np.ndarray, max_sequences_per_pack: Optional[int] = None) -> np.ndarray:
+    """Tokens of each instance of packed rows: ``(n, k)`` from an ``input_mask`` of indices
+    (``k``: the most instances a row may hold, by default the most any of these rows holds)."""
+    input_mask = np.asarray(input_mask)
+    k = max_sequences_per_pack or int(input_mask.max(initial=0))
+    return np.stack([(input_mask == index).sum(axis=1) for index in range(1, k + 1)], axis=1) if k else \
+        np.zeros((len(input_mask), 0), dtype=np.int64)
+
+
+def unpack_rows(batch: Dict[str, np.ndarray]) -> List[List[Dict[str, np.ndarray]]]:
+    """Packed rows -> their instances, as each would be unpacked (positions from 0, padding
+    cut): for every row, a list of ``{feature: 1-D array}`` with ``input_ids``, ``segment_ids``
+    (if stored), ``masked_lm_positions``/``masked_lm_ids`` (the instance's own predictions,
+    positions within the instance) and ``next_sentence_label`` (if stored).  Canonical names."""
+    rows = []
+    input_mask = np.asarray(batch["input_mask"])
+    for r in range(len(input_mask)):
+        instances = []
+        for index in range(1, int(input_mask[r].max(initial=0)) + 1):
+            where = np.flatnonzero(input_mask[r] == index)
+            if not len(where):
+                continue
+            start = int(where[0])
+            instance = {"input_ids": np.asarray(batch["input_ids"][r][where])}
+            if "segment_ids" in batch:
+                instance["segment_ids"] = np.asarray(batch["segment_ids"][r][where])
+            if "masked_lm_positions" in batch:
+                mine = np.asarray(batch["masked_lm_weights"][r]) == index
+                instance["masked_lm_positions"] = np.asarray(batch["masked_lm_positions"][r][mine]) - start
+                instance["masked_lm_ids"] = np.asarray(batch["masked_lm_ids"][r][mine])
+            if "next_sentence_labels" in batch:
+                instance["next_sentence_label"] = int(batch["next_sentence_labels"][r][index - 1])
+            instances.append(instance)
+        rows.append(instances)
+    return rows
+
+
+def block_diagonal_mask(input_mask: np.ndarray) -> np.ndarray:
+    """The attention of packed rows for models without variable-length attention: ``(n, 1, L,
+    L)`` bool, True where query and key belong to the same instance (never a padding key).
+    ``transformers``' BERT takes it as its 4-D ``attention_mask`` (bool, as its SDPA attention
+    wants it), and then no instance attends to another."""
+    input_mask = np.asarray(input_mask)
+    same = (input_mask[:, :, None] == input_mask[:, None, :]) & (input_mask[:, None, :] != 0)
+    return same[:, None, :, :]
+
+
+def cu_seqlens(input_mask: np.ndarray) -> np.ndarray:
+    """Cumulative instance lengths of a batch of packed rows laid end to end, as flash
+    attention's variable-length kernels take them (``cu_seqlens``, int32, starting at 0): one
+    boundary per instance, and the row's padding as a sequence of its own so that offsets stay
+    those of the flattened ``(n * L)`` batch."""
+    input_mask = np.asarray(input_mask)
+    n, width = input_mask.shape
+    lengths = instance_lengths(input_mask)
+    padding = width - lengths.sum(axis=1)
+    per_row = np.concatenate([lengths, padding[:, None]], axis=1).reshape(-1)
+    per_row = per_row[per_row > 0]
+    return np.concatenate([[0], np.cumsum(per_row)]).astype(np.int32)
+
+
+def fill_rate(input_mask: np.ndarray) -> float:
+    """Tokens that are not padding, over all slots of the rows (packed or not)."""
+    input_mask = np.asarray(input_mask)
+    return float((input_mask != 0).sum() / input_mask.size) if input_mask.size else 0.0
+
+
+def row_members(sizes, rows) -> np.ndarray:
+    """The instances (indices into the row-after-row order) of the given rows, in the given
+    order: ``sizes`` instances per row."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    rows = np.asarray(rows, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)[rows]
+    counts = sizes[rows]
+    if not counts.sum():
+        return np.zeros(0, dtype=np.int64)
+    # Each member's index: its row's start plus its rank within the row.
+    firsts = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    return firsts + np.arange(counts.sum())
