@@ -35,6 +35,7 @@ a Hugging Face ``--tokenizer_file tokenizer.json`` or a ``--spm_model_file`` Sen
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import shlex
@@ -214,6 +215,7 @@ def main(argv=None) -> int:
     generator = generator_parser()
     generator_args = shlex.split(args.generator_args)
     workdir = Path(tempfile.mkdtemp(prefix="bert_data_bench_"))
+    atexit.register(shutil.rmtree, workdir, True)  # also when a check below stops the benchmark
     if args.shape == "short_docs":
         short = workdir / "short_docs.jsonl"
         n_written = write_short_docs(Path(args.corpus), short, args.short_docs)
