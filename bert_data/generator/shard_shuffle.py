@@ -35,7 +35,8 @@ from typing import List, Optional
 import numpy as np
 
 from .mixing import CorpusOrder
-from .run_files import shard_being_shuffled
+from ..format.dataset_layout import DEFAULT_FORMAT
+from .run_files import output_kind, shard_being_shuffled
 
 # Records gathered and written at a time: large enough that numpy and the writes pay, small
 # enough to keep a few MB in memory.
@@ -44,8 +45,10 @@ _SHARD_KEY, _RUN_KEY = 1, 2  # what the order is keyed on: one shard, or a whole
 
 
 def shuffles_shards(config) -> bool:
-    """Whether shards get the final shuffle: always, unless the listed order is kept."""
-    return not config.keep_corpus_order
+    """Whether shards get the final shuffle: TFRecord shards (the framing it reads), unless the
+    listed order is kept.  Other output formats are written from their units' blocks as they
+    come (their own record framing would be needed here)."""
+    return not config.keep_corpus_order and output_kind(config) == DEFAULT_FORMAT
 
 
 @dataclass
