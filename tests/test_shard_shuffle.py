@@ -122,3 +122,29 @@ def test_an_interrupted_final_pass_resumes_with_the_shards_not_yet_shuffled(tmp_
     assert calls == [["train/1"], ["train/2"]]  # only the shards not yet shuffled
     assert file_hashes(tmp_path / "out") == file_hashes(tmp_path / "reference")
     assert not [path for path in (tmp_path / "out").rglob("*") if path.name.endswith((".tmp", ".shuffling"))]
+
+
+@pytest.mark.parametrize("as_files", [False, True], ids=["output_dir", "output_file"])
+def test_hdf5_shards_hold_the_shuffled_tfrecord_instances_in_the_same_order(tmp_path, as_files):
+    """HDF5 (as Parquet and MDS) shards are written from their bodies in the final shuffle's order:
+    per shard, or with Google's --output_file the files together (record k of the run to file k mod N)."""
+    import h5py
+
+    from bert_data.format.dataset import decode_records, infer_specs
+
+    corpus = make_corpus(tmp_path / "c", n_docs=16, min_sentences=5, max_sentences=12)
+    ids = {}
+    for fmt, suffix in (("tfrecord", "tfrecord"), ("hdf5", "hdf5")):
+        out = tmp_path / fmt
+        files = [str(out / f"part-{j}.{suffix}") for j in range(3)] if as_files else []
+        generate(config(corpus, out, output_format=fmt, compression=None, output_files=files,
+                        output_dir=str(out) if not as_files else None), progress=False)
+        paths = files or [str(out / f"examples-{j + 1}.{'tfrecords' if fmt == 'tfrecord' else 'hdf5'}") for j in range(3)]
+        if fmt == "tfrecord":
+            ids[fmt] = [decode_records(list(iter_records(p)), infer_specs(p))["input_ids"].tolist() for p in paths]
+        else:
+            ids[fmt] = []
+            for p in paths:
+                with h5py.File(p, "r") as handle:
+                    ids[fmt].append(handle["input_ids"][:].tolist())
+    assert ids["hdf5"] == ids["tfrecord"] and all(len(shard) > 5 for shard in ids["hdf5"])
