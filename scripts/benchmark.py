@@ -7,6 +7,15 @@
     python scripts/benchmark.py --metadata_files my/metadata.txt --input_files_prefix my --input raw \\
         --vocab_file my/vocab.txt --num_workers 1 2     # your own corpus
     python scripts/benchmark.py --input_files 'wiki/*.txt' --generator_args='--multiple_docs_in_single_file'
+    python scripts/benchmark.py --shape short_docs --dupe_factor 1 --num_workers 2 --vs_corpus_order --rounds 3
+
+Corpus shapes (``--shape``, from ``--corpus``): ``listed`` (default), its documents as listed
+(source by source); ``short_docs``, many short documents as real corpora have them (Wikipedia's
+millions of articles, C4's hundreds of millions): the corpus's sentences, two a document, in
+order, cycled until there are ``--short_docs`` documents (default 200,000), written as one JSON
+Lines file (``{"text": "sentence\nsentence"}``, read with ``--single_sentence_per_line``).
+``--vs_corpus_order`` runs every configuration twice, mixed and with ``--keep_corpus_order``,
+one after the other (``--rounds`` times, alternately), and reports the ratio: what mixing costs.
 
 Any corpus works: ``--metadata_files``/``--input_files`` (with ``--input_files_prefix``) name the
 documents as create_tfrecords takes them, and the document options in ``--generator_args``
@@ -26,6 +35,7 @@ a Hugging Face ``--tokenizer_file tokenizer.json`` or a ``--spm_model_file`` Sen
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import shlex
@@ -90,9 +100,18 @@ def tree_rss(process) -> int:
     return total
 
 
+def children_cpu_seconds() -> float:
+    """User + system time of the children waited for so far (and of theirs: the workers)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_generator(arguments, env) -> dict:
     import psutil
 
+    cpu_before = children_cpu_seconds()
     started = time.perf_counter()
     process = subprocess.Popen(arguments, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     watched = psutil.Process(process.pid)
@@ -104,7 +123,25 @@ def run_generator(arguments, env) -> dict:
     stdout, stderr = process.communicate()
     if process.returncode:
         sys.exit(f"benchmark: create_tfrecords failed:\n{stderr}")
-    return {"seconds": seconds, "peak_rss_mb": peak / 1e6}
+    # CPU time: less sensitive than wall time to other work on a shared machine.
+    return {"seconds": seconds, "peak_rss_mb": peak / 1e6, "cpu_seconds": children_cpu_seconds() - cpu_before}
+
+
+def write_short_docs(corpus: Path, path: Path, n_docs: int) -> int:
+    """--shape short_docs: the sentences of ``corpus``'s metadata_sents.txt, two a document (a
+    document's last sentence alone if it has an odd count), cycled until ``n_docs`` documents,
+    as JSON Lines."""
+    metadata = corpus / "metadata_sents.txt"
+    if not metadata.exists():
+        sys.exit(f"benchmark: {metadata} not found (--shape short_docs needs --corpus's sentence files)")
+    pairs = []
+    for name in metadata.read_text().split():
+        sentences = [line.strip() for line in (corpus / name).read_text(encoding="utf-8").split("\n") if line.strip()]
+        pairs += ["\n".join(sentences[i:i + 2]) for i in range(0, len(sentences), 2)]
+    with open(path, "w", encoding="utf-8") as out:
+        for number in range(n_docs):
+            out.write(json.dumps({"text": pairs[number % len(pairs)]}) + "\n")
+    return n_docs
 
 
 def main(argv=None) -> int:
@@ -137,8 +174,21 @@ def main(argv=None) -> int:
     parser.add_argument("--no_floor", action="store_true", help="skip the floor measurement")
     parser.add_argument("--generator_args", default="", metavar="'ARGS'",
                         help="more create_tfrecords options, e.g. '--mask_whole_word' or '--compression gzip'")
+    parser.add_argument("--shape", choices=["listed", "short_docs"], default="listed",
+                        help="listed: --corpus's documents as listed; short_docs: its sentences two a document, "
+                             "--short_docs of them, as one JSON Lines file (sentence a line)")
+    parser.add_argument("--short_docs", type=int, default=200_000, metavar="N",
+                        help="documents of --shape short_docs (default 200,000)")
+    parser.add_argument("--vs_corpus_order", action="store_true",
+                        help="also run each configuration with --keep_corpus_order, alternately, and report "
+                             "mixed time over corpus-order time")
+    parser.add_argument("--rounds", type=int, default=1, help="times each run is repeated (alternately)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = parser.parse_args(argv)
+    if args.short_docs < 1 or args.rounds < 1:
+        sys.exit("benchmark: --short_docs and --rounds must be at least 1")
+    if args.shape == "short_docs" and (args.metadata_files or args.input_files or args.input != "sents"):
+        sys.exit("benchmark: --shape short_docs is made from --corpus's sentences (--input sents)")
     if args.tokenizer_file and (args.spm_model_file or args.vocab_file):
         sys.exit("benchmark: --tokenizer_file replaces --vocab_file and --spm_model_file")
     if not (args.tokenizer_file or args.spm_model_file or args.vocab_file):
@@ -163,10 +213,22 @@ def main(argv=None) -> int:
 
     # The document options among --generator_args: they shape what the floor reads too.
     generator = generator_parser()
-    documents, _ = generator.parse_known_args(rewrite_bool_values(generator, shlex.split(args.generator_args)))
+    generator_args = shlex.split(args.generator_args)
+    workdir = Path(tempfile.mkdtemp(prefix="bert_data_bench_"))
+    atexit.register(shutil.rmtree, workdir, True)  # also when a check below stops the benchmark
+    if args.shape == "short_docs":
+        short = workdir / "short_docs.jsonl"
+        n_written = write_short_docs(Path(args.corpus), short, args.short_docs)
+        args.metadata_files, args.input_files_prefix = [str(workdir / "short_docs.txt")], str(workdir)
+        Path(args.metadata_files[0]).write_text(short.name + "\n")
+        generator_args += ["--text_field", "text"]
+    documents, _ = generator.parse_known_args(rewrite_bool_values(generator, generator_args))
     documents = {key: getattr(documents, key) for key in ("multiple_docs_in_single_file", "multiple_docs_separator",
                                                           "text_field")}
-    if args.metadata_files or args.input_files:
+    if args.shape == "short_docs":
+        corpus, described = Path(args.corpus), f"{args.corpus} as {n_written:,} short documents"
+        metadata_files, input_files, prefix = args.metadata_files, [], args.input_files_prefix
+    elif args.metadata_files or args.input_files:
         corpus = Path(args.input_files_prefix or ".")
         described = " ".join(args.metadata_files + args.input_files)
         metadata_files, input_files, prefix = args.metadata_files, args.input_files, args.input_files_prefix
@@ -184,7 +246,6 @@ def main(argv=None) -> int:
     paths = [entry.path for entry in entries if not any(part in entry.label for part in args.exclude)]
     input_bytes = sum(os.path.getsize(p) for p in paths)
 
-    workdir = Path(tempfile.mkdtemp(prefix="bert_data_bench_"))
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     try:
         run_metadata = workdir / "metadata.txt"  # absolute paths: the documents, --repeat times
@@ -205,7 +266,9 @@ def main(argv=None) -> int:
             floor["seconds"] = args.repeat * (floor["tokenizer_seconds"] + floor["spacy_seconds"])
 
         runs = []
-        for workers in args.num_workers:
+        orders = [False, True] if args.vs_corpus_order else [False]
+        plan = [(workers, kept) for _ in range(args.rounds) for workers in args.num_workers for kept in orders]
+        for workers, kept in plan:
             output = workdir / f"out-{workers}"
             command = [
                 sys.executable, "-m", "bert_data.cli.create_tfrecords",
@@ -216,14 +279,16 @@ def main(argv=None) -> int:
                 "--num_workers", str(workers),
             ]
             command += ["--single_sentence_per_line"] if args.input == "sents" else []
-            command += shlex.split(args.generator_args)
+            command += generator_args + (["--keep_corpus_order"] if kept else [])
             measured = run_generator(command, env)
             manifest = Manifest.read(str(output))
             output_bytes = sum(f.stat().st_size for f in output.glob("*.tfrecords"))
             seconds = measured["seconds"]
             row = {
                 "num_workers": workers,
+                "order": "kept" if kept else "mixed",
                 "wall_seconds": round(seconds, 2),
+                "cpu_seconds": round(measured["cpu_seconds"], 2),
                 "docs_per_s": round(manifest.n_docs / seconds, 1),
                 "input_mb_per_s": round(args.repeat * input_bytes / 1e6 / seconds, 2),
                 "instances_per_s": round(manifest.n_examples / seconds),
@@ -235,17 +300,22 @@ def main(argv=None) -> int:
                 row["time_over_floor"] = round(seconds / floor["seconds"], 2)
             runs.append(row)
             shutil.rmtree(output)
-        if len(runs) > 1:
+        if len(args.num_workers) > 1:
             base = runs[0]["wall_seconds"]
             for row in runs:
                 row["speedup_vs_first"] = round(base / row["wall_seconds"], 2)
+        if args.vs_corpus_order:  # each mixed run against the corpus-order run right after it
+            for mixed, kept in zip(runs[::2], runs[1::2]):
+                mixed["mixed_over_kept"] = round(mixed["wall_seconds"] / kept["wall_seconds"], 3)
+                mixed["cpu_mixed_over_kept"] = round(mixed["cpu_seconds"] / kept["cpu_seconds"], 3)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
     report = {
         "corpus": described, "input": args.input, "files": len(paths) * args.repeat,
         "input_mb": round(args.repeat * input_bytes / 1e6, 1), "dupe_factor": args.dupe_factor,
-        "max_seq_length": args.max_seq_length, "repeat": args.repeat, "generator_args": args.generator_args,
+        "max_seq_length": args.max_seq_length, "repeat": args.repeat, "generator_args": " ".join(generator_args),
+        "shape": args.shape,
         "tokenizer": {"kind": source[0], "path": source[1], "vocab_file": source[2], "do_lower_case": lower},
         "floor": floor, "runs": runs,
     }
@@ -260,13 +330,19 @@ def main(argv=None) -> int:
         if args.input == "raw":
             parts += f" + spaCy {args.repeat} x {floor['spacy_seconds']:.2f} s"
         print(f"floor: {floor['seconds']:.2f} s ({parts}; {floor['sentences']} sentences, single thread)")
-    columns = ["num_workers", "wall_seconds", "docs_per_s", "input_mb_per_s", "instances_per_s", "output_mb",
-               "peak_rss_mb", "time_over_floor", "speedup_vs_first"]
-    columns = [c for c in columns if c in runs[0]]
-    widths = [max(len(c), *(len(str(r[c])) for r in runs)) for c in columns]
+    columns = ["num_workers", "order", "wall_seconds", "cpu_seconds", "docs_per_s", "input_mb_per_s", "instances_per_s", "output_mb",
+               "peak_rss_mb", "time_over_floor", "speedup_vs_first",
+               "mixed_over_kept", "cpu_mixed_over_kept"]
+    columns = [c for c in columns if any(c in r for r in runs)]
+    widths = [max(len(c), *(len(str(r.get(c, ""))) for r in runs)) for c in columns]
     print("  ".join(c.rjust(w) for c, w in zip(columns, widths)))
     for row in runs:
-        print("  ".join(str(row[c]).rjust(w) for c, w in zip(columns, widths)))
+        print("  ".join(str(row.get(c, "")).rjust(w) for c, w in zip(columns, widths)))
+    ratios = sorted(row["mixed_over_kept"] for row in runs if "mixed_over_kept" in row)
+    if ratios:
+        cpu = sorted(row["cpu_mixed_over_kept"] for row in runs if "cpu_mixed_over_kept" in row)
+        print(f"mixed / --keep_corpus_order: median {ratios[len(ratios) // 2]} (each mixed run over the corpus-order "
+              f"run after it: {', '.join(map(str, ratios))}); CPU time: median {cpu[len(cpu) // 2]}")
     return 0
 
 

@@ -47,3 +47,37 @@ def test_units_are_uniform_samples_of_the_corpus():
 def test_places_out_of_range_are_refused():
     with pytest.raises(IndexError):
         CorpusOrder(10, 0).documents_at([10])
+
+
+@pytest.mark.parametrize("n,block", [(0, 3), (2, 3), (17, 3), (1000, 63), (4097, 7)])
+def test_the_order_of_blocks_is_a_permutation(n, block):
+    documents = CorpusOrder(n, seed=7, block=block).documents_at(np.arange(n))
+    assert sorted(documents.tolist()) == list(range(n))
+
+
+def test_blocks_are_runs_of_neighbours_and_the_rest_keeps_its_place():
+    order = CorpusOrder(1003, seed=2, block=10)
+    documents = order.documents_at(np.arange(1003))
+    for block in range(100):
+        run = documents[block * 10:(block + 1) * 10]
+        assert run[0] % 10 == 0 and np.array_equal(run, np.arange(run[0], run[0] + 10))
+    assert documents[1000:].tolist() == [1000, 1001, 1002]
+    assert not np.array_equal(documents[:1000], np.arange(1000))
+
+
+def test_a_unit_is_a_few_regions_from_all_over_the_corpus():
+    """Units of 1,000 of 20,000 documents listed as 4 sources: each is about REGIONS_PER_UNIT
+    runs of neighbours (read as that many ranges, whatever the documents' sizes), drawn from
+    the whole corpus; together the units still partition it."""
+    from bert_data.generator.mixing import REGIONS_PER_UNIT, block_size
+
+    n, split_num = 20_000, 1000
+    order = CorpusOrder(n, seed=0, block=block_size(split_num))
+    units = [order.unit_documents(unit, split_num) for unit in range(order.n_units(split_num))]
+    assert sorted(np.concatenate(units).tolist()) == list(range(n))
+    sources_seen = []
+    for documents in units:
+        runs = 1 + int((np.diff(documents) != 1).sum())
+        assert REGIONS_PER_UNIT <= runs <= REGIONS_PER_UNIT + 2, runs
+        sources_seen.append(len(set((documents // 5000).tolist())))
+    assert np.mean(sources_seen) > 3.5  # 16 regions of 4 sources: nearly every unit sees them all

@@ -95,6 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write histograms to this PNG (needs matplotlib: pip install 'bert_data[plot]')")
     p.add_argument("--limit", type=int, default=None, help="only the first N records of each dataset")
     p.add_argument("--top", type=int, default=20, help="most frequent tokens to list (default 20)")
+    p.add_argument("--mixing", nargs="+", default=[], metavar="TOKEN",
+                   help="how well mixed the shards are: the share of records holding any of these tokens of "
+                        "the vocabulary (e.g. a topic word of one part of the corpus) in each window of each "
+                        "shard, against the shard's share; reports the worst gap (see docs/mixing.md)")
+    p.add_argument("--windows", type=int, default=10, metavar="N",
+                   help="windows a shard is cut into for --mixing (default 10: tenths)")
     p.add_argument("--json", action="store_true",
                    help="print the statistics as JSON (one object; a list for train/ and val/)")
     _add_compression(p)
@@ -215,6 +221,8 @@ def _stats(args) -> int:
     try:
         if args.plot:
             check_plotting()  # before scanning: a missing matplotlib must not cost a whole pass
+        if args.windows < 1:
+            raise ValueError(f"--windows must be at least 1, got {args.windows}")
         from ..format.dataset import shard_groups
         from ..tools.corpus_view import corpus_summary, is_corpus
 
@@ -222,7 +230,7 @@ def _stats(args) -> int:
         for group in corpora:  # Megatron's tokenized corpus: its counts (instances are made at train time)
             print(corpus_summary(group.name, group.files, group.manifest))
         stats = compute_stats(args.paths, vocab_file=args.vocab_file, limit=args.limit,
-                              compression=_compression(args))
+                              compression=_compression(args), mixing=args.mixing, windows=args.windows)
         if corpora and not stats:
             return 0
     except (CorruptRecordError, VocabError, ValueError, OSError, ImportError, RuntimeError) as error:

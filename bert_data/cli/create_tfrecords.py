@@ -241,14 +241,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     work = parser.add_argument_group("work")
     work.add_argument("--split_num", type=int, default=default_of("split_num"),
-                      help="documents per unit of work; random-next sentences come from the same "
-                           f"unit (default {default_of('split_num')}). Units are uniform samples of the whole "
-                           "corpus, so every stretch of every shard is too")
+                      help=f"documents per unit of work (default {default_of('split_num')}): about 16 runs of "
+                           "neighbouring documents from all over the corpus, the pool random-next sentences come "
+                           "from. Every shard is shuffled at the end, so every stretch of it is a sample of the "
+                           "whole split (docs/mixing.md)")
     add_bool(work, "--keep_corpus_order",
-             help="units of neighbouring documents in listed order instead of a mixed corpus (e.g. for a "
-                  "curriculum). Costs mixing: each shard then walks the corpus from its first source to its "
-                  "last, and random-next sentences come from neighbouring documents; a trainer's small shuffle "
-                  "buffer sees one region at a time")
+             help="units of neighbouring documents in listed order, shards not shuffled at the end, instead "
+                  "of a mixed corpus (e.g. for a curriculum). Costs mixing: each shard then walks the corpus "
+                  "from its first source to its last, and random-next sentences come from neighbouring "
+                  "documents; a trainer's small shuffle buffer sees one region at a time")
     work.add_argument("--num_workers", type=int, default=None,
                       help="worker processes (default: all cores this process may use; more than that is capped, "
                            "with a warning); output is identical for any value")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from . import dataset_layout
 from .dataset_layout import HDF5, MDS, MEGATRON, PARQUET, TFRECORD
@@ -86,11 +86,13 @@ class OutputFormat:
 
         return encode_batch(columns)
 
-    def write_shard(self, body_path: str, path: str, name: str, options: ShardOptions) -> dict:
-        """The shard's body -> the shard file, written at ``path`` (a temporary: the caller
+    def write_shard(self, batches: Iterable[Dict[str, np.ndarray]], path: str, name: str,
+                    options: ShardOptions) -> dict:
+        """The shard's column batches (its body's, ``columns.iter_batches``, in the order the
+        shard holds them) -> the shard file, written at ``path`` (a temporary: the caller
         renames it to its final ``name``); returns what the split's files need to know of the
         shard (MDS: its entry in ``index.json``)."""
-        return self._impl().write_shard(body_path, path, name, options)
+        return self._impl().write_shard(batches, path, name, options)
 
     def write_split_files(self, directory: str, shards: Sequence[dict], options: ShardOptions) -> List[str]:
         """Files the format keeps beside a split's shards (written after them, before the

@@ -26,6 +26,11 @@ from ..format.output_formats import ShardOptions, get_format
 from .pieces import Segment
 from .run_files import GenerationError, shard_in_progress, shard_path, split_dirs
 from .scratch import fetch_piece
+from ..format.columns import iter_batches
+from .inputs.types import SPLIT_OF_CODE
+from .shard_shuffle import shuffled_batches, shuffles_shards
+
+SPLIT_CODES = {split: code for code, split in SPLIT_OF_CODE.items()}
 
 
 def copy_range(source, offset: int, length: int, target, name: str) -> None:
@@ -86,7 +91,8 @@ class ShardAssembler:
         self.format, self.options = get_format(config.output_format), options
         self.fetch_dir = fetch_dir  # where pieces at a URL are downloaded to, to be appended
         self.dirs = split_dirs(config)
-        self.zlib = config.compression == "zlib" and self.format.appendable
+        # Shards shuffled at the end are kept uncompressed until then (see ``shard_shuffle``).
+        self.zlib = config.compression == "zlib" and self.format.appendable and not shuffles_shards(config)
         self.checksums: Dict[str, list] = dict(checksums or {})  # key -> [adler32, raw length]
         self.lengths: Dict[str, int] = {}  # key ("split/shard") -> bytes written
         self.shard_counts: Dict[str, int] = {}  # per split, once known (see open_split)
@@ -156,31 +162,37 @@ class ShardAssembler:
     def sizes(self) -> Dict[str, int]:
         return dict(self.lengths)
 
-    def finish(self) -> Dict[str, int]:
-        """Complete every shard, durably, under its name in progress (``run_files.finalize``
-        publishes it); returns the shards' sizes, for the journal.  A format whose segments are
-        not the file itself (HDF5, Parquet, MDS) writes each shard from its body, then the files
-        it keeps beside a split's shards (MDS's index.json)."""
+    def finish(self, sync: bool = True) -> Dict[str, int]:
+        """Complete every shard, durably (``sync``; not needed for a shard the final shuffle
+        writes again), under its name in progress (``run_files.finalize`` publishes it); returns
+        the shards' sizes, for the journal.  A format whose segments are not the file itself
+        (HDF5, Parquet, MDS) writes each shard from its body, then the files it keeps beside a
+        split's shards (MDS's index.json)."""
         for key in self.lengths:
             with open(self.path(key), "r+b") as shard:
                 shard.seek(self.lengths[key])
                 if self.zlib:
                     shard.write(DEFLATE_FINAL_BLOCK + self.checksums[key][0].to_bytes(4, "big"))
                 shard.flush()
-                os.fsync(shard.fileno())
+                if sync:
+                    os.fsync(shard.fileno())
                 self.lengths[key] = shard.tell()
         if self.format.appendable:
             return self.sizes()
         entries: Dict[str, list] = {}
-        for key in self.lengths:
-            split, shard = key.split("/")
-            directory = self.dirs[split]
-            written = shard_in_progress(directory, self.config, int(shard))
-            entries.setdefault(split, []).append(self.format.write_shard(
-                self.path(key), written, os.path.basename(shard_path(directory, self.config, int(shard))),
-                self.options))
-            with open(written, "rb+") as handle:
-                os.fsync(handle.fileno())
+        for split, directory in self.dirs.items():
+            shards = sorted(int(key.split("/")[1]) for key in self.lengths if key.split("/")[0] == split)
+            bodies = []
+            for shard in shards:
+                with open(self.path(f"{split}/{shard}"), "rb") as body:
+                    bodies.append(list(iter_batches(body)))
+            # The final shuffle's order, as TFRecord shards of the same run get it (``shard_shuffle``).
+            for shard, batches in zip(shards, shuffled_batches(self.config, SPLIT_CODES[split], bodies)):
+                written = shard_in_progress(directory, self.config, shard)
+                entries.setdefault(split, []).append(self.format.write_shard(
+                    batches, written, os.path.basename(shard_path(directory, self.config, shard)), self.options))
+                with open(written, "rb+") as handle:
+                    os.fsync(handle.fileno())
         for split, shards in entries.items():
             self.format.write_split_files(self.dirs[split], shards, self.options)
         # The bodies stay until the manifests are written (``run_files.finalize`` removes them): a

@@ -1,19 +1,28 @@
-"""Global mixing: which documents of the corpus make up each unit.
+"""Global mixing, part one: which documents make up each unit.
 
-Google's tool shuffles all instances of the corpus at the end, in memory.  Here each unit (the
-pool random next sentences come from, and the grain of output) is a uniform random sample of
-the whole corpus instead of a run of neighbouring documents: documents are put in a seeded
-random order, and unit ``u`` takes places ``u * split_num`` to ``(u + 1) * split_num - 1`` of it.
-Units are then spread over the shards in turn, so any stretch of a shard is a sample of the
-whole corpus too.
+A unit (the grain of pairing, of randomness and of ``--resume``) is ``split_num`` documents of
+one split, and the pool random next sentences come from.  Reading a unit must cost what its
+bytes cost, whatever the size of the documents, so a unit is not ``split_num`` documents drawn
+one by one from all over the corpus (gathering them from the tokenized slices costs a read per
+document: 500,000 short documents took three times as long as keeping the listed order), but
+a few *blocks*: runs of ``block`` neighbouring documents of the split (``split_num /
+REGIONS_PER_UNIT``, rounded up), each read as one contiguous range.  The blocks are put in a
+seeded random order and unit ``u`` takes places ``u * split_num`` to ``(u + 1) * split_num - 1``
+of the documents in that order: about ``REGIONS_PER_UNIT`` blocks from as many places of the
+corpus.  So the random-next pool spans that many regions of the corpus (Google's spans the
+file given to one run), and every unit is a coarse sample of the whole split.
 
-The order is a pseudo-random *permutation* computed on demand, never stored: a small Feistel
-network over the next power of four above the number of documents, with "cycle walking" (a
-value that falls outside ``[0, n)`` is permuted again until it falls inside, which keeps it a
-permutation of ``[0, n)``).  So a task that builds unit ``u`` computes its ``split_num``
-documents in microseconds and memory does not grow with the corpus.  The key is the seed and a
-document's *position* in the listed corpus (never its path): the same documents in the same
-order give the same units whatever the input format.
+The fine mixing comes at the end (``shard_shuffle``): every shard is written once more in a
+seeded random order, so any stretch of it is a sample of the whole split, however unlike each
+other the units are.
+
+The block order is a pseudo-random *permutation* computed on demand, never stored: a small
+Feistel network over the next power of four above the number of blocks, with "cycle walking"
+(a value that falls outside ``[0, n)`` is permuted again until it falls inside, which keeps it
+a permutation of ``[0, n)``).  The last ``n mod block`` documents (less than a block) keep their
+place at the end.  The key is the seed and a document's *position* in the listed corpus
+(never its path): the same documents in the same order give the same units whatever the
+input format.
 """
 
 from __future__ import annotations
@@ -21,6 +30,9 @@ from __future__ import annotations
 import numpy as np
 
 _ROUNDS = 6
+# Blocks a unit is made of: the regions of the corpus its random-next pool spans.  More cost a
+# read each; fewer make units less alike (which the final shard shuffle evens out anyway).
+REGIONS_PER_UNIT = 16
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -35,25 +47,37 @@ def _mix64(values: np.ndarray) -> np.ndarray:
     return z
 
 
-class CorpusOrder:
-    """A seeded random order of ``n`` documents: ``order.documents_at(places)`` gives the
-    documents (positions in the listed corpus) at those places of the shuffled order.
+def block_size(split_num: int) -> int:
+    """Neighbouring documents read together for a unit of ``split_num``."""
+    return -(-split_num // REGIONS_PER_UNIT)
 
-    ``shuffle=False`` keeps the listed order (``documents_at`` is the identity).
+
+class CorpusOrder:
+    """A seeded random order of ``n`` documents in blocks of ``block`` neighbours:
+    ``order.documents_at(places)`` gives the documents (positions in the listed corpus) at
+    those places of the shuffled order.  ``block=1`` shuffles single documents.
+
+    ``shuffle=False`` keeps the listed order (``documents_at`` is the identity).  ``seed``: an int
+    or a list of them (e.g. seed, split, shard).
     """
 
-    def __init__(self, n: int, seed: int, shuffle: bool = True):
+    def __init__(self, n: int, seed, shuffle: bool = True, block: int = 1):
         if n < 0:
             raise ValueError(f"n must be non-negative, got {n}")
+        if block < 1:
+            raise ValueError(f"block must be at least 1, got {block}")
         self.n = int(n)
         self.shuffle = shuffle
+        self.block = int(block)
+        self.n_blocks = self.n // self.block  # whole blocks; the rest keep their place at the end
         half_bits = 1
-        while (1 << (2 * half_bits)) < self.n:
+        while (1 << (2 * half_bits)) < self.n_blocks:
             half_bits += 1
         self._half_bits = np.uint64(half_bits)
         self._half_mask = np.uint64((1 << half_bits) - 1)
         # One key a round, derived from the seed (SeedSequence spreads any seed over 64 bits).
-        keys = np.random.SeedSequence([int(seed), 0x6D6978]).generate_state(_ROUNDS, np.uint64)
+        seeds = [int(value) for value in seed] if isinstance(seed, (list, tuple)) else [int(seed)]
+        keys = np.random.SeedSequence([*seeds, 0x6D6978]).generate_state(_ROUNDS, np.uint64)
         self._keys = [np.uint64(k) for k in keys]
 
     def _feistel(self, values: np.ndarray) -> np.ndarray:
@@ -71,12 +95,16 @@ class CorpusOrder:
             raise IndexError(f"places must lie in [0, {self.n})")
         if not self.shuffle:
             return places.copy()
-        values = places.astype(np.uint64)
+        blocks, offsets = np.divmod(places, self.block)
+        whole = blocks < self.n_blocks
+        values = blocks[whole].astype(np.uint64)
         outside = np.ones(values.shape, dtype=bool)
         while outside.any():  # cycle walking: at most a few rounds, the domain is < 4n
             values[outside] = self._feistel(values[outside])
-            outside = values >= np.uint64(self.n)
-        return values.astype(np.int64)
+            outside = values >= np.uint64(self.n_blocks)
+        documents = places.copy()
+        documents[whole] = values.astype(np.int64) * self.block + offsets[whole]
+        return documents
 
     def unit_documents(self, unit: int, split_num: int) -> np.ndarray:
         """The documents of unit ``unit``: places ``unit * split_num`` onward, at most

@@ -21,7 +21,7 @@ from .inputs.listing import list_documents
 from .inputs.reading import read_documents
 from ..format.dataset_layout import TRAIN, VAL
 from .inputs.types import SPLIT_OF_CODE, TRAIN_CODE, VAL_CODE, CorpusPlan, InputError, Slice
-from .mixing import CorpusOrder
+from .mixing import CorpusOrder, block_size
 from .settings import RunSettings
 from .tasks import SliceTable, UnitWork
 
@@ -107,7 +107,8 @@ def make_plan(settings: RunSettings, skip_missing: bool = False, check_case: boo
         check_vocabulary_case(config, vocab, corpus.slices, allow_case_mismatch)
     split_docs = {split: np.flatnonzero(corpus.doc_splits == code)
                   for code, split in SPLIT_OF_CODE.items()}
-    orders = {split: CorpusOrder(len(docs), config.seed, shuffle=not config.keep_corpus_order)
+    orders = {split: CorpusOrder(len(docs), config.seed, shuffle=not config.keep_corpus_order,
+                                 block=block_size(config.split_num))
               for split, docs in split_docs.items()}
     units = plan_units(corpus, split_docs, orders, config.split_num)
     if config.sizes_shards:  # a split's size is known once every slice is tokenized

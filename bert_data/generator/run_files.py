@@ -4,8 +4,9 @@ finalize, discard.  No other module spells the name of a run's file.
 The output directory: ``OUTPUT_DIR/NAME-1.tfrecords`` .. ``NAME-N.tfrecords`` and the manifest
 (with a validation split, ``OUTPUT_DIR/train/`` and ``OUTPUT_DIR/val/``, each laid out like
 that; see ``format.dataset_layout``), plus, while a run is under way, shards in progress
-(``*.tfrecords.tmp``), the work directory and the lock file (``dataset_layout.WORK_DIR`` and
-``LOCK``: readers recognise an unfinished run by them).
+(``*.tfrecords.tmp``; in the final shuffle, ``*.tfrecords.tmp.shuffling`` beside them), the work
+directory and the lock file (``dataset_layout.WORK_DIR`` and ``LOCK``: readers recognise an
+unfinished run by them).
 
 The work directory holds, for the tasks to hand each other data (see ``scratch``): tokenized
 slices (``slice-N.tokens.npy``, ``.sentences.npy``, ``.docs.npy`` and the summary ``.json``,
@@ -117,6 +118,22 @@ def shard_path(directory: str, config: GeneratorConfig, shard: int) -> str:
 def shard_in_progress(directory: str, config: GeneratorConfig, shard: int) -> str:
     """A complete shard waiting for ``finalize`` (TFRecord's: also where units are appended)."""
     return in_progress(shard_path(directory, config, shard))
+
+
+def shard_being_shuffled(path: str) -> str:
+    """A shard being written in its final, shuffled order (``shard_shuffle``), beside ``path``,
+    its final name (or, staged for an upload, its name in progress)."""
+    return path + ".shuffling"
+
+
+def remove_shards_being_shuffled(paths: List[str]) -> None:
+    """Shards half written in their final order by an interrupted final pass (the shards in
+    progress, ``paths``, are whole until the journal says they are shuffled)."""
+    for path in paths:
+        try:
+            os.remove(shard_being_shuffled(path))
+        except FileNotFoundError:
+            pass
 
 
 def _run_file(config: GeneratorConfig, name: str) -> str:

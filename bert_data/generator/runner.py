@@ -47,13 +47,15 @@ from .locations import RemoteOutput, check_output_url, prepare_work_dir, run_loc
 from .pieces import Segment
 from .fault_injection import pause_if_chosen
 from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pool_path,
-                        prepare_output_dir, refuse_writing_over_inputs, remove_run_files, slice_paths, split_dirs,
+                        prepare_output_dir, refuse_writing_over_inputs, remove_run_files, remove_shards_being_shuffled,
+                        shard_in_progress, slice_paths, split_dirs,
                         stopped, write_journal)
 from .scratch import finished_slices, load_arrays
 from .planning import Plan, make_plan, warn
 from .settings import RunSettings, resolve
 from .totals import RunTotals, SkippedTotals, make_manifests
-from .tasks import (DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError, UnitPairs,
+from .shard_shuffle import publish_group, shuffle_group, shuffle_groups, shuffled_size, shuffles_shards
+from .tasks import (SPLIT_CODES, DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError, UnitPairs,
                     encode_shards, make_encode_tasks, pair_unit, record_bytes, tokenize_slice)
 
 
@@ -103,6 +105,7 @@ class _Scheduler:
         self.waiting_for_count: Dict[int, UnitPairs] = {}  # paired units of splits not yet sized
         # Tasks in flight: every worker busy, and enough queued that workers do not wait while
         # the parent appends a unit to the shards.
+        self.parallelism = parallelism
         self.max_in_flight = 2 * parallelism + 2
         self.open_units = parallelism + 2
         self.in_flight: Dict[cf.Future, tuple] = {}
@@ -245,7 +248,8 @@ class ShardCounts:
         uncompressed = records * record_bytes(first.pairs, self.settings, first.n_records)
         count = max(1, round(uncompressed / target))
         if self.config.compression:
-            segment_rows = max(1, first.n_records // count)
+            # Shuffled shards are compressed as one stream; others a segment a unit.
+            segment_rows = 1 << 30 if shuffles_shards(self.config) else max(1, first.n_records // count)
             count = max(1, round(records * record_bytes(first.pairs, self.settings, segment_rows) / target))
         return count
 
@@ -415,8 +419,10 @@ def _write_units(settings: RunSettings, local, places, plan: Plan, executor, pro
                 storage.remove(pool_path(work_dir, result.pairs.unit_index))  # the unit's pool is spent
                 totals.add(result)
                 scheduler.merged()
-                # Tokenized slices that no later unit reads (with the corpus mixed: at the end).
-                while freed_below < still_needed[totals.units_done]:
+                # Tokenized slices that no later unit reads (with the corpus mixed: none before the
+                # end, when the work directory goes whole: a file at a time would cost the parent a
+                # removal a file, thousands on a corpus of many short documents).
+                while freed_below < still_needed[totals.units_done] and totals.units_done < len(plan.units):
                     paths = slice_paths(work_dir, freed_below)
                     # The summary and the document table stay: skips and split sizes are counted from them.
                     storage.remove_many([paths["tokens"], paths["sentences"]])
@@ -442,8 +448,13 @@ def _write_units(settings: RunSettings, local, places, plan: Plan, executor, pro
             raise NoText("no document with any text: every listed document was skipped "
                          f"({', '.join(f'{n:,} {r}' for r, n in skipped.reasons().items())})")
         shards.finish()
-        write_journal(journal_dir, plan.fingerprint, assembler.finish(), assembler.checksums, totals.to_json(),
-                      finished=True)
+        if shuffles_shards(config):
+            sizes = assembler.finish(sync=False)  # written again, durably, by the final shuffle
+            _shuffle_shards(local, plan, totals, sizes, assembler.checksums, journal_dir,
+                            executor if own_executor or shares_local_files(executor) else None, scheduler, progress)
+        else:
+            sizes = assembler.finish()
+        write_journal(journal_dir, plan.fingerprint, sizes, assembler.checksums, totals.to_json(), finished=True)
     except BaseException as error:
         if isinstance(error, cf.process.BrokenProcessPool):
             error.worker_signal = dead_worker_signal(executor)
@@ -456,6 +467,61 @@ def _write_units(settings: RunSettings, local, places, plan: Plan, executor, pro
             signal.signal(signal.SIGTERM, previous_term)
     if own_executor:
         executor.shutdown()
+
+
+def _shuffle_shards(local: GeneratorConfig, plan: Plan, totals: RunTotals, sizes: Dict[str, int],
+                    checksums: Dict[str, list], journal_dir: str, executor: Optional[cf.Executor],
+                    scheduler: "_Scheduler", progress: bool) -> None:
+    """The final pass (``shard_shuffle``): every shard not yet shuffled, a task each (on the
+    executor when its workers see these files, else here).  Each group is written beside its
+    shards in progress, journaled (its keys and new sizes), then put in their place, so a
+    resumed run finds every shard either whole and unshuffled or shuffled, never half."""
+    groups = []
+    for split, directory in split_dirs(local).items():
+        paths = [shard_in_progress(directory, local, shard) for shard in range(totals.shard_counts[split])]
+        groups += shuffle_groups(local, SPLIT_CODES[split], split, paths, paths)
+    done = set(totals.shuffled)
+
+    def finished(group) -> None:
+        if not set(group.keys) <= done:
+            for key, target in zip(group.keys, group.targets):
+                sizes[key] = shuffled_size(target)
+            totals.shuffled += group.keys
+            done.update(group.keys)
+            write_journal(journal_dir, plan.fingerprint, sizes, checksums, totals.to_json())
+        publish_group(group)
+
+    pending = []
+    for group in groups:
+        if set(group.keys) <= done:
+            publish_group(group)  # journaled, perhaps not yet in place
+        else:
+            remove_shards_being_shuffled(group.targets)  # half written by an interrupted run
+            pending.append(group)
+    bar = _progress(sum(len(group.keys) for group in groups), progress, "shuffled", "shard", len(done), position=2)
+    try:
+        if executor is None:
+            for group in pending:
+                shuffle_group(group)
+                finished(group)
+                bar.update(len(group.keys))
+            return
+        waiting, running = list(reversed(pending)), {}
+        while waiting or running:
+            while waiting and len(running) < scheduler.parallelism:  # each journaled as it is done
+                group = waiting.pop()
+                future = executor.submit(shuffle_group, group)
+                running[future] = group
+                scheduler.in_flight[future] = ("shuffle", len(running), None)  # cancelled with the rest on a stop
+            ended, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
+            for future in ended:
+                future.result()
+                group = running.pop(future)
+                scheduler.in_flight.pop(future)
+                finished(group)
+                bar.update(len(group.keys))
+    finally:
+        bar.close()
 
 
 def _stop_work(executor, own_executor: bool, scheduler) -> None:

@@ -4,9 +4,9 @@
 (neighbouring documents).  Slices are small, so every core stays busy even when documents are
 few and large.  Its tokens and a table of its documents stay in the work directory.
 
-``pair_unit``: token ids -> shuffled next-sentence pairs, for one unit: documents drawn from the
-whole corpus (see ``mixing``), gathered from the slices that hold them; the pool random next
-sentences come from.  Pairs are token ranges: small to send.
+``pair_unit``: token ids -> shuffled next-sentence pairs, for one unit: a few runs of
+neighbouring documents from all over the corpus (see ``mixing``), read from the slices that
+hold them; the pool random next sentences come from.  Pairs are token ranges: small to send.
 
 ``encode_shards``: pairs -> masked instances -> encoded, framed examples, for one unit and some
 of the output shards, into a piece file.
@@ -16,8 +16,9 @@ planning; not imported here, so that the settings may use the run's places) and 
 nothing from it.  All are pure functions of the settings and their input: every random stream
 comes from (seed, unit, split, purpose[, shard]), so the bytes written do not depend on which
 worker runs a task, when, or how many workers there are.  A piece file holds each of its shards' records
-contiguously; the orchestrator appends pieces to the shards in unit order.  Nothing here
-imports TensorFlow.
+contiguously; the orchestrator appends pieces to the shards in unit order (and then, unless
+the listed order is kept, shuffles each shard: ``shard_shuffle``).  Nothing here imports
+TensorFlow.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from ..format.dataset_layout import TRAIN, VAL
 from .inputs.types import NO_SENTENCE, Document, InputError, Skip, Slice
 from .pieces import Segment, SegmentCompressor
 from ..format.output_formats import get_format
+from .shard_shuffle import shuffles_shards
 from .instances import PairArrays, TokenPool, create_pairs, create_windows, gather_instances
 from ..masking import MaskingSpec, mask_tokens, num_to_predict
 from ..packing import pack_columns, pack_instances, packed_predictions, row_members
@@ -496,7 +498,9 @@ def encode_shards(task: EncodeTask, settings: RunSettings, work_dir: str) -> Lis
 def segment_compressor(config: GeneratorConfig) -> SegmentCompressor:
     """TFRecord segments are compressed as the shard is (gzip members, deflate blocks); the
     other formats compress in their own way when the shard is written."""
-    return SegmentCompressor(config.compression if get_format(config.output_format).appendable else None)
+    # Shards shuffled at the end are compressed then, as one stream (see ``shard_shuffle``).
+    appendable = get_format(config.output_format).appendable
+    return SegmentCompressor(config.compression if appendable and not shuffles_shards(config) else None)
 
 
 def record_bytes(pairs: SplitPairs, settings: RunSettings, segment_rows: int, sample: int = 2048) -> float:
@@ -517,14 +521,12 @@ def record_bytes(pairs: SplitPairs, settings: RunSettings, segment_rows: int, sa
                                settings.masking, np.random.default_rng(0), pack_sizes)
     if not fmt.appendable:  # HDF5, Parquet, MDS: a sample shard, written (and compressed) as theirs are
         with tempfile.TemporaryDirectory() as directory:
-            body, written = os.path.join(directory, "sample.body"), os.path.join(directory, "sample")
-            with open(body, "wb") as handle:
-                handle.write(fmt.encode_segment(columns, options))
-            fmt.write_shard(body, written, "sample", options)
+            written = os.path.join(directory, "sample")
+            fmt.write_shard([columns], written, "sample", options)
             return os.path.getsize(written) / n
     size, step = 0, max(1, segment_rows)
     for start in range(0, n, step):
-        compressor = segment_compressor(config)
+        compressor = SegmentCompressor(config.compression)  # as the shard is compressed, in the end
         part = {name: column[start:start + step] for name, column in columns.items()}
         size += len(compressor.compress(fmt.encode_segment(part, options))) + len(compressor.flush())
     return size / n

@@ -47,6 +47,7 @@ class RunTotals:
     splits: Dict[str, SplitTotals] = field(default_factory=lambda: {TRAIN: SplitTotals(), VAL: SplitTotals()})
     records_per_shard: Dict[str, int] = field(default_factory=dict)
     shard_counts: Dict[str, int] = field(default_factory=dict)  # per split, once set
+    shuffled: List[str] = field(default_factory=list)  # shards ("split/shard") written in their final order
 
     def add(self, result) -> None:  # a finished unit (runner.UnitResult): its pairs and segments
         pairs = result.pairs
@@ -71,12 +72,12 @@ class RunTotals:
     def to_json(self) -> dict:
         return {"units_done": self.units_done, "records_per_shard": self.records_per_shard,
                 "splits": {split: dataclasses.asdict(totals) for split, totals in self.splits.items()},
-                "shard_counts": self.shard_counts}
+                "shard_counts": self.shard_counts, "shuffled": self.shuffled}
 
     @classmethod
     def from_json(cls, data: dict) -> "RunTotals":
         return cls(data["units_done"], {split: SplitTotals(**totals) for split, totals in data["splits"].items()},
-                   data["records_per_shard"], data.get("shard_counts", {}))
+                   data["records_per_shard"], data.get("shard_counts", {}), data.get("shuffled", []))
 
 
 class SkippedTotals:

@@ -13,7 +13,9 @@ Computed over every record (or the first ``limit``), vectorised over decoded bat
   the instances, split out of their rows;
 * MLM-only layouts: document separators inside the sequences (cross-document windows);
 * the [UNK] rate and the most frequent tokens of the original text (masked positions restored
-  from ``masked_lm_ids``; [CLS]/[SEP] and document separators not counted).
+  from ``masked_lm_ids``; [CLS]/[SEP] and document separators not counted);
+* with ``mixing`` tokens, how well mixed the shards are: the share of records holding one of
+  them in each window (tenth) of each shard against the shard's share (``mixing_stats``).
 
 Every layout and compression the generator writes is read (from the manifest, else the first
 record and first bytes); statistics about features a layout lacks are None (JSON null)
@@ -24,13 +26,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
 from ..format.dataset import describe_layout, group_info, shard_groups, shard_kind
 from ..load.stages import decoded_chunks
 from ._common import guess_cls_sep
+from .mixing_stats import DEFAULT_WINDOWS, MixingStats, ShardMixing, format_mixing, records_holding, token_ids_of, \
+    window_gaps
 from .packed_checks import instance_rows
 from ..config import default_of
 
@@ -73,6 +77,7 @@ class DatasetStats:
     separator_id: Optional[int] = None  # MLM-only: the document separator
     n_separators: int = 0  # separators inside the sequences
     n_cross_document: int = 0  # instances with at least one
+    mixing: Optional[MixingStats] = None  # with mixing tokens: per-window shares of each shard
     # Records as stored: packed rows hold several instances (n_records counts instances then).
     packed: bool = False
     n_rows: int = 0
@@ -167,6 +172,7 @@ class DatasetStats:
             "distinct_tokens": int((self.token_counts > 0).sum()) if self.token_counts is not None else 0,
             "top_tokens": [{"id": i, "token": t, "count": c, "fraction": float(f)}
                            for i, t, c, f in self.top_tokens(top)],
+            "mixing": self.mixing.to_dict() if self.mixing is not None else None,
             "notes": self.notes,
         }
 
@@ -231,11 +237,14 @@ def _accumulate(st: DatasetStats, cols: Dict[str, np.ndarray]) -> None:
 
 
 def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] = None,
-                  compression="auto") -> List[DatasetStats]:
+                  compression="auto", mixing: Sequence[str] = (),
+                  windows: int = DEFAULT_WINDOWS) -> List[DatasetStats]:
     """Statistics per dataset (one per output directory or train/val split) under ``paths``.
 
     Layout and compression come from each dataset's manifest; for files without one, from the
-    first record and ``compression`` ("auto": the first bytes of each file)."""
+    first record and ``compression`` ("auto": the first bytes of each file).  ``mixing``:
+    tokens of the vocabulary whose share of records is compared window by window
+    (``windows`` a shard) with each shard's (a ValueError without a vocabulary)."""
     from ..tokenizers import load_vocabulary
 
     out = []
@@ -269,29 +278,45 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
         else:
             what = ", [MASK] id taken as the most frequent id at masked positions" if st.masked else ""
             st.notes.append(f"no vocabulary (pass --vocab_file): token ids shown as numbers{what}, no [UNK] rate")
+        mixing_ids = None
+        if mixing:
+            if vocab is None:
+                raise ValueError(f"--mixing needs the vocabulary of {group.name}: pass --vocab_file")
+            mixing_ids = token_ids_of(mixing, vocab)
+            st.mixing = MixingStats(list(mixing), windows)
         guess_pending = vocab is None
         st.packed = flags["packed"]
         width = (flags["max_sequences_per_pack"] or int(msl)) if st.packed else 1
         st.instances_hist = np.zeros(width + 1, np.int64)
-        for cols in decoded_chunks(group.files, specs, verify_crc=False, compressions=compressions):
-            if limit is not None:
-                room = limit - st.n_rows
-                if room <= 0:
-                    break
-                if room < len(cols["input_ids"]):
-                    cols = {k: v[:room] for k, v in cols.items()}
-            if guess_pending:
-                st.mask_id = _guess_mask_id(cols) if st.masked else None
-                if st.mlm_only and separator_token == "[SEP]":
-                    st.separator_id = guess_cls_sep(cols)[1]
-                guess_pending = False
-            st.n_rows += len(cols["input_ids"])
-            st.row_tokens += int((cols["input_mask"] != 0).sum())
-            if st.packed:
-                per_row = cols["input_mask"].max(axis=1, initial=0)
-                st.instances_hist += np.bincount(per_row, minlength=width + 1)[: width + 1]
-                cols = instance_rows(cols, np.arange(len(per_row)))[0]
-            _accumulate(st, cols)
+        for path in group.files:  # a file at a time: the mixing statistic is per shard
+            holding = []  # per record: does it hold a --mixing token
+            for cols in decoded_chunks([path], specs, verify_crc=False, compressions=compressions):
+                if limit is not None:
+                    room = limit - st.n_rows
+                    if room <= 0:
+                        break
+                    if room < len(cols["input_ids"]):
+                        cols = {k: v[:room] for k, v in cols.items()}
+                if guess_pending:
+                    st.mask_id = _guess_mask_id(cols) if st.masked else None
+                    if st.mlm_only and separator_token == "[SEP]":
+                        st.separator_id = guess_cls_sep(cols)[1]
+                    guess_pending = False
+                st.n_rows += len(cols["input_ids"])
+                st.row_tokens += int((cols["input_mask"] != 0).sum())
+                if st.packed:
+                    per_row = cols["input_mask"].max(axis=1, initial=0)
+                    st.instances_hist += np.bincount(per_row, minlength=width + 1)[: width + 1]
+                    cols = instance_rows(cols, np.arange(len(per_row)))[0]
+                _accumulate(st, cols)
+                if mixing_ids is not None:
+                    holding.append(records_holding([cols], mixing_ids))
+            if mixing_ids is not None and holding:
+                shard_flags = np.concatenate(holding)
+                st.mixing.shards.append(ShardMixing(os.path.basename(path), len(shard_flags),
+                                                    *window_gaps(shard_flags, windows)))
+            if limit is not None and st.n_rows >= limit:
+                break
         if limit is not None and st.n_rows >= limit:
             st.notes.append(f"first {st.n_rows:,} records only (--limit)")
         out.append(st)
@@ -363,6 +388,8 @@ def format_stats(st: DatasetStats, top: int = 20) -> str:
         cells = [f"{x['token']} {100 * x['fraction']:.2f}%" for x in d["top_tokens"]]
         for i in range(0, len(cells), 5):
             lines.append("    " + "   ".join(cells[i:i + 5]))
+    if st.mixing is not None:
+        lines.extend(format_mixing(st.mixing))
     for note in st.notes:
         lines.append(f"  note: {note}")
     return "\n".join(lines)

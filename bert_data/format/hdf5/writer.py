@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Dict
 
-from ..columns import iter_batches
 
 NVIDIA_DTYPES: Dict[str, str] = {
     "input_ids": "i4",
@@ -28,7 +27,7 @@ CHUNK_ROWS = 1024  # rows per HDF5 chunk: what a reader decompresses at a time
 DERIVED = ("masked_lm_weights",)  # NVIDIA's reader derives it: a prediction slot at position 0 is padding
 
 
-def write_shard(body_path: str, path: str, name: str, options) -> dict:
+def write_shard(batches, path: str, name: str, options) -> dict:
     """Every column of the layout (``options.widths``, in its order) but ``masked_lm_weights``
     (kept for packed rows, where it holds each prediction's instance): NVIDIA's dtype where
     NVIDIA has the dataset, int32 for any other (packed rows' positions and pair-task columns),
@@ -38,7 +37,7 @@ def write_shard(body_path: str, path: str, name: str, options) -> dict:
     packed = "positions" in options.widths  # packed rows: weights hold each prediction's instance (1..k)
     widths = {column: width for column, width in options.widths.items() if packed or column not in DERIVED}
     n = 0
-    with h5py.File(path, "w") as out, open(body_path, "rb") as body:
+    with h5py.File(path, "w") as out:
         datasets = {}
         for column, width in widths.items():
             shape = (0,) if width == 1 else (0, width)
@@ -46,7 +45,7 @@ def write_shard(body_path: str, path: str, name: str, options) -> dict:
                 column, shape=shape, maxshape=(None,) + shape[1:], dtype=NVIDIA_DTYPES.get(column, "f4" if column == "masked_lm_weights" else "i4"),
                 chunks=(CHUNK_ROWS,) + shape[1:], compression="gzip" if options.compression == "gzip" else None,
                 track_times=False)
-        for batch in iter_batches(body):
+        for batch in batches:
             rows = len(batch["input_ids"])
             for column, dataset in datasets.items():
                 dataset.resize(n + rows, axis=0)

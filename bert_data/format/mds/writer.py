@@ -32,7 +32,7 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from ...packing import packed_to_rows
-from ..columns import iter_batches, pair_label_name, to_rows
+from ..columns import pair_label_name, to_rows
 from ..dataset_layout import MDS_INDEX
 
 COMPRESSION_EXTENSIONS = {"zstd": "zstd", "gzip": "gz"}  # ours -> streaming's compression name
@@ -108,15 +108,15 @@ def encode_samples(batch, options) -> List[bytes]:
     return samples
 
 
-def write_shard(body_path: str, path: str, name: str, options) -> dict:
+def write_shard(batches, path: str, name: str, options) -> dict:
     config = json.dumps(shard_config(options), sort_keys=True).encode("utf-8")
     sizes: List[int] = []
     raw_name = name
     if options.compression:
         raw_name = raw_name[: -len(COMPRESSION_EXTENSIONS[options.compression]) - 1]
     directory = os.path.dirname(path) or "."
-    with tempfile.TemporaryFile(dir=directory) as samples, open(body_path, "rb") as body:
-        for batch in iter_batches(body):
+    with tempfile.TemporaryFile(dir=directory) as samples:
+        for batch in batches:
             for sample in encode_samples(batch, options):
                 samples.write(sample)
                 sizes.append(len(sample))

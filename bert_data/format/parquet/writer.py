@@ -30,7 +30,7 @@ from __future__ import annotations
 
 
 from ...packing import packed_to_rows
-from ..columns import iter_batches, pair_label_name, to_rows
+from ..columns import pair_label_name, to_rows
 
 ROW_GROUP_ROWS = 16384
 LIST_COLUMNS = ("input_ids", "token_type_ids", "attention_mask", "labels", "position_ids")
@@ -80,20 +80,19 @@ def _table(batch, schema, options):
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def write_shard(body_path: str, path: str, name: str, options) -> dict:
+def write_shard(batches, path: str, name: str, options) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     schema = schema_for(options)
     n, pending = 0, []
-    with pq.ParquetWriter(path, schema, compression=options.compression or "none") as writer, \
-            open(body_path, "rb") as body:
+    with pq.ParquetWriter(path, schema, compression=options.compression or "none") as writer:
         def flush():
             if pending:
                 writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)
                 pending.clear()
 
-        for batch in iter_batches(body):
+        for batch in batches:
             pending.append(_table(batch, schema, options))
             n += len(batch["input_ids"])
             if sum(len(table) for table in pending) >= ROW_GROUP_ROWS:

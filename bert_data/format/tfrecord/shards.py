@@ -20,7 +20,7 @@ def encode_segment(columns: Dict[str, np.ndarray], options) -> bytes:
     return frame_records(encode_examples({spec.name: columns[canonical_name(spec.name)] for spec in specs}, specs))
 
 
-def write_shard(body_path: str, path: str, name: str, options) -> dict:
+def write_shard(batches, path: str, name: str, options) -> dict:
     raise NotImplementedError("TFRecord segments are the shard itself: the assembler completes it")
 
 

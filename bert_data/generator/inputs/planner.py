@@ -42,8 +42,8 @@ def plan_corpus(
     val_entries: Sequence[MetadataEntry] = (),
     multiple_docs_in_single_file: bool = False,
     separator_line: Optional[str] = None,
-    slice_docs: int = 64,
-    slice_bytes: int = 1 << 21,
+    slice_docs: int = 1 << 14,
+    slice_bytes: int = 1 << 20,
     part_bytes: int = 1 << 22,
     text_field: Optional[str] = None,
 ) -> CorpusPlan:

@@ -1,0 +1,227 @@
+"""Global mixing, part two: every shard written once more, in a seeded random order.
+
+Units are appended to the shards one after another (in unit order: the bytes do not depend on
+timing), so a shard is first a run of blocks, one a unit, each unit's records shuffled among
+themselves.  A unit is a coarse sample of the corpus (a few regions of it: see ``mixing``), and
+units differ (a unit that holds a large book is mostly that book).  When every unit is in, each
+shard is read back and written out once more with its records in a seeded random order, as
+Google's tool does with all its instances in memory: every stretch of the shard is then a
+sample of the whole split, not of one unit.
+
+The pass is sequential where it matters: the output is written front to back, and the records
+are read at random from the shard just written (the page cache holds it).  Memory: the offset
+of every record of the shard, 8 bytes a record, and the permutation is computed on demand (the
+Feistel network of ``mixing.CorpusOrder``).  Shards are shuffled uncompressed; compression
+(``--compression``) is applied here, as one stream a shard.  The order is keyed on (seed, split,
+shard) alone, so the bytes are the same for any number of workers; each shard is a task of its
+own, and the journal records the shards done, so ``--resume`` goes on with the others.
+
+With Google's ``--output_file`` the files are shuffled *together*: record ``i`` of the run, in
+the order units are written (file ``i mod N``, place ``i div N``), is moved to place ``k`` of
+a seeded permutation of the whole run, keyed on the seed and split only, and written to file
+``k mod N``.  So, as with Google's tool, record ``k`` of the run lands in file ``k mod N``
+whatever ``N`` is: one file holds the records of three files interleaved.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import zlib
+from array import array
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from .mixing import CorpusOrder
+from ..format.dataset_layout import DEFAULT_FORMAT
+from .run_files import output_kind, shard_being_shuffled
+
+# Records gathered and written at a time: large enough that numpy and the writes pay, small
+# enough to keep a few MB in memory.
+BATCH_RECORDS = 4096
+_SHARD_KEY, _RUN_KEY = 1, 2  # what the order is keyed on: one shard, or a whole run's files
+
+
+def shuffles_shards(config) -> bool:
+    """Whether shards get the final shuffle pass: TFRecord shards (the framing it reads), unless
+    the listed order is kept.  HDF5, Parquet and MDS shards get the same order when their writer
+    writes them from their bodies (``shuffled_batches``)."""
+    return not config.keep_corpus_order and output_kind(config) == DEFAULT_FORMAT
+
+
+def shuffled_batches(config, split_code: int, bodies: List[List[Dict[str, np.ndarray]]]) -> List[List[Dict[str, np.ndarray]]]:
+    """The column batches of a split's shards (``bodies[shard]``, as appended unit after unit)
+    in the order the final shuffle gives TFRecord shards of the same run: per shard keyed on
+    (seed, split, shard), or with ``--output_file`` the files together (record k of the run to
+    file k mod N).  With the listed order kept, as they are.  One shard's columns are held in
+    memory at a time (a whole split's with ``--output_file``)."""
+    if config.keep_corpus_order:
+        return bodies
+    columns = [{name: np.concatenate([batch[name] for batch in batches]) for name in batches[0]} if batches else {}
+               for batches in bodies]
+    counts = [len(next(iter(c.values()))) if c else 0 for c in columns]
+    out: List[List[Dict[str, np.ndarray]]] = []
+    if config.output_files:
+        n, total = len(columns), sum(counts)
+        places = np.arange(total)
+        runs = CorpusOrder(total, [config.seed, split_code, _RUN_KEY]).documents_at(places) if total else places
+        files, rows = runs % n, runs // n
+        for target in range(n):  # place k goes to file k mod n
+            chosen = places % n == target
+            picked = [(f, r) for f, r in zip(files[chosen].tolist(), rows[chosen].tolist())]
+            out.append(_batched({name: np.stack([columns[f][name][r] for f, r in picked]) if picked else
+                                 columns[target][name] for name in (columns[target] or columns[0])}))
+        return out
+    for shard, shard_columns in enumerate(columns):
+        if not counts[shard]:
+            out.append([])
+            continue
+        order = CorpusOrder(counts[shard], [config.seed, split_code, _SHARD_KEY, shard]).documents_at(
+            np.arange(counts[shard]))
+        out.append(_batched({name: column[order] for name, column in shard_columns.items()}))
+    return out
+
+
+def _batched(columns: Dict[str, np.ndarray]) -> List[Dict[str, np.ndarray]]:
+    n = len(next(iter(columns.values())))
+    return [{name: column[first:first + BATCH_RECORDS] for name, column in columns.items()}
+            for first in range(0, n, BATCH_RECORDS)]
+
+
+@dataclass
+class ShuffleGroup:
+    """Shards shuffled together: their keys (``split/shard``), the ``*.tmp`` files the units were
+    appended to, where the shuffled shards go (a staged shard that will be uploaded stays at
+    its ``*.tmp`` name), and the order's key."""
+
+    keys: List[str]
+    sources: List[str]
+    targets: List[str]
+    seed: List[int]
+    compression: Optional[str] = None
+
+
+def shuffle_groups(config, split_code: int, split: str, sources: List[str], targets: List[str]) -> List[ShuffleGroup]:
+    """A split's shards as groups: one a shard, or with ``--output_file`` all together."""
+    keys = [f"{split}/{shard}" for shard in range(len(sources))]
+    if config.output_files:
+        return [ShuffleGroup(keys, sources, targets, [config.seed, split_code, _RUN_KEY], config.compression)]
+    return [ShuffleGroup([key], [source], [target], [config.seed, split_code, _SHARD_KEY, shard], config.compression)
+            for shard, (key, source, target) in enumerate(zip(keys, sources, targets))]
+
+
+def record_offsets(data) -> np.ndarray:
+    """Where the TFRecord frames of ``data`` (bytes-like) begin, and its end: ``n + 1`` int64.
+    (The shuffle needs only where records begin: an output format of another framing gives its
+    own.)"""
+    offsets = array("q")
+    position, size = 0, len(data)
+    while position < size:
+        offsets.append(position)
+        if position + 12 > size:
+            raise ValueError(f"a record header is cut at byte {position}")
+        position += 16 + int.from_bytes(data[position:position + 8], "little")
+    if position != size:
+        raise ValueError(f"the last record runs past the end ({position} > {size} bytes)")
+    offsets.append(size)
+    return np.frombuffer(offsets, dtype=np.int64)
+
+
+class _Source:
+    """One ``*.tmp`` shard, memory-mapped, and where its records begin."""
+
+    def __init__(self, path: str):
+        self.handle = open(path, "rb")
+        size = os.fstat(self.handle.fileno()).st_size
+        self.data = mmap.mmap(self.handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        try:
+            self.offsets = record_offsets(self.data)
+        except ValueError as error:
+            self.close()
+            raise ValueError(f"{path}: {error}") from None
+
+    @property
+    def n_records(self) -> int:
+        return len(self.offsets) - 1
+
+    def close(self) -> None:
+        if isinstance(self.data, mmap.mmap):
+            self.data.close()
+        self.handle.close()
+
+
+class _Target:
+    """A shuffled shard being written (``run_files.shard_being_shuffled``), compressed as one stream."""
+
+    def __init__(self, path: str, compression: Optional[str]):
+        self.path, self.temporary = path, shard_being_shuffled(path)
+        self.handle = open(self.temporary, "wb")
+        wbits = {"gzip": 31, "zlib": 15}.get(compression)
+        # gzip: zlib's header has no name and mtime 0, so the bytes are the same every run.
+        self.engine = zlib.compressobj(6, zlib.DEFLATED, wbits) if wbits else None
+
+    def write(self, data: bytes) -> None:
+        self.handle.write(self.engine.compress(data) if self.engine else data)
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.handle.write(self.engine.flush(zlib.Z_FINISH))
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+        self.handle.close()
+
+
+def shuffle_group(group: ShuffleGroup) -> List[str]:
+    """Write ``group``'s records in their seeded order beside its targets
+    (``run_files.shard_being_shuffled``; ``publish_group`` puts them in place once the journal
+    says so, so an interruption leaves the sources whole); returns its keys."""
+    sources = [_Source(path) for path in group.sources]
+    targets: List[_Target] = []
+    try:
+        n = len(sources)
+        counts = [source.n_records for source in sources]
+        total = sum(counts)
+        if counts != [len(range(j, total, n)) for j in range(n)]:  # file i mod N holds record i
+            raise ValueError(f"{group.sources[0]}: records per file {counts} are not dealt in turn")
+        targets = [_Target(path, group.compression) for path in group.targets]
+        order = CorpusOrder(total, group.seed)
+        for first in range(0, total, BATCH_RECORDS):
+            places = np.arange(first, min(first + BATCH_RECORDS, total))
+            runs = order.documents_at(places)  # the record of the run each place takes
+            if n == 1:
+                data, offsets = sources[0].data, sources[0].offsets
+                targets[0].write(b"".join([data[a:b] for a, b in zip(offsets[runs].tolist(),
+                                                                       offsets[runs + 1].tolist())]))
+                continue
+            files, rows = np.divmod(runs, n)[::-1]
+            for target in range(n):  # place k goes to file k mod n
+                chosen = (places % n) == target
+                pieces = [sources[f].data[sources[f].offsets[r]:sources[f].offsets[r + 1]]
+                          for f, r in zip(files[chosen].tolist(), rows[chosen].tolist())]
+                targets[target].write(b"".join(pieces))
+        for target in targets:
+            target.close()
+    except BaseException:
+        for target in targets:
+            target.handle.close()
+            if os.path.exists(target.temporary):
+                os.remove(target.temporary)
+        raise
+    finally:
+        for source in sources:
+            source.close()
+    return group.keys
+
+
+def publish_group(group: ShuffleGroup) -> None:
+    """The shuffled shards of ``group`` to their targets (done already after an interruption
+    between the two)."""
+    for target in group.targets:
+        if os.path.exists(shard_being_shuffled(target)):
+            os.replace(shard_being_shuffled(target), target)
+
+
+def shuffled_size(target: str) -> int:
+    return os.path.getsize(shard_being_shuffled(target))
