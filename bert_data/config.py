@@ -356,11 +356,9 @@ class GeneratorConfig:
         if self.v2_feature_names and self.output_format != TFRECORD:
             raise ConfigError("--v2_feature_names names TFRecord features; --output_format "
                               f"{self.output_format} has its own names")
-        if self.pack_sequences and self.output_format not in (TFRECORD, HDF5):
-            raise ConfigError(f"--pack_sequences writes packed rows as TFRecord or HDF5 (Graphcore's layout); "
-                              f"--output_format {self.output_format} holds "
-                              + ("the tokenized corpus" if self.output_format == "megatron" else
-                                 "unpadded instances, which transformers' DataCollatorWithFlattening packs at load time"))
+        if self.pack_sequences and not fmt.instances:
+            raise ConfigError(f"--pack_sequences packs instances (TFRecord, HDF5, Parquet, MDS); --output_format "
+                              f"{self.output_format} holds the tokenized corpus")
         if self.output_files and self.output_format not in (TFRECORD, HDF5, PARQUET):
             raise ConfigError(f"--output_file names single files: --output_format {self.output_format} writes a "
                               "directory (use --output_dir)")

@@ -274,5 +274,5 @@ def test_packed_rows_in_hdf5_are_the_packed_tfrecord_rows(runs, tmp_path):
         batches = list(get_format("hdf5").read_columns(str(path), MSL, MPP))
         for name, expected in columns.items():
             assert np.array_equal(np.concatenate([batch[name] for batch in batches]), expected), name
-    with pytest.raises(ConfigError, match="--pack_sequences writes packed rows as TFRecord or HDF5"):
-        run_config(runs["corpus"], tmp_path / "parquet", "parquet", pack_sequences=True).validate()
+    with pytest.raises(ConfigError, match="--pack_sequences packs instances"):
+        run_config(runs["corpus"], tmp_path / "megatron", "megatron", pack_sequences=True).validate()

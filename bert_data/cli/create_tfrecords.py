@@ -190,7 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
              help="pack instances into rows of max_seq_length (Graphcore's packed BERT): input_mask holds "
                   "each token's instance index (1..k), positions restart at 0 for each instance, and the "
                   "pair task has next_sentence_positions/labels/weights of k each; no padding spent, "
-                  "no attention across instances (docs/packing.md)")
+                  "no attention across instances; Parquet and MDS rows hold position_ids instead "
+                  "(docs/packing.md)")
     recipes.add_argument("--max_sequences_per_pack", type=int, default=None, metavar="K",
                          help="with --pack_sequences: the most instances a row holds (default 3, as Graphcore)")
     recipes.add_argument("--compression", choices=["gzip", "zlib", "zstd", "snappy"], default=None,

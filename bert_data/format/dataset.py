@@ -528,7 +528,8 @@ def read_instance_columns(path: str, specs: Sequence[FeatureSpec], batch_size: i
     if not fmt.instances:
         raise ValueError(f"{path}: a {fmt.name} file holds the tokenized corpus, not instances")
     widths = {canonical_name(spec.name): spec.length for spec in specs}
-    return fmt.read_columns(path, widths["input_ids"], widths.get("masked_lm_positions"), batch_size)
+    return fmt.read_columns(path, widths["input_ids"], widths.get("masked_lm_positions"), batch_size,
+                            max_sequences_per_pack=widths.get("next_sentence_positions"))
 
 _RECORD_PREFIX = re.compile(r"^record (\d+): ")
 

@@ -101,8 +101,14 @@ class OutputFormat:
         return write(directory, shards, options) if write else []
 
     def read_columns(self, path: str, max_seq_length: int, max_predictions_per_seq: Optional[int],
-                     batch_size: int = 1024) -> Iterator[Dict[str, np.ndarray]]:
-        """A shard's instances, in order, as padded canonical columns in batches."""
+                     batch_size: int = 1024, max_sequences_per_pack: Optional[int] = None
+                     ) -> Iterator[Dict[str, np.ndarray]]:
+        """A shard's instances, in order, as padded canonical columns in batches (packed rows
+        as the packed layout's columns: Parquet and MDS need ``max_sequences_per_pack`` for the
+        pair task's columns, which their rows hold unpadded)."""
+        if max_sequences_per_pack:
+            return self._impl().read_columns(path, max_seq_length, max_predictions_per_seq, batch_size,
+                                             max_sequences_per_pack=max_sequences_per_pack)
         return self._impl().read_columns(path, max_seq_length, max_predictions_per_seq, batch_size)
 
 

@@ -14,7 +14,9 @@ ORDER = list(FEATURE_NAMES)  # the layout's order first, other datasets after
 
 
 def read_columns(path: str, max_seq_length: Optional[int] = None, max_predictions_per_seq: Optional[int] = None,
-                 batch_size: int = 1024) -> Iterator[Dict[str, np.ndarray]]:
+                 batch_size: int = 1024, max_sequences_per_pack: Optional[int] = None
+                 ) -> Iterator[Dict[str, np.ndarray]]:
+    """``max_sequences_per_pack`` is not needed: packed datasets keep their padded width."""
     import h5py
 
     with h5py.File(path, "r") as source:

@@ -11,6 +11,7 @@ from typing import Dict, Iterator, Optional
 
 import numpy as np
 
+from ...packing import packed_from_rows
 from ..columns import from_rows
 
 _VALUE_TYPES = {"ndarray:int32": np.int32, "ndarray:uint8": np.uint8, "int32": np.int32}
@@ -43,7 +44,10 @@ def _decode(encoding: str, datum: bytes):
 
 
 def read_columns(path: str, max_seq_length: int, max_predictions_per_seq: Optional[int],
-                 batch_size: int = 1024) -> Iterator[Dict[str, np.ndarray]]:
+                 batch_size: int = 1024, max_sequences_per_pack: Optional[int] = None
+                 ) -> Iterator[Dict[str, np.ndarray]]:
+    """Packed rows (a ``position_ids`` column) come back as the packed layout's columns
+    (``packing.packed_from_rows``: the pair columns ``max_sequences_per_pack`` wide)."""
     data = _shard_bytes(path)
     n = int(np.frombuffer(data, np.uint32, 1)[0])
     offsets = np.frombuffer(data, np.uint32, n + 1, 4).astype(np.int64)
@@ -60,4 +64,7 @@ def read_columns(path: str, max_seq_length: int, max_predictions_per_seq: Option
                 size = size if size is not None else next(variable)
                 lists[name].append(_decode(encoding, data[at:at + size]))
                 at += size
-        yield from_rows(lists, max_seq_length, max_predictions_per_seq)
+        if "position_ids" in lists:
+            yield packed_from_rows(lists, max_seq_length, max_predictions_per_seq, max_sequences_per_pack)
+        else:
+            yield from_rows(lists, max_seq_length, max_predictions_per_seq)

@@ -13,6 +13,11 @@ sample is the uint32 byte sizes of its variable-size columns, then its columns' 
 in name order.  With ``--compression zstd`` or ``gzip`` the whole file is compressed
 (``NAME-K.mds.zstd``, ``.mds.gz``), and ``index.json`` records both the raw and the
 compressed file, as ``MDSWriter`` does.  Offsets are 32-bit: a shard holds at most 4 GiB.
+
+Packed rows (``--pack_sequences``): a sample is a pack in ``packing.packed_to_rows``' model, the
+Parquet packed rows' columns: ``input_ids``, ``token_type_ids``, ``labels`` of all its instances
+one after the other, ``position_ids`` (``ndarray:int32``, from 0 at each instance), and for
+pairs the pair label and ``next_sentence_positions`` (``ndarray:int32``, one an instance).
 """
 
 from __future__ import annotations
@@ -26,13 +31,20 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
+from ...packing import packed_to_rows
 from ..columns import pair_label_name, to_rows
 from ..dataset_layout import MDS_INDEX
 
 COMPRESSION_EXTENSIONS = {"zstd": "zstd", "gzip": "gz"}  # ours -> streaming's compression name
 _SHAPE_BYTE = {np.dtype(np.uint8): 0, np.dtype(np.uint16): 1, np.dtype(np.uint32): 2}
-_VALUE_TYPES = {"input_ids": np.int32, "token_type_ids": np.uint8, "labels": np.int32}
-_ENCODINGS = {"input_ids": "ndarray:int32", "token_type_ids": "ndarray:uint8", "labels": "ndarray:int32"}
+_VALUE_TYPES = {"input_ids": np.int32, "token_type_ids": np.uint8, "labels": np.int32, "position_ids": np.int32}
+_ENCODINGS = {"input_ids": "ndarray:int32", "token_type_ids": "ndarray:uint8", "labels": "ndarray:int32",
+              "position_ids": "ndarray:int32"}
+_INSTANCE_COLUMNS = ("next_sentence_positions",)  # packed rows: one value an instance, with the pair label
+
+
+def is_packed(options) -> bool:
+    return "positions" in options.widths
 
 
 def column_encodings(options) -> Dict[str, str]:
@@ -42,8 +54,14 @@ def column_encodings(options) -> Dict[str, str]:
         columns["token_type_ids"] = _ENCODINGS["token_type_ids"]
     if "masked_lm_positions" in widths:
         columns["labels"] = _ENCODINGS["labels"]
+    if is_packed(options):
+        columns["position_ids"] = _ENCODINGS["position_ids"]
     if "next_sentence_labels" in widths:
-        columns[pair_label_name(options.sentence_order)] = "int32"
+        if is_packed(options):
+            columns[pair_label_name(options.sentence_order)] = "ndarray:int32"
+            columns["next_sentence_positions"] = "ndarray:int32"
+        else:
+            columns[pair_label_name(options.sentence_order)] = "int32"
     return dict(sorted(columns.items()))
 
 
@@ -67,14 +85,21 @@ def _array_bytes(values: np.ndarray) -> bytes:
 
 def encode_samples(batch, options) -> List[bytes]:
     names = list(column_encodings(options))
-    rows = to_rows(batch, options.sentence_order)
+    packed = is_packed(options)
+    label = pair_label_name(options.sentence_order)
+    rows = packed_to_rows(batch, label) if packed else to_rows(batch, options.sentence_order)
     offsets = rows["offsets"]
+    per_instance = (label,) + _INSTANCE_COLUMNS if packed else ()
     samples = []
     for i in range(len(offsets) - 1):
         sizes, data = [], []
         for name in names:
             if name in _VALUE_TYPES:
                 datum = _array_bytes(rows[name][offsets[i]:offsets[i + 1]].astype(_VALUE_TYPES[name]))
+                sizes.append(len(datum))
+            elif name in per_instance:
+                cut = rows["instance_offsets"]
+                datum = _array_bytes(rows[name][cut[i]:cut[i + 1]].astype(np.int32))
                 sizes.append(len(datum))
             else:
                 datum = np.int32(rows[name][i]).tobytes()

@@ -1,5 +1,6 @@
 """Reads a Parquet shard back to padded canonical columns: the mirror of ``writer`` (masked
-positions are where ``labels`` is not -100, ascending, as the writer's masks are)."""
+positions are where ``labels`` is not -100, ascending, as the writer's masks are).  Packed rows
+(a ``position_ids`` column) come back as the packed layout's columns (``packing.packed_from_rows``)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ from typing import Dict, Iterator, Optional
 
 import numpy as np
 
+from ...packing import packed_from_rows
 from ..columns import from_rows
-from .writer import LIST_COLUMNS
+from .writer import INSTANCE_COLUMNS, LIST_COLUMNS
 
 
 def read_columns(path: str, max_seq_length: int, max_predictions_per_seq: Optional[int],
-                 batch_size: int = 1024) -> Iterator[Dict[str, np.ndarray]]:
+                 batch_size: int = 1024, max_sequences_per_pack: Optional[int] = None
+                 ) -> Iterator[Dict[str, np.ndarray]]:
     import pyarrow.parquet as pq
 
     source = pq.ParquetFile(path)
@@ -20,10 +23,13 @@ def read_columns(path: str, max_seq_length: int, max_predictions_per_seq: Option
         lists = {}
         for name in batch.schema.names:
             column = batch.column(name)
-            if name in LIST_COLUMNS:
+            if name in LIST_COLUMNS or name in INSTANCE_COLUMNS and column.type.num_fields:
                 offsets = np.asarray(column.offsets)
                 values = np.asarray(column.values, dtype=np.int64)
                 lists[name] = [values[offsets[i]:offsets[i + 1]] for i in range(len(column))]
             else:
                 lists[name] = np.asarray(column, dtype=np.int64)
-        yield from_rows(lists, max_seq_length, max_predictions_per_seq)
+        if "position_ids" in lists:
+            yield packed_from_rows(lists, max_seq_length, max_predictions_per_seq, max_sequences_per_pack)
+        else:
+            yield from_rows(lists, max_seq_length, max_predictions_per_seq)

@@ -16,41 +16,65 @@ MLM-only data has no ``token_type_ids`` and no pair label, unmasked data (``--di
 masked at load time by ``DataCollatorForLanguageModeling``) no ``labels``.  Compression is
 Parquet's own (``--compression snappy``, ``zstd`` or ``gzip``); rows go out in row groups of
 ``ROW_GROUP_ROWS`` instances.
+
+Packed rows (``--pack_sequences``): one row a pack, in ``packing.packed_to_rows``' model, for
+transformers' packed training: ``input_ids``, ``token_type_ids``, ``labels`` as above but for
+all the pack's instances one after the other, ``position_ids`` (list<int64>, from 0 at each
+instance's ``[CLS]``: ``DataCollatorWithFlattening``'s convention), and for pairs the pair label
+and ``next_sentence_positions`` (the row position of each instance's ``[CLS]``) as
+list<int64>, one value an instance.  No ``attention_mask``: a mask of 1s would let the
+instances attend to each other.
 """
 
 from __future__ import annotations
 
 
+from ...packing import packed_to_rows
 from ..columns import pair_label_name, to_rows
 
 ROW_GROUP_ROWS = 16384
-LIST_COLUMNS = ("input_ids", "token_type_ids", "attention_mask", "labels")
+LIST_COLUMNS = ("input_ids", "token_type_ids", "attention_mask", "labels", "position_ids")
+# Packed rows' per-instance lists (cut by ``instance_offsets``): the pair label and [CLS] positions.
+INSTANCE_COLUMNS = ("next_sentence_label", "sentence_order_label", "next_sentence_positions")
+
+
+def is_packed(options) -> bool:
+    return "positions" in options.widths
 
 
 def schema_for(options):
     import pyarrow as pa
 
     widths = options.widths
+    packed = is_packed(options)
     fields = [pa.field("input_ids", pa.list_(pa.int64()))]
     if "segment_ids" in widths:
         fields.append(pa.field("token_type_ids", pa.list_(pa.int64())))
-    fields.append(pa.field("attention_mask", pa.list_(pa.int64())))
+    fields.append(pa.field("position_ids" if packed else "attention_mask", pa.list_(pa.int64())))
     if "masked_lm_positions" in widths:
         fields.append(pa.field("labels", pa.list_(pa.int64())))
     if "next_sentence_labels" in widths:
-        fields.append(pa.field(pair_label_name(options.sentence_order), pa.int64()))
+        label = pair_label_name(options.sentence_order)
+        if packed:
+            fields += [pa.field(label, pa.list_(pa.int64())), pa.field("next_sentence_positions", pa.list_(pa.int64()))]
+        else:
+            fields.append(pa.field(label, pa.int64()))
     return pa.schema(fields)
 
 
 def _table(batch, schema, options):
     import pyarrow as pa
 
-    rows = to_rows(batch, options.sentence_order)
+    label = pair_label_name(options.sentence_order)
+    rows = packed_to_rows(batch, label) if is_packed(options) else to_rows(batch, options.sentence_order)
     offsets = pa.array(rows["offsets"], type=pa.int32())
     arrays = []
     for field in schema:
         if field.name in LIST_COLUMNS:
             arrays.append(pa.ListArray.from_arrays(offsets, pa.array(rows[field.name], type=pa.int64())))
+        elif field.name in INSTANCE_COLUMNS and is_packed(options):
+            instance_offsets = pa.array(rows["instance_offsets"], type=pa.int32())
+            arrays.append(pa.ListArray.from_arrays(instance_offsets, pa.array(rows[field.name], type=pa.int64())))
         else:
             arrays.append(pa.array(rows[field.name], type=pa.int64()))
     return pa.Table.from_arrays(arrays, schema=schema)
