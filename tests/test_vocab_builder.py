@@ -232,3 +232,37 @@ def test_build_vocab_usage_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.strip() == ("build-vocab: error: no documents: give --metadata_files (files listing them) or "
                            "--input_files (paths or globs)")
+
+
+def test_unigram_settling_is_independent_of_the_trainers_hash_order():
+    """Hugging Face's Unigram trainer gives the characters its pieces lack the scores
+    min + k * 0.0001 in hash-map order, and the first of them ties with the lowest trained piece,
+    which may be a single character too.  Every order the trainer can produce settles to one file
+    (this tie made build-vocab differ between processes about one run in twelve)."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import Unigram
+
+    from bert_data.tokenizers.vocab_builder import _settled_unigram
+
+    lowest = -8.6182544364
+    trained = [("▁the", -2.5), ("he", -4.25), ("l", lowest)]  # "l": a trained character, lowest score
+    added = ["B", "Z", "k", "q"]
+
+    def trainer_output(order):
+        pieces = [(token, 0.0) for token in SPECIAL_TOKENS] + trained
+        pieces += [(char, lowest + k * 0.0001) for k, char in enumerate(order)]
+        head, rest = pieces[:len(SPECIAL_TOKENS)], pieces[len(SPECIAL_TOKENS):]
+        rest.sort(key=lambda entry: -entry[1])  # stable: ties in the given (hash) order
+        return Tokenizer(Unigram(head + (rest[::-1] if order[0] == "q" else rest), unk_id=1))
+
+    settled = {_settled_unigram(trainer_output(order)).to_str()
+               for order in (added, added[::-1], ["k", "B", "q", "Z"], ["q", "k", "Z", "B"])}
+    assert len(settled) == 1
+    vocab = json.loads(settled.pop())["model"]["vocab"]
+    assert [piece for piece, _ in vocab[:len(SPECIAL_TOKENS)]] == list(SPECIAL_TOKENS)
+    scores = {piece: score for piece, score in vocab}
+    assert {piece for piece, _ in vocab} == set(SPECIAL_TOKENS) | {"▁the", "he", "l", *added}
+    assert scores["▁the"] == -2.5 and scores["he"] == -4.25
+    # The five characters hold the five scores the trainer gave them, in character order.
+    assert sorted(scores[c] for c in ["B", "Z", "k", "l", "q"]) == sorted(
+        round(lowest + k * 0.0001, 10) for k in (0, 0, 1, 2, 3))

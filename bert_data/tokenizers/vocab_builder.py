@@ -191,7 +191,8 @@ def _settled_unigram(tk):
     """Hugging Face's Unigram trainer is not deterministic by itself: it sums scores in hash-map
     order (two runs differ in the last digits, and the pieces' order follows), and it adds the
     characters its pieces lack with the scores ``min + k * 0.0001`` in hash-map order.  Rounded to
-    10 digits, those characters given their scores in character order, and the pieces ordered by
+    10 digits, those characters given their scores in character order (which may move a trained
+    single character at the lowest score up by a few 0.0001), and the pieces ordered by
     (score, piece) after the special tokens, the file is the same from run to run (unless a score
     falls on a rounding boundary)."""
     import json
@@ -204,17 +205,23 @@ def _settled_unigram(tk):
     rest = [[piece, round(score, 10)] for piece, score in rest]
     if rest:
         lowest = min(score for _, score in rest)
-        added = {}  # the added characters: k -> entry, for k = 0, 1, ... while the scores follow
+        # The added characters: the single characters at lowest + k * 0.0001 for k = 0, 1, ...
+        # while the scores follow.  Step 0 may hold two: the first added character takes exactly
+        # the lowest trained score, and that piece may be a single character too (which of the
+        # two comes first is hash-map order again).  The multiset of steps is the same in every
+        # run, so the block's sorted characters take the sorted scores.
+        by_step = {}
         for entry in rest:
             steps = (entry[1] - lowest) / 1e-4
             if len(entry[0]) == 1 and abs(steps - round(steps)) < 1e-5:
-                added.setdefault(round(steps), entry)
-        k = 0
-        while k in added:
+                by_step.setdefault(round(steps), []).append(entry)
+        block, k = [], 0
+        while k in by_step:
+            block += [(k, entry) for entry in by_step[k]]
             k += 1
-        block = sorted(added[i][0] for i in range(k))
-        for i, piece in enumerate(block):
-            added[i][0], added[i][1] = piece, round(lowest + i * 1e-4, 10)
+        pieces = sorted(entry[0] for _, entry in block)
+        for piece, (step, entry) in zip(pieces, block):  # block is in step order
+            entry[0], entry[1] = piece, round(lowest + step * 1e-4, 10)
     rest.sort(key=lambda entry: (-entry[1], entry[0]))
     model["vocab"] = head + rest
     model["unk_id"] = [piece for piece, _ in model["vocab"]].index("[UNK]")
