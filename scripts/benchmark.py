@@ -16,6 +16,9 @@ order, cycled until there are ``--short_docs`` documents (default 200,000), writ
 Lines file (``{"text": "sentence\nsentence"}``, read with ``--single_sentence_per_line``).
 ``--vs_corpus_order`` runs every configuration twice, mixed and with ``--keep_corpus_order``,
 one after the other (``--rounds`` times, alternately), and reports the ratio: what mixing costs.
+``--baseline DIR`` runs every configuration again right after, with the bert_data of another
+checkout (``git worktree add /tmp/before <commit>``), and reports each run over its baseline run:
+a change measured against the code before it, alternately, in one session.
 
 Any corpus works: ``--metadata_files``/``--input_files`` (with ``--input_files_prefix``) name the
 documents as create_tfrecords takes them, and the document options in ``--generator_args``
@@ -182,11 +185,16 @@ def main(argv=None) -> int:
     parser.add_argument("--vs_corpus_order", action="store_true",
                         help="also run each configuration with --keep_corpus_order, alternately, and report "
                              "mixed time over corpus-order time")
+    parser.add_argument("--baseline", default=None, metavar="DIR",
+                        help="another checkout of bert_data (the code before a change): every run is repeated "
+                             "with its code right after, and reported over it")
     parser.add_argument("--rounds", type=int, default=1, help="times each run is repeated (alternately)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = parser.parse_args(argv)
     if args.short_docs < 1 or args.rounds < 1:
         sys.exit("benchmark: --short_docs and --rounds must be at least 1")
+    if args.baseline and not (Path(args.baseline) / "bert_data" / "__init__.py").is_file():
+        sys.exit(f"benchmark: --baseline {args.baseline} is not a checkout of bert_data (no bert_data/__init__.py)")
     if args.shape == "short_docs" and (args.metadata_files or args.input_files or args.input != "sents"):
         sys.exit("benchmark: --shape short_docs is made from --corpus's sentences (--input sents)")
     if args.tokenizer_file and (args.spm_model_file or args.vocab_file):
@@ -267,8 +275,13 @@ def main(argv=None) -> int:
 
         runs = []
         orders = [False, True] if args.vs_corpus_order else [False]
-        plan = [(workers, kept) for _ in range(args.rounds) for workers in args.num_workers for kept in orders]
-        for workers, kept in plan:
+        codes = {"current": env}
+        if args.baseline:
+            codes["baseline"] = dict(os.environ, PYTHONPATH=str(Path(args.baseline).resolve()) + os.pathsep
+                                     + os.environ.get("PYTHONPATH", ""))
+        plan = [(workers, kept, code) for _ in range(args.rounds) for workers in args.num_workers
+                for kept in orders for code in codes]
+        for workers, kept, code in plan:
             output = workdir / f"out-{workers}"
             command = [
                 sys.executable, "-m", "bert_data.cli.create_tfrecords",
@@ -280,13 +293,14 @@ def main(argv=None) -> int:
             ]
             command += ["--single_sentence_per_line"] if args.input == "sents" else []
             command += generator_args + (["--keep_corpus_order"] if kept else [])
-            measured = run_generator(command, env)
+            measured = run_generator(command, codes[code])
             manifest = Manifest.read(str(output))
             output_bytes = sum(f.stat().st_size for f in output.glob("*.tfrecords"))
             seconds = measured["seconds"]
             row = {
                 "num_workers": workers,
                 "order": "kept" if kept else "mixed",
+                **({"code": code} if args.baseline else {}),
                 "wall_seconds": round(seconds, 2),
                 "cpu_seconds": round(measured["cpu_seconds"], 2),
                 "docs_per_s": round(manifest.n_docs / seconds, 1),
@@ -304,8 +318,15 @@ def main(argv=None) -> int:
             base = runs[0]["wall_seconds"]
             for row in runs:
                 row["speedup_vs_first"] = round(base / row["wall_seconds"], 2)
-        if args.vs_corpus_order:  # each mixed run against the corpus-order run right after it
-            for mixed, kept in zip(runs[::2], runs[1::2]):
+        if args.baseline:  # each run against the baseline's run of the same configuration right after it
+            for current, before in zip(runs[::2], runs[1::2]):
+                current["over_baseline"] = round(current["wall_seconds"] / before["wall_seconds"], 3)
+                current["cpu_over_baseline"] = round(current["cpu_seconds"] / before["cpu_seconds"], 3)
+        if args.vs_corpus_order:  # each mixed run against the corpus-order run of the same code
+            step = len(codes)  # the plan: mixed for each code, then kept for each code
+            pairs = [(runs[start + k], runs[start + k + step]) for start in range(0, len(runs), 2 * step)
+                     for k in range(step)]
+            for mixed, kept in pairs:
                 mixed["mixed_over_kept"] = round(mixed["wall_seconds"] / kept["wall_seconds"], 3)
                 mixed["cpu_mixed_over_kept"] = round(mixed["cpu_seconds"] / kept["cpu_seconds"], 3)
     finally:
@@ -330,19 +351,29 @@ def main(argv=None) -> int:
         if args.input == "raw":
             parts += f" + spaCy {args.repeat} x {floor['spacy_seconds']:.2f} s"
         print(f"floor: {floor['seconds']:.2f} s ({parts}; {floor['sentences']} sentences, single thread)")
-    columns = ["num_workers", "order", "wall_seconds", "cpu_seconds", "docs_per_s", "input_mb_per_s", "instances_per_s", "output_mb",
+    columns = ["num_workers", "order", "code", "wall_seconds", "cpu_seconds", "docs_per_s", "input_mb_per_s", "instances_per_s", "output_mb",
                "peak_rss_mb", "time_over_floor", "speedup_vs_first",
-               "mixed_over_kept", "cpu_mixed_over_kept"]
+               "mixed_over_kept", "cpu_mixed_over_kept", "over_baseline", "cpu_over_baseline"]
     columns = [c for c in columns if any(c in r for r in runs)]
     widths = [max(len(c), *(len(str(r.get(c, ""))) for r in runs)) for c in columns]
     print("  ".join(c.rjust(w) for c, w in zip(columns, widths)))
     for row in runs:
         print("  ".join(str(row.get(c, "")).rjust(w) for c, w in zip(columns, widths)))
-    ratios = sorted(row["mixed_over_kept"] for row in runs if "mixed_over_kept" in row)
-    if ratios:
-        cpu = sorted(row["cpu_mixed_over_kept"] for row in runs if "cpu_mixed_over_kept" in row)
-        print(f"mixed / --keep_corpus_order: median {ratios[len(ratios) // 2]} (each mixed run over the corpus-order "
-              f"run after it: {', '.join(map(str, ratios))}); CPU time: median {cpu[len(cpu) // 2]}")
+    for code in ("current", "baseline"):
+        chosen = [row for row in runs if "mixed_over_kept" in row and row.get("code", "current") == code]
+        if chosen:
+            ratios = sorted(row["mixed_over_kept"] for row in chosen)
+            cpu = sorted(row["cpu_mixed_over_kept"] for row in chosen)
+            print(f"mixed / --keep_corpus_order{' (baseline)' if code == 'baseline' else ''}: median "
+                  f"{ratios[len(ratios) // 2]} (each mixed run over the corpus-order run of the same code: "
+                  f"{', '.join(map(str, ratios))}); CPU time: median {cpu[len(cpu) // 2]}")
+    for order in ("mixed", "kept"):
+        chosen = [row for row in runs if "over_baseline" in row and row["order"] == order]
+        if chosen:
+            ratios = sorted(row["over_baseline"] for row in chosen)
+            cpu = sorted(row["cpu_over_baseline"] for row in chosen)
+            print(f"{order}, this code / --baseline: median {ratios[len(ratios) // 2]} (each run over the baseline's "
+                  f"run right after it: {', '.join(map(str, ratios))}); CPU time: median {cpu[len(cpu) // 2]}")
     return 0
 
 
