@@ -229,7 +229,8 @@ def main(argv=None) -> int:
         n_written = write_short_docs(Path(args.corpus), short, args.short_docs)
         args.metadata_files, args.input_files_prefix = [str(workdir / "short_docs.txt")], str(workdir)
         Path(args.metadata_files[0]).write_text(short.name + "\n")
-        generator_args += ["--text_field", "text"]
+        # --jsonl_text_key: the older name of --text_field, which every version takes (--baseline)
+        generator_args += ["--jsonl_text_key", "text"]
     documents, _ = generator.parse_known_args(rewrite_bool_values(generator, generator_args))
     documents = {key: getattr(documents, key) for key in ("multiple_docs_in_single_file", "multiple_docs_separator",
                                                           "text_field")}
