@@ -264,3 +264,51 @@ def test_a_real_short_write_of_the_kernel_a_file_size_limit(corpus, reference, t
     resumed = subprocess.run(command + ["--resume"], cwd=repo, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
     assert file_hashes(output) == reference
+
+
+def pair_unit_killed_while_sending_at_unit_4(unit, *args):
+    """As the out-of-memory killer can: the worker dies in the middle of sending a result, leaving
+    part of a message (a header announcing 100,000 bytes, and 10 of them) in the pool's result pipe."""
+    if unit.index == 3:
+        import gc
+        import struct
+        from multiprocessing.queues import SimpleQueue
+
+        result_queue = next(item for item in gc.get_objects() if type(item) is SimpleQueue)
+        os.write(result_queue._writer.fileno(), struct.pack("!i", 100_000) + b"x" * 10)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return REAL_PAIR_UNIT(unit, *args)
+
+
+def test_a_worker_killed_while_sending_a_result_is_seen_and_the_run_ends(corpus, reference, tmp_path):
+    """The pool's own machinery would wait for the rest of the message forever (and Python, at
+    exit, for that thread): the run must still say what happened, end, and resume to the same
+    bytes.  In a child process, so that a hang fails this test instead of stopping the suite."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    output = tmp_path / "out"
+    script = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+              "import test_faults_run as here\n"
+              "from bert_data.generator import runner\n"
+              "from bert_data.cli.create_tfrecords import main\n"
+              "runner.pair_unit = here.pair_unit_killed_while_sending_at_unit_4\n"
+              "sys.exit(main(sys.argv[1:]))\n")
+    arguments = ["--metadata_files", str(corpus.metadata), "--input_files_prefix", str(corpus.root),
+                 "--vocab_file", str(corpus.vocab), "--do_lower_case", "--output_dir", str(output),
+                 "--max_seq_length", "64", "--max_predictions_per_seq", "10", "--num_output_files", "3",
+                 "--split_num", "4", "--dupe_factor", "2", "--num_workers", "2", "--quiet"]
+    repo = Path(__file__).resolve().parents[1]
+    killed = subprocess.run([sys.executable, "-c", script, *arguments], cwd=repo, capture_output=True, text=True,
+                            timeout=300)
+    assert killed.returncode == 2, killed.stderr
+    line = one_line(killed.stderr)
+    kept = journal_of(output)["totals"]["units_done"]
+    assert line.startswith("create_tfrecords: error: a worker process was killed by SIGKILL (the out-of-memory "
+                           "killer sends it: fewer --num_workers need less memory): "), line
+    assert line.endswith(f"run the same command with --resume to continue with unit {kept + 1}"), line
+    resumed = subprocess.run([sys.executable, "-m", "bert_data.cli.create_tfrecords", *arguments, "--resume"],
+                             cwd=repo, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert file_hashes(output) == reference

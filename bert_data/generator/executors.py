@@ -106,6 +106,30 @@ def check_workers_see(executor: Optional[cf.Executor], work_dir: str) -> None:
                           "URL")
 
 
+# How often a wait for tasks looks at the workers of our own pool (``wait_first``).
+WATCH_SECONDS = 1.0
+
+
+def wait_first(futures, executor: cf.Executor):
+    """``concurrent.futures.wait(futures, return_when=FIRST_COMPLETED)``, watching the workers of
+    our own pool while it waits.  A worker killed (by the out-of-memory killer, say) while it
+    sent a result leaves part of a message in the pool's result pipe: the pool's manager thread
+    then waits for the rest forever and never reports the pool broken, so the run would wait
+    forever too.  A worker that has ended is that report: ``BrokenProcessPool``, with the signal
+    that ended it as ``worker_signal``."""
+    while True:
+        done, pending = cf.wait(futures, timeout=WATCH_SECONDS, return_when=cf.FIRST_COMPLETED)
+        if done:
+            return done, pending
+        processes = list((getattr(executor, "_processes", None) or {}).values())
+        ended = [process.exitcode for process in processes if process.exitcode is not None]
+        if ended:
+            error = cf.process.BrokenProcessPool(f"a worker process ended (exit code {ended[0]}) while the pool "
+                                                 "waited for its result")
+            error.worker_signal = -ended[0] if ended[0] < 0 else None
+            raise error
+
+
 def dead_worker_signal(executor: cf.Executor) -> Optional[int]:
     """The signal that killed a worker of our own pool (after ``BrokenProcessPool``), if any: the
     pool ends the other workers with SIGTERM, so another signal is the cause."""
@@ -120,9 +144,10 @@ def dead_worker_signal(executor: cf.Executor) -> Optional[int]:
 
 def stop_executor(executor: cf.Executor) -> None:
     """Cancel what has not started and stop the workers now: no orphans, no waiting."""
-    processes = []
-    if isinstance(executor, cf.ProcessPoolExecutor):
+    processes, result_queue, manager = [], None, None
+    if isinstance(executor, cf.ProcessPoolExecutor):  # shutdown() forgets them: taken first
         processes = list((executor._processes or {}).values())
+        result_queue, manager = executor._result_queue, executor._executor_manager_thread
     executor.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         if process.is_alive():
@@ -131,6 +156,17 @@ def stop_executor(executor: cf.Executor) -> None:
         process.join(timeout=5)
         if process.is_alive():
             process.kill()
+            process.join()
+    # A worker stopped (or killed by the system) while it sent a result leaves part of a message in
+    # the result pipe, and the pool's manager thread waits for the rest of it: forever, since this
+    # process holds a write end too, and at exit Python joins that thread (the run had said what
+    # happened and then never ended).  With every worker gone, closing this process's write end
+    # gives the thread the end of the pipe instead, and it stops.
+    writer = getattr(result_queue, "_writer", None)
+    if processes and writer is not None and not any(process.is_alive() for process in processes):
+        writer.close()
+    if manager is not None:
+        manager.join(timeout=30)
 
 
 @contextlib.contextmanager

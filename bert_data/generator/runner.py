@@ -42,7 +42,8 @@ from ..format.output_formats import get_format
 from .inputs.types import BINARY, SPLIT_OF_CODE, Skip
 from ..format.dataset_layout import TRAIN, VAL
 from .. import storage
-from .executors import dead_worker_signal, default_executor, local_workers, shares_local_files, stop_executor
+from .executors import (dead_worker_signal, default_executor, local_workers, shares_local_files, stop_executor,
+                        wait_first)
 from .locations import RemoteOutput, check_output_url, prepare_work_dir, run_locations
 from .pieces import Segment
 from .fault_injection import pause_if_chosen
@@ -157,7 +158,7 @@ class _Scheduler:
 
     def finished_units(self):
         """Wait for some tasks; yield the units whose output is all written."""
-        done, _ = cf.wait(list(self.in_flight), return_when=cf.FIRST_COMPLETED)
+        done, _ = wait_first(list(self.in_flight), self.executor)
         for future in done:
             kind, index, _ = self.in_flight.pop(future)
             value = future.result()
@@ -456,7 +457,7 @@ def _write_units(settings: RunSettings, local, places, plan: Plan, executor, pro
             sizes = assembler.finish()
         write_journal(journal_dir, plan.fingerprint, sizes, assembler.checksums, totals.to_json(), finished=True)
     except BaseException as error:
-        if isinstance(error, cf.process.BrokenProcessPool):
+        if isinstance(error, cf.process.BrokenProcessPool) and not hasattr(error, "worker_signal"):  # see wait_first
             error.worker_signal = dead_worker_signal(executor)
         _stop_work(executor, own_executor, scheduler)
         raise
@@ -513,7 +514,7 @@ def _shuffle_shards(local: GeneratorConfig, plan: Plan, totals: RunTotals, sizes
                 future = executor.submit(shuffle_group, group)
                 running[future] = group
                 scheduler.in_flight[future] = ("shuffle", len(running), None)  # cancelled with the rest on a stop
-            ended, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
+            ended, _ = wait_first(list(running), executor)
             for future in ended:
                 future.result()
                 group = running.pop(future)
