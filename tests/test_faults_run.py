@@ -312,3 +312,33 @@ def test_a_worker_killed_while_sending_a_result_is_seen_and_the_run_ends(corpus,
                              cwd=repo, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert file_hashes(output) == reference
+
+
+def test_disk_full_in_the_final_shuffle(capsys, corpus, reference, tmp_path, monkeypatch):
+    """Every unit is in and the shards are written once more in their final order (a second copy
+    of each, for a moment): the disk fills in the second shard's copy.  Every unit and the shard
+    already shuffled stay; --resume shuffles the others and gives the same bytes."""
+    from bert_data.generator import shard_shuffle
+
+    real_write, calls = shard_shuffle._Target.write, []
+
+    def write_to_a_full_disk(self, data):
+        calls.append(self.path)
+        if len(set(calls)) == 2:
+            os.write(self.handle.fileno(), data[:100])
+            raise OSError(errno.ENOSPC, "No space left on device", self.temporary)
+        real_write(self, data)
+
+    output = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        patch.setattr(shard_shuffle._Target, "write", write_to_a_full_disk)
+        code, err = cli(capsys, corpus, output)
+    assert code == 2
+    assert kept_as_journaled(output) == 10
+    line = one_line(err)
+    assert line.startswith(f"create_tfrecords: error: no space left on {output}: units 1-10 of 10 kept ("), line
+    assert line.endswith("MB of shards); free space and run the same command with --resume to finish"), line
+    assert not list(output.glob("*.shuffling"))
+    code, err = cli(capsys, corpus, output, "--resume")
+    assert code == 0, err
+    assert file_hashes(output) == reference
