@@ -384,7 +384,7 @@ def pair_unit(unit: UnitWork, table: SliceTable, settings: RunSettings, work_dir
     # as written, so a unit's instances stay in the order of its documents, regions of the corpus
     # one after the other, for it to spread.  With the listed order kept (no final shuffle), and
     # for packing (its groups should hold instances of many documents), they are shuffled here.
-    if not in_document_order(config):
+    if config.keep_corpus_order or config.pack_sequences:
         order = np.random.default_rng(random_streams(config.seed, unit.index, unit.split, SHUFFLING)).permutation(
             len(pairs))
         pairs = pairs.take(order)
@@ -396,11 +396,6 @@ def pair_unit(unit: UnitWork, table: SliceTable, settings: RunSettings, work_dir
         result.pairs = pack_pairs(pairs, lengths, path, config, unit)
         result.n_records = result.pairs.n_records
     return result
-
-
-def in_document_order(config: GeneratorConfig) -> bool:
-    """Whether a unit's instances are left in the order of its documents (see ``pair_unit``)."""
-    return not (config.keep_corpus_order or config.pack_sequences)
 
 
 def instance_lengths(pairs: PairArrays, mlm_only: bool) -> np.ndarray:
@@ -516,19 +511,19 @@ def segment_compressor(config: GeneratorConfig) -> SegmentCompressor:
 def record_bytes(pairs: SplitPairs, settings: RunSettings, segment_rows: int, sample: int = 2048) -> float:
     """Bytes a record takes in the shards (for TFRecord: framed, and compressed as the run
     compresses; for the other formats: in a shard of the sample, as the format writes it), from
-    ``sample`` pairs (the first ones, or evenly spaced over a unit in document order) encoded
-    exactly as ``encode_shards`` does (the masks of a throwaway stream: they change a record's
-    size by a byte or two at most).  Compressed, each unit's part of a TFRecord shard is a
-    segment of its own (a gzip member, a flushed deflate block), so the sample is compressed in
-    segments of ``segment_rows`` records: small segments compress less well."""
+    ``sample`` pairs (evenly spaced over the unit; packed: the first rows) encoded exactly as ``encode_shards`` does (the masks of a
+    throwaway stream: they change a record's size by a byte or two at most).  Compressed, each
+    unit's part of a TFRecord shard is a segment of its own (a gzip member, a flushed deflate
+    block), so the sample is compressed in segments of ``segment_rows`` records: small segments
+    compress less well."""
     n = min(sample, pairs.n_records)
     if not n:
         return 0.0
     config = settings.config
     fmt, options = get_format(config.output_format), settings.shard_options
     rows, pack_sizes = next(record_slices(pairs.pack_sizes, 0, n, n))
-    if in_document_order(config):  # a sample of the whole unit, in an order of its own: the final
-        # shuffle puts records of far-apart documents side by side.
+    if pack_sizes is None:  # evenly spaced over the unit (its instances come document by document),
+        # in an order of their own: the final shuffle puts records of far-apart documents side by side.
         rows = np.linspace(0, pairs.n_records - 1, n).round().astype(np.int64)
         rows = rows[np.random.default_rng(0).permutation(n)]
     columns = instance_columns(load_array(pairs.tokens_path), pairs.pairs.take(rows), config, settings.vocab,
