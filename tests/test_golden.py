@@ -15,16 +15,14 @@ from conftest import file_hashes, make_corpus
 
 GOLDEN = {
     # (mask_whole_word, keep_corpus_order)
-    # Mixed: units of runs of neighbouring documents, each shard shuffled at the end (issue 19),
-    # by the stratified spread order over a unit's instances in document order (which shard a
-    # record goes to, and so its masks, follow).
+    # Mixed: units of runs of neighbouring documents, each shard shuffled at the end (issue 19).
     (False, False): {
-        "examples-1.tfrecords": "1b705da916e6a01f3ecbe9811786d3a3f41158fe6443a0eaa3903ac4077f8420",
-        "examples-2.tfrecords": "b7e0e72137b7efc8fdf31243add68e934c794055995784c3c8187cd247cc1e90",
+        "examples-1.tfrecords": "97735bb097e9dde07168a574910021df38a62ef4b7c7b37688955aec310f9080",
+        "examples-2.tfrecords": "243dde9ec709885ac02bbd0385be8404dce984e06317a7869f27ee391a7e4b4f",
     },
     (True, False): {
-        "examples-1.tfrecords": "38d0a7fc0325dfcd727a0e09093a8d9159a23410fcc07a0d5851cf6bd2119c61",
-        "examples-2.tfrecords": "9306d185817028d37329ee51116c81523a5e58ad8b93ad0566f2548d5d0fcc9d",
+        "examples-1.tfrecords": "dd1a7c65651c42827dc6c3216ea72077ddb3cfe298a1a5bc7cfa676ddebc0f3c",
+        "examples-2.tfrecords": "a1d7f4f6944bb3734caf36f639b998d5b8e8da16a17dea0723282af353572e8e",
     },
     # With the listed order kept, the bytes are those of the versions before global mixing:
     # mixing changes which documents form a unit and shuffles the shards, nothing else.

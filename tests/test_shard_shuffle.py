@@ -1,18 +1,17 @@
 """The final pass of global mixing (bert_data.generator.shard_shuffle): each shard written again
-in a seeded spread order (a stratified shuffle), compressed then; Google's --output_file files shuffled together;
+in a seeded random order, compressed then; Google's --output_file files shuffled together;
 an interrupted pass resumed shard by shard."""
 
 from __future__ import annotations
 
 import zlib
 
-import numpy as np
 import pytest
 
 from bert_data.config import GeneratorConfig
 from bert_data.format.tfrecord import frame_records, iter_records
 from bert_data.generator.runner import generate
-from bert_data.generator.shard_shuffle import ShuffleGroup, SpreadOrder, publish_group, record_offsets
+from bert_data.generator.shard_shuffle import ShuffleGroup, publish_group, record_offsets
 from bert_data.generator.shard_shuffle import shuffle_group as write_shuffled
 
 from conftest import file_hashes, make_corpus
@@ -149,28 +148,3 @@ def test_hdf5_shards_hold_the_shuffled_tfrecord_instances_in_the_same_order(tmp_
                 with h5py.File(p, "r") as handle:
                     ids[fmt].append(handle["input_ids"][:].tolist())
     assert ids["hdf5"] == ids["tfrecord"] and all(len(shard) > 5 for shard in ids["hdf5"])
-
-
-@pytest.mark.parametrize("n", [4000, 4096, 4097, 37])
-def test_the_spread_order_is_a_keyed_permutation(n):
-    one, again, other = (SpreadOrder(n, seed).order for seed in ([5, 0, 1, 0], [5, 0, 1, 0], [5, 0, 1, 1]))
-    assert sorted(one.tolist()) == list(range(n))
-    assert np.array_equal(one, again) and not np.array_equal(one, other)
-    assert np.array_equal(SpreadOrder(n, [5, 0, 1, 0]).records_at([3, 0, n - 1]), one[[3, 0, n - 1]])
-
-
-def test_every_stretch_of_the_spread_order_holds_each_region_in_its_share():
-    """A shard as written walks the corpus region by region (here: 4,000 records, the first 1,400
-    of one source).  In the spread order every tenth, and every run of 256 records a trainer
-    reads as a batch, holds that source's records in its share to within a few records; a
-    uniform random permutation drifts by a few standard deviations of a random sample (about 10
-    records in a tenth; this test would then fail)."""
-    n, first = 4000, 1400
-    from_first = SpreadOrder(n, [3, 0, 1, 2]).order < first  # output place -> is the record of the first source
-    share = first / n
-    for tenth in np.array_split(from_first, 10):
-        assert abs(tenth.sum() - share * len(tenth)) <= 2
-    batches = np.lib.stride_tricks.sliding_window_view(from_first, 256).sum(axis=1)
-    assert np.abs(batches - share * 256).max() <= 3
-    uniform = np.random.default_rng(0).permutation(n) < first
-    assert max(abs(tenth.sum() - share * len(tenth)) for tenth in np.array_split(uniform, 10)) > 2

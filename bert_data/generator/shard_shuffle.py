@@ -4,25 +4,14 @@ Units are appended to the shards one after another (in unit order: the bytes do 
 timing), so a shard is first a run of blocks, one a unit, each unit's records shuffled among
 themselves.  A unit is a coarse sample of the corpus (a few regions of it: see ``mixing``), and
 units differ (a unit that holds a large book is mostly that book).  When every unit is in, each
-shard is read back and written out once more with its records in a seeded order that spreads
-them (``SpreadOrder``), as Google's tool shuffles all its instances in memory: every stretch of
-the shard is then a sample of the whole split, not of one unit.
-
-The order is a *stratified* shuffle, not a uniform one.  A unit's records are appended in the
-order of its documents (see ``tasks.pair_unit``), and its documents are runs of neighbouring
-documents from all over the corpus, so a shard as written walks each unit region by region.
-Output place ``k`` takes the record whose place in the shard as written, its bits reversed and
-XORed with a seeded mask, is the ``k``-th smallest: the van der Corput sequence, randomly shifted
-(a digital shift).  Any stretch of the output, a tenth of the shard or a trainer's batch of 256,
-then holds records from evenly spaced places of the shard as written, so from every unit and
-every region of the corpus in their shares.  A uniform permutation only does that on average: a
-tenth of a shard of 4,000 records drifts 2 to 3 standard deviations of a random sample (5% off a
-share of 35%); the spread order stays within about one record of each stratum.
+shard is read back and written out once more with its records in a seeded random order, as
+Google's tool does with all its instances in memory: every stretch of the shard is then a
+sample of the whole split, not of one unit.
 
 The pass is sequential where it matters: the output is written front to back, and the records
 are read at random from the shard just written (the page cache holds it).  Memory: the offset
-of every record of the shard, 8 bytes a record, and the order, 16 bytes a record while it is
-computed (8 after).  Shards are shuffled uncompressed; compression
+of every record of the shard, 8 bytes a record, and the permutation is computed on demand (the
+Feistel network of ``mixing.CorpusOrder``).  Shards are shuffled uncompressed; compression
 (``--compression``) is applied here, as one stream a shard.  The order is keyed on (seed, split,
 shard) alone, so the bytes are the same for any number of workers; each shard is a task of its
 own, and the journal records the shards done, so ``--resume`` goes on with the others.
@@ -45,6 +34,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from .mixing import CorpusOrder
 from ..format.dataset_layout import DEFAULT_FORMAT
 from .run_files import output_kind, shard_being_shuffled
 
@@ -52,34 +42,6 @@ from .run_files import output_kind, shard_being_shuffled
 # enough to keep a few MB in memory.
 BATCH_RECORDS = 4096
 _SHARD_KEY, _RUN_KEY = 1, 2  # what the order is keyed on: one shard, or a whole run's files
-
-
-class SpreadOrder:
-    """The final shuffle's order of ``n`` records: ``records_at(places)`` gives, for places of the
-    output, the places of the records in the shard (or run) as written.  Keyed on ``seed`` (a list
-    of ints): the mask of the digital shift.  See the module's docstring."""
-
-    def __init__(self, n: int, seed):
-        self.n = int(n)
-        bits = max(1, (self.n - 1).bit_length())
-        seeds = [int(value) for value in seed] if isinstance(seed, (list, tuple)) else [int(seed)]
-        mask = np.random.SeedSequence([*seeds, 0x737072]).generate_state(1, np.uint64)[0]
-        mask &= np.uint64((1 << bits) - 1)
-        keys = _reversed_bits(np.arange(self.n, dtype=np.uint64), bits) ^ mask  # distinct: a bijection
-        self.order = np.argsort(keys, kind="stable")
-
-    def records_at(self, places) -> np.ndarray:
-        return self.order[np.asarray(places, dtype=np.int64)]
-
-
-def _reversed_bits(values: np.ndarray, bits: int) -> np.ndarray:
-    """The lowest ``bits`` bits of each uint64, reversed (swaps of ever larger groups, then a shift)."""
-    v = values.astype(np.uint64, copy=True)
-    for shift, mask in ((1, 0x5555555555555555), (2, 0x3333333333333333), (4, 0x0F0F0F0F0F0F0F0F),
-                        (8, 0x00FF00FF00FF00FF), (16, 0x0000FFFF0000FFFF), (32, 0x00000000FFFFFFFF)):
-        shift, mask = np.uint64(shift), np.uint64(mask)
-        v = ((v >> shift) & mask) | ((v & mask) << shift)
-    return v >> np.uint64(64 - bits)
 
 
 def shuffles_shards(config) -> bool:
@@ -104,7 +66,7 @@ def shuffled_batches(config, split_code: int, bodies: List[List[Dict[str, np.nda
     if config.output_files:
         n, total = len(columns), sum(counts)
         places = np.arange(total)
-        runs = SpreadOrder(total, [config.seed, split_code, _RUN_KEY]).records_at(places) if total else places
+        runs = CorpusOrder(total, [config.seed, split_code, _RUN_KEY]).documents_at(places) if total else places
         files, rows = runs % n, runs // n
         for target in range(n):  # place k goes to file k mod n
             chosen = places % n == target
@@ -116,7 +78,8 @@ def shuffled_batches(config, split_code: int, bodies: List[List[Dict[str, np.nda
         if not counts[shard]:
             out.append([])
             continue
-        order = SpreadOrder(counts[shard], [config.seed, split_code, _SHARD_KEY, shard]).order
+        order = CorpusOrder(counts[shard], [config.seed, split_code, _SHARD_KEY, shard]).documents_at(
+            np.arange(counts[shard]))
         out.append(_batched({name: column[order] for name, column in shard_columns.items()}))
     return out
 
@@ -223,10 +186,10 @@ def shuffle_group(group: ShuffleGroup) -> List[str]:
         if counts != [len(range(j, total, n)) for j in range(n)]:  # file i mod N holds record i
             raise ValueError(f"{group.sources[0]}: records per file {counts} are not dealt in turn")
         targets = [_Target(path, group.compression) for path in group.targets]
-        order = SpreadOrder(total, group.seed)
+        order = CorpusOrder(total, group.seed)
         for first in range(0, total, BATCH_RECORDS):
             places = np.arange(first, min(first + BATCH_RECORDS, total))
-            runs = order.records_at(places)  # the record of the run each place takes
+            runs = order.documents_at(places)  # the record of the run each place takes
             if n == 1:
                 data, offsets = sources[0].data, sources[0].offsets
                 targets[0].write(b"".join([data[a:b] for a, b in zip(offsets[runs].tolist(),

@@ -379,15 +379,10 @@ def pair_unit(unit: UnitWork, table: SliceTable, settings: RunSettings, work_dir
         pairs = create_pairs(pool, passes, config.max_num_tokens, config.short_seq_prob, config.short_min, rng,
                              per_chunk=config.short_seq_draw == "chunk",
                              sentence_order=config.sentence_order_prediction)
-    # The reference shuffles all instances at the end, in memory.  With the corpus mixed, that is
-    # the final shuffle's (``shard_shuffle``), a stratified one: it spreads the places of the shard
-    # as written, so a unit's instances stay in the order of its documents, regions of the corpus
-    # one after the other, for it to spread.  With the listed order kept (no final shuffle), and
-    # for packing (its groups should hold instances of many documents), they are shuffled here.
-    if config.keep_corpus_order or config.pack_sequences:
-        order = np.random.default_rng(random_streams(config.seed, unit.index, unit.split, SHUFFLING)).permutation(
-            len(pairs))
-        pairs = pairs.take(order)
+    # Instances are shuffled within a unit, itself a sample of the whole corpus (the reference
+    # shuffles all instances at the end, in memory).
+    order = np.random.default_rng(random_streams(config.seed, unit.index, unit.split, SHUFFLING)).permutation(len(pairs))
+    pairs = pairs.take(order)
     lengths = instance_lengths(pairs, config.mlm_only)
     result.n_instances = result.n_records = len(pairs)
     result.n_record_tokens = int(lengths.sum())
@@ -511,7 +506,7 @@ def segment_compressor(config: GeneratorConfig) -> SegmentCompressor:
 def record_bytes(pairs: SplitPairs, settings: RunSettings, segment_rows: int, sample: int = 2048) -> float:
     """Bytes a record takes in the shards (for TFRecord: framed, and compressed as the run
     compresses; for the other formats: in a shard of the sample, as the format writes it), from
-    ``sample`` pairs (evenly spaced over the unit; packed: the first rows) encoded exactly as ``encode_shards`` does (the masks of a
+    the first ``sample`` pairs encoded exactly as ``encode_shards`` does (the masks of a
     throwaway stream: they change a record's size by a byte or two at most).  Compressed, each
     unit's part of a TFRecord shard is a segment of its own (a gzip member, a flushed deflate
     block), so the sample is compressed in segments of ``segment_rows`` records: small segments
@@ -522,10 +517,6 @@ def record_bytes(pairs: SplitPairs, settings: RunSettings, segment_rows: int, sa
     config = settings.config
     fmt, options = get_format(config.output_format), settings.shard_options
     rows, pack_sizes = next(record_slices(pairs.pack_sizes, 0, n, n))
-    if pack_sizes is None:  # evenly spaced over the unit (its instances come document by document),
-        # in an order of their own: the final shuffle puts records of far-apart documents side by side.
-        rows = np.linspace(0, pairs.n_records - 1, n).round().astype(np.int64)
-        rows = rows[np.random.default_rng(0).permutation(n)]
     columns = instance_columns(load_array(pairs.tokens_path), pairs.pairs.take(rows), config, settings.vocab,
                                settings.masking, np.random.default_rng(0), pack_sizes)
     if not fmt.appendable:  # HDF5, Parquet, MDS: a sample shard, written (and compressed) as theirs are
