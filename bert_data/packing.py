@@ -32,6 +32,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from .format.columns import pad_rows
 from .format.layout import DEFAULT_SEQUENCES_PER_PACK, packed_predictions  # noqa: F401 (re-exported)
 
 # Instances a packing decision looks at together: large enough for best-fit to find partners
@@ -298,10 +299,7 @@ def packed_from_rows(lists: Dict[str, List[np.ndarray]], max_seq_length: int, pr
     out: Dict[str, np.ndarray] = {}
 
     def padded(name: str) -> np.ndarray:
-        array = np.zeros((n, max_seq_length), dtype=np.int64)
-        for i, row in enumerate(lists[name]):
-            array[i, :len(row)] = row
-        return array
+        return pad_rows(lists[name], max_seq_length)
 
     out["input_ids"] = padded("input_ids")
     positions = padded("position_ids")

@@ -11,6 +11,7 @@ from bert_data.cli.build_vocab import main as build_vocab_main
 from bert_data.cli.create_tfrecords import main
 from bert_data.generator import runner
 
+from cli_runs import base_options as base, run_cli as cli
 from conftest import make_corpus
 
 
@@ -97,16 +98,6 @@ def test_literal_backslash_n_separator_reads_google_format(capsys, tmp_path):
     manifest = json.loads((tmp_path / "out" / "data_params.json").read_text())
     assert manifest["n_docs"] == 6
     assert manifest["n_sentences"] == sum(len(s) for s in corpus.documents.values())
-
-
-def cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    return code, capsys.readouterr().err
-
-
-def base(corpus, output):
-    return ["--vocab_file", corpus.vocab, "--do_lower_case", "--output_dir", output, "--dupe_factor", "1", "--quiet",
-            "--num_workers", "1", "--max_seq_length", "64", "--max_predictions_per_seq", "10"]
 
 
 @pytest.fixture(scope="module")

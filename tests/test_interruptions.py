@@ -14,24 +14,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bert_data.cli.create_tfrecords import main
 from bert_data.generator import runner
 from bert_data.generator.assembly import ShardAssembler
 
+from cli_runs import small_run as cli
 from conftest import file_hashes, make_corpus
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def cli(capsys, corpus, output, *extra, metadata=None):
-    argv = [
-        "--metadata_files", str(metadata or corpus.metadata), "--input_files_prefix", str(corpus.root),
-        "--vocab_file", str(corpus.vocab), "--do_lower_case", "--output_dir", str(output),
-        "--dupe_factor", "1", "--quiet", "--num_workers", "1", "--max_seq_length", "64",
-        "--max_predictions_per_seq", "10", "--num_output_files", "2", *extra,
-    ]
-    code = main(argv)
-    return code, capsys.readouterr().err
 
 
 @pytest.fixture

@@ -7,24 +7,14 @@ import json
 
 import pytest
 
-from bert_data.cli.create_tfrecords import main
 
+from cli_runs import base_options as base, run_cli as cli
 from conftest import file_hashes, make_corpus
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     return make_corpus(tmp_path_factory.mktemp("traps"), n_docs=12, min_sentences=5, max_sentences=12)
-
-
-def cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    return code, capsys.readouterr().err
-
-
-def base(corpus, output):
-    return ["--vocab_file", corpus.vocab, "--do_lower_case", "--output_dir", output, "--dupe_factor", "1", "--quiet",
-            "--num_workers", "1", "--max_seq_length", "64", "--max_predictions_per_seq", "10"]
 
 
 def one_error_line(err: str) -> str:

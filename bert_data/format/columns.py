@@ -97,19 +97,23 @@ def to_rows(columns: Dict[str, np.ndarray], sentence_order: bool = False) -> Dic
     return rows
 
 
+def pad_rows(rows: List[np.ndarray], width: int) -> np.ndarray:
+    """Rows of different lengths -> an (n, width) int64 array, 0 after each row."""
+    out = np.zeros((len(rows), width), dtype=np.int64)
+    for i, row in enumerate(rows):
+        out[i, :len(row)] = row
+    return out
+
+
 def from_rows(lists: Dict[str, List[np.ndarray]], max_seq_length: int,
               max_predictions_per_seq: Optional[int]) -> Dict[str, np.ndarray]:
     """transformers' rows (a list of per-instance arrays for each list column, one value a row
     for the pair label) -> padded canonical columns, the inverse of :func:`to_rows`.  Masked
     positions are the label positions, ascending, as the writer makes them."""
-    n = len(lists["input_ids"])
     columns: Dict[str, np.ndarray] = {}
 
     def padded(name: str) -> np.ndarray:
-        out = np.zeros((n, max_seq_length), dtype=np.int64)
-        for i, row in enumerate(lists[name]):
-            out[i, :len(row)] = row
-        return out
+        return pad_rows(lists[name], max_seq_length)
 
     columns["input_ids"] = padded("input_ids")
     columns["input_mask"] = (np.arange(max_seq_length) < np.array([len(r) for r in lists["input_ids"]])[:, None]
