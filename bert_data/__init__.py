@@ -1,6 +1,6 @@
 """bert_data: BERT pretraining data (TFRecords) from raw text, fast, parallel and deterministic.
 
-The generation path (``bert_data.generator.runner.generate``) never imports TensorFlow; the loaders do.
+The generation path (``bert_data.run.runner.generate``) never imports TensorFlow; the loaders do.
 """
 
 from .version import __version__
@@ -20,7 +20,7 @@ def __getattr__(name):
 
         return GeneratorConfig
     if name == "generate":
-        from .generator.runner import generate
+        from .run.runner import generate
 
         return generate
     if name == "WordPieceTokenizer":

@@ -61,7 +61,7 @@ import json, os, sys, time
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 metadata, raw, source, documents = json.load(open(sys.argv[1]))
 from bert_data.config import separator_line_of
-from bert_data.generator.inputs.reading import DocumentTexts
+from bert_data.pipeline.documents.reading import DocumentTexts
 from bert_data.tokenizers import TokenizerSource, make_tokenizer
 tokenizer = make_tokenizer(TokenizerSource(*source))
 # The documents as the generator reads them (many a file, JSON Lines, compressed), read before timing.
@@ -70,7 +70,7 @@ texts = list(DocumentTexts([metadata], "", multiple_docs_in_single_file=document
                            text_field=documents["text_field"]))
 spacy_seconds = 0.0
 if raw:
-    from bert_data.generator.sentences import make_sentence_splitter
+    from bert_data.pipeline.sentences import make_sentence_splitter
     splitter = make_sentence_splitter(False, None)
     started = time.perf_counter()
     sentences = [s for doc in splitter.split(texts) for s in doc]
@@ -217,7 +217,7 @@ def main(argv=None) -> int:
 
     from bert_data.cli.create_tfrecords import build_parser as generator_parser
     from bert_data.cli.flags import rewrite_bool_values
-    from bert_data.generator.inputs.listing import list_documents
+    from bert_data.pipeline.documents.listing import list_documents
 
     # The document options among --generator_args: they shape what the floor reads too.
     generator = generator_parser()

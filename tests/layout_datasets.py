@@ -25,7 +25,7 @@ from bert_data.cli.bert_data_cli import main
 from bert_data.format.tfrecord.example_codec import encode_examples
 from bert_data.format.layout import canonical_name, feature_specs, tf_feature_description
 from bert_data.format.manifest import Manifest
-from bert_data.masking import MaskingSpec, mask_tokens
+from bert_data.pipeline.masking import MaskingSpec, mask_tokens
 from bert_data.format.tfrecord import frame_records
 from bert_data.tokenizers.vocab import load_vocab
 

@@ -9,7 +9,7 @@ import pytest
 
 from bert_data.cli.build_vocab import main as build_vocab_main
 from bert_data.cli.create_tfrecords import main
-from bert_data.generator import runner
+from bert_data.run import runner
 
 from cli_runs import base_options as base, run_cli as cli
 from conftest import make_corpus
@@ -139,7 +139,7 @@ def test_the_progress_bar_counts_instances_as_each_encode_task_finishes(corpus, 
     """One unit, written by six encode tasks (one a shard) of which the scheduler keeps four in
     flight: the count moves when the first four finish, before the unit is complete."""
     from bert_data.config import GeneratorConfig
-    from bert_data.generator import tasks
+    from bert_data.run import tasks
 
     bars = []
     monkeypatch.setattr(runner, "_progress", lambda *args, **kwargs: bars.append(_RecordingBar(*args, **kwargs))

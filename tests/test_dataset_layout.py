@@ -8,7 +8,7 @@ import pytest
 from bert_data.config import GeneratorConfig
 from bert_data.format import dataset_layout
 from bert_data.format.dataset import resolve_shards
-from bert_data.generator import run_files
+from bert_data.run import run_files
 
 
 def test_the_writer_names_shards_as_the_layout_says_and_readers_take_them(tmp_path):

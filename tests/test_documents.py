@@ -1,15 +1,15 @@
-"""Documents as the planner finds them and the reader reads them (generator/inputs/): metadata
+"""Documents as the planner finds them and the reader reads them (pipeline/documents/): metadata
 files, documents of many a file, parts of large files, validation by hash, skipped documents."""
 
 import os
 
 import pytest
 
-from bert_data.generator.inputs.listing import check_documents_exist, read_metadata
-from bert_data.generator.inputs.planner import is_validation_document, plan_corpus
-from bert_data.generator.inputs.reading import read_documents
-from bert_data.generator.inputs.text_files import document_parts
-from bert_data.generator.inputs.types import BINARY, CorpusPlan, EMPTY, InputError, TRAIN_CODE
+from bert_data.pipeline.documents.listing import check_documents_exist, read_metadata
+from bert_data.pipeline.documents.planner import is_validation_document, plan_corpus
+from bert_data.pipeline.documents.reading import read_documents
+from bert_data.pipeline.documents.text_files import document_parts
+from bert_data.pipeline.documents.types import BINARY, CorpusPlan, EMPTY, InputError, TRAIN_CODE
 
 
 def write(path, data):

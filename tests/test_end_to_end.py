@@ -16,9 +16,9 @@ import pytest
 import tensorflow as tf
 
 from bert_data.config import GeneratorConfig
-from bert_data.generator.inputs.planner import is_validation_document
+from bert_data.pipeline.documents.planner import is_validation_document
 from bert_data.format.layout import FEATURE_NAMES, tf_feature_description
-from bert_data.generator.runner import generate
+from bert_data.run.runner import generate
 
 from conftest import file_hashes
 
@@ -250,7 +250,7 @@ def test_help_is_fast_and_imports_nothing_heavy():
 def test_documents_split_into_parts_give_the_same_bytes(synthetic_corpus, tmp_path, monkeypatch, generated):
     """Large documents are tokenized in parallel parts; cut at paragraph breaks, the parts
     change nothing in the output."""
-    import bert_data.generator.inputs.planner as planner
+    import bert_data.pipeline.documents.planner as planner
 
     _, _, _, whole = generated
     planned = []
@@ -268,7 +268,7 @@ def test_documents_split_into_parts_give_the_same_bytes(synthetic_corpus, tmp_pa
 
 
 def test_a_blank_part_of_a_large_document_is_not_a_skipped_document(tmp_path, monkeypatch):
-    import bert_data.generator.inputs.planner as planner
+    import bert_data.pipeline.documents.planner as planner
     from conftest import make_corpus
 
     corpus = make_corpus(tmp_path / "c", n_docs=3, min_sentences=30, max_sentences=40)

@@ -20,12 +20,12 @@ import pytest
 import zstandard
 
 from bert_data.cli.create_tfrecords import main
-from bert_data.generator.inputs import files
-from bert_data.generator.inputs.listing import read_metadata
-from bert_data.generator.inputs.planner import plan_corpus
-from bert_data.generator.inputs.reading import read_documents
-from bert_data.generator.inputs.text_files import _cut_parts, stream_parts
-from bert_data.generator.inputs.types import TRAIN_CODE
+from bert_data.pipeline.documents import files
+from bert_data.pipeline.documents.listing import read_metadata
+from bert_data.pipeline.documents.planner import plan_corpus
+from bert_data.pipeline.documents.reading import read_documents
+from bert_data.pipeline.documents.text_files import _cut_parts, stream_parts
+from bert_data.pipeline.documents.types import TRAIN_CODE
 
 from conftest import make_corpus
 
@@ -48,7 +48,7 @@ def test_a_large_one_document_gz_is_read_in_parts_in_bounded_memory(tmp_path, mo
     (tmp_path / "m.txt").write_text("book.txt.gz\n")
     read_sizes = []
     real_read_range = files.read_range
-    monkeypatch.setattr("bert_data.generator.inputs.text_files.read_range",
+    monkeypatch.setattr("bert_data.pipeline.documents.text_files.read_range",
                         lambda source: read_sizes.append(len(data := real_read_range(source))) or data)
     tracemalloc.start()
     try:
@@ -75,7 +75,7 @@ def test_a_compressed_document_in_parts_gives_the_bytes_of_its_plain_copy(tmp_pa
     (corpus.root / "big.txt.xz").write_bytes(lzma.compress(text))
     (corpus.root / "plain.txt").write_text(label + "\n")
     (corpus.root / "xz.txt").write_text("big.txt.xz\n")
-    import bert_data.generator.inputs.planner as planner
+    import bert_data.pipeline.documents.planner as planner
 
     original = planner.plan_corpus
     monkeypatch.setattr(planner, "plan_corpus", lambda *a, **k: original(*a, **dict(k, part_bytes=300)))
@@ -214,7 +214,7 @@ def test_more_workers_than_cores_are_capped_with_one_warning(tmp_path, capsys, m
     """--num_workers 1000 on a machine (here: a process allowed) one core starts one worker,
     through the command line and through the library alike."""
     from bert_data.config import GeneratorConfig, available_cores
-    from bert_data.generator import executors, runner
+    from bert_data.run import executors, runner
 
     assert 1 <= available_cores() <= (os.cpu_count() or 1)
     monkeypatch.setattr(executors, "available_cores", lambda: 1)

@@ -11,8 +11,8 @@ import signal
 import pytest
 
 from bert_data.cli.create_tfrecords import main
-from bert_data.generator.inputs.listing import MAX_LINE_BYTES, PrefixGuard, bounded_lines, read_metadata
-from bert_data.generator.inputs.types import InputError, MetadataEntry
+from bert_data.pipeline.documents.listing import MAX_LINE_BYTES, PrefixGuard, bounded_lines, read_metadata
+from bert_data.pipeline.documents.types import InputError, MetadataEntry
 
 from conftest import make_corpus
 

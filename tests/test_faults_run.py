@@ -15,7 +15,7 @@ import signal
 import pytest
 
 from bert_data.cli.create_tfrecords import main
-from bert_data.generator import assembly, runner, tasks
+from bert_data.run import assembly, runner, tasks
 
 from conftest import file_hashes, make_corpus
 
@@ -291,7 +291,7 @@ def test_a_worker_killed_while_sending_a_result_is_seen_and_the_run_ends(corpus,
     output = tmp_path / "out"
     script = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
               "import test_faults_run as here\n"
-              "from bert_data.generator import runner\n"
+              "from bert_data.run import runner\n"
               "from bert_data.cli.create_tfrecords import main\n"
               "runner.pair_unit = here.pair_unit_killed_while_sending_at_unit_4\n"
               "sys.exit(main(sys.argv[1:]))\n")
@@ -318,7 +318,7 @@ def test_disk_full_in_the_final_shuffle(capsys, corpus, reference, tmp_path, mon
     """Every unit is in and the shards are written once more in their final order (a second copy
     of each, for a moment): the disk fills in the second shard's copy.  Every unit and the shard
     already shuffled stay; --resume shuffles the others and gives the same bytes."""
-    from bert_data.generator import shard_shuffle
+    from bert_data.run import shard_shuffle
 
     real_write, calls = shard_shuffle._Target.write, []
 

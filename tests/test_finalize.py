@@ -16,7 +16,7 @@ import pytest
 from bert_data.cli.bert_data_cli import main as bert_data_main
 from bert_data.format.dataset import dataset_info, shard_groups
 from bert_data.format.dataset_layout import WORK_DIR
-from bert_data.generator.fault_injection import KILL_AT_FINALIZE_STEP
+from bert_data.run.fault_injection import KILL_AT_FINALIZE_STEP
 
 from conftest import file_hashes, make_corpus
 
@@ -108,7 +108,7 @@ def test_resume_says_what_was_left(small, reference, tmp_path):
 
 def test_ctrl_c_while_finishing_says_only_finishing_is_left(small, reference, tmp_path, capsys, monkeypatch):
     from bert_data.cli.create_tfrecords import main
-    from bert_data.generator import run_files
+    from bert_data.run import run_files
 
     class CtrlCAtTheSecondStep:
         def __init__(self):
@@ -137,7 +137,7 @@ def test_a_run_stopped_after_its_shards_are_written_from_their_bodies_resumes(sm
     journal says so: stopped in that window, the bodies are still there for --resume, and once
     the manifest is written they go."""
     from bert_data.cli.create_tfrecords import main
-    from bert_data.generator.assembly import ShardAssembler
+    from bert_data.run.assembly import ShardAssembler
 
     argv = command(small, tmp_path / "ref", "--output_format", output_format)[3:]
     assert main(argv) == 0

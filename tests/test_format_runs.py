@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from bert_data.format.megatron import read_documents
-from bert_data.generator.inputs import planner
-from bert_data.generator.run_files import Interrupted
-from bert_data.generator.runner import generate
-from bert_data.generator import runner
+from bert_data.pipeline.documents import planner
+from bert_data.run.run_files import Interrupted
+from bert_data.run.runner import generate
+from bert_data.run import runner
 
 from conftest import corpus_config, make_corpus
 

@@ -15,7 +15,7 @@ from bert_data.cli.bert_data_cli import build_parser as tools_parser
 from bert_data.cli.create_tfrecords import build_parser, main
 from bert_data.cli.flags import BoolFlag, parse_args
 from bert_data.format.dataset import find_manifest
-from bert_data.generator.run_files import OutputLock
+from bert_data.run.run_files import OutputLock
 
 from conftest import make_corpus
 

@@ -18,10 +18,10 @@ import zstandard
 from bert_data.cli.create_tfrecords import build_parser, main
 from bert_data.config import ConfigError, GeneratorConfig
 from bert_data.format.manifest import Manifest
-from bert_data.generator.inputs.listing import read_metadata
-from bert_data.generator.inputs.planner import plan_corpus
-from bert_data.generator.inputs.reading import read_documents
-from bert_data.generator.inputs.types import MISSING_KEY, TRAIN_CODE
+from bert_data.pipeline.documents.listing import read_metadata
+from bert_data.pipeline.documents.planner import plan_corpus
+from bert_data.pipeline.documents.reading import read_documents
+from bert_data.pipeline.documents.types import MISSING_KEY, TRAIN_CODE
 
 from conftest import make_corpus
 

@@ -18,18 +18,18 @@ import psutil
 import pytest
 import zstandard
 
-from bert_data.generator.inputs.listing import read_metadata
-from bert_data.generator.inputs.planner import plan_corpus
-from bert_data.generator.inputs.reading import read_documents
-from bert_data.generator.inputs.spans import LINE_PATTERN, document_spans, separator_pattern, stream_document_spans
-from bert_data.generator.inputs.types import (BINARY, EMPTY, INVALID_JSON, MISSING_KEY, NOT_OBJECT, NOT_STRING,
+from bert_data.pipeline.documents.listing import read_metadata
+from bert_data.pipeline.documents.planner import plan_corpus
+from bert_data.pipeline.documents.reading import read_documents
+from bert_data.pipeline.documents.spans import LINE_PATTERN, document_spans, separator_pattern, stream_document_spans
+from bert_data.pipeline.documents.types import (BINARY, EMPTY, INVALID_JSON, MISSING_KEY, NOT_OBJECT, NOT_STRING,
                                               TRAIN_CODE)
-from bert_data.generator.inputs import files as input_files
+from bert_data.pipeline.documents import files as input_files
 from bert_data.config import ConfigError, GeneratorConfig
-from bert_data.generator.inputs.types import InputError
-from bert_data.generator.planning import make_plan
-from bert_data.generator.settings import resolve
-from bert_data.generator.runner import generate
+from bert_data.pipeline.documents.types import InputError
+from bert_data.run.planning import make_plan
+from bert_data.run.resolve import resolve
+from bert_data.run.runner import generate
 
 from conftest import file_hashes, make_corpus
 

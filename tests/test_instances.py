@@ -1,4 +1,4 @@
-"""Instance creation as Google's ``create_instances_from_document`` (generator/instances.py): pairs
+"""Instance creation as Google's ``create_instances_from_document`` (pipeline/instances.py): pairs
 well formed, every sentence used, truncation and short targets with the reference's statistics,
 the same pairs for the same seed."""
 
@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from bert_data.generator.instances import (PairBatch, TokenPool, add_pairs_from_document, create_pairs, gather_instances,
+from bert_data.pipeline.instances import (PairBatch, TokenPool, add_pairs_from_document, create_pairs, gather_instances,
                                  truncation_counts)
 
 CLS, SEP = 101, 102

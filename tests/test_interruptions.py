@@ -14,8 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bert_data.generator import runner
-from bert_data.generator.assembly import ShardAssembler
+from bert_data.run import runner
+from bert_data.run.assembly import ShardAssembler
 
 from cli_runs import small_run as cli
 from conftest import file_hashes, make_corpus

@@ -1,4 +1,4 @@
-"""Masked LM as Google's ``create_masked_lm_predictions`` (bert_data/masking.py): how many positions,
+"""Masked LM as Google's ``create_masked_lm_predictions`` (bert_data/pipeline/masking.py): how many positions,
 which ones (uniform over candidates, whole words together), the 80/10/10 replacement split with
 ordinary random tokens, and the same masks for the same seed."""
 
@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from bert_data.generator.instances import PairBatch, gather_instances
-from bert_data.masking import MaskingSpec, candidate_mask, mask_tokens, num_to_predict
+from bert_data.pipeline.instances import PairBatch, gather_instances
+from bert_data.pipeline.masking import MaskingSpec, candidate_mask, mask_tokens, num_to_predict
 
 CLS, SEP, MASK = 2, 3, 4
 VOCAB_SIZE = 1000

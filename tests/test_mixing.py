@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from bert_data.config import GeneratorConfig
 from bert_data.format.layout import tf_feature_description
-from bert_data.generator.runner import generate
+from bert_data.run.runner import generate
 
 from conftest import file_hashes, make_corpus
 
@@ -270,8 +270,8 @@ def test_short_targets_drawn_per_chunk_do_not_depend_on_document_sizes(tmp_path)
 
 
 def test_resume_reuses_the_slices_tokenized_before_an_interruption(tmp_path, monkeypatch):
-    import bert_data.generator.inputs.planner as planner
-    import bert_data.generator.runner as runner
+    import bert_data.pipeline.documents.planner as planner
+    import bert_data.run.runner as runner
 
     corpus = make_corpus(tmp_path / "c", n_docs=40, min_sentences=4, max_sentences=8)
     original_plan, original_tokenize = planner.plan_corpus, runner.tokenize_slice
@@ -331,7 +331,7 @@ def test_shards_sized_by_megabytes_compressed(sourced_corpus, tmp_path):
 
 
 def test_sized_shards_resume_to_the_same_bytes(sourced_corpus, tmp_path, monkeypatch):
-    import bert_data.generator.assembly as assembly
+    import bert_data.run.assembly as assembly
 
     generate(config(sourced_corpus, tmp_path / "reference", records_per_file=150, split_num=20), progress=False)
     real_append, appended = assembly.ShardAssembler.append, []

@@ -1,9 +1,9 @@
-"""bert_data.generator.mixing: the seeded corpus order that units are cut from."""
+"""bert_data.pipeline.mixing: the seeded corpus order that units are cut from."""
 
 import numpy as np
 import pytest
 
-from bert_data.generator.mixing import CorpusOrder
+from bert_data.pipeline.mixing import CorpusOrder
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 5, 17, 64, 1000, 4097])
@@ -69,7 +69,7 @@ def test_a_unit_is_a_few_regions_from_all_over_the_corpus():
     """Units of 1,000 of 20,000 documents listed as 4 sources: each is about REGIONS_PER_UNIT
     runs of neighbours (read as that many ranges, whatever the documents' sizes), drawn from
     the whole corpus; together the units still partition it."""
-    from bert_data.generator.mixing import REGIONS_PER_UNIT, block_size
+    from bert_data.pipeline.mixing import REGIONS_PER_UNIT, block_size
 
     n, split_num = 20_000, 1000
     order = CorpusOrder(n, seed=0, block=block_size(split_num))

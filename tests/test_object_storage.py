@@ -14,10 +14,10 @@ import pytest
 
 from bert_data.config import ConfigError
 from bert_data.format.manifest import Manifest
-from bert_data.generator import runner
-from bert_data.generator.inputs import planner
-from bert_data.generator.inputs.types import InputError
-from bert_data.generator.runner import generate
+from bert_data.run import runner
+from bert_data.pipeline.documents import planner
+from bert_data.pipeline.documents.types import InputError
+from bert_data.run.runner import generate
 
 from conftest import corpus_config, file_hashes, make_corpus
 
@@ -167,7 +167,7 @@ def test_a_missing_input_in_the_bucket_is_one_line_before_any_work(s3, corpus_an
 def test_files_of_many_documents_are_found_in_a_bucket_as_locally(s3, tmp_path):
     """JSON Lines, plain and compressed, blank-line separated files (scanned from a stream), and
     Parquet and Arrow tables (row groups read through fsspec's file objects)."""
-    from bert_data.generator.inputs.reading import DocumentTexts
+    from bert_data.pipeline.documents.reading import DocumentTexts
 
     root = tmp_path / "many"
     root.mkdir()
@@ -233,7 +233,7 @@ class _StopAtFinalizeStep:
 
 @pytest.mark.parametrize("step", [2, 4])  # after the second upload; after the manifest (the commit point)
 def test_a_run_stopped_while_uploading_its_shards_is_finished_by_resume(s3, corpus_and_reference, monkeypatch, step):
-    from bert_data.generator import run_files
+    from bert_data.run import run_files
 
     corpus, reference, _ = corpus_and_reference
     upload_corpus(s3, corpus)

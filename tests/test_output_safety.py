@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bert_data.cli.create_tfrecords import main
-from bert_data.generator.run_files import OutputLock
+from bert_data.run.run_files import OutputLock
 
 from conftest import make_corpus
 

@@ -9,10 +9,10 @@ import pytest
 
 from bert_data.config import ConfigError
 from bert_data.format.manifest import Manifest
-from bert_data.generator.assembly import ShardAssembler
-from bert_data.generator.runner import generate
+from bert_data.run.assembly import ShardAssembler
+from bert_data.run.runner import generate
 from bert_data.load import read_batches
-from bert_data.packing import unpack_rows
+from bert_data.pipeline.packing import unpack_rows
 
 from conftest import corpus_config, file_hashes, make_corpus
 

@@ -1,4 +1,4 @@
-"""The packer and the packed layout (bert_data.packing), without the generator: rows hold what
+"""The packer and the packed layout (bert_data.pipeline.packing), without the generator: rows hold what
 they should, unpack to their instances, and a BERT sees no instance from another."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 from bert_data.format.dataset import describe_layout, layout_flags
 from bert_data.format.layout import feature_specs, is_packed
-from bert_data.packing import (block_diagonal_mask, cu_seqlens, fill_rate, pack_columns, pack_instances,
+from bert_data.pipeline.packing import (block_diagonal_mask, cu_seqlens, fill_rate, pack_columns, pack_instances,
                                packed_from_rows, packed_to_rows,
                                packed_predictions, row_members, unpack_rows)
 

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from bert_data.cli.create_tfrecords import main  # noqa: E402
 from bert_data.format.manifest import Manifest  # noqa: E402
-from bert_data.generator.inputs import planner  # noqa: E402
-from bert_data.generator.runner import generate  # noqa: E402
+from bert_data.pipeline.documents import planner  # noqa: E402
+from bert_data.run.runner import generate  # noqa: E402
 
 from conftest import corpus_config, file_hashes, make_corpus  # noqa: E402
 
@@ -129,7 +129,7 @@ def test_a_missing_column_stops_the_run_before_any_work(corpus, tmp_path, capsys
 def test_a_reader_holds_a_batch_not_a_row_group(tmp_path, monkeypatch):
     """Rows are decoded a batch at a time, and a worker reading ranges in order goes on where it
     stopped instead of decoding the file again."""
-    from bert_data.generator.inputs import tables as table_input
+    from bert_data.pipeline.documents import tables as table_input
 
     texts = [f"document {i} " * 20 for i in range(1000)]
     pq.write_table(pa.table({"text": texts}), tmp_path / "big.parquet", row_group_size=500)

@@ -17,7 +17,7 @@ import tensorflow as tf
 from bert_data.config import ConfigError, GeneratorConfig
 from bert_data.format.layout import tf_feature_description
 from bert_data.format.manifest import Manifest
-from bert_data.generator.runner import ShardAssembler, generate
+from bert_data.run.runner import ShardAssembler, generate
 
 from conftest import file_hashes, make_corpus
 

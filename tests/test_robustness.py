@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from bert_data.cli.create_tfrecords import main
-from bert_data.generator.run_files import OutputLock
+from bert_data.run.run_files import OutputLock
 
 from cli_runs import small_run as cli
 from conftest import make_corpus

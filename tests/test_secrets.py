@@ -131,7 +131,7 @@ def test_tracebacks_and_log_records_of_libraries_are_redacted(tmp_path):
 
 def test_messages_of_input_and_config_errors_are_redacted():
     from bert_data.config import ConfigError
-    from bert_data.generator.inputs.types import InputError
+    from bert_data.pipeline.documents.types import InputError
 
     for error in (InputError(f"s3://k:{PASSWORD}@b/x: not found"), ConfigError(f"--vocab_file x?sig={SIGNATURE}"),
                   storage.StorageError(f"https://u:{PASSWORD}@h/: refused")):
@@ -145,7 +145,7 @@ def test_a_dask_worker_redacts_its_own_output(tmp_path):
     pytest.importorskip("distributed")
     script = (
         "import logging, sys\n"
-        "from bert_data.generator.dask_workers import RedactingWorker\n"
+        "from bert_data.run.dask_workers import RedactingWorker\n"
         "RedactingWorker().setup(worker=None)\n"
         "logging.basicConfig()\n"
         f"logging.getLogger('distributed.worker').error('Compute Failed: read(%r)', 'http://u:{PASSWORD}@h/x')\n"
@@ -162,7 +162,7 @@ def test_the_fingerprint_in_the_journal_holds_no_credentials():
     from types import SimpleNamespace
 
     from bert_data.config import GeneratorConfig
-    from bert_data.generator.planning import run_fingerprint
+    from bert_data.run.planning import run_fingerprint
 
     vocab = SimpleNamespace(sha256="0" * 64)
     prints = {run_fingerprint(GeneratorConfig(input_files_prefix=f"s3://key:{secret}@bucket/corpus"), vocab, [])

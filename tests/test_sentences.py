@@ -1,4 +1,4 @@
-"""Tests for bert_data.generator.sentences (no spaCy model downloads: the built-in sentencizer only)."""
+"""Tests for bert_data.pipeline.sentences (no spaCy model downloads: the built-in sentencizer only)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from bert_data.generator.sentences import (
+from bert_data.pipeline.sentences import (
     LineSentenceSplitter,
     SentenceSplitterError,
     SpacySentenceSplitter,
@@ -44,7 +44,7 @@ def _words(sentences: list[str]) -> list[str]:
 
 def test_import_does_not_import_spacy_or_tensorflow():
     code = (
-        "import sys, bert_data.generator.sentences as s\n"
+        "import sys, bert_data.pipeline.sentences as s\n"
         "s.LineSentenceSplitter().split_text('a\\nb')\n"
         "s.make_sentence_splitter(True, None)\n"
         "assert 'spacy' not in sys.modules, 'spacy imported'\n"
@@ -370,7 +370,7 @@ def test_builtin_sentencizer_does_not_load_pytorch():
     import subprocess
     import sys
 
-    code = ("import sys\nfrom bert_data.generator.sentences import make_sentence_splitter\n"
+    code = ("import sys\nfrom bert_data.pipeline.sentences import make_sentence_splitter\n"
             "splitter = make_sentence_splitter(False, None)\n"
             "assert splitter.split_text('One. Two.') == ['One.', 'Two.']\n"
             "print('torch' in sys.modules)\nimport torch\n")

@@ -1,4 +1,4 @@
-"""The configuration is resolved once (generator/settings.py): validated once, the tokenizer source
+"""The configuration is resolved once (run/resolve.py): validated once, the tokenizer source
 and the masking spec derived once, and the tasks handed the result, which travels without the
 planning vocabulary."""
 
@@ -10,10 +10,10 @@ import pytest
 
 from bert_data.cli.create_tfrecords import main
 from bert_data.config import ConfigError, GeneratorConfig
-from bert_data.generator import runner, settings as settings_module
-from bert_data.generator.runner import generate
-from bert_data.generator.settings import RunSettings, resolve
-from bert_data.masking import MaskingSpec
+from bert_data.run import runner, resolve as settings_module
+from bert_data.run.runner import generate
+from bert_data.run.resolve import RunSettings, resolve
+from bert_data.pipeline.masking import MaskingSpec
 from bert_data.tokenizers import TokenizerSource
 
 from conftest import make_corpus
@@ -87,7 +87,7 @@ def test_settings_travel_without_the_planning_vocabulary(corpus):
 
 
 def test_bad_options_stop_the_command_before_a_cluster_starts(corpus, tmp_path, monkeypatch, capsys):
-    import bert_data.generator.executors as executors
+    import bert_data.run.executors as executors
 
     def no_cluster(*args, **kwargs):
         raise AssertionError("a Dask cluster was started for a command line that cannot run")
@@ -123,7 +123,7 @@ def test_a_prediction_cap_well_below_masked_lm_prob_is_warned(capsys, corpus, tm
 def test_library_warnings_name_no_command_unless_one_runs(monkeypatch, capsys):
     from bert_data import notices
     from bert_data.config import GeneratorConfig
-    from bert_data.generator.settings import check_masking_budget
+    from bert_data.run.resolve import check_masking_budget
 
     monkeypatch.setattr(notices, "_program", "bert_data")  # as a fresh interpreter has it
     config = GeneratorConfig(metadata_files=["m.txt"], vocab_file="v.txt", max_seq_length=1024)

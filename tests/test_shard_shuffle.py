@@ -1,4 +1,4 @@
-"""The final pass of global mixing (bert_data.generator.shard_shuffle): each shard written again
+"""The final pass of global mixing (bert_data.run.shard_shuffle): each shard written again
 in a seeded random order, compressed then; Google's --output_file files shuffled together;
 an interrupted pass resumed shard by shard."""
 
@@ -10,9 +10,9 @@ import pytest
 
 from bert_data.config import GeneratorConfig
 from bert_data.format.tfrecord import frame_records, iter_records
-from bert_data.generator.runner import generate
-from bert_data.generator.shard_shuffle import ShuffleGroup, publish_group, record_offsets
-from bert_data.generator.shard_shuffle import shuffle_group as write_shuffled
+from bert_data.run.runner import generate
+from bert_data.run.shard_shuffle import ShuffleGroup, publish_group, record_offsets
+from bert_data.run.shard_shuffle import shuffle_group as write_shuffled
 
 from conftest import file_hashes, make_corpus
 
@@ -97,7 +97,7 @@ def config(corpus, output, **options):
 
 
 def test_an_interrupted_final_pass_resumes_with_the_shards_not_yet_shuffled(tmp_path, monkeypatch):
-    import bert_data.generator.runner as runner
+    import bert_data.run.runner as runner
 
     corpus = make_corpus(tmp_path / "c", n_docs=16, min_sentences=5, max_sentences=12)
     generate(config(corpus, tmp_path / "reference"), progress=False)

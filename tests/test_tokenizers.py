@@ -19,7 +19,7 @@ from bert_data import dynamic_masking, read_examples
 from bert_data.cli.build_vocab import main as build_vocab_main
 from bert_data.cli.create_tfrecords import main as create_main
 from bert_data.format.manifest import Manifest
-from bert_data.generator.runner import generate
+from bert_data.run.runner import generate
 from bert_data.tokenizers.vocab import VocabError, is_start_piece
 from bert_data.tokenizers import (HUGGINGFACE, SENTENCEPIECE, WORDPIECE, TokenizerSource, detect_kind,
                                   load_vocabulary, make_tokenizer)
@@ -287,7 +287,7 @@ def test_trained_tokenizers_end_to_end(corpus, trained, tmp_path, kind):
 def test_resume_with_a_sentencepiece_model(corpus, trained, tmp_path, monkeypatch):
     """An interrupted run resumes to the bytes of an uninterrupted one (the model's hash is in the
     run's fingerprint, with the options)."""
-    from bert_data.generator import runner
+    from bert_data.run import runner
 
     def config(output, **extra):
         return corpus_config(corpus, output, vocab_file=None, spm_model_file=str(trained["spm"]), do_lower_case=True,

@@ -92,7 +92,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(build_parser(), argv)
 
     from ..config import check_input_options, separator_line_of
-    from ..generator.inputs.reading import DocumentTexts
+    from ..pipeline.documents.reading import DocumentTexts
     from ..tokenizers import vocab_builder
 
     if not args.metadata_files and not args.input_files:

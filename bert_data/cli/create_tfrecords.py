@@ -17,7 +17,7 @@ from .. import notices
 from ..config import default_of
 from ..format.manifest import MANIFEST_NAME
 from ..format.output_formats import FORMATS
-from ..generator.run_files import WORK_DIR
+from ..run.run_files import WORK_DIR
 from .compat import add_google_arguments, resolve
 from .flags import add_bool, parse_args
 from ..redaction import redacting
@@ -292,11 +292,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(parser, argv)
 
     from ..config import ConfigError
-    from ..generator.inputs.types import InputError
-    from ..generator.run_files import Interrupted
-    from ..generator.runner import GenerationError, generate
-    from ..generator.sentences import SentenceSplitterError
-    from ..generator.settings import resolve as resolve_settings
+    from ..pipeline.documents.types import InputError
+    from ..run.run_files import Interrupted
+    from ..run.runner import GenerationError, generate
+    from ..pipeline.sentences import SentenceSplitterError
+    from ..run.resolve import resolve as resolve_settings
     from ..tokenizers.vocab import VocabError
 
     try:
@@ -307,7 +307,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         run = dict(progress=not args.quiet and sys.stderr.isatty(), skip_missing=args.skip_missing,
                    allow_case_mismatch=args.allow_case_mismatch)
         if args.scheduler or args.dask:
-            from ..generator.executors import dask_executor, local_workers
+            from ..run.executors import dask_executor, local_workers
 
             # A local cluster's processes are this machine's: no more than its cores.
             workers = config.workers if args.scheduler else local_workers(config.workers)
@@ -330,7 +330,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def report(config, summary) -> None:
-    from ..generator.run_files import manifest_name, split_dirs
+    from ..run.run_files import manifest_name, split_dirs
 
     for split, manifest in summary.manifests.items():
         skipped = manifest["documents_skipped"]["count"]

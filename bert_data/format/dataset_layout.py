@@ -1,7 +1,7 @@
 """A dataset's layout on disk, in one place: split names, shard names and suffixes per output
 format, and which files of a directory are a run's output.
 
-The writer (``bert_data.generator``), the readers (``format.dataset``, ``load``) and the tools
+The writer (``bert_data.run``), the readers (``format.dataset``, ``load``) and the tools
 all take these names from here, so they cannot drift apart.  The manifest's own name belongs to
 :mod:`bert_data.format.manifest`.
 

@@ -19,7 +19,7 @@ masked_lm_weights      float32  max_predictions_per_seq
 next_sentence_labels   int64    1
 =====================  =======  ===========================
 
-Packed rows (``--pack_sequences``, Graphcore's packed BERT; see :mod:`bert_data.packing` and
+Packed rows (``--pack_sequences``, Graphcore's packed BERT; see :mod:`bert_data.pipeline.packing` and
 docs/packing.md) hold up to ``k = max_sequences_per_pack`` instances each:
 
 =======================  =======  ===========================================

@@ -1,9 +1,9 @@
 """Masked-LM masks drawn at load time, for unmasked (``--disable_masking``) data.
 
-:class:`DynamicMasking` applies :func:`bert_data.masking.mask_tokens` (the generator's own
+:class:`DynamicMasking` applies :func:`bert_data.pipeline.masking.mask_tokens` (the generator's own
 masking) to batches of columns, deterministically from a seed and a key per batch;
 :func:`dynamic_masking` builds one with the dataset's masking options
-(:meth:`bert_data.masking.MaskingSpec.from_manifest`); :func:`masker_for` turns a reader's
+(:meth:`bert_data.pipeline.masking.MaskingSpec.from_manifest`); :func:`masker_for` turns a reader's
 ``mask=`` option into one.
 """
 
@@ -23,7 +23,7 @@ MASK_OUTPUTS = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 
 
 class DynamicMasking:
-    """Masks drawn at load time, with the generator's rules (:func:`bert_data.masking.mask_tokens`):
+    """Masks drawn at load time, with the generator's rules (:func:`bert_data.pipeline.masking.mask_tokens`):
     ``masked_lm_prob`` of each row's tokens (rounded, at least 1, at most
     ``max_predictions_per_seq``), never [CLS], [SEP] or the document separator; 80% [MASK], 10%
     kept, 10% a random ordinary token; whole words or n-gram spans when asked.
@@ -37,7 +37,7 @@ class DynamicMasking:
     readers pass ``key=(batch_number,)`` (numbered from 0 in read order), so the numpy readers
     and ``load_dataset`` give identical masks for the same seed and batches.  Without ``key``, calls
     are numbered 0, 1, 2... by the object.  ``seed=None`` draws a seed (kept in ``.seed``).
-    ``spec`` (a :class:`bert_data.masking.MaskingSpec`) replaces the separate options.
+    ``spec`` (a :class:`bert_data.pipeline.masking.MaskingSpec`) replaces the separate options.
     """
 
     def __init__(self, vocab, masked_lm_prob: float = 0.15, max_predictions_per_seq: int = 20,
@@ -45,7 +45,7 @@ class DynamicMasking:
                  document_separator_token: str = "[SEP]", spec=None):
         import numpy as np
 
-        from ..masking import MaskingSpec
+        from ..pipeline.masking import MaskingSpec
 
         if spec is None:
             spec = MaskingSpec.for_vocab(vocab, document_separator_token, masked_lm_prob=masked_lm_prob,
@@ -85,7 +85,7 @@ class DynamicMasking:
         """``(input_ids, masked_lm_positions, masked_lm_ids, masked_lm_weights)`` for a batch."""
         import numpy as np
 
-        from ..masking import mask_tokens
+        from ..pipeline.masking import mask_tokens
 
         if self.max_sequences_per_pack:
             return self._packed_arrays(np.asarray(input_ids), np.asarray(input_mask), key)
@@ -98,7 +98,7 @@ class DynamicMasking:
     def prediction_slots(self) -> int:
         """Prediction slots of a row: ``max_predictions_per_seq``, plus one per instance for
         packed rows (their layout's)."""
-        from ..packing import packed_predictions
+        from ..pipeline.packing import packed_predictions
 
         if not self.max_sequences_per_pack:
             return self.max_predictions_per_seq
@@ -109,8 +109,8 @@ class DynamicMasking:
         instance, and the predictions laid out as the generator packs them."""
         import numpy as np
 
-        from ..masking import mask_tokens
-        from ..packing import instance_lengths, pack_columns
+        from ..pipeline.masking import mask_tokens
+        from ..pipeline.packing import instance_lengths, pack_columns
 
         n, width = input_ids.shape
         per_row = instance_lengths(input_mask, self.max_sequences_per_pack)
@@ -180,7 +180,7 @@ def dynamic_masking(vocab_file: Optional[str] = None, masked_lm_prob: Optional[f
     kinds of file.  A vocabulary whose SHA-256 differs from the manifest's ``vocab_sha256`` is an
     error: the ids would mean other tokens.
     """
-    from ..masking import MaskingSpec
+    from ..pipeline.masking import MaskingSpec
     from ..tokenizers import TokenizerSource, load_vocabulary
 
     manifest, manifest_path = _manifest_of(dataset)

@@ -205,7 +205,7 @@ def to_transformers(batch, sequence_label: str = "next_sentence_label", labels: 
     not for MLM-only data), all int64.  ``labels`` and ``cast`` are numpy's by default; the
     tf.data reader passes TensorFlow ones (the same rules, as in :func:`postprocess`).
 
-    Packed rows (:mod:`bert_data.packing`) as packed training takes them: ``position_ids``
+    Packed rows (:mod:`bert_data.pipeline.packing`) as packed training takes them: ``position_ids``
     restarting at 0 in each instance (as ``DataCollatorWithFlattening`` makes them), and
     ``packed_attention="block_diagonal"``: ``attention_mask`` ``(n, 1, L, L)`` bool, each token
     attending to its own instance only (any BERT of transformers takes it), or
@@ -222,7 +222,7 @@ def to_transformers(batch, sequence_label: str = "next_sentence_label", labels: 
         out["position_ids"] = cast(batch["positions"], "int64")
         instance = batch["input_mask"]
         if packed_attention == "cu_seqlens":
-            from ..packing import cu_seqlens
+            from ..pipeline.packing import cu_seqlens
 
             del out["attention_mask"]
             boundaries = cu_seqlens(np.asarray(instance))

@@ -11,7 +11,7 @@ from typing import Dict, Iterator, Optional
 
 import numpy as np
 
-from ...packing import packed_from_rows
+from ...pipeline.packing import packed_from_rows
 from ..columns import from_rows
 
 _VALUE_TYPES = {"ndarray:int32": np.int32, "ndarray:uint8": np.uint8, "int32": np.int32}

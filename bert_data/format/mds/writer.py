@@ -31,7 +31,7 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from ...packing import packed_to_rows
+from ...pipeline.packing import packed_to_rows
 from ..columns import pair_label_name, to_rows
 from ..dataset_layout import MDS_INDEX
 

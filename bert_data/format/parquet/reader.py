@@ -8,7 +8,7 @@ from typing import Dict, Iterator, Optional
 
 import numpy as np
 
-from ...packing import packed_from_rows
+from ...pipeline.packing import packed_from_rows
 from ..columns import from_rows
 from .writer import INSTANCE_COLUMNS, LIST_COLUMNS
 

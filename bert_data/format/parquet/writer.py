@@ -29,7 +29,7 @@ instances attend to each other.
 from __future__ import annotations
 
 
-from ...packing import packed_to_rows
+from ...pipeline.packing import packed_to_rows
 from ..columns import pair_label_name, to_rows
 
 ROW_GROUP_ROWS = 16384

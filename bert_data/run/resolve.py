@@ -20,7 +20,7 @@ from .. import storage
 from ..config import ConfigError, GeneratorConfig
 from ..format.layout import FeatureSpec
 from ..format.output_formats import ShardOptions
-from ..masking import MaskingSpec
+from ..pipeline.masking import MaskingSpec
 from ..notices import warn
 from ..tokenizers import TokenizerSource, load_vocabulary
 from .locations import forget_local_copies, local_copy
@@ -90,7 +90,7 @@ def resolve(config: GeneratorConfig) -> RunSettings:
             raise ConfigError(f"{source.option} {source.path}: {error}") from None
     check_masking_budget(config)
     if config.spacy_model and not config.single_sentence_per_line:
-        from .sentences import make_sentence_splitter
+        from ..pipeline.sentences import make_sentence_splitter
 
         make_sentence_splitter(False, config.spacy_model)  # fails now, with advice, if missing
     return dataclasses.replace(settings, masking=masking, vocab=vocab)

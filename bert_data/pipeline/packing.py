@@ -32,8 +32,8 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .format.columns import pad_rows
-from .format.layout import DEFAULT_SEQUENCES_PER_PACK, packed_predictions  # noqa: F401 (re-exported)
+from ..format.columns import pad_rows
+from ..format.layout import DEFAULT_SEQUENCES_PER_PACK, packed_predictions  # noqa: F401 (re-exported)
 
 # Instances a packing decision looks at together: large enough for best-fit to find partners
 # (the fill rate no longer grows past a thousand or so), small enough to keep one decision's

@@ -14,10 +14,10 @@ from ..format.dataset_layout import TRAIN, VAL
 from ..format.output_formats import get_format
 from ..format.manifest import Manifest, SkippedDocuments
 from ..version import __version__
-from .inputs.types import BINARY, SPLIT_OF_CODE
+from ..pipeline.documents.types import BINARY, SPLIT_OF_CODE
 from .planning import Plan
 from .run_files import shard_path, split_dirs
-from .settings import RunSettings
+from .resolve import RunSettings
 from .tasks import SliceSummary
 
 MAX_LISTED_SKIPS = 100

@@ -27,7 +27,7 @@ from .pieces import Segment
 from .run_files import GenerationError, shard_in_progress, shard_path, split_dirs
 from .scratch import fetch_piece
 from ..format.columns import iter_batches
-from .inputs.types import SPLIT_OF_CODE
+from ..pipeline.documents.types import SPLIT_OF_CODE
 from .shard_shuffle import shuffled_batches, shuffles_shards
 
 SPLIT_CODES = {split: code for code, split in SPLIT_OF_CODE.items()}

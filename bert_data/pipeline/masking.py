@@ -90,7 +90,7 @@ class MaskingSpec:
         :class:`~bert_data.format.manifest.Manifest`), with ``overrides`` (``masked_lm_prob``,
         ``max_predictions_per_seq``, ``whole_word``, ``max_ngram_size``,
         ``document_separator_token``) where they are not None."""
-        from .config import default_of
+        from ..config import default_of
 
         def option(name):  # a manifest that lacks an option was made with its default
             return manifest.option(name, default_of(name))

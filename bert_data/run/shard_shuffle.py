@@ -34,7 +34,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from .mixing import CorpusOrder
+from ..pipeline.mixing import CorpusOrder
 from ..format.dataset_layout import DEFAULT_FORMAT
 from .run_files import output_kind, shard_being_shuffled
 

@@ -36,15 +36,15 @@ import numpy as np
 
 from .. import storage
 from ..config import GeneratorConfig
-from .inputs.reading import read_documents
+from ..pipeline.documents.reading import read_documents
 from ..format.dataset_layout import TRAIN, VAL
-from .inputs.types import NO_SENTENCE, Document, InputError, Skip, Slice
+from ..pipeline.documents.types import NO_SENTENCE, Document, InputError, Skip, Slice
 from .pieces import Segment, SegmentCompressor
 from ..format.output_formats import get_format
 from .shard_shuffle import shuffles_shards
-from .instances import PairArrays, TokenPool, create_pairs, create_windows, gather_instances
-from ..masking import MaskingSpec, mask_tokens, num_to_predict
-from ..packing import pack_columns, pack_instances, packed_predictions, row_members
+from ..pipeline.instances import PairArrays, TokenPool, create_pairs, create_windows, gather_instances
+from ..pipeline.masking import MaskingSpec, mask_tokens, num_to_predict
+from ..pipeline.packing import pack_columns, pack_instances, packed_predictions, row_members
 from ..tokenizers import make_tokenizer
 from .run_files import piece_path, pool_path, slice_paths
 # Where tasks hand each other data (a local directory or a URL); re-exported for callers here.
@@ -73,7 +73,7 @@ class _WorkerContext:
     _cached: Dict[tuple, "_WorkerContext"] = {}
 
     def __init__(self, settings: RunSettings):
-        from .sentences import make_sentence_splitter
+        from ..pipeline.sentences import make_sentence_splitter
         from ..tokenizers.wordpiece import force_single_thread
 
         config = settings.config

@@ -39,7 +39,7 @@ from ..config import GeneratorConfig
 from .assembly import ShardAssembler
 from .corpus_output import record_totals, write_corpus
 from ..format.output_formats import get_format
-from .inputs.types import BINARY, SPLIT_OF_CODE, Skip
+from ..pipeline.documents.types import BINARY, SPLIT_OF_CODE, Skip
 from ..format.dataset_layout import TRAIN, VAL
 from .. import storage
 from .executors import (dead_worker_signal, default_executor, local_workers, shares_local_files, stop_executor,
@@ -53,7 +53,7 @@ from .run_files import (GenerationError, Interrupted, create_output_dir, finaliz
                         stopped, write_journal)
 from .scratch import finished_slices, load_arrays
 from .planning import Plan, make_plan, warn
-from .settings import RunSettings, resolve
+from .resolve import RunSettings, resolve
 from .totals import RunTotals, SkippedTotals, make_manifests
 from .shard_shuffle import publish_group, shuffle_group, shuffle_groups, shuffled_size, shuffles_shards
 from .tasks import (SPLIT_CODES, DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError, UnitPairs,

@@ -16,13 +16,13 @@ from ..config import ConfigError, GeneratorConfig
 from ..notices import warn
 import numpy as np
 
-from .inputs import planner
-from .inputs.listing import list_documents
-from .inputs.reading import read_documents
+from ..pipeline.documents import planner
+from ..pipeline.documents.listing import list_documents
+from ..pipeline.documents.reading import read_documents
 from ..format.dataset_layout import TRAIN, VAL
-from .inputs.types import SPLIT_OF_CODE, TRAIN_CODE, VAL_CODE, CorpusPlan, InputError, Slice
-from .mixing import CorpusOrder, block_size
-from .settings import RunSettings
+from ..pipeline.documents.types import SPLIT_OF_CODE, TRAIN_CODE, VAL_CODE, CorpusPlan, InputError, Slice
+from ..pipeline.mixing import CorpusOrder, block_size
+from .resolve import RunSettings
 from .tasks import SliceTable, UnitWork
 
 # Options that change how the work is done, never what is written.
