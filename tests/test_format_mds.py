@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 
 from format_runs import LAYOUTS, SHARDS, expected_rows, make_runs, run_config, tfrecord_columns
 

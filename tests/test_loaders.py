@@ -16,7 +16,7 @@ from bert_data.format.layout import FEATURE_NAMES, feature_specs
 from bert_data.format.dataset import dataset_info, infer_specs, layout_flags, resolve_shards, shard_groups
 from bert_data.format.manifest import Manifest
 from bert_data.load import read_batches, read_examples
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 from bert_data.format.tfrecord import CorruptRecordError
 
 from conftest import corpus_config

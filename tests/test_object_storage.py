@@ -17,7 +17,7 @@ from bert_data.format.manifest import Manifest
 from bert_data.run import runner
 from bert_data.pipeline.documents import planner
 from bert_data.pipeline.documents.types import InputError
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 
 from conftest import corpus_config, file_hashes, make_corpus
 

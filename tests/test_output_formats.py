@@ -17,7 +17,7 @@ from bert_data.format.manifest import Manifest
 from bert_data.format.output_formats import get_format
 from bert_data.run.assembly import ShardAssembler
 from bert_data.run.run_files import Interrupted
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 
 from format_runs import (FORMAT_RUNS, LAYOUTS, MPP, MSL, expected_rows, make_runs, run_config, shard_files,
                          tfrecord_columns)

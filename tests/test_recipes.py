@@ -17,7 +17,8 @@ import tensorflow as tf
 from bert_data.config import ConfigError, GeneratorConfig
 from bert_data.format.layout import tf_feature_description
 from bert_data.format.manifest import Manifest
-from bert_data.run.runner import ShardAssembler, generate
+from bert_data.run.assembly import ShardAssembler
+from bert_data.run.resolve import generate
 
 from conftest import file_hashes, make_corpus
 

@@ -10,7 +10,7 @@ import pytest
 
 from bert_data.config import GeneratorConfig
 from bert_data.format.tfrecord import frame_records, iter_records
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 from bert_data.run.shard_shuffle import ShuffleGroup, publish_group, record_offsets
 from bert_data.run.shard_shuffle import shuffle_group as write_shuffled
 

@@ -47,7 +47,7 @@ def test_a_corpus_in_memory_urls_gives_the_bytes_of_local_files(synthetic_corpus
                                                                  private_tmp):
     """``memory://`` (any fsspec file system): metadata, documents and vocabulary read through it."""
     fsspec = pytest.importorskip("fsspec")
-    from bert_data.run.runner import generate
+    from bert_data.run.resolve import generate
 
     memory = fsspec.filesystem("memory")
     for path in sorted(synthetic_corpus.root.rglob("*")):
@@ -64,7 +64,7 @@ def test_a_corpus_in_memory_urls_gives_the_bytes_of_local_files(synthetic_corpus
 
 @pytest.fixture(scope="module")
 def generated_reference(synthetic_corpus, tmp_path_factory):
-    from bert_data.run.runner import generate
+    from bert_data.run.resolve import generate
 
     output = tmp_path_factory.mktemp("reference")
     generate(corpus_config(synthetic_corpus, output), progress=False)
@@ -73,7 +73,7 @@ def generated_reference(synthetic_corpus, tmp_path_factory):
 
 def test_a_work_directory_of_its_own(synthetic_corpus, tmp_path, generated_reference):
     """--work_dir: the run's intermediate files go to a folder of its own there, removed after."""
-    from bert_data.run.runner import generate
+    from bert_data.run.resolve import generate
 
     work = tmp_path / "work"
     work.mkdir()
@@ -92,7 +92,7 @@ def test_a_corpus_over_http_gives_the_bytes_of_local_files(synthetic_corpus, tmp
     import http.server
     import threading
 
-    from bert_data.run.runner import generate
+    from bert_data.run.resolve import generate
 
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(synthetic_corpus.root))
     handler.log_message = lambda *args: None

@@ -28,6 +28,7 @@ from .manifest import Manifest
 TRAIN = "train"
 VAL = "val"
 SPLITS = (TRAIN, VAL)
+SPLIT_CODES = {TRAIN: 0, VAL: 1}  # a split as a number: in random-stream keys, one byte a document
 
 # A shard (or a manifest) being written; renamed to its final name when complete.
 IN_PROGRESS_SUFFIX = ".tmp"

@@ -23,8 +23,6 @@ from .. import storage
 from .layout import DEFAULT_SEQUENCES_PER_PACK, FeatureSpec, feature_specs, packed_predictions
 
 MANIFEST_NAME = "data_params.json"
-# Generator options that say how a run was carried out, never what it wrote: not recorded.
-RUN_CONTROL_OPTIONS = ("overwrite", "resume", "work_dir")
 
 
 @dataclass
@@ -68,6 +66,7 @@ class Manifest:
 
     # ------------------------------------------------------------------ options readers use
     def option(self, name: str, default=None):
+        """An option as recorded, else ``default`` (a switch the manifest lacks was off)."""
         value = self.options.get(name)
         return default if value is None else value
 
@@ -201,7 +200,7 @@ class Manifest:
 
     # ------------------------------------------------------------------ JSON
     def to_json(self) -> dict:
-        data = {key: value for key, value in self.options.items() if key not in RUN_CONTROL_OPTIONS}
+        data = dict(self.options)  # as the run records them (run/resolve.py: recorded_options)
         for item in fields(self):
             if item.name == "options":
                 continue

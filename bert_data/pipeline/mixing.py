@@ -27,7 +27,21 @@ input format.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+
+
+@dataclass(frozen=True)
+class MixingSpec:
+    """How the corpus is mixed into units: ``split_num`` documents a unit, in a seeded order
+    (``seed``), or in listed order (``keep_corpus_order``: units of neighbouring documents, and
+    no final shuffle)."""
+
+    seed: int
+    split_num: int
+    keep_corpus_order: bool
+
 
 _ROUNDS = 6
 # Blocks a unit is made of: the regions of the corpus its random-next pool spans.  More cost a

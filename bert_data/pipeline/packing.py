@@ -28,19 +28,21 @@ packed instance is an unpacked instance moved in a row.
 from __future__ import annotations
 
 import bisect
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ..format.columns import pad_rows
 from ..format.layout import DEFAULT_SEQUENCES_PER_PACK, packed_predictions  # noqa: F401 (re-exported)
+from .masking import num_to_predict
 
 # Instances a packing decision looks at together: large enough for best-fit to find partners
 # (the fill rate no longer grows past a thousand or so), small enough to keep one decision's
 # working set to a few hundred KB whatever the unit's size.
 PACKING_GROUP = 4096
 
-__all__ = ["PACKING_GROUP", "DEFAULT_SEQUENCES_PER_PACK", "packed_predictions", "pack_instances",
+__all__ = ["PACKING_GROUP", "PackingSpec", "DEFAULT_SEQUENCES_PER_PACK", "packed_predictions", "pack_instances",
            "pack_columns", "unpack_rows", "instance_lengths", "block_diagonal_mask", "cu_seqlens", "fill_rate",
            "row_members", "packed_to_rows", "packed_from_rows"]
 
@@ -73,6 +75,31 @@ def _best_fit_decreasing(lengths: np.ndarray, budgets: np.ndarray, capacity: int
         if len(bins[target]) < max_per_pack and room[target] > 0:
             bisect.insort(open_bins, (room[target], target))
     return bins
+
+
+@dataclass(frozen=True)
+class PackingSpec:
+    """How instances are packed into rows (``--pack_sequences``): rows of ``max_seq_length``
+    tokens holding at most ``max_sequences_per_pack`` instances and ``prediction_slots``
+    predictions (``packed_predictions``); an instance's masking budget is drawn as the masks
+    are (``masked_lm_prob``, at most ``max_predictions_per_seq``), so that load-time masks of
+    unmasked rows fit the row's slots too."""
+
+    max_seq_length: int
+    max_sequences_per_pack: int
+    masked_lm_prob: float
+    max_predictions_per_seq: int
+
+    @property
+    def prediction_slots(self) -> int:
+        return packed_predictions(self.max_predictions_per_seq, self.max_sequences_per_pack)
+
+
+def pack(lengths: np.ndarray, spec: PackingSpec) -> Tuple[np.ndarray, np.ndarray]:
+    """Which instances share a row (see :func:`pack_instances`), each instance's masking budget
+    drawn as its masks are."""
+    budgets = num_to_predict(lengths, spec.masked_lm_prob, spec.max_predictions_per_seq)
+    return pack_instances(lengths, budgets, spec.max_seq_length, spec.prediction_slots, spec.max_sequences_per_pack)
 
 
 def pack_instances(lengths, budgets, max_seq_length: int, prediction_capacity: int, max_sequences_per_pack: int,

@@ -20,17 +20,13 @@ import tempfile
 from typing import Dict, List, Optional
 
 from .. import storage
-from ..config import GeneratorConfig
-from ..format.dataset_layout import TRAIN, body_path
-from ..format.output_formats import ShardOptions, get_format
-from .pieces import Segment
-from .run_files import GenerationError, shard_in_progress, shard_path, split_dirs
-from .scratch import fetch_piece
 from ..format.columns import iter_batches
-from ..pipeline.documents.types import SPLIT_OF_CODE
-from .shard_shuffle import shuffled_batches, shuffles_shards
-
-SPLIT_CODES = {split: code for code, split in SPLIT_OF_CODE.items()}
+from ..format.dataset_layout import SPLIT_CODES, TRAIN, body_path
+from .pieces import Segment
+from .run_files import GenerationError, shard_in_progress, shard_path
+from .scratch import fetch_piece
+from .shard_shuffle import shuffled_batches
+from .specs import OutputSpec
 
 
 def copy_range(source, offset: int, length: int, target, name: str) -> None:
@@ -83,16 +79,15 @@ class ShardAssembler:
     ``--compression zlib`` a shard is one zlib stream: a header, the segments' raw deflate data,
     then a final block and the Adler-32 of everything (combined from the segments')."""
 
-    def __init__(self, config: GeneratorConfig, sizes: Optional[Dict[str, int]] = None,
+    def __init__(self, output: OutputSpec, sizes: Optional[Dict[str, int]] = None,
                  checksums: Optional[Dict[str, list]] = None, shard_counts: Optional[Dict[str, int]] = None,
-                 fetch_dir: Optional[str] = None, options: Optional[ShardOptions] = None):
-        self.config = config
-        # ``options``: what the format's shard writer needs (``RunSettings.shard_options``; TFRecord needs none)
-        self.format, self.options = get_format(config.output_format), options
+                 fetch_dir: Optional[str] = None):
+        self.output = output  # (staged, for an output at a URL)
+        self.format, self.options = output.kind, output.shard_options
         self.fetch_dir = fetch_dir  # where pieces at a URL are downloaded to, to be appended
-        self.dirs = split_dirs(config)
+        self.dirs = output.split_dirs()
         # Shards shuffled at the end are kept uncompressed until then (see ``shard_shuffle``).
-        self.zlib = config.compression == "zlib" and self.format.appendable and not shuffles_shards(config)
+        self.zlib = output.segment_compression == "zlib"
         self.checksums: Dict[str, list] = dict(checksums or {})  # key -> [adler32, raw length]
         self.lengths: Dict[str, int] = {}  # key ("split/shard") -> bytes written
         self.shard_counts: Dict[str, int] = {}  # per split, once known (see open_split)
@@ -102,7 +97,7 @@ class ShardAssembler:
     def path(self, key: str) -> str:
         """Where a shard's units are appended: the shard in progress for TFRecord, else its body."""
         split, shard = key.split("/")
-        return body_path(shard_path(self.dirs[split], self.config, int(shard)), self.format.appendable)
+        return body_path(shard_path(self.dirs[split], self.output, int(shard)), self.format.appendable)
 
     def open_split(self, split: str, count: int, sizes: Optional[Dict[str, int]] = None) -> None:
         """Create the ``count`` shards of a split (its count may be decided during the run, when
@@ -187,17 +182,17 @@ class ShardAssembler:
                 with open(self.path(f"{split}/{shard}"), "rb") as body:
                     bodies.append(list(iter_batches(body)))
             # The final shuffle's order, as TFRecord shards of the same run get it (``shard_shuffle``).
-            for shard, batches in zip(shards, shuffled_batches(self.config, SPLIT_CODES[split], bodies)):
-                written = shard_in_progress(directory, self.config, shard)
+            for shard, batches in zip(shards, shuffled_batches(self.output, SPLIT_CODES[split], bodies)):
+                written = shard_in_progress(directory, self.output, shard)
                 entries.setdefault(split, []).append(self.format.write_shard(
-                    batches, written, os.path.basename(shard_path(directory, self.config, shard)), self.options))
+                    batches, written, os.path.basename(shard_path(directory, self.output, shard)), self.options))
                 with open(written, "rb+") as handle:
                     os.fsync(handle.fileno())
         for split, shards in entries.items():
             self.format.write_split_files(self.dirs[split], shards, self.options)
         # The bodies stay until the manifests are written (``run_files.finalize`` removes them): a
         # run killed before the journal says finished writes the shards from them again.
-        return {key: os.path.getsize(shard_in_progress(self.dirs[key.split("/")[0]], self.config,
+        return {key: os.path.getsize(shard_in_progress(self.dirs[key.split("/")[0]], self.output,
                                                        int(key.split("/")[1]))) for key in self.lengths}
 
     def close(self) -> None:
@@ -206,7 +201,7 @@ class ShardAssembler:
     def remove(self) -> None:
         for key in self.lengths:
             split, shard = key.split("/")
-            for path in {self.path(key), shard_in_progress(self.dirs[split], self.config, int(shard))}:
+            for path in {self.path(key), shard_in_progress(self.dirs[split], self.output, int(shard))}:
                 try:
                     os.remove(path)
                 except FileNotFoundError:

@@ -35,8 +35,8 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from ..pipeline.mixing import CorpusOrder
-from ..format.dataset_layout import DEFAULT_FORMAT
-from .run_files import output_kind, shard_being_shuffled
+from .run_files import shard_being_shuffled
+from .specs import OutputSpec
 
 # Records gathered and written at a time: large enough that numpy and the writes pay, small
 # enough to keep a few MB in memory.
@@ -44,29 +44,24 @@ BATCH_RECORDS = 4096
 _SHARD_KEY, _RUN_KEY = 1, 2  # what the order is keyed on: one shard, or a whole run's files
 
 
-def shuffles_shards(config) -> bool:
-    """Whether shards get the final shuffle pass: TFRecord shards (the framing it reads), unless
-    the listed order is kept.  HDF5, Parquet and MDS shards get the same order when their writer
-    writes them from their bodies (``shuffled_batches``)."""
-    return not config.keep_corpus_order and output_kind(config) == DEFAULT_FORMAT
-
-
-def shuffled_batches(config, split_code: int, bodies: List[List[Dict[str, np.ndarray]]]) -> List[List[Dict[str, np.ndarray]]]:
+def shuffled_batches(output: OutputSpec, split_code: int,
+                     bodies: List[List[Dict[str, np.ndarray]]]) -> List[List[Dict[str, np.ndarray]]]:
     """The column batches of a split's shards (``bodies[shard]``, as appended unit after unit)
     in the order the final shuffle gives TFRecord shards of the same run: per shard keyed on
     (seed, split, shard), or with ``--output_file`` the files together (record k of the run to
     file k mod N).  With the listed order kept, as they are.  One shard's columns are held in
     memory at a time (a whole split's with ``--output_file``)."""
-    if config.keep_corpus_order:
+    seed = output.shuffle_seed
+    if seed is None:
         return bodies
     columns = [{name: np.concatenate([batch[name] for batch in batches]) for name in batches[0]} if batches else {}
                for batches in bodies]
     counts = [len(next(iter(c.values()))) if c else 0 for c in columns]
     out: List[List[Dict[str, np.ndarray]]] = []
-    if config.output_files:
+    if output.files:
         n, total = len(columns), sum(counts)
         places = np.arange(total)
-        runs = CorpusOrder(total, [config.seed, split_code, _RUN_KEY]).documents_at(places) if total else places
+        runs = CorpusOrder(total, [seed, split_code, _RUN_KEY]).documents_at(places) if total else places
         files, rows = runs % n, runs // n
         for target in range(n):  # place k goes to file k mod n
             chosen = places % n == target
@@ -78,7 +73,7 @@ def shuffled_batches(config, split_code: int, bodies: List[List[Dict[str, np.nda
         if not counts[shard]:
             out.append([])
             continue
-        order = CorpusOrder(counts[shard], [config.seed, split_code, _SHARD_KEY, shard]).documents_at(
+        order = CorpusOrder(counts[shard], [seed, split_code, _SHARD_KEY, shard]).documents_at(
             np.arange(counts[shard]))
         out.append(_batched({name: column[order] for name, column in shard_columns.items()}))
     return out
@@ -103,12 +98,14 @@ class ShuffleGroup:
     compression: Optional[str] = None
 
 
-def shuffle_groups(config, split_code: int, split: str, sources: List[str], targets: List[str]) -> List[ShuffleGroup]:
+def shuffle_groups(output: OutputSpec, split_code: int, split: str, sources: List[str],
+                   targets: List[str]) -> List[ShuffleGroup]:
     """A split's shards as groups: one a shard, or with ``--output_file`` all together."""
     keys = [f"{split}/{shard}" for shard in range(len(sources))]
-    if config.output_files:
-        return [ShuffleGroup(keys, sources, targets, [config.seed, split_code, _RUN_KEY], config.compression)]
-    return [ShuffleGroup([key], [source], [target], [config.seed, split_code, _SHARD_KEY, shard], config.compression)
+    seed, compression = output.shuffle_seed, output.compression
+    if output.files:
+        return [ShuffleGroup(keys, sources, targets, [seed, split_code, _RUN_KEY], compression)]
+    return [ShuffleGroup([key], [source], [target], [seed, split_code, _SHARD_KEY, shard], compression)
             for shard, (key, source, target) in enumerate(zip(keys, sources, targets))]
 
 
