@@ -21,7 +21,7 @@ from ..pipeline.documents.listing import list_documents
 from ..pipeline.documents.reading import read_documents
 from ..format.dataset_layout import TRAIN, VAL
 from ..pipeline.documents.types import SPLIT_OF_CODE, TRAIN_CODE, VAL_CODE, CorpusPlan, InputError, Slice
-from ..pipeline.mixing import CorpusOrder, block_size
+from ..pipeline.mixing import CorpusOrder, region_size
 from .resolve import RunSettings
 from .tasks import SliceTable, UnitWork
 
@@ -108,7 +108,7 @@ def make_plan(settings: RunSettings, skip_missing: bool = False, check_case: boo
     split_docs = {split: np.flatnonzero(corpus.doc_splits == code)
                   for code, split in SPLIT_OF_CODE.items()}
     orders = {split: CorpusOrder(len(docs), config.seed, shuffle=not config.keep_corpus_order,
-                                 block=block_size(config.split_num))
+                                 region_size=region_size(config.split_num))
               for split, docs in split_docs.items()}
     units = plan_units(corpus, split_docs, orders, config.split_num)
     if config.sizes_shards:  # a split's size is known once every slice is tokenized
