@@ -28,6 +28,11 @@ from .manifest import Manifest
 TRAIN = "train"
 VAL = "val"
 SPLITS = (TRAIN, VAL)
+# A split's code: one byte a document in a corpus plan, and a key of the split's random streams
+# and of its shuffles (changing them changes every output's bytes).
+TRAIN_CODE, VAL_CODE = 0, 1
+SPLIT_CODES = {TRAIN: TRAIN_CODE, VAL: VAL_CODE}
+SPLIT_OF_CODE = {code: split for split, code in SPLIT_CODES.items()}
 
 # A shard (or a manifest) being written; renamed to its final name when complete.
 IN_PROGRESS_SUFFIX = ".tmp"

@@ -21,16 +21,14 @@ from typing import Dict, List, Optional
 
 from .. import storage
 from ..config import GeneratorConfig
-from ..format.dataset_layout import TRAIN, body_path
+from ..format.dataset_layout import SPLIT_CODES, TRAIN, body_path
 from ..format.output_formats import ShardOptions, get_format
 from .pieces import Segment
 from .run_files import GenerationError, shard_in_progress, shard_path, split_dirs
 from .scratch import fetch_piece
 from ..format.columns import iter_batches
-from ..pipeline.documents.types import SPLIT_OF_CODE
 from .shard_shuffle import shuffled_batches, shuffles_shards
 
-SPLIT_CODES = {split: code for code, split in SPLIT_OF_CODE.items()}
 
 
 def copy_range(source, offset: int, length: int, target, name: str) -> None:

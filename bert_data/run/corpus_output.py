@@ -19,7 +19,7 @@ import numpy as np
 
 from ..config import GeneratorConfig
 from ..format.megatron import IndexedWriter, token_dtype
-from ..pipeline.documents.types import SPLIT_OF_CODE
+from ..format.dataset_layout import SPLIT_OF_CODE
 from .planning import Plan
 from .run_files import shard_path, split_dirs
 from .scratch import load_array, load_arrays

@@ -19,8 +19,8 @@ import numpy as np
 from ..pipeline.documents import planner
 from ..pipeline.documents.listing import list_documents
 from ..pipeline.documents.reading import read_documents
-from ..format.dataset_layout import TRAIN, VAL
-from ..pipeline.documents.types import SPLIT_OF_CODE, TRAIN_CODE, VAL_CODE, CorpusPlan, InputError, Slice
+from ..format.dataset_layout import SPLIT_OF_CODE, TRAIN, TRAIN_CODE, VAL, VAL_CODE
+from ..pipeline.documents.types import CorpusPlan, InputError, Slice
 from ..pipeline.mixing import CorpusOrder, region_size
 from .resolve import RunSettings
 from .tasks import SliceTable, UnitWork

@@ -39,8 +39,8 @@ from ..config import GeneratorConfig
 from .assembly import ShardAssembler
 from .corpus_output import record_totals, write_corpus
 from ..format.output_formats import get_format
-from ..pipeline.documents.types import BINARY, SPLIT_OF_CODE, Skip
-from ..format.dataset_layout import TRAIN, VAL
+from ..pipeline.documents.types import BINARY, Skip
+from ..format.dataset_layout import SPLIT_CODES, SPLIT_OF_CODE, TRAIN, VAL
 from .. import storage
 from .executors import (dead_worker_signal, default_executor, local_workers, shares_local_files, stop_executor,
                         wait_first)
@@ -56,7 +56,7 @@ from .planning import Plan, make_plan, warn
 from .resolve import RunSettings, resolve
 from .totals import RunTotals, SkippedTotals, make_manifests
 from .shard_shuffle import publish_group, shuffle_group, shuffle_groups, shuffled_size, shuffles_shards
-from .tasks import (SPLIT_CODES, DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError, UnitPairs,
+from .tasks import (DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError, UnitPairs,
                     encode_shards, make_encode_tasks, pair_unit, record_bytes, tokenize_slice)
 
 

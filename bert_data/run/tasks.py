@@ -37,7 +37,7 @@ import numpy as np
 from .. import storage
 from ..config import GeneratorConfig
 from ..pipeline.documents.reading import read_documents
-from ..format.dataset_layout import TRAIN, VAL
+from ..format.dataset_layout import SPLIT_CODES, TRAIN
 from ..pipeline.documents.types import NO_SENTENCE, Document, InputError, Skip, Slice
 from .pieces import Segment, SegmentCompressor
 from ..format.output_formats import get_format
@@ -58,7 +58,6 @@ CHUNK_ROWS = 2048
 # Python lists: a huge document must not become one huge list).
 TOKENIZE_BATCH = 4096
 TOKENIZE_CHARS = 1_000_000
-SPLIT_CODES = {TRAIN: 0, VAL: 1}
 
 
 class UnitError(RuntimeError):

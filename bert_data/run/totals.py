@@ -10,11 +10,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from ..format.dataset_layout import TRAIN, VAL
+from ..format.dataset_layout import SPLIT_OF_CODE, TRAIN, VAL
 from ..format.output_formats import get_format
 from ..format.manifest import Manifest, SkippedDocuments
 from ..version import __version__
-from ..pipeline.documents.types import BINARY, SPLIT_OF_CODE
+from ..pipeline.documents.types import BINARY
 from .planning import Plan
 from .run_files import shard_path, split_dirs
 from .resolve import RunSettings
