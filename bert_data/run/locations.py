@@ -193,7 +193,7 @@ class RemoteOutput:
                           "pass --resume to continue it or --overwrite to start again")
 
     def prepare(self, local: GeneratorConfig, fingerprint: str) -> Optional[dict]:
-        """``output.prepare_output_dir`` for the staging directory (``local``), then the URL's
+        """``run_files.prepare_output_dir`` for the staging directory (``local``), then the URL's
         side: refuse to mix with an earlier run's files unless told (--overwrite: they go;
         --resume: a finished run has nothing to resume).  Returns the journal when resuming."""
         config, output = self.config, self.places.output

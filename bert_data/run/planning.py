@@ -68,7 +68,7 @@ class Plan:
 def make_plan(settings: RunSettings, skip_missing: bool = False, check_case: bool = True,
               allow_case_mismatch: bool = False) -> Plan:
     """Everything about the inputs that can be checked before any work (the options and the
-    vocabulary were, by :func:`~.settings.resolve`); then the corpus cut into slices and its
+    vocabulary were, by :func:`~.resolve.resolve`); then the corpus cut into slices and its
     documents dealt into units.
 
     A vocabulary whose case disagrees with ``do_lower_case`` stops the run (ConfigError) unless

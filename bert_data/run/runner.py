@@ -1,7 +1,7 @@
 """Orchestration: plan units, run them on an executor, assemble shards, write the manifest.
 
 This module owns the run: the scheduler that feeds tasks to the executor in dependency order,
-and the run from start to finish.  Around it: ``settings`` (the configuration resolved once),
+and the run from start to finish.  Around it: ``resolve`` (the configuration resolved once),
 ``planning`` (checks and units, before any work), ``run_files`` (every file of the run: output
 directory, lock, journal, work files), ``executors`` (where tasks run), ``tasks`` (what they
 compute), ``assembly`` (pieces into shards) and ``totals`` (what the run reports: its counts and
@@ -296,7 +296,7 @@ def generate(
     allow_case_mismatch: bool = False,
 ) -> RunSummary:
     """Run the whole generator. Raises ConfigError/InputError/VocabError before any work,
-    GenerationError for a failure during it, ``output.Interrupted`` (a KeyboardInterrupt) when
+    GenerationError for a failure during it, ``run_files.Interrupted`` (a KeyboardInterrupt) when
     interrupted (resumable).  A vocabulary whose case disagrees with ``do_lower_case`` is a
     ConfigError unless ``allow_case_mismatch``.
 

@@ -11,7 +11,7 @@ hold them; the pool random next sentences come from.  Pairs are token ranges: sm
 ``encode_shards``: pairs -> masked instances -> encoded, framed examples, for one unit and some
 of the output shards, into a piece file.
 
-Each task receives the run's ``settings.RunSettings`` (the configuration resolved once, in
+Each task receives the run's ``resolve.RunSettings`` (the configuration resolved once, before
 planning; not imported here, so that the settings may use the run's places) and re-derives
 nothing from it.  All are pure functions of the settings and their input: every random stream
 comes from (seed, unit, split, purpose[, shard]), so the bytes written do not depend on which

@@ -126,7 +126,7 @@ class SkippedTotals:
 
 def make_manifests(settings: RunSettings, plan: Plan, totals: RunTotals, skipped: SkippedTotals,
                    sizes: Optional[Dict[str, int]] = None) -> Dict[str, Manifest]:
-    """Each split's manifest (``run_files.write_manifests`` writes them, last).  Each describes its
+    """Each split's manifest (``run_files.finalize`` writes them, last).  Each describes its
     own split: its counts, and the options it was made with, with the
     effective values of options left to their defaults.  ``sizes``: shard path -> bytes, for
     shards that are not local files (uploaded from staging)."""
