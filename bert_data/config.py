@@ -138,7 +138,7 @@ class GeneratorConfig:
     pack_sequences: bool = False
     max_sequences_per_pack: Optional[int] = None
     # Where data lives (issue 14): the directory or URL tasks exchange intermediate data through
-    # (default: the output directory's work directory, see generator.run_files; with a Dask cluster
+    # (default: the output directory's work directory, see run.run_files; with a Dask cluster
     # and a URL output, the output's).
     work_dir: Optional[str] = None
     # The former name of text_field, still accepted by the constructor.

@@ -25,7 +25,7 @@ from bert_data.pipeline.documents.listing import read_metadata
 from bert_data.pipeline.documents.planner import plan_corpus
 from bert_data.pipeline.documents.reading import read_documents
 from bert_data.pipeline.documents.text_files import _cut_parts, stream_parts
-from bert_data.pipeline.documents.types import TRAIN_CODE
+from bert_data.format.dataset_layout import TRAIN_CODE
 
 from conftest import make_corpus
 

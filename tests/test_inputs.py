@@ -22,8 +22,8 @@ from bert_data.pipeline.documents.listing import read_metadata
 from bert_data.pipeline.documents.planner import plan_corpus
 from bert_data.pipeline.documents.reading import read_documents
 from bert_data.pipeline.documents.spans import LINE_PATTERN, document_spans, separator_pattern, stream_document_spans
-from bert_data.pipeline.documents.types import (BINARY, EMPTY, INVALID_JSON, MISSING_KEY, NOT_OBJECT, NOT_STRING,
-                                              TRAIN_CODE)
+from bert_data.pipeline.documents.types import BINARY, EMPTY, INVALID_JSON, MISSING_KEY, NOT_OBJECT, NOT_STRING
+from bert_data.format.dataset_layout import TRAIN_CODE
 from bert_data.pipeline.documents import files as input_files
 from bert_data.config import ConfigError, GeneratorConfig
 from bert_data.pipeline.documents.types import InputError

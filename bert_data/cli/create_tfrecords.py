@@ -249,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
              help="units of neighbouring documents in listed order, shards not shuffled at the end, instead "
                   "of a mixed corpus (e.g. for a curriculum). Costs mixing: each shard then walks the corpus "
                   "from its first source to its last, and random-next sentences come from neighbouring "
-                  "documents; a trainer's small shuffle buffer sees one region at a time")
+                  "documents; a trainer's small shuffle buffer sees one part of the corpus at a time")
     work.add_argument("--num_workers", type=int, default=None,
                       help="worker processes (default: all cores this process may use; more than that is capped, "
                            "with a warning); output is identical for any value")

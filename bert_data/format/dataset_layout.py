@@ -28,7 +28,11 @@ from .manifest import Manifest
 TRAIN = "train"
 VAL = "val"
 SPLITS = (TRAIN, VAL)
-SPLIT_CODES = {TRAIN: 0, VAL: 1}  # a split as a number: in random-stream keys, one byte a document
+# A split's code: one byte a document in a corpus plan, and a key of the split's random streams
+# and of its shuffles (changing them changes every output's bytes).
+TRAIN_CODE, VAL_CODE = 0, 1
+SPLIT_CODES = {TRAIN: TRAIN_CODE, VAL: VAL_CODE}
+SPLIT_OF_CODE = {code: split for split, code in SPLIT_CODES.items()}
 
 # A shard (or a manifest) being written; renamed to its final name when complete.
 IN_PROGRESS_SUFFIX = ".tmp"
@@ -36,7 +40,7 @@ IN_PROGRESS_SUFFIX = ".tmp"
 # (first in progress, then under its name) is written when every unit is in.
 BODY_SUFFIX = ".body"
 # While a run is under way (or after it stopped, for --resume), its output directory holds its
-# work directory and its lock (``generator.run_files`` owns what is inside and every operation;
+# work directory and its lock (``run.run_files`` owns what is inside and every operation;
 # with Google's --output_file both are named ``.FIRST_FILE<name>``, one per run).
 WORK_DIR = ".bert_data_work"
 LOCK = ".bert_data.lock"

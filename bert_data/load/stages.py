@@ -21,6 +21,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 
+from ..format.columns import IGNORE_INDEX
 from ..format.dataset import decode_records
 
 __all__ = ["DEFAULT_CHUNK", "FORMATS", "IGNORE_INDEX", "decoded_chunks", "reader_share", "masked", "postprocess",
@@ -33,9 +34,8 @@ DEFAULT_CHUNK = 4096
 # What readers hand out: the stored layout (Google's, Cerebras's with invert_input_mask), or the
 # inputs of Hugging Face transformers' models.
 FORMATS = ("google", "transformers")
-# The label of positions without a prediction: PyTorch's CrossEntropyLoss ignore_index, which
-# transformers' models use.
-IGNORE_INDEX = -100
+# IGNORE_INDEX (format.columns, re-exported): the label of positions without a prediction,
+# PyTorch's CrossEntropyLoss ignore_index, which transformers' models use.
 
 Batch = Dict[str, np.ndarray]
 

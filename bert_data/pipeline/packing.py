@@ -33,7 +33,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..format.columns import pad_rows
+from ..format.columns import IGNORE_INDEX, pad_rows
 from ..format.layout import DEFAULT_SEQUENCES_PER_PACK, packed_predictions  # noqa: F401 (re-exported)
 from .masking import num_to_predict
 
@@ -304,7 +304,7 @@ def packed_to_rows(columns: Dict[str, np.ndarray], pair_label: str = "next_sente
         rows["token_type_ids"] = np.asarray(columns["segment_ids"])[real].astype(np.int64)
     rows["position_ids"] = np.asarray(columns["positions"])[real].astype(np.int64)
     if "masked_lm_positions" in columns:
-        labels = np.full(mask.shape, -100, dtype=np.int64)
+        labels = np.full(mask.shape, IGNORE_INDEX, dtype=np.int64)
         used = np.asarray(columns["masked_lm_weights"]) > 0
         which = np.nonzero(used)[0]
         labels[which, np.asarray(columns["masked_lm_positions"])[used]] = np.asarray(columns["masked_lm_ids"])[used]
@@ -336,8 +336,8 @@ def packed_from_rows(lists: Dict[str, List[np.ndarray]], max_seq_length: int, pr
         out["segment_ids"] = padded("token_type_ids")
     out["positions"] = positions
     if "labels" in lists and prediction_slots:
-        labels = np.where(real, padded("labels"), -100)
-        chosen = labels != -100
+        labels = np.where(real, padded("labels"), IGNORE_INDEX)
+        chosen = labels != IGNORE_INDEX
         order = np.argsort(~chosen, axis=1, kind="stable")[:, :prediction_slots]
         if order.shape[1] < prediction_slots:
             order = np.pad(order, ((0, 0), (0, prediction_slots - order.shape[1])))

@@ -18,7 +18,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from ..format.megatron import IndexedWriter, token_dtype
-from ..pipeline.documents.types import SPLIT_OF_CODE
+from ..format.dataset_layout import SPLIT_OF_CODE
 from ..pipeline.tokens import DOC_POSITION, DOC_REPLACED, SENTENCE_END, SENTENCE_START, TOKEN_END, TOKEN_START
 from .planning import Plan
 from .run_files import shard_path, slice_paths

@@ -19,10 +19,9 @@ import numpy as np
 from ..pipeline.documents import planner
 from ..pipeline.documents.listing import list_documents
 from ..pipeline.documents.reading import read_documents
-from ..format.dataset_layout import TRAIN, VAL
-from ..pipeline.documents.types import (SPLIT_OF_CODE, TRAIN_CODE, VAL_CODE, CorpusPlan, InputError, ReadingSpec,
-                                        Slice)
-from ..pipeline.mixing import CorpusOrder, block_size
+from ..format.dataset_layout import SPLIT_OF_CODE, TRAIN, TRAIN_CODE, VAL, VAL_CODE
+from ..pipeline.documents.types import CorpusPlan, InputError, ReadingSpec, Slice
+from ..pipeline.mixing import CorpusOrder, region_size
 from .specs import RunSpec
 from .units import SliceTable, UnitWork
 
@@ -104,7 +103,7 @@ def make_plan(spec: RunSpec, skip_missing: bool = False, check_case: bool = True
     split_docs = {split: np.flatnonzero(corpus.doc_splits == code)
                   for code, split in SPLIT_OF_CODE.items()}
     orders = {split: CorpusOrder(len(docs), mixing.seed, shuffle=not mixing.keep_corpus_order,
-                                 block=block_size(mixing.split_num))
+                                 region_size=region_size(mixing.split_num))
               for split, docs in split_docs.items()}
     units = plan_units(corpus, split_docs, orders, mixing.split_num)
     if spec.output.sizes_shards:  # a split's size is known once every slice is tokenized

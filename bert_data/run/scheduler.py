@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from ..format.dataset_layout import TRAIN, VAL
-from ..pipeline.documents.types import BINARY, SPLIT_OF_CODE, Skip
+from ..format.dataset_layout import SPLIT_OF_CODE
+from ..pipeline.documents.types import BINARY, Skip
 from ..pipeline.tokens import DOC_POSITION, TOKEN_END, TOKEN_START
 from .assembly import ShardAssembler
 from .executors import wait_first

@@ -1,8 +1,8 @@
 """Global mixing, part two: every shard written once more, in a seeded random order.
 
 Units are appended to the shards one after another (in unit order: the bytes do not depend on
-timing), so a shard is first a run of blocks, one a unit, each unit's records shuffled among
-themselves.  A unit is a coarse sample of the corpus (a few regions of it: see ``mixing``), and
+timing), so a shard is first the units' records one unit after another, each unit's records
+shuffled among themselves.  A unit is a coarse sample of the corpus (a few regions of it: see ``mixing``), and
 units differ (a unit that holds a large book is mostly that book).  When every unit is in, each
 shard is read back and written out once more with its records in a seeded random order, as
 Google's tool does with all its instances in memory: every stretch of the shard is then a

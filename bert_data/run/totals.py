@@ -10,9 +10,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from ..format.dataset_layout import TRAIN, VAL
+from ..format.dataset_layout import SPLIT_OF_CODE, TRAIN, VAL
 from ..format.manifest import Manifest, SkippedDocuments
-from ..pipeline.documents.types import BINARY, SPLIT_OF_CODE
+from ..pipeline.documents.types import BINARY
 from ..version import __version__
 from .planning import Plan
 from .run_files import shard_path

@@ -12,10 +12,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from ... import storage
-from ...format.dataset_layout import TRAIN, VAL  # noqa: F401  (split names: the dataset layout's)
 
-TRAIN_CODE, VAL_CODE = 0, 1  # a document's split, one byte a document in a corpus plan
-SPLIT_OF_CODE = {TRAIN_CODE: TRAIN, VAL_CODE: VAL}
 DEFAULT_TEXT_FIELD = "text"  # the text's key in JSON Lines and column in tables, unless --text_field
 
 
@@ -123,7 +120,8 @@ class Slice:
 @dataclass
 class CorpusPlan:
     """The listed corpus: its slices, in order, and the split of each document, by position
-    (``doc_splits[g]`` is TRAIN_CODE or VAL_CODE for the document at position ``g``)."""
+    (``doc_splits[g]`` is ``dataset_layout.TRAIN_CODE`` or ``VAL_CODE`` for the document at
+    position ``g``)."""
 
     slices: List[Slice]
     doc_splits: np.ndarray  # uint8, one per document
