@@ -11,7 +11,7 @@ from typing import Dict, Iterator, Optional
 
 import numpy as np
 
-from ...pipeline.packing import packed_from_rows
+from ..packed_rows import packed_from_rows
 from ..columns import from_rows
 
 _VALUE_TYPES = {"ndarray:int32": np.int32, "ndarray:uint8": np.uint8, "int32": np.int32}
@@ -47,7 +47,7 @@ def read_columns(path: str, max_seq_length: int, max_predictions_per_seq: Option
                  batch_size: int = 1024, max_sequences_per_pack: Optional[int] = None
                  ) -> Iterator[Dict[str, np.ndarray]]:
     """Packed rows (a ``position_ids`` column) come back as the packed layout's columns
-    (``packing.packed_from_rows``: the pair columns ``max_sequences_per_pack`` wide)."""
+    (``packed_rows.packed_from_rows``: the pair columns ``max_sequences_per_pack`` wide)."""
     data = _shard_bytes(path)
     n = int(np.frombuffer(data, np.uint32, 1)[0])
     offsets = np.frombuffer(data, np.uint32, n + 1, 4).astype(np.int64)

@@ -14,7 +14,7 @@ in name order.  With ``--compression zstd`` or ``gzip`` the whole file is compre
 (``NAME-K.mds.zstd``, ``.mds.gz``), and ``index.json`` records both the raw and the
 compressed file, as ``MDSWriter`` does.  Offsets are 32-bit: a shard holds at most 4 GiB.
 
-Packed rows (``--pack_sequences``): a sample is a pack in ``packing.packed_to_rows``' model, the
+Packed rows (``--pack_sequences``): a sample is a pack in ``packed_rows.packed_to_rows``' model, the
 Parquet packed rows' columns: ``input_ids``, ``token_type_ids``, ``labels`` of all its instances
 one after the other, ``position_ids`` (``ndarray:int32``, from 0 at each instance), and for
 pairs the pair label and ``next_sentence_positions`` (``ndarray:int32``, one an instance).
@@ -31,7 +31,7 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from ...pipeline.packing import packed_to_rows
+from ..packed_rows import packed_to_rows
 from ..columns import pair_label_name, to_rows
 from ..dataset_layout import MDS_INDEX
 

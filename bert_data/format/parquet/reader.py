@@ -1,6 +1,6 @@
 """Reads a Parquet shard back to padded canonical columns: the mirror of ``writer`` (masked
 positions are where ``labels`` is not -100, ascending, as the writer's masks are).  Packed rows
-(a ``position_ids`` column) come back as the packed layout's columns (``packing.packed_from_rows``)."""
+(a ``position_ids`` column) come back as the packed layout's columns (``packed_rows.packed_from_rows``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Dict, Iterator, Optional
 
 import numpy as np
 
-from ...pipeline.packing import packed_from_rows
+from ..packed_rows import packed_from_rows
 from ..columns import from_rows
 from .writer import INSTANCE_COLUMNS, LIST_COLUMNS
 

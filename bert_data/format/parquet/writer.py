@@ -17,7 +17,7 @@ masked at load time by ``DataCollatorForLanguageModeling``) no ``labels``.  Comp
 Parquet's own (``--compression snappy``, ``zstd`` or ``gzip``); rows go out in row groups of
 ``ROW_GROUP_ROWS`` instances.
 
-Packed rows (``--pack_sequences``): one row a pack, in ``packing.packed_to_rows``' model, for
+Packed rows (``--pack_sequences``): one row a pack, in ``packed_rows.packed_to_rows``' model, for
 transformers' packed training: ``input_ids``, ``token_type_ids``, ``labels`` as above but for
 all the pack's instances one after the other, ``position_ids`` (list<int64>, from 0 at each
 instance's ``[CLS]``: ``DataCollatorWithFlattening``'s convention), and for pairs the pair label
@@ -29,7 +29,7 @@ instances attend to each other.
 from __future__ import annotations
 
 
-from ...pipeline.packing import packed_to_rows
+from ..packed_rows import packed_to_rows
 from ..columns import pair_label_name, to_rows
 
 ROW_GROUP_ROWS = 16384
