@@ -100,7 +100,7 @@ class Interrupted(KeyboardInterrupt):
 # ---------------------------------------------------------------------------- names
 
 def output_kind(config: GeneratorConfig) -> str:
-    """The run's output format (see ``format.dataset_layout.FORMATS``)."""
+    """The run's output format (see ``format.output_formats.FORMATS``)."""
     return getattr(config, "output_format", None) or dataset_layout.DEFAULT_FORMAT
 
 

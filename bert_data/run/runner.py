@@ -55,7 +55,7 @@ from .scratch import finished_slices, load_arrays
 from .planning import Plan, make_plan, warn
 from .resolve import RunSettings, resolve
 from .totals import RunTotals, SkippedTotals, make_manifests
-from .shard_shuffle import publish_group, shuffle_group, shuffle_groups, shuffled_size, shuffles_shards
+from .shard_shuffle import publish_shuffled, run_shuffle_task, shuffle_tasks, shuffled_size, shuffles_shards
 from .tasks import (SPLIT_CODES, DOC_POSITION, TOKEN_END, TOKEN_START, SliceSummary, SliceTable, UnitError, UnitPairs,
                     encode_shards, make_encode_tasks, pair_unit, record_bytes, tokenize_slice)
 
@@ -474,13 +474,13 @@ def _shuffle_shards(local: GeneratorConfig, plan: Plan, totals: RunTotals, sizes
                     checksums: Dict[str, list], journal_dir: str, executor: Optional[cf.Executor],
                     scheduler: "_Scheduler", progress: bool) -> None:
     """The final pass (``shard_shuffle``): every shard not yet shuffled, a task each (on the
-    executor when its workers see these files, else here).  Each group is written beside its
+    executor when its workers see these files, else here).  Each task is written beside its
     shards in progress, journaled (its keys and new sizes), then put in their place, so a
     resumed run finds every shard either whole and unshuffled or shuffled, never half."""
     groups = []
     for split, directory in split_dirs(local).items():
         paths = [shard_in_progress(directory, local, shard) for shard in range(totals.shard_counts[split])]
-        groups += shuffle_groups(local, SPLIT_CODES[split], split, paths, paths)
+        groups += shuffle_tasks(local, SPLIT_CODES[split], split, paths, paths)
     done = set(totals.shuffled)
 
     def finished(group) -> None:
@@ -490,12 +490,12 @@ def _shuffle_shards(local: GeneratorConfig, plan: Plan, totals: RunTotals, sizes
             totals.shuffled += group.keys
             done.update(group.keys)
             write_journal(journal_dir, plan.fingerprint, sizes, checksums, totals.to_json())
-        publish_group(group)
+        publish_shuffled(group)
 
     pending = []
     for group in groups:
         if set(group.keys) <= done:
-            publish_group(group)  # journaled, perhaps not yet in place
+            publish_shuffled(group)  # journaled, perhaps not yet in place
         else:
             remove_shards_being_shuffled(group.targets)  # half written by an interrupted run
             pending.append(group)
@@ -503,7 +503,7 @@ def _shuffle_shards(local: GeneratorConfig, plan: Plan, totals: RunTotals, sizes
     try:
         if executor is None:
             for group in pending:
-                shuffle_group(group)
+                run_shuffle_task(group)
                 finished(group)
                 bar.update(len(group.keys))
             return
@@ -511,7 +511,7 @@ def _shuffle_shards(local: GeneratorConfig, plan: Plan, totals: RunTotals, sizes
         while waiting or running:
             while waiting and len(running) < scheduler.parallelism:  # each journaled as it is done
                 group = waiting.pop()
-                future = executor.submit(shuffle_group, group)
+                future = executor.submit(run_shuffle_task, group)
                 running[future] = group
                 scheduler.in_flight[future] = ("shuffle", len(running), None)  # cancelled with the rest on a stop
             ended, _ = wait_first(list(running), executor)

@@ -27,15 +27,15 @@ from __future__ import annotations
 
 import mmap
 import os
-import zlib
-from array import array
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 import numpy as np
 
 from ..pipeline.mixing import CorpusOrder
-from ..format.dataset_layout import DEFAULT_FORMAT
+from ..format.output_formats import get_format
+# TFRecord is the one format with framed records; the frames are its business.
+from ..format.tfrecord.splicing import StreamCompressor, record_offsets
 from .run_files import output_kind, shard_being_shuffled
 
 # Records gathered and written at a time: large enough that numpy and the writes pay, small
@@ -45,10 +45,11 @@ _SHARD_KEY, _RUN_KEY = 1, 2  # what the order is keyed on: one shard, or a whole
 
 
 def shuffles_shards(config) -> bool:
-    """Whether shards get the final shuffle pass: TFRecord shards (the framing it reads), unless
-    the listed order is kept.  HDF5, Parquet and MDS shards get the same order when their writer
-    writes them from their bodies (``shuffled_batches``)."""
-    return not config.keep_corpus_order and output_kind(config) == DEFAULT_FORMAT
+    """Whether shards get the final shuffle pass: shards of framed records (TFRecord: the pass
+    moves records whole by their frames), unless the listed order is kept.  HDF5, Parquet and
+    MDS shards get the same order when their writer writes them from their bodies
+    (``shuffled_batches``)."""
+    return not config.keep_corpus_order and get_format(output_kind(config)).framed_records
 
 
 def shuffled_batches(config, split_code: int, bodies: List[List[Dict[str, np.ndarray]]]) -> List[List[Dict[str, np.ndarray]]]:
@@ -91,8 +92,8 @@ def _batched(columns: Dict[str, np.ndarray]) -> List[Dict[str, np.ndarray]]:
 
 
 @dataclass
-class ShuffleGroup:
-    """Shards shuffled together: their keys (``split/shard``), the ``*.tmp`` files the units were
+class ShuffleTask:
+    """One task of the final shuffle: shards shuffled together: their keys (``split/shard``), the ``*.tmp`` files the units were
     appended to, where the shuffled shards go (a staged shard that will be uploaded stays at
     its ``*.tmp`` name), and the order's key."""
 
@@ -103,30 +104,13 @@ class ShuffleGroup:
     compression: Optional[str] = None
 
 
-def shuffle_groups(config, split_code: int, split: str, sources: List[str], targets: List[str]) -> List[ShuffleGroup]:
-    """A split's shards as groups: one a shard, or with ``--output_file`` all together."""
+def shuffle_tasks(config, split_code: int, split: str, sources: List[str], targets: List[str]) -> List[ShuffleTask]:
+    """A split's shards as shuffle tasks: one a shard, or with ``--output_file`` all together."""
     keys = [f"{split}/{shard}" for shard in range(len(sources))]
     if config.output_files:
-        return [ShuffleGroup(keys, sources, targets, [config.seed, split_code, _RUN_KEY], config.compression)]
-    return [ShuffleGroup([key], [source], [target], [config.seed, split_code, _SHARD_KEY, shard], config.compression)
+        return [ShuffleTask(keys, sources, targets, [config.seed, split_code, _RUN_KEY], config.compression)]
+    return [ShuffleTask([key], [source], [target], [config.seed, split_code, _SHARD_KEY, shard], config.compression)
             for shard, (key, source, target) in enumerate(zip(keys, sources, targets))]
-
-
-def record_offsets(data) -> np.ndarray:
-    """Where the TFRecord frames of ``data`` (bytes-like) begin, and its end: ``n + 1`` int64.
-    (The shuffle needs only where records begin: an output format of another framing gives its
-    own.)"""
-    offsets = array("q")
-    position, size = 0, len(data)
-    while position < size:
-        offsets.append(position)
-        if position + 12 > size:
-            raise ValueError(f"a record header is cut at byte {position}")
-        position += 16 + int.from_bytes(data[position:position + 8], "little")
-    if position != size:
-        raise ValueError(f"the last record runs past the end ({position} > {size} bytes)")
-    offsets.append(size)
-    return np.frombuffer(offsets, dtype=np.int64)
 
 
 class _Source:
@@ -158,35 +142,32 @@ class _Target:
     def __init__(self, path: str, compression: Optional[str]):
         self.path, self.temporary = path, shard_being_shuffled(path)
         self.handle = open(self.temporary, "wb")
-        wbits = {"gzip": 31, "zlib": 15}.get(compression)
-        # gzip: zlib's header has no name and mtime 0, so the bytes are the same every run.
-        self.engine = zlib.compressobj(6, zlib.DEFLATED, wbits) if wbits else None
+        self.engine = StreamCompressor(compression)  # (gzip with mtime 0: the same bytes every run)
 
     def write(self, data: bytes) -> None:
-        self.handle.write(self.engine.compress(data) if self.engine else data)
+        self.handle.write(self.engine.compress(data))
 
     def close(self) -> None:
-        if self.engine is not None:
-            self.handle.write(self.engine.flush(zlib.Z_FINISH))
+        self.handle.write(self.engine.flush())
         self.handle.flush()
         os.fsync(self.handle.fileno())
         self.handle.close()
 
 
-def shuffle_group(group: ShuffleGroup) -> List[str]:
-    """Write ``group``'s records in their seeded order beside its targets
-    (``run_files.shard_being_shuffled``; ``publish_group`` puts them in place once the journal
+def run_shuffle_task(task: ShuffleTask) -> List[str]:
+    """Write ``task``'s records in their seeded order beside its targets
+    (``run_files.shard_being_shuffled``; ``publish_shuffled`` puts them in place once the journal
     says so, so an interruption leaves the sources whole); returns its keys."""
-    sources = [_Source(path) for path in group.sources]
+    sources = [_Source(path) for path in task.sources]
     targets: List[_Target] = []
     try:
         n = len(sources)
         counts = [source.n_records for source in sources]
         total = sum(counts)
         if counts != [len(range(j, total, n)) for j in range(n)]:  # file i mod N holds record i
-            raise ValueError(f"{group.sources[0]}: records per file {counts} are not dealt in turn")
-        targets = [_Target(path, group.compression) for path in group.targets]
-        order = CorpusOrder(total, group.seed)
+            raise ValueError(f"{task.sources[0]}: records per file {counts} are not dealt in turn")
+        targets = [_Target(path, task.compression) for path in task.targets]
+        order = CorpusOrder(total, task.seed)
         for first in range(0, total, BATCH_RECORDS):
             places = np.arange(first, min(first + BATCH_RECORDS, total))
             runs = order.documents_at(places)  # the record of the run each place takes
@@ -212,13 +193,13 @@ def shuffle_group(group: ShuffleGroup) -> List[str]:
     finally:
         for source in sources:
             source.close()
-    return group.keys
+    return task.keys
 
 
-def publish_group(group: ShuffleGroup) -> None:
-    """The shuffled shards of ``group`` to their targets (done already after an interruption
+def publish_shuffled(task: ShuffleTask) -> None:
+    """The shuffled shards of ``task`` to their targets (done already after an interruption
     between the two)."""
-    for target in group.targets:
+    for target in task.targets:
         if os.path.exists(shard_being_shuffled(target)):
             os.replace(shard_being_shuffled(target), target)
 

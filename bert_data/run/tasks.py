@@ -39,8 +39,9 @@ from ..config import GeneratorConfig
 from ..pipeline.documents.reading import read_documents
 from ..format.dataset_layout import TRAIN, VAL
 from ..pipeline.documents.types import NO_SENTENCE, Document, InputError, Skip, Slice
-from .pieces import Segment, SegmentCompressor
+from .pieces import Segment
 from ..format.output_formats import get_format
+from ..format.tfrecord.splicing import SegmentCompressor
 from .shard_shuffle import shuffles_shards
 from ..pipeline.instances import PairArrays, TokenPool, create_pairs, create_windows, gather_instances
 from ..pipeline.masking import MaskingSpec, mask_tokens, num_to_predict
@@ -473,7 +474,7 @@ def encode_shards(task: EncodeTask, settings: RunSettings, work_dir: str) -> Lis
     piece file."""
     config = settings.config
     vocab = _WorkerContext.get(settings).vocab
-    fmt, options, masking = get_format(config.output_format), settings.shard_options, settings.masking
+    writer, masking = get_format(config.output_format).make_writer(settings.shard_options), settings.masking
     path = piece_path(work_dir, task.unit_index, task.split, task.shards[0])
     tokens = load_array(task.tokens_path)
     segments = []
@@ -486,7 +487,7 @@ def encode_shards(task: EncodeTask, settings: RunSettings, work_dir: str) -> Lis
             for rows, pack_sizes in record_slices(task.pack_sizes, first_row, first_row + size, CHUNK_ROWS):
                 columns = instance_columns(tokens, task.pairs.take(rows), config, vocab, masking, masking_rng,
                                            pack_sizes)
-                piece_file.write(compressor.compress(fmt.encode_segment(columns, options)))
+                piece_file.write(compressor.compress(writer.encode_segment(columns)))
             piece_file.write(compressor.flush())
             first_row += size
             if size:
@@ -515,20 +516,21 @@ def record_bytes(pairs: SplitPairs, settings: RunSettings, segment_rows: int, sa
     if not n:
         return 0.0
     config = settings.config
-    fmt, options = get_format(config.output_format), settings.shard_options
+    fmt = get_format(config.output_format)
+    writer = fmt.make_writer(settings.shard_options)
     rows, pack_sizes = next(record_slices(pairs.pack_sizes, 0, n, n))
     columns = instance_columns(load_array(pairs.tokens_path), pairs.pairs.take(rows), config, settings.vocab,
                                settings.masking, np.random.default_rng(0), pack_sizes)
     if not fmt.appendable:  # HDF5, Parquet, MDS: a sample shard, written (and compressed) as theirs are
         with tempfile.TemporaryDirectory() as directory:
             written = os.path.join(directory, "sample")
-            fmt.write_shard([columns], written, "sample", options)
+            writer.write_shard([columns], written, "sample")
             return os.path.getsize(written) / n
     size, step = 0, max(1, segment_rows)
     for start in range(0, n, step):
         compressor = SegmentCompressor(config.compression)  # as the shard is compressed, in the end
         part = {name: column[start:start + step] for name, column in columns.items()}
-        size += len(compressor.compress(fmt.encode_segment(part, options))) + len(compressor.flush())
+        size += len(compressor.compress(writer.encode_segment(part))) + len(compressor.flush())
     return size / n
 
 
