@@ -36,7 +36,7 @@ IN_PROGRESS_SUFFIX = ".tmp"
 # (first in progress, then under its name) is written when every unit is in.
 BODY_SUFFIX = ".body"
 # While a run is under way (or after it stopped, for --resume), its output directory holds its
-# work directory and its lock (``generator.run_files`` owns what is inside and every operation;
+# work directory and its lock (``run.run_files`` owns what is inside and every operation;
 # with Google's --output_file both are named ``.FIRST_FILE<name>``, one per run).
 WORK_DIR = ".bert_data_work"
 LOCK = ".bert_data.lock"
