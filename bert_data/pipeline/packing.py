@@ -18,9 +18,9 @@ Cross-contamination") and the MLPerf BERT submissions that followed it store a p
 This module is that layout's one implementation, pure numpy: :func:`pack_instances` decides
 which instances share a row (best-fit decreasing over a bounded group of instances, deterministic),
 :func:`pack_columns` lays out masked instances as packed rows, and :func:`unpack_rows` splits
-rows into instances again (``inspect``, tests); ``format.packed_rows`` has them in transformers' row model
-(Parquet, MDS).  The readers build the model inputs of packed
-rows with :func:`block_diagonal_mask` and :func:`cu_seqlens`.
+rows into instances again (``inspect``, tests); ``format.packed_rows`` writes and reads them in
+transformers' row model (Parquet, MDS).  The readers build the model inputs of packed rows with
+:func:`block_diagonal_mask` and :func:`cu_seqlens`.
 
 Masks are drawn per instance before packing, by the same function as for unpacked data, so a
 packed instance is an unpacked instance moved in a row.
@@ -34,9 +34,6 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from ..format.layout import DEFAULT_SEQUENCES_PER_PACK, packed_predictions  # noqa: F401 (re-exported)
-# The packed rows in transformers' row model are the Parquet and MDS formats' (format/ may import
-# no stage): re-exported here, where the packed layout is described.
-from ..format.packed_rows import packed_from_rows, packed_to_rows  # noqa: F401 (re-exported)
 
 # Instances a packing decision looks at together: large enough for best-fit to find partners
 # (the fill rate no longer grows past a thousand or so), small enough to keep one decision's
@@ -45,7 +42,7 @@ PACKING_GROUP = 4096
 
 __all__ = ["PACKING_GROUP", "DEFAULT_SEQUENCES_PER_PACK", "packed_predictions", "pack_instances",
            "pack_columns", "unpack_rows", "instance_lengths", "block_diagonal_mask", "cu_seqlens", "fill_rate",
-           "row_members", "packed_to_rows", "packed_from_rows"]
+           "row_members"]
 
 
 def _best_fit_decreasing(lengths: np.ndarray, budgets: np.ndarray, capacity: int, prediction_capacity: int,
