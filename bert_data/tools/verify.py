@@ -52,7 +52,7 @@ import numpy as np
 
 from ..format.dataset import (ShardSet, decode_records, describe_layout, infer_specs, layout_flags,
                               read_instance_columns, shard_sets)
-from ..format.output_formats import format_of_path
+from ..format.output_formats import FORMATS, format_of_path
 from ..format.layout import FeatureSpec, feature_specs
 from ..format.manifest import MANIFEST_NAME
 from ._common import guess_cls_sep
@@ -359,7 +359,8 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
         def compression_of(path):
             return given if given != "auto" else detect_compression(path)
 
-        if manifest is not None and manifest.output_format == "megatron":
+        declared = FORMATS.get(manifest.output_format) if manifest is not None else None
+        if declared is not None and not declared.instances:  # Megatron's tokenized corpus
             _verify_corpus(shard_set, report, on_file)
             continue
         if manifest is not None:

@@ -24,7 +24,7 @@ from typing import Dict, Iterable, List
 
 import numpy as np
 
-from ..output_formats import Writer
+from ..output_formats import FORMATS, MEGATRON, Writer
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -39,8 +39,9 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 
 def index_path(bin_path: str) -> str:
-    """``PREFIX.idx`` beside ``PREFIX.bin``."""
-    return bin_path[: -len(".bin")] + ".idx"
+    """``PREFIX.idx`` beside ``PREFIX.bin`` (the suffixes the registry declares)."""
+    declared = FORMATS[MEGATRON]
+    return bin_path[: -len(declared.suffix)] + declared.companions[0]
 
 
 class IndexedWriter:
