@@ -105,10 +105,7 @@ def encode_samples(batch, options) -> List[bytes]:
 
 
 class MDSWriter(Writer):
-    """As ``streaming``'s ``MDSWriter``: ``get_config`` is what each shard and index entry say."""
-
-    def get_config(self) -> dict:
-        return shard_config(self.options)
+    """As ``streaming``'s ``MDSWriter``: each shard and its index entry say ``shard_config``."""
 
     def write_shard(self, batches: Iterable[dict], path: str, name: str) -> dict:
         return _write(batches, path, name, self.options)
