@@ -34,14 +34,13 @@ def test_split_directories():
     assert dataset_layout.split_dirs("s3://b/out", True, lambda a, b: f"{a}/{b}")["val"] == "s3://b/out/val"
 
 
-def test_each_format_has_its_suffix_and_unknown_formats_are_named(monkeypatch):
-    monkeypatch.setitem(dataset_layout.FORMATS, "parquet",
-                        dataset_layout.ShardFormat("parquet", ".parquet", (".parquet",)))
+def test_each_format_has_its_suffix_and_unknown_formats_are_named():
     assert dataset_layout.shard_name("examples", 0) == "examples-1.tfrecords"
     assert dataset_layout.shard_name("examples", 9, "parquet") == "examples-10.parquet"
     assert dataset_layout.is_shard_name("x.tfrecords.gz") and dataset_layout.is_shard_name("x.parquet")
     assert not dataset_layout.is_shard_name("x.parquet", kinds=["tfrecord"])
-    with pytest.raises(ValueError, match="unknown output format 'hdf9'.*parquet, tfrecord"):
+    assert dataset_layout.shard_name("examples", 0, "mds", "zstd") == "examples-1.mds.zstd"
+    with pytest.raises(ValueError, match="unknown output format 'hdf9'.*tfrecord, hdf5, parquet"):
         dataset_layout.shard_name("examples", 0, "hdf9")
 
 

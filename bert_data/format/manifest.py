@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional
 
 from .. import storage
 from .layout import DEFAULT_SEQUENCES_PER_PACK, FeatureSpec, feature_specs, packed_predictions
+from .output_formats import DEFAULT_FORMAT, TFRECORD
 
 MANIFEST_NAME = "data_params.json"
 
@@ -106,7 +107,7 @@ class Manifest:
     @property
     def output_format(self) -> str:
         """The format of the shards (``tfrecord`` for manifests before there were others)."""
-        return self.option("output_format") or "tfrecord"
+        return self.option("output_format") or DEFAULT_FORMAT
 
     @property
     def compression(self) -> Optional[str]:
@@ -115,7 +116,7 @@ class Manifest:
         from .tfrecord import normalize_compression
 
         recorded = self.option("compression")
-        if self.output_format != "tfrecord":
+        if self.output_format != TFRECORD:
             return recorded
         compression = normalize_compression(recorded)
         if compression == "auto":

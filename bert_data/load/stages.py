@@ -55,13 +55,14 @@ def decoded_chunks(files: Sequence[str], specs, chunk: int = DEFAULT_CHUNK, veri
     canonical names (:func:`bert_data.format.dataset.decode_records`).  ``keep(i) -> bool``
     drops records (by running index over all files) before decoding.  ``compressions``: file ->
     None, "gzip" or "zlib" (default: uncompressed)."""
-    from ..format.dataset import read_instance_columns, shard_kind
+    from ..format.dataset import read_instance_columns
+    from ..format.output_formats import format_of_path
     from ..format.tfrecord import iter_records
 
     compressions = compressions or {}
     index = 0
     for path in files:
-        if shard_kind(path) != "tfrecord":  # HDF5, Parquet, MDS: their readers give the columns
+        if not format_of_path(path).framed_records:  # HDF5, Parquet, MDS: their readers give the columns
             for batch in read_instance_columns(path, specs, chunk):
                 rows = np.arange(index, index + _rows(batch))
                 index += len(rows)

@@ -10,6 +10,8 @@ many segments they are made of:
 * zlib: each segment is raw deflate data ending on a byte boundary; the assembler writes the
   zlib header before the first segment, then the final block and the Adler-32 of everything,
   combined from the segments' own checksums, after the last.
+
+(How the bytes join is TFRecord's: ``format.tfrecord.splicing``.)
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Dict, List, Optional
 from .. import storage
 from ..format.columns import iter_batches
 from ..format.dataset_layout import SPLIT_CODES, TRAIN, body_path
+from ..format.tfrecord.splicing import ZLIB_HEADER, adler32_combine, zlib_trailer
 from .pieces import Segment
 from .run_files import GenerationError, shard_in_progress, shard_path
 from .scratch import fetch_piece
@@ -52,23 +55,6 @@ def copy_range(source, offset: int, length: int, target, name: str) -> None:
             raise GenerationError(f"{name}: piece file is shorter than recorded")
         target.write(block)
         copied += len(block)
-
-
-ZLIB_HEADER = b"\x78\x9c"  # deflate, 32 KB window, default level
-DEFLATE_FINAL_BLOCK = b"\x03\x00"  # an empty final block
-
-
-def adler32_combine(first: int, second: int, second_length: int) -> int:
-    """Adler-32 of A + B from those of A and B (zlib's adler32_combine)."""
-    base = 65521
-    remainder = second_length % base
-    sum1 = first & 0xFFFF
-    sum2 = (remainder * sum1) % base
-    sum1 += (second & 0xFFFF) + base - 1
-    sum2 += (first >> 16) + (second >> 16) + base - remainder
-    sum1 %= base
-    sum2 %= base
-    return sum1 | (sum2 << 16)
 
 
 class ShardAssembler:
@@ -167,13 +153,14 @@ class ShardAssembler:
             with open(self.path(key), "r+b") as shard:
                 shard.seek(self.lengths[key])
                 if self.zlib:
-                    shard.write(DEFLATE_FINAL_BLOCK + self.checksums[key][0].to_bytes(4, "big"))
+                    shard.write(zlib_trailer(self.checksums[key][0]))
                 shard.flush()
                 if sync:
                     os.fsync(shard.fileno())
                 self.lengths[key] = shard.tell()
         if self.format.appendable:
             return self.sizes()
+        writer = self.format.make_writer(self.options)
         entries: Dict[str, list] = {}
         for split, directory in self.dirs.items():
             shards = sorted(int(key.split("/")[1]) for key in self.lengths if key.split("/")[0] == split)
@@ -184,12 +171,12 @@ class ShardAssembler:
             # The final shuffle's order, as TFRecord shards of the same run get it (``shard_shuffle``).
             for shard, batches in zip(shards, shuffled_batches(self.output, SPLIT_CODES[split], bodies)):
                 written = shard_in_progress(directory, self.output, shard)
-                entries.setdefault(split, []).append(self.format.write_shard(
-                    batches, written, os.path.basename(shard_path(directory, self.output, shard)), self.options))
+                entries.setdefault(split, []).append(writer.write_shard(
+                    batches, written, os.path.basename(shard_path(directory, self.output, shard))))
                 with open(written, "rb+") as handle:
                     os.fsync(handle.fileno())
         for split, shards in entries.items():
-            self.format.write_split_files(self.dirs[split], shards, self.options)
+            writer.write_split_files(self.dirs[split], shards)
         # The bodies stay until the manifests are written (``run_files.finalize`` removes them): a
         # run killed before the journal says finished writes the shards from them again.
         return {key: os.path.getsize(shard_in_progress(self.dirs[key.split("/")[0]], self.output,

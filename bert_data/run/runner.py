@@ -49,7 +49,7 @@ from .run_files import (GenerationError, Interrupted, create_output_dir, finaliz
                         shard_in_progress, slice_paths, stopped, write_journal)
 from .scheduler import Scheduler, ShardCounts, UnitResult, slices_still_needed
 from .scratch import finished_slices
-from .shard_shuffle import publish_group, shuffle_group, shuffle_groups, shuffled_size
+from .shard_shuffle import publish_shuffled, run_shuffle_task, shuffle_tasks, shuffled_size
 from .specs import OutputSpec, RunSpec
 from .tasks import SliceSummary, UnitError
 from .totals import RunTotals, SkippedTotals, make_manifests
@@ -242,53 +242,53 @@ def _shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Di
                     checksums: Dict[str, list], journal_dir: str, executor: Optional[cf.Executor],
                     scheduler: Scheduler, progress: bool) -> None:
     """The final pass (``shard_shuffle``): every shard not yet shuffled, a task each (on the
-    executor when its workers see these files, else here).  Each group is written beside its
+    executor when its workers see these files, else here).  Each task is written beside its
     shards in progress, journaled (its keys and new sizes), then put in their place, so a
     resumed run finds every shard either whole and unshuffled or shuffled, never half."""
-    groups = []
+    shuffles = []
     for split, directory in staged.split_dirs().items():
         paths = [shard_in_progress(directory, staged, shard) for shard in range(totals.shard_counts[split])]
-        groups += shuffle_groups(staged, SPLIT_CODES[split], split, paths, paths)
+        shuffles += shuffle_tasks(staged, SPLIT_CODES[split], split, paths, paths)
     done = set(totals.shuffled)
 
-    def finished(group) -> None:
-        if not set(group.keys) <= done:
-            for key, target in zip(group.keys, group.targets):
+    def finished(shuffle) -> None:
+        if not set(shuffle.keys) <= done:
+            for key, target in zip(shuffle.keys, shuffle.targets):
                 sizes[key] = shuffled_size(target)
-            totals.shuffled += group.keys
-            done.update(group.keys)
+            totals.shuffled += shuffle.keys
+            done.update(shuffle.keys)
             write_journal(journal_dir, plan.fingerprint, sizes, checksums, totals.to_json())
-        publish_group(group)
+        publish_shuffled(shuffle)
 
     pending = []
-    for group in groups:
-        if set(group.keys) <= done:
-            publish_group(group)  # journaled, perhaps not yet in place
+    for shuffle in shuffles:
+        if set(shuffle.keys) <= done:
+            publish_shuffled(shuffle)  # journaled, perhaps not yet in place
         else:
-            remove_shards_being_shuffled(group.targets)  # half written by an interrupted run
-            pending.append(group)
-    bar = _progress(sum(len(group.keys) for group in groups), progress, "shuffled", "shard", len(done), position=2)
+            remove_shards_being_shuffled(shuffle.targets)  # half written by an interrupted run
+            pending.append(shuffle)
+    bar = _progress(sum(len(shuffle.keys) for shuffle in shuffles), progress, "shuffled", "shard", len(done), position=2)
     try:
         if executor is None:
-            for group in pending:
-                shuffle_group(group)
-                finished(group)
-                bar.update(len(group.keys))
+            for shuffle in pending:
+                run_shuffle_task(shuffle)
+                finished(shuffle)
+                bar.update(len(shuffle.keys))
             return
         waiting, running = list(reversed(pending)), {}
         while waiting or running:
             while waiting and len(running) < scheduler.parallelism:  # each journaled as it is done
-                group = waiting.pop()
-                future = executor.submit(shuffle_group, group)
-                running[future] = group
+                shuffle = waiting.pop()
+                future = executor.submit(run_shuffle_task, shuffle)
+                running[future] = shuffle
                 scheduler.in_flight[future] = ("shuffle", len(running), None)  # cancelled with the rest on a stop
             ended, _ = wait_first(list(running), executor)
             for future in ended:
                 future.result()
-                group = running.pop(future)
+                shuffle = running.pop(future)
                 scheduler.in_flight.pop(future)
-                finished(group)
-                bar.update(len(group.keys))
+                finished(shuffle)
+                bar.update(len(shuffle.keys))
     finally:
         bar.close()
 

@@ -74,10 +74,10 @@ class OutputSpec:
 
     @property
     def shuffles_shards(self) -> bool:
-        """Shards written once more, in their final order, when every unit is in (the final
-        shuffle of TFRecord's framed records); other formats are written in that order from
-        their bodies (``shard_shuffle.shuffled_batches``)."""
-        return self.shuffle_seed is not None and self.kind.appendable
+        """Shards written once more, in their final order, when every unit is in: shards of
+        framed records (TFRecord: the final shuffle moves records whole by their frames); other
+        formats are written in that order from their bodies (``shard_shuffle.shuffled_batches``)."""
+        return self.shuffle_seed is not None and self.kind.framed_records
 
     @property
     def segment_compression(self) -> Optional[str]:

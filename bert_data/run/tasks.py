@@ -34,6 +34,7 @@ import numpy as np
 
 from ..format.dataset_layout import TRAIN
 from ..format.output_formats import get_format
+from ..format.tfrecord.splicing import SegmentCompressor
 from ..pipeline.columns import instance_columns
 from ..pipeline.documents.reading import read_documents
 from ..pipeline.documents.types import InputError, Skip, Slice
@@ -44,7 +45,7 @@ from ..pipeline.streams import MASKING, PACKING, PAIRING, SHUFFLING, python_rand
 from ..pipeline.tokens import DocumentTokenizer, id_dtype
 from ..tokenizers import TokenizerSource, make_tokenizer
 from .locations import local_tokenizer
-from .pieces import Segment, SegmentCompressor
+from .pieces import Segment
 from .run_files import piece_path, pool_path, slice_paths
 from .scratch import PieceWriter, load_array, load_json, save_array, save_json
 from .specs import EncodeSpec, PairSpec, TokenizeSpec
@@ -189,7 +190,7 @@ def encode_shards(task: EncodeTask, spec: EncodeSpec, work_dir: str) -> List[Seg
     segment encoding (framed records for TFRecord, column batches for the others), into one
     piece file."""
     vocab = worker_tokenizer(spec.tokenizer).vocab
-    fmt = get_format(spec.format)
+    writer = get_format(spec.format).make_writer(spec.shard_options)
     path = piece_path(work_dir, task.unit_index, task.split, task.shards[0])
     tokens = load_array(task.tokens_path)
     segments = []
@@ -202,7 +203,7 @@ def encode_shards(task: EncodeTask, spec: EncodeSpec, work_dir: str) -> List[Seg
             for rows, pack_sizes in record_slices(task.pack_sizes, first_row, first_row + size, CHUNK_ROWS):
                 columns = instance_columns(tokens, task.pairs.take(rows), spec.instances, vocab, spec.masking,
                                            masking_rng, spec.packing, pack_sizes)
-                piece_file.write(compressor.compress(fmt.encode_segment(columns, spec.shard_options)))
+                piece_file.write(compressor.compress(writer.encode_segment(columns)))
             piece_file.write(compressor.flush())
             first_row += size
             if size:
@@ -224,17 +225,18 @@ def record_bytes(pairs: SplitPairs, spec: EncodeSpec, vocab, compression: Option
     if not n:
         return 0.0
     fmt = get_format(spec.format)
+    writer = fmt.make_writer(spec.shard_options)
     rows, pack_sizes = next(record_slices(pairs.pack_sizes, 0, n, n))
     columns = instance_columns(load_array(pairs.tokens_path), pairs.pairs.take(rows), spec.instances, vocab,
                                spec.masking, np.random.default_rng(0), spec.packing, pack_sizes)
     if not fmt.appendable:  # HDF5, Parquet, MDS: a sample shard, written (and compressed) as theirs are
         with tempfile.TemporaryDirectory() as directory:
             written = os.path.join(directory, "sample")
-            fmt.write_shard([columns], written, "sample", spec.shard_options)
+            writer.write_shard([columns], written, "sample")
             return os.path.getsize(written) / n
     size, step = 0, max(1, segment_rows)
     for start in range(0, n, step):
         compressor = SegmentCompressor(compression)  # as the shard is compressed, in the end
         part = {name: column[start:start + step] for name, column in columns.items()}
-        size += len(compressor.compress(fmt.encode_segment(part, spec.shard_options))) + len(compressor.flush())
+        size += len(compressor.compress(writer.encode_segment(part))) + len(compressor.flush())
     return size / n
