@@ -342,7 +342,7 @@ class GeneratorConfig:
         self.num_output_files = len(paths)
 
     def _validate_output_format(self) -> None:
-        from .format.output_formats import FORMATS, HDF5, PARQUET, TFRECORD
+        from .format.output_formats import FORMATS
 
         fmt = FORMATS.get(self.output_format)
         if fmt is None:
@@ -355,13 +355,13 @@ class GeneratorConfig:
                                 else fmt.compressions)
             raise ConfigError(f"--compression must be {names} for --output_format {self.output_format}, got "
                               f"{self.compression!r}")
-        if self.v2_feature_names and self.output_format != TFRECORD:
+        if self.v2_feature_names and not fmt.layout_names:
             raise ConfigError("--v2_feature_names names TFRecord features; --output_format "
                               f"{self.output_format} has its own names")
         if self.pack_sequences and not fmt.instances:
             raise ConfigError(f"--pack_sequences packs instances (TFRecord, HDF5, Parquet, MDS); --output_format "
                               f"{self.output_format} holds the tokenized corpus")
-        if self.output_files and self.output_format not in (TFRECORD, HDF5, PARQUET):
+        if self.output_files and not fmt.single_file_shards:
             raise ConfigError(f"--output_file names single files: --output_format {self.output_format} writes a "
                               "directory (use --output_dir)")
 

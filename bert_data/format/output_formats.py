@@ -142,10 +142,16 @@ class OutputFormat:
     instances: bool = True  # False: the tokenized corpus (megatron), written from the corpus, not instances
     appendable: bool = False  # segments appended in unit order are the file itself
     framed_records: bool = False  # records in a framing whose offsets can be read (the final shuffle's input)
+    layout_names: bool = False  # features named as the record layout names them (--v2_feature_names renames them)
     help: str = ""
 
     def suffix_for(self, compression: Optional[str] = None) -> str:
         return dict(self.compressed_suffixes).get(compression, self.suffix)
+
+    @property
+    def single_file_shards(self) -> bool:
+        """A shard is one file, nothing beside it (Google's --output_file can name it)."""
+        return not self.split_files and not self.companions
 
     def writer_class(self) -> Type[Writer]:
         return _load(self.writer)
@@ -164,7 +170,7 @@ FORMATS: Dict[str, OutputFormat] = {
     TFRECORD: OutputFormat(
         TFRECORD, ".tfrecords", (".tfrecords", ".tfrecords.gz", ".tfrecords.gzip", ".tfrecords.zz", ".tfrecords.zlib"),
         ("gzip", "zlib"), "bert_data.format.tfrecord.shards:TFRecordWriter",
-        "bert_data.format.tfrecord.shards:TFRecordReader", appendable=True, framed_records=True,
+        "bert_data.format.tfrecord.shards:TFRecordReader", appendable=True, framed_records=True, layout_names=True,
         help="tf.train.Example records: TensorFlow, Google's run_pretraining.py, Cerebras"),
     HDF5: OutputFormat(
         HDF5, ".hdf5", (".hdf5", ".h5"), ("gzip",), "bert_data.format.hdf5.writer:HDF5Writer",
