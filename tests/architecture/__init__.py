@@ -1,0 +1,1 @@
+"""The package's structure: no import cycles."""
