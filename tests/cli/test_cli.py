@@ -12,7 +12,7 @@ from bert_data.cli.create_tfrecords import main
 from bert_data.run import runner
 
 from tests.helpers.cli_runs import base_options as base, run_cli as cli
-from tests.conftest import make_corpus
+from tests.helpers.corpus import make_corpus
 
 
 def run(capsys, corpus, output_dir, *extra):
@@ -80,7 +80,7 @@ def test_existing_output_is_refused_without_overwrite(capsys, synthetic_corpus, 
 
 
 def test_literal_backslash_n_separator_reads_google_format(capsys, tmp_path):
-    from tests.conftest import make_corpus
+    from tests.helpers.corpus import make_corpus
 
     corpus = make_corpus(tmp_path / "c", n_docs=6)
     # Google's format: a sentence a line, a blank line between documents, all in one file.

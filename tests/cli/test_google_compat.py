@@ -17,7 +17,7 @@ from bert_data.cli.flags import BoolFlag, parse_args
 from bert_data.format.dataset import find_manifest
 from bert_data.run.run_files import OutputLock
 
-from tests.conftest import make_corpus
+from tests.helpers.corpus import make_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "google" / "sample_text.txt"

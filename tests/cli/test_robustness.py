@@ -17,7 +17,7 @@ from bert_data.cli.create_tfrecords import main
 from bert_data.run.run_files import OutputLock
 
 from tests.helpers.cli_runs import small_run as cli
-from tests.conftest import make_corpus
+from tests.helpers.corpus import make_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 

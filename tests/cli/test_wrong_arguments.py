@@ -9,7 +9,7 @@ import pytest
 
 
 from tests.helpers.cli_runs import base_options as base, run_cli as cli
-from tests.conftest import file_hashes, make_corpus
+from tests.helpers.corpus import file_hashes, make_corpus
 
 
 @pytest.fixture(scope="module")

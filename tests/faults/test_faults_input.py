@@ -27,7 +27,7 @@ from bert_data.pipeline.documents.reading import read_documents
 from bert_data.pipeline.documents.text_files import _cut_parts, stream_parts
 from bert_data.pipeline.documents.types import TRAIN_CODE
 
-from tests.conftest import make_corpus
+from tests.helpers.corpus import make_corpus
 
 # ---------------------------------------------------------------------------- bounded memory
 

@@ -14,7 +14,7 @@ from bert_data.cli.create_tfrecords import main
 from bert_data.pipeline.documents.listing import MAX_LINE_BYTES, PrefixGuard, bounded_lines, read_metadata
 from bert_data.pipeline.documents.types import InputError, MetadataEntry
 
-from tests.conftest import make_corpus
+from tests.helpers.corpus import make_corpus
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import pytest
 from bert_data.cli.create_tfrecords import main
 from bert_data.run import assembly, runner, tasks
 
-from tests.conftest import file_hashes, make_corpus
+from tests.helpers.corpus import file_hashes, make_corpus
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from bert_data.format.dataset import dataset_info, shard_groups
 from bert_data.format.dataset_layout import WORK_DIR
 from bert_data.run.fault_injection import KILL_AT_FINALIZE_STEP
 
-from tests.conftest import file_hashes, make_corpus
+from tests.helpers.corpus import file_hashes, make_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 

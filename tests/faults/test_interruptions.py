@@ -18,7 +18,7 @@ from bert_data.run import runner
 from bert_data.run.assembly import ShardAssembler
 
 from tests.helpers.cli_runs import small_run as cli
-from tests.conftest import file_hashes, make_corpus
+from tests.helpers.corpus import file_hashes, make_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 

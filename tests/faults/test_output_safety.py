@@ -12,7 +12,7 @@ import pytest
 from bert_data.cli.create_tfrecords import main
 from bert_data.run.run_files import OutputLock
 
-from tests.conftest import make_corpus
+from tests.helpers.corpus import make_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -19,7 +19,7 @@ import pytest
 from bert_data import storage
 from bert_data.cli.create_tfrecords import main
 
-from tests.conftest import make_corpus
+from tests.helpers.corpus import make_corpus
 
 PASSWORD, TOKEN, SIGNATURE = "pa55w0rd-xyzzy", "t0ken-plugh", "s1gnature-frob"
 

@@ -15,7 +15,7 @@ from bert_data.format.manifest import Manifest
 from bert_data.format.megatron import read_documents
 from bert_data.run.runner import generate
 
-from tests.conftest import corpus_config, make_corpus
+from tests.helpers.corpus import corpus_config, make_corpus
 
 
 @pytest.fixture(scope="module")

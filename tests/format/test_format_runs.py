@@ -16,7 +16,7 @@ from bert_data.run.run_files import Interrupted
 from bert_data.run.runner import generate
 from bert_data.run import runner
 
-from tests.conftest import corpus_config, make_corpus
+from tests.helpers.corpus import corpus_config, make_corpus
 
 BUCKET = "s3://bert-data-tests"
 

@@ -20,7 +20,7 @@ from bert_data.load import load_dataset, read_batches, read_examples
 from bert_data.tools.stats import compute_stats
 from bert_data.format.tfrecord import CorruptRecordError, count_records, iter_records
 
-from tests.conftest import make_corpus
+from tests.helpers.corpus import make_corpus
 
 # The datasets and their fixtures (datasets, vocab_path: pytest finds them imported here).
 from tests.helpers.layout_datasets import (

@@ -14,7 +14,7 @@ from bert_data.config import ConfigError
 from bert_data.format.dataset import infer_specs, read_instance_columns
 from bert_data.run.runner import generate
 
-from tests.conftest import make_corpus
+from tests.helpers.corpus import make_corpus
 from tests.helpers.format_runs import MSL, run_config, shard_files, tfrecord_columns
 from tests.format.test_format_mds import read_with_streaming
 

@@ -11,7 +11,7 @@ import pytest
 from bert_data.config import GeneratorConfig
 from bert_data.run.runner import generate
 
-from tests.conftest import file_hashes, make_corpus
+from tests.helpers.corpus import file_hashes, make_corpus
 
 GOLDEN = {
     # (mask_whole_word, keep_corpus_order)

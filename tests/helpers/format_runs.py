@@ -13,7 +13,7 @@ from bert_data.format.dataset import decode_records, infer_specs
 from bert_data.format.tfrecord import iter_records
 from bert_data.run.runner import generate
 
-from tests.conftest import corpus_config, make_corpus
+from tests.helpers.corpus import corpus_config, make_corpus
 
 MSL, MPP, SHARDS = 64, 10, 3
 LAYOUTS = {

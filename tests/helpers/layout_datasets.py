@@ -29,7 +29,7 @@ from bert_data.pipeline.masking import MaskingSpec, mask_tokens
 from bert_data.format.tfrecord import frame_records
 from bert_data.tokenizers.vocab import load_vocab
 
-from tests.conftest import write_vocab, all_stems
+from tests.helpers.corpus import write_vocab, all_stems
 
 
 MSL, MPP = 32, 5

@@ -19,7 +19,7 @@ from bert_data.load import read_batches, read_examples
 from bert_data.run.runner import generate
 from bert_data.format.tfrecord import CorruptRecordError
 
-from tests.conftest import corpus_config
+from tests.helpers.corpus import corpus_config
 
 MSL, MPP = 64, 10
 

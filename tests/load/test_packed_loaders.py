@@ -12,7 +12,7 @@ from bert_data.run.runner import generate
 from bert_data.load import read_batches, read_examples
 from bert_data.pipeline.packing import block_diagonal_mask, cu_seqlens, unpack_rows
 
-from tests.conftest import corpus_config, make_corpus
+from tests.helpers.corpus import corpus_config, make_corpus
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from bert_data.format.layout import tf_feature_description
 from bert_data.format.manifest import Manifest
 from bert_data.run.runner import ShardAssembler, generate
 
-from tests.conftest import file_hashes, make_corpus
+from tests.helpers.corpus import file_hashes, make_corpus
 
 MSL, MPP = 48, 8
 

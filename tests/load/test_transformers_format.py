@@ -16,7 +16,7 @@ import bert_data
 from bert_data.run.runner import generate
 from bert_data.load import read_batches, read_examples
 
-from tests.conftest import corpus_config, make_corpus
+from tests.helpers.corpus import corpus_config, make_corpus
 
 MSL, MPP = 64, 10
 BATCH = 16

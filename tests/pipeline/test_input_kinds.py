@@ -23,7 +23,7 @@ from bert_data.pipeline.documents.planner import plan_corpus
 from bert_data.pipeline.documents.reading import read_documents
 from bert_data.pipeline.documents.types import MISSING_KEY, TRAIN_CODE
 
-from tests.conftest import make_corpus
+from tests.helpers.corpus import make_corpus
 
 TEXTS = ["The first document.\nIt has two lines.", "A second one, {with braces}.", "Third: \"quoted\"."]
 

@@ -31,7 +31,7 @@ from bert_data.run.planning import make_plan
 from bert_data.run.resolve import resolve
 from bert_data.run.runner import generate
 
-from tests.conftest import file_hashes, make_corpus
+from tests.helpers.corpus import file_hashes, make_corpus
 
 MSL, MPP = 64, 8
 CODECS = {

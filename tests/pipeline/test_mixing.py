@@ -15,7 +15,7 @@ from bert_data.config import GeneratorConfig
 from bert_data.format.layout import tf_feature_description
 from bert_data.run.runner import generate
 
-from tests.conftest import file_hashes, make_corpus
+from tests.helpers.corpus import file_hashes, make_corpus
 
 MSL, MPP = 64, 10
 N_SOURCES, DOCS_PER_SOURCE = 4, 200

@@ -15,7 +15,7 @@ from bert_data.format.manifest import Manifest  # noqa: E402
 from bert_data.pipeline.documents import planner  # noqa: E402
 from bert_data.run.runner import generate  # noqa: E402
 
-from tests.conftest import corpus_config, file_hashes, make_corpus  # noqa: E402
+from tests.helpers.corpus import corpus_config, file_hashes, make_corpus  # noqa: E402
 
 # Rows that hold no document, by position: the text files get an empty file there instead.
 BAD_ROWS = {3: None, 11: "", 20: "  \n ", 33: None}

@@ -15,7 +15,7 @@ from bert_data.pipeline.instances import TokenPool, create_pairs
 from bert_data.run.runner import generate
 from bert_data.tools.inspect import format_record, inspect_records
 
-from tests.conftest import corpus_config, file_hashes, make_corpus
+from tests.helpers.corpus import corpus_config, file_hashes, make_corpus
 
 MSL = 48
 

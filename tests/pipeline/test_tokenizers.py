@@ -26,7 +26,7 @@ from bert_data.tokenizers import (HUGGINGFACE, SENTENCEPIECE, WORDPIECE, Tokeniz
 from bert_data.tools.inspect import format_record, inspect_records
 from bert_data.tools.verify import verify
 
-from tests.conftest import corpus_config, file_hashes, make_corpus
+from tests.helpers.corpus import corpus_config, file_hashes, make_corpus
 
 spm = pytest.importorskip("sentencepiece")
 REPO = Path(__file__).resolve().parents[2]

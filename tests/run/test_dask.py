@@ -16,7 +16,7 @@ import pytest
 from bert_data.config import GeneratorConfig
 from bert_data.run.runner import generate
 
-from tests.conftest import file_hashes, make_corpus
+from tests.helpers.corpus import file_hashes, make_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -23,7 +23,7 @@ from distributed.diagnostics.plugin import WorkerPlugin  # noqa: E402
 from bert_data.config import ConfigError  # noqa: E402
 from bert_data.run.runner import generate  # noqa: E402
 
-from tests.conftest import corpus_config, file_hashes, make_corpus  # noqa: E402
+from tests.helpers.corpus import corpus_config, file_hashes, make_corpus  # noqa: E402
 
 BUCKET = "s3://bert-data-tests"
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the plugin travels to the workers

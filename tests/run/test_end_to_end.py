@@ -20,7 +20,7 @@ from bert_data.pipeline.documents.planner import is_validation_document
 from bert_data.format.layout import FEATURE_NAMES, tf_feature_description
 from bert_data.run.runner import generate
 
-from tests.conftest import file_hashes
+from tests.helpers.corpus import file_hashes
 
 MSL, MPP = 64, 10
 REPO = Path(__file__).resolve().parents[2]
@@ -269,7 +269,7 @@ def test_documents_split_into_parts_give_the_same_bytes(synthetic_corpus, tmp_pa
 
 def test_a_blank_part_of_a_large_document_is_not_a_skipped_document(tmp_path, monkeypatch):
     import bert_data.pipeline.documents.planner as planner
-    from tests.conftest import make_corpus
+    from tests.helpers.corpus import make_corpus
 
     corpus = make_corpus(tmp_path / "c", n_docs=3, min_sentences=30, max_sentences=40)
     first = corpus.root / "docs" / "doc000.txt"

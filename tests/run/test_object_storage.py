@@ -19,7 +19,7 @@ from bert_data.pipeline.documents import planner
 from bert_data.pipeline.documents.types import InputError
 from bert_data.run.runner import generate
 
-from tests.conftest import corpus_config, file_hashes, make_corpus
+from tests.helpers.corpus import corpus_config, file_hashes, make_corpus
 
 BUCKET = "s3://bert-data-tests"
 

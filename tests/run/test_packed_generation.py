@@ -14,7 +14,7 @@ from bert_data.run.runner import generate
 from bert_data.load import read_batches
 from bert_data.pipeline.packing import unpack_rows
 
-from tests.conftest import corpus_config, file_hashes, make_corpus
+from tests.helpers.corpus import corpus_config, file_hashes, make_corpus
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from bert_data.run.resolve import RunSettings, resolve
 from bert_data.pipeline.masking import MaskingSpec
 from bert_data.tokenizers import TokenizerSource
 
-from tests.conftest import make_corpus
+from tests.helpers.corpus import make_corpus
 
 
 @pytest.fixture(scope="module")

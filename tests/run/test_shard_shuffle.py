@@ -14,7 +14,7 @@ from bert_data.run.runner import generate
 from bert_data.run.shard_shuffle import ShuffleGroup, publish_group, record_offsets
 from bert_data.run.shard_shuffle import shuffle_group as write_shuffled
 
-from tests.conftest import file_hashes, make_corpus
+from tests.helpers.corpus import file_hashes, make_corpus
 
 
 def shuffle_group(group):

@@ -11,7 +11,7 @@ import pytest
 
 from bert_data import storage
 
-from tests.conftest import corpus_config, file_hashes
+from tests.helpers.corpus import corpus_config, file_hashes
 
 REPO = Path(__file__).resolve().parents[2]
 OPTIONAL = ("pyarrow", "fsspec", "s3fs", "gcsfs")

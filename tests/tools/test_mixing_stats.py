@@ -12,7 +12,7 @@ from bert_data.config import GeneratorConfig
 from bert_data.run.runner import generate
 from bert_data.tools.mixing_stats import window_gaps
 
-from tests.conftest import make_corpus
+from tests.helpers.corpus import make_corpus
 
 N_SOURCES, DOCS_PER_SOURCE = 4, 100
 

@@ -16,7 +16,7 @@ from bert_data.load import read_batches
 from bert_data.tools.stats import compute_stats
 from bert_data.tools.verify import verify
 
-from tests.conftest import corpus_config, make_corpus
+from tests.helpers.corpus import corpus_config, make_corpus
 
 OPTIONS = dict(max_seq_length=48, max_predictions_per_seq=8, short_seq_prob=0.3, num_output_files=1)
 

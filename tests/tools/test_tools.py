@@ -26,7 +26,7 @@ from bert_data.format.tfrecord import frame_records, iter_records
 from bert_data.tokenizers.vocab import load_vocab
 from bert_data.tools.verify import verify
 
-from tests.conftest import corpus_config, make_corpus
+from tests.helpers.corpus import corpus_config, make_corpus
 
 MSL, MPP = 64, 10
 

@@ -20,7 +20,7 @@ from bert_data.tokenizers.vocab_builder import train_wordpiece_vocab, write_voca
 from bert_data.tokenizers.vocab import SPECIAL_TOKENS, load_vocab, unk_rate
 from bert_data.tokenizers.wordpiece import WordPieceTokenizer
 
-from tests.conftest import make_corpus
+from tests.helpers.corpus import make_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample"
