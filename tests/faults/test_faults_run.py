@@ -18,6 +18,7 @@ from bert_data.cli.create_tfrecords import main
 from bert_data.run import assembly, runner, tasks
 
 from tests.helpers.corpus import file_hashes, make_corpus
+from tests.helpers.interruptions import interrupted_at_append
 
 
 @pytest.fixture(scope="module")
@@ -216,19 +217,9 @@ def test_a_worker_killed_like_the_oom_killer_does_keeps_the_journaled_units(caps
     assert file_hashes(output) == reference
 
 
-def test_an_unexpected_error_keeps_the_journaled_units_and_says_so(capsys, corpus, reference, tmp_path, monkeypatch):
-    real_append = assembly.ShardAssembler.append
-    calls = []
-
-    def append(self, segments):
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("a bug")
-        real_append(self, segments)
-
+def test_an_unexpected_error_keeps_the_journaled_units_and_says_so(capsys, corpus, reference, tmp_path):
     output = tmp_path / "out"
-    with monkeypatch.context() as patch:
-        patch.setattr(assembly.ShardAssembler, "append", append)
+    with interrupted_at_append(2, exception=RuntimeError("a bug")):
         with pytest.raises(RuntimeError, match="a bug") as raised:
             cli(capsys, corpus, output)
     assert raised.value.__notes__ == ["bert_data: unit 1 of 10 kept (0.0 MB of shards); run the same command with "

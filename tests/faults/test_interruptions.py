@@ -15,10 +15,10 @@ import psutil
 import pytest
 
 from bert_data.run import runner
-from bert_data.run.assembly import ShardAssembler
 
 from tests.helpers.cli_runs import small_run as cli
 from tests.helpers.corpus import file_hashes, make_corpus
+from tests.helpers.interruptions import interrupted_at_append
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -124,22 +124,6 @@ def test_resume_refuses_other_options_and_finished_runs(long_run, tmp_path):
     assert again.returncode == 2 and "nothing to resume" in again.stderr
 
 
-def interrupt_at_append(monkeypatch, number: int, seen_pieces: list):
-    """Ctrl-C during the ``number``-th unit's append to the shards (after ``number - 1`` units
-    were journaled), in this process."""
-    real_append = ShardAssembler.append
-    calls = []
-
-    def append(self, segments):
-        calls.append(1)
-        seen_pieces.extend(Path(segment.path).name for segment in segments)
-        if len(calls) == number:
-            raise KeyboardInterrupt
-        real_append(self, segments)
-
-    monkeypatch.setattr(ShardAssembler, "append", append)
-
-
 def test_interrupted_before_anything_was_finished_keeps_nothing_and_a_plain_rerun_works(capsys, corpus, tmp_path,
                                                                                          monkeypatch):
     output = tmp_path / "out"
@@ -158,11 +142,10 @@ def test_interrupted_before_anything_was_finished_keeps_nothing_and_a_plain_reru
     assert cli(capsys, corpus, output, "--split_num", "2")[0] == 0  # no --overwrite needed
 
 
-def test_interrupted_before_the_first_unit_keeps_the_tokenized_slices(capsys, corpus, tmp_path, monkeypatch):
+def test_interrupted_before_the_first_unit_keeps_the_tokenized_slices(capsys, corpus, tmp_path):
     assert cli(capsys, corpus, tmp_path / "reference", "--split_num", "2")[0] == 0
     output = tmp_path / "out"
-    with monkeypatch.context() as patch:
-        interrupt_at_append(patch, 1, [])
+    with interrupted_at_append(1):
         code, err = cli(capsys, corpus, output, "--split_num", "2")
     assert code == 130
     assert err.strip() == ("create_tfrecords: interrupted; no unit was written yet; 1 of 1 tokenized slices kept; run "
@@ -172,13 +155,11 @@ def test_interrupted_before_the_first_unit_keeps_the_tokenized_slices(capsys, co
     assert file_hashes(output) == file_hashes(tmp_path / "reference")
 
 
-def test_interrupted_after_one_unit_says_what_is_kept_and_resume_goes_on_from_there(capsys, corpus, tmp_path,
-                                                                                       monkeypatch):
+def test_interrupted_after_one_unit_says_what_is_kept_and_resume_goes_on_from_there(capsys, corpus, tmp_path):
     assert cli(capsys, corpus, tmp_path / "reference", "--split_num", "2")[0] == 0
     output = tmp_path / "out"
     pieces = []
-    with monkeypatch.context() as patch:
-        interrupt_at_append(patch, 2, pieces)
+    with interrupted_at_append(2, pieces=pieces):
         code, err = cli(capsys, corpus, output, "--split_num", "2")
     assert code == 130
     kept = sum(p.stat().st_size for p in output.glob("*.tfrecords.tmp"))

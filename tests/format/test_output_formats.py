@@ -15,12 +15,12 @@ import pytest
 from bert_data.config import ConfigError
 from bert_data.format.manifest import Manifest
 from bert_data.format.output_formats import get_format
-from bert_data.run.assembly import ShardAssembler
 from bert_data.run.run_files import Interrupted
 from bert_data.run.runner import generate
 
 from tests.helpers.format_runs import (FORMAT_RUNS, LAYOUTS, MPP, MSL, expected_rows, make_runs, run_config, shard_files,
                          tfrecord_columns)
+from tests.helpers.interruptions import interrupted_at_append
 
 NVIDIA_KEYS = ["input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
                "next_sentence_labels"]
@@ -180,19 +180,10 @@ def test_same_bytes_with_two_workers(runs, fmt, tmp_path):
     assert hashes(tmp_path / "two") == hashes(runs["nsp"][fmt])
 
 
-def test_an_interrupted_run_resumes_to_the_same_bytes(runs, tmp_path, monkeypatch):
+def test_an_interrupted_run_resumes_to_the_same_bytes(runs, tmp_path):
     corpus = runs["corpus"]
     generate(run_config(corpus, tmp_path / "reference", "hdf5", "gzip", split_num=2), progress=False)
-    real_append, calls = ShardAssembler.append, []
-
-    def append(self, segments):  # Ctrl-C as the second unit is appended
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        real_append(self, segments)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(ShardAssembler, "append", append)
+    with interrupted_at_append(2):  # Ctrl-C as the second unit is appended
         with pytest.raises(Interrupted) as stopped:
             generate(run_config(corpus, tmp_path / "out", "hdf5", "gzip", split_num=2), progress=False)
     assert stopped.value.kept.units == 1

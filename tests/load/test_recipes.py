@@ -17,9 +17,10 @@ import tensorflow as tf
 from bert_data.config import ConfigError, GeneratorConfig
 from bert_data.format.layout import tf_feature_description
 from bert_data.format.manifest import Manifest
-from bert_data.run.runner import ShardAssembler, generate
+from bert_data.run.runner import generate
 
 from tests.helpers.corpus import file_hashes, make_corpus
+from tests.helpers.interruptions import interrupted_at_append
 
 MSL, MPP = 48, 8
 
@@ -193,22 +194,11 @@ def test_compressed_shards_hold_the_same_records(corpus, tmp_path, compression):
 
 
 @pytest.mark.parametrize("compression", [None, "zlib"])
-def test_resume_continues_compressed_shards(corpus, tmp_path, monkeypatch, compression):
+def test_resume_continues_compressed_shards(corpus, tmp_path, compression):
     reference = tmp_path / "reference"
     run(corpus, reference, compression=compression)
-    appended = []
-    real_append = ShardAssembler.append
-
-    def interrupted_after_two_units(self, segments):
-        real_append(self, segments)
-        appended.append(1)
-        if len(appended) == 2:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(ShardAssembler, "append", interrupted_after_two_units)
-    with pytest.raises(KeyboardInterrupt):
+    with interrupted_at_append(2, after=True), pytest.raises(KeyboardInterrupt):
         run(corpus, tmp_path / "out", compression=compression)
-    monkeypatch.setattr(ShardAssembler, "append", real_append)
     run(corpus, tmp_path / "out", compression=compression, resume=True)
     assert file_hashes(tmp_path / "out") == file_hashes(reference)
 

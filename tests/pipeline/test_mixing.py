@@ -16,6 +16,7 @@ from bert_data.format.layout import tf_feature_description
 from bert_data.run.runner import generate
 
 from tests.helpers.corpus import file_hashes, make_corpus
+from tests.helpers.interruptions import interrupted_at_append
 
 MSL, MPP = 64, 10
 N_SOURCES, DOCS_PER_SOURCE = 4, 200
@@ -330,22 +331,11 @@ def test_shards_sized_by_megabytes_compressed(sourced_corpus, tmp_path):
         generate(config(sourced_corpus, tmp_path / "x", megabytes_per_file=1, records_per_file=5), progress=False)
 
 
-def test_sized_shards_resume_to_the_same_bytes(sourced_corpus, tmp_path, monkeypatch):
-    import bert_data.run.assembly as assembly
-
+def test_sized_shards_resume_to_the_same_bytes(sourced_corpus, tmp_path):
     generate(config(sourced_corpus, tmp_path / "reference", records_per_file=150, split_num=20), progress=False)
-    real_append, appended = assembly.ShardAssembler.append, []
-
-    def append_then_stop(self, segments):
-        if len(appended) == 8:
-            raise KeyboardInterrupt  # as Ctrl-C would, after eight units
-        appended.append(1)
-        real_append(self, segments)
-
-    monkeypatch.setattr(assembly.ShardAssembler, "append", append_then_stop)
-    with pytest.raises(KeyboardInterrupt):
+    # As Ctrl-C would, after eight units.
+    with interrupted_at_append(9), pytest.raises(KeyboardInterrupt):
         generate(config(sourced_corpus, tmp_path / "out", records_per_file=150, split_num=20), progress=False)
-    monkeypatch.setattr(assembly.ShardAssembler, "append", real_append)
     generate(config(sourced_corpus, tmp_path / "out", records_per_file=150, split_num=20, resume=True),
              progress=False)
     assert file_hashes(tmp_path / "out") == file_hashes(tmp_path / "reference")

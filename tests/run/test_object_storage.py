@@ -14,12 +14,12 @@ import pytest
 
 from bert_data.config import ConfigError
 from bert_data.format.manifest import Manifest
-from bert_data.run import runner
 from bert_data.pipeline.documents import planner
 from bert_data.pipeline.documents.types import InputError
 from bert_data.run.runner import generate
 
 from tests.helpers.corpus import corpus_config, file_hashes, make_corpus
+from tests.helpers.interruptions import interrupted_at_append
 
 BUCKET = "s3://bert-data-tests"
 
@@ -98,28 +98,17 @@ def test_inputs_and_output_in_a_bucket_give_the_bytes_of_a_local_run(s3, corpus_
     assert not any((tmp_path / "cache" / "bert_data" / "staging").iterdir())
 
 
-def test_an_interrupted_run_resumes_from_its_staging_to_the_same_bytes(s3, corpus_and_reference, tmp_path,
-                                                                       monkeypatch):
+def test_an_interrupted_run_resumes_from_its_staging_to_the_same_bytes(s3, corpus_and_reference, tmp_path):
     corpus, reference, _ = corpus_and_reference
     upload_corpus(s3, corpus)
     output = f"{BUCKET}/resumed"
-    appended = []
-    original = runner.ShardAssembler.append
-
-    def append_then_stop(self, segments):
-        if len(appended) == 3:
-            raise KeyboardInterrupt  # as Ctrl-C would, after three units were appended
-        appended.append(1)
-        original(self, segments)
-
-    monkeypatch.setattr(runner.ShardAssembler, "append", append_then_stop)
-    with small_parts(), pytest.raises(KeyboardInterrupt):
+    # As Ctrl-C would, after three units were appended.
+    with interrupted_at_append(4), small_parts(), pytest.raises(KeyboardInterrupt):
         generate(s3_config(corpus, output), progress=False)
     s3.invalidate_cache()
     assert not s3.exists(output.split("://")[1])  # nothing published, and the lock released
     staged = list((tmp_path / "cache" / "bert_data" / "staging").iterdir())
     assert len(staged) == 1 and (staged[0] / ".bert_data_work" / "journal.json").exists()
-    monkeypatch.setattr(runner.ShardAssembler, "append", original)
     # Starting afresh by mistake is refused: the staged run is named.
     with small_parts(), pytest.raises(ConfigError, match="interrupted run of it is staged in"):
         generate(s3_config(corpus, output), progress=False)

@@ -9,12 +9,12 @@ import pytest
 
 from bert_data.config import ConfigError
 from bert_data.format.manifest import Manifest
-from bert_data.run.assembly import ShardAssembler
 from bert_data.run.runner import generate
 from bert_data.load import read_batches
 from bert_data.pipeline.packing import unpack_rows
 
 from tests.helpers.corpus import corpus_config, file_hashes, make_corpus
+from tests.helpers.interruptions import interrupted_at_append
 
 
 @pytest.fixture(scope="module")
@@ -108,21 +108,10 @@ def test_same_bytes_for_one_and_two_workers(corpus, tmp_path):
     assert Manifest.read(str(tmp_path / "sized")).n_examples == Manifest.read(str(tmp_path / "one")).n_examples
 
 
-def test_resume_gives_the_same_bytes(corpus, tmp_path, monkeypatch):
+def test_resume_gives_the_same_bytes(corpus, tmp_path):
     run(corpus, tmp_path / "reference", pack_sequences=True)
-    appended = []
-    real_append = ShardAssembler.append
-
-    def interrupted_after_one_unit(self, segments):
-        real_append(self, segments)
-        appended.append(1)
-        if len(appended) == 1:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(ShardAssembler, "append", interrupted_after_one_unit)
-    with pytest.raises(KeyboardInterrupt):
+    with interrupted_at_append(1, after=True), pytest.raises(KeyboardInterrupt):
         run(corpus, tmp_path / "out", pack_sequences=True)
-    monkeypatch.setattr(ShardAssembler, "append", real_append)
     resumed = run(corpus, tmp_path / "out", pack_sequences=True, resume=True)
     assert file_hashes(tmp_path / "out") == file_hashes(tmp_path / "reference")
     reference = Manifest.read(str(tmp_path / "reference")).to_json()
