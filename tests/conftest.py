@@ -1,5 +1,6 @@
 """Fixtures shared by every test folder: the synthetic corpus (tests/helpers/corpus.py), an S3
-server on 127.0.0.1, and a private temporary folder.  Helper functions are in tests/helpers/."""
+server on 127.0.0.1 and its file system, and a private temporary folder.  Helper functions are in
+tests/helpers/."""
 
 from __future__ import annotations
 
@@ -45,6 +46,16 @@ def s3_endpoint():
         s3fs.S3FileSystem.clear_instance_cache()
         patch.undo()
         server.stop()
+
+
+@pytest.fixture()
+def s3(s3_endpoint, tmp_path, monkeypatch, private_tmp):
+    """The bucket's file system, for a test that runs against it; staging directories go under
+    the test's own folder, and go with it."""
+    import s3fs
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return s3fs.S3FileSystem(endpoint_url=s3_endpoint)
 
 
 @pytest.fixture()

@@ -5,13 +5,10 @@ writes, tracebacks of storage libraries included.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -20,6 +17,7 @@ from bert_data import storage
 from bert_data.cli.create_tfrecords import main
 
 from tests.helpers.corpus import make_corpus
+from tests.helpers.remote import serving
 
 PASSWORD, TOKEN, SIGNATURE = "pa55w0rd-xyzzy", "t0ken-plugh", "s1gnature-frob"
 
@@ -46,16 +44,8 @@ def web_server(tmp_path):
     which is all this needs: they must still never be printed or stored)."""
     pytest.importorskip("aiohttp")
     corpus = make_corpus(tmp_path / "served", n_docs=4, min_sentences=5, max_sentences=8)
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(corpus.root))
-    handler.log_message = lambda *args: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield corpus, server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(corpus.root) as port:
+        yield corpus, port
 
 
 def assert_no_secret(text: str, where: str) -> None:

@@ -26,14 +26,6 @@ def corpus(tmp_path_factory):
     return make_corpus(tmp_path_factory.mktemp("format_runs") / "corpus", n_docs=12, seed=6)
 
 
-@pytest.fixture()
-def s3(s3_endpoint, tmp_path, monkeypatch, private_tmp):
-    import s3fs
-
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # staging goes with the test
-    return s3fs.S3FileSystem(endpoint_url=s3_endpoint)
-
-
 def local_hashes(directory: Path):
     return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in directory.iterdir()
             if path.name != "data_params.json"}

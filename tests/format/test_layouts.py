@@ -20,11 +20,12 @@ from bert_data.load import load_dataset, read_batches, read_examples
 from bert_data.tools.stats import compute_stats
 from bert_data.format.tfrecord import CorruptRecordError, count_records, iter_records
 
+from tests.helpers.cli_runs import run_tools as run
 from tests.helpers.corpus import make_corpus
 
 # The datasets and their fixtures (datasets, vocab_path: pytest finds them imported here).
 from tests.helpers.layout_datasets import (
-    ALL, COMPRESSIONS, MPP, MSL, N_RECORDS, datasets, joined, layout_specs, run, tf_reference,
+    ALL, COMPRESSIONS, MPP, MSL, N_RECORDS, datasets, joined, layout_specs, tf_reference,
     vocab_path,
 )
 

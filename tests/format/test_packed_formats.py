@@ -16,7 +16,7 @@ from bert_data.run.runner import generate
 
 from tests.helpers.corpus import make_corpus
 from tests.helpers.format_runs import MSL, run_config, shard_files, tfrecord_columns
-from tests.format.test_format_mds import read_with_streaming
+from tests.helpers.streaming import read_with_streaming
 
 LAYOUTS = {"nsp": dict(), "sop": dict(sentence_order_prediction=True), "mlm": dict(mlm_only=True)}
 FORMATS = {"tfrecord": None, "parquet": "zstd", "mds": "zstd"}

@@ -1,8 +1,9 @@
-"""create_tfrecords run in this process, as the command-line tests run it: the exit status and
-what it wrote on stderr."""
+"""create_tfrecords and bert-data run in this process, as the command-line tests run them: the
+exit status and what they wrote."""
 
 from __future__ import annotations
 
+from bert_data.cli.bert_data_cli import main as tools_main
 from bert_data.cli.create_tfrecords import main
 
 
@@ -21,3 +22,10 @@ def small_run(capsys, corpus, output, *extra, metadata=None):
     """A quick run of ``corpus`` (its metadata file, or ``metadata``) into two shards."""
     return run_cli(capsys, "--metadata_files", metadata or corpus.metadata, "--input_files_prefix", corpus.root,
                    *base_options(corpus, output), "--num_output_files", "2", *extra)
+
+
+def run_tools(argv, capsys):
+    """``bert-data`` (verify, inspect, stats, ...): the exit status, stdout and stderr."""
+    code = tools_main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err

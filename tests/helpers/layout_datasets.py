@@ -1,5 +1,6 @@
 """The datasets of every record layout and compression the generator writes, for the tests of
-readers, tools and load-time masks (test_layouts*.py, test_load_time_masks.py).
+readers, tools and load-time masks (format/test_layouts.py, tools/test_layouts_in_tools.py,
+load/test_load_time_masks.py).
 
 Layouts (``bert_data.format.layout.feature_specs``): Google's NSP layout, the same with TF Model
 Garden's v2 names, MLM-only, MLM-only across documents (separators inside the sequence), and
@@ -21,7 +22,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import pytest
 
-from bert_data.cli.bert_data_cli import main
 from bert_data.format.tfrecord.example_codec import encode_examples
 from bert_data.format.layout import canonical_name, feature_specs, tf_feature_description
 from bert_data.format.manifest import Manifest
@@ -173,12 +173,6 @@ def tf_reference(directory):
     raw = [r.numpy() for r in d]
     parsed = tf.io.parse_example(tf.constant(raw), description)
     return raw, {name: value.numpy() for name, value in parsed.items()}
-
-
-def run(argv, capsys):
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 ALL = [(layout, compression) for layout in LAYOUTS for compression in COMPRESSIONS]

@@ -6,25 +6,18 @@ import os
 import pytest
 
 from bert_data.pipeline.documents.listing import check_documents_exist, read_metadata
-from bert_data.pipeline.documents.planner import is_validation_document, plan_corpus
+from bert_data.pipeline.documents.planner import is_validation_document
 from bert_data.pipeline.documents.reading import read_documents
 from bert_data.pipeline.documents.text_files import document_parts
 from bert_data.pipeline.documents.types import BINARY, CorpusPlan, EMPTY, InputError, TRAIN_CODE
+
+from tests.helpers.planning import plan, sources
 
 
 def write(path, data):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
     return path
-
-
-def plan(entries, **options):
-    """The corpus of ``entries``, all train."""
-    return plan_corpus(entries, lambda label, position: TRAIN_CODE, **options)
-
-
-def sources(corpus):
-    return [source for slice_ in corpus.slices for source in slice_.sources]
 
 
 def texts(group, separator_line=None, multi=False):

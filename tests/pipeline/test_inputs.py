@@ -19,11 +19,9 @@ import pytest
 import zstandard
 
 from bert_data.pipeline.documents.listing import read_metadata
-from bert_data.pipeline.documents.planner import plan_corpus
 from bert_data.pipeline.documents.reading import read_documents
 from bert_data.pipeline.documents.spans import LINE_PATTERN, document_spans, separator_pattern, stream_document_spans
-from bert_data.pipeline.documents.types import (BINARY, EMPTY, INVALID_JSON, MISSING_KEY, NOT_OBJECT, NOT_STRING,
-                                              TRAIN_CODE)
+from bert_data.pipeline.documents.types import BINARY, EMPTY, INVALID_JSON, MISSING_KEY, NOT_OBJECT, NOT_STRING
 from bert_data.pipeline.documents import files as input_files
 from bert_data.config import ConfigError, GeneratorConfig
 from bert_data.pipeline.documents.types import InputError
@@ -32,6 +30,7 @@ from bert_data.run.resolve import resolve
 from bert_data.run.runner import generate
 
 from tests.helpers.corpus import file_hashes, make_corpus
+from tests.helpers.planning import plan, sources
 
 MSL, MPP = 64, 8
 CODECS = {
@@ -250,15 +249,6 @@ def test_missing_zstandard_fails_at_planning_naming_the_file(tmp_path, monkeypat
 
 
 # ---------------------------------------------------------------------------- (e) planning
-
-def plan(entries, **options):
-    """The corpus of ``entries``, all train."""
-    return plan_corpus(entries, lambda label, position: TRAIN_CODE, **options)
-
-
-def sources(corpus):
-    return [source for slice_ in corpus.slices for source in slice_.sources]
-
 
 def slice_contents(slices, multi=True):
     return [[(doc.label, doc.corpus_doc, doc.text) for doc in read_documents(s.sources, None, multi, [])]

@@ -27,6 +27,7 @@ from bert_data.tools.inspect import format_record, inspect_records
 from bert_data.tools.verify import verify
 
 from tests.helpers.corpus import corpus_config, file_hashes, make_corpus
+from tests.helpers.run_imports import modules_a_run_imports
 
 spm = pytest.importorskip("sentencepiece")
 REPO = Path(__file__).resolve().parents[2]
@@ -313,20 +314,7 @@ def test_resume_with_a_sentencepiece_model(corpus, trained, tmp_path, monkeypatc
 
 
 def test_generation_imports_sentencepiece_only_for_a_model(corpus, tmp_path):
-    # Alike in shape with test_end_to_end's TensorFlow check: a fresh interpreter is the only way
-    # to see which modules a run imports.
-    script = (
-        "import sys\n"
-        "from bert_data.cli.create_tfrecords import main\n"
-        f"code = main(['--metadata_files', {str(corpus.metadata)!r}, '--input_files_prefix', {str(corpus.root)!r}, "
-        f"'--vocab_file', {str(corpus.vocab)!r}, '--do_lower_case', '--output_dir', {str(tmp_path)!r}, "
-        "'--dupe_factor', '1', '--num_workers', '1', '--quiet'])\n"
-        "assert code == 0, code\n"
-        "print(sorted(m for m in ('sentencepiece', 'tensorflow') if m in sys.modules))\n"
-    )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"
+    assert modules_a_run_imports(corpus, tmp_path, ["sentencepiece", "tensorflow"], "--num_workers", "1") == []
 
 
 def test_build_vocab_is_deterministic_across_processes(corpus, tmp_path):

@@ -24,6 +24,7 @@ from bert_data.config import ConfigError  # noqa: E402
 from bert_data.run.runner import generate  # noqa: E402
 
 from tests.helpers.corpus import corpus_config, file_hashes, make_corpus  # noqa: E402
+from tests.helpers.remote import bucket_hashes  # noqa: E402
 
 BUCKET = "s3://bert-data-tests"
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the plugin travels to the workers
@@ -98,15 +99,6 @@ def remote_config(corpus, output, **overrides):
     return corpus_config(corpus, output, metadata_files=[f"{prefix}/metadata.txt"], input_files_prefix=prefix,
                          vocab_file=f"{prefix}/vocab.txt", split_num=8, num_output_files=3, dupe_factor=3,
                          **overrides)
-
-
-def bucket_hashes(fs, url):
-    import hashlib
-
-    prefix = url.split("://", 1)[1]
-    fs.invalidate_cache()
-    return {path[len(prefix) + 1:]: hashlib.sha256(fs.cat_file(path)).hexdigest()
-            for path in fs.find(prefix) if path.endswith(".tfrecords")}
 
 
 def test_the_workers_really_cannot_see_the_clients_files(setup):

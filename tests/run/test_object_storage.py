@@ -5,7 +5,6 @@ resumed, and a lock object that keeps a second run out."""
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import os
 import socket
@@ -20,17 +19,9 @@ from bert_data.run.runner import generate
 
 from tests.helpers.corpus import corpus_config, file_hashes, make_corpus
 from tests.helpers.interruptions import interrupted_at_append
+from tests.helpers.remote import bucket_hashes
 
 BUCKET = "s3://bert-data-tests"
-
-
-@pytest.fixture()
-def s3(s3_endpoint, tmp_path, monkeypatch, private_tmp):
-    import s3fs
-
-    # Staging directories go under the test's own folder, and go with it.
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    return s3fs.S3FileSystem(endpoint_url=s3_endpoint)
 
 
 @pytest.fixture(scope="module")
@@ -72,12 +63,6 @@ def s3_config(corpus, output, local=False, **overrides):
 
 def upload_corpus(fs, corpus):
     fs.put(str(corpus.root) + "/", "bert-data-tests/corpus/", recursive=True)
-
-
-def bucket_hashes(fs, url):
-    prefix = url.split("://", 1)[1]
-    return {path[len(prefix) + 1:]: hashlib.sha256(fs.cat_file(path)).hexdigest()
-            for path in fs.find(prefix) if path.endswith(".tfrecords")}
 
 
 def test_inputs_and_output_in_a_bucket_give_the_bytes_of_a_local_run(s3, corpus_and_reference, tmp_path):

@@ -3,34 +3,19 @@ libraries (pyarrow, fsspec, s3fs, gcsfs) unless a URL or a table asks for them."
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from bert_data import storage
 
 from tests.helpers.corpus import corpus_config, file_hashes
+from tests.helpers.remote import serving
+from tests.helpers.run_imports import modules_a_run_imports
 
-REPO = Path(__file__).resolve().parents[2]
 OPTIONAL = ("pyarrow", "fsspec", "s3fs", "gcsfs")
 
 
 def test_local_generation_imports_no_storage_or_table_library(synthetic_corpus, tmp_path):
-    script = (
-        "import sys\n"
-        "from bert_data.cli.create_tfrecords import main\n"
-        f"code = main(['--metadata_files', {str(synthetic_corpus.metadata)!r}, '--input_files_prefix', "
-        f"{str(synthetic_corpus.root)!r}, '--vocab_file', {str(synthetic_corpus.vocab)!r}, '--do_lower_case', "
-        f"'--output_dir', {str(tmp_path)!r}, '--dupe_factor', '1', '--num_workers', '2', '--split_num', '20', "
-        "'--quiet'])\n"
-        "assert code == 0, code\n"
-        f"print(sorted(m for m in {OPTIONAL!r} if m in sys.modules))\n"
-    )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"
+    assert modules_a_run_imports(synthetic_corpus, tmp_path, OPTIONAL, "--num_workers", "2", "--split_num", "20") == []
 
 
 def test_paths_and_urls():
@@ -88,23 +73,11 @@ def test_a_corpus_over_http_gives_the_bytes_of_local_files(synthetic_corpus, tmp
     """``http(s)://``: a web server on 127.0.0.1 serving the corpus folder (no listing is trusted:
     each listed file is asked for)."""
     pytest.importorskip("aiohttp")
-    import functools
-    import http.server
-    import threading
-
     from bert_data.run.runner import generate
 
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(synthetic_corpus.root))
-    handler.log_message = lambda *args: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+    with serving(synthetic_corpus.root) as port:
+        url = f"http://127.0.0.1:{port}"
         config = corpus_config(synthetic_corpus, tmp_path / "out", metadata_files=[f"{url}/metadata.txt"],
                                input_files_prefix=url, vocab_file=f"{url}/vocab.txt", num_workers=2)
         generate(config, progress=False)
         assert file_hashes(tmp_path / "out") == generated_reference
-    finally:
-        server.shutdown()
-        server.server_close()

@@ -21,9 +21,11 @@ from bert_data.tools.stats import compute_stats
 from bert_data.format.tfrecord import CorruptRecordError, frame_records
 from bert_data.tokenizers.vocab import load_vocab
 
+from tests.helpers.cli_runs import run_tools as run
+
 # The datasets and their fixtures (datasets, vocab_path: pytest finds them imported here).
 from tests.helpers.layout_datasets import (
-    ALL, LAYOUTS, MSL, N_RECORDS, compress, datasets, layout_specs, make_columns, run, vocab_path,
+    ALL, LAYOUTS, MSL, N_RECORDS, compress, datasets, layout_specs, make_columns, vocab_path,
     write_dataset,
 )
 

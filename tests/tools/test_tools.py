@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bert_data.cli.bert_data_cli import main
 from bert_data.config import GeneratorConfig
 from bert_data.format.tfrecord.example_codec import encode_examples
 from bert_data.format.layout import FEATURE_NAMES, FLOAT32, FeatureSpec, feature_specs
@@ -26,6 +25,7 @@ from bert_data.format.tfrecord import frame_records, iter_records
 from bert_data.tokenizers.vocab import load_vocab
 from bert_data.tools.verify import verify
 
+from tests.helpers.cli_runs import run_tools as run
 from tests.helpers.corpus import corpus_config, make_corpus
 
 MSL, MPP = 64, 10
@@ -52,12 +52,6 @@ def columns(path):
     """All records of ``path`` as one dict of 2-D arrays (numpy reader)."""
     parts = list(read_batches(path, batch_size=1 << 20))
     return {name: np.concatenate([p[name] for p in parts]) for name in FEATURE_NAMES}
-
-
-def run(argv, capsys):
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def record_offsets(path):
