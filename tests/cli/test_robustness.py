@@ -1,5 +1,5 @@
 """Nothing silent: bad input and failures are named in one line, or skipped and counted; a huge
-document works in bounded memory.  Interruptions and --resume: test_interruptions.py."""
+document works in bounded memory.  Interruptions and --resume: faults/test_interruptions.py."""
 
 from __future__ import annotations
 

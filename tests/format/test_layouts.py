@@ -1,6 +1,6 @@
 """Every record layout and compression, through every reader (numpy, tf.data, PyTorch, against
 TensorFlow's own parser), and datasets the generator writes with each layout option through
-every reader and tool.  The datasets: ``layout_datasets.py``.
+every reader and tool.  The datasets: ``tests/helpers/layout_datasets.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The exact bytes for a fixed corpus, options and seed.
 
 An optimisation that changes these bytes must say why in its commit and update the values here,
-with the statistical tests (test_end_to_end.py, test_masking.py) still passing.
+with the statistical tests (run/test_end_to_end.py, pipeline/test_masking.py) still passing.
 """
 
 from __future__ import annotations

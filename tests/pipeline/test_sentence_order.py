@@ -1,6 +1,6 @@
 """ALBERT's sentence-order prediction (--sentence_order_prediction), checked on the records: the
 masked labels are put back and A and B found in the tokenized corpus, whose runs of tokens name
-their document (conftest.py)."""
+their document (tests/helpers/corpus.py)."""
 
 from __future__ import annotations
 

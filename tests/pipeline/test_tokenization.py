@@ -1,5 +1,5 @@
 """bert_data.tokenizers.vocab and .wordpiece: vocabulary loading and faithfulness of the fast
-tokenizer to Google's FullTokenizer (tests/reference_tokenizer.py is the yardstick); the old
+tokenizer to Google's FullTokenizer (tests/helpers/reference_tokenizer.py is the yardstick); the old
 module name bert_data.tokenization still gives the same objects."""
 
 from __future__ import annotations

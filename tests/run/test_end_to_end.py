@@ -1,6 +1,6 @@
 """The whole generator, checked with TensorFlow's own reader and parser.
 
-The synthetic corpus (conftest.py) tells which tokens each document holds without our
+The synthetic corpus (tests/helpers/corpus.py) tells which tokens each document holds without our
 tokenizer, so the records can be traced back to their documents.
 """
 

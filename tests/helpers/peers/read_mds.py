@@ -1,4 +1,4 @@
-"""Run by tests/test_format_mds.py with the interpreter of the environment that has MosaicML
+"""Run by tests/helpers/streaming.py with the interpreter of the environment that has MosaicML
 ``streaming`` (it cannot share ours: it pins numpy < 2.2 and transformers < 5; see
 .ci/peer_envs).  Reads an MDS split directory with ``streaming.StreamingDataset`` exactly as a
 trainer does (local directory, no shuffling) and writes every sample's fields to a JSON file.
