@@ -1,6 +1,7 @@
 """bert_data: BERT pretraining data (TFRecords) from raw text, fast, parallel and deterministic.
 
-The generation path (``bert_data.run.runner.generate``) never imports TensorFlow; the loaders do.
+The generation path (``bert_data.generate``: ``bert_data.run.resolve.generate``) never imports
+TensorFlow; the loaders do.
 """
 
 from .version import __version__
@@ -20,7 +21,7 @@ def __getattr__(name):
 
         return GeneratorConfig
     if name == "generate":
-        from .run.runner import generate
+        from .run.resolve import generate
 
         return generate
     if name == "WordPieceTokenizer":

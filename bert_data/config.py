@@ -1,9 +1,11 @@
 """One configuration object for a generation run, validated once, before any work.
 
-The command line builds a :class:`GeneratorConfig`; the library API takes one directly.  Every
-stage and worker receives the same validated object, so no stage re-checks options.  The fields'
-defaults are the only place defaults are written: the command line and the compatibility layer
-for Google's and ALBERT's command lines read theirs with :func:`default_of`.
+The command line builds a :class:`GeneratorConfig`; the library API takes one directly.  The
+resolve step (:mod:`bert_data.run.resolve`) validates it once and turns it into the small specs
+the stages and the run use: nothing past that step sees this object, and no stage re-checks
+options.  The fields' defaults are the only place defaults are written: the command line, the
+compatibility layer for Google's and ALBERT's command lines and the loaders read theirs with
+:func:`default_of`.
 """
 
 from __future__ import annotations
@@ -57,6 +59,11 @@ def check_input_options(multiple_docs_in_single_file: bool, multiple_docs_separa
                 "--text_field and --multiple_docs_in_single_file contradict each other: given, --text_field reads "
                 "every file that is not a table as JSON Lines, which always holds one document a line"
             )
+
+
+# Options that say how a run is carried out, never what it writes: the one list.  They are kept
+# out of the manifest and the --resume fingerprint, and become the run's ``RunControl``.
+RUN_CONTROL_OPTIONS = ("num_workers", "overwrite", "resume", "work_dir", "allow_paths_outside_prefix")
 
 
 @dataclass
@@ -131,7 +138,7 @@ class GeneratorConfig:
     pack_sequences: bool = False
     max_sequences_per_pack: Optional[int] = None
     # Where data lives (issue 14): the directory or URL tasks exchange intermediate data through
-    # (default: the output directory's work directory, see generator.run_files; with a Dask cluster
+    # (default: the output directory's work directory, see run.run_files; with a Dask cluster
     # and a URL output, the output's).
     work_dir: Optional[str] = None
     # The former name of text_field, still accepted by the constructor.
@@ -186,11 +193,6 @@ class GeneratorConfig:
     @property
     def has_validation(self) -> bool:
         return self.val_fraction > 0 or bool(self.val_metadata_files)
-
-    @property
-    def workers(self) -> int:
-        """--num_workers, by default the cores this process may use."""
-        return self.num_workers if self.num_workers else available_cores()
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)

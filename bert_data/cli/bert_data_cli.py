@@ -223,12 +223,12 @@ def _stats(args) -> int:
             check_plotting()  # before scanning: a missing matplotlib must not cost a whole pass
         if args.windows < 1:
             raise ValueError(f"--windows must be at least 1, got {args.windows}")
-        from ..format.dataset import shard_groups
+        from ..format.dataset import shard_sets
         from ..tools.corpus_view import corpus_summary, is_corpus
 
-        corpora = [group for group in shard_groups(args.paths) if group.files and is_corpus(group.files[0])]
-        for group in corpora:  # Megatron's tokenized corpus: its counts (instances are made at train time)
-            print(corpus_summary(group.name, group.files, group.manifest))
+        corpora = [found for found in shard_sets(args.paths) if found.files and is_corpus(found.files[0])]
+        for shard_set in corpora:  # Megatron's tokenized corpus: its counts (instances are made at train time)
+            print(corpus_summary(shard_set.name, shard_set.files, shard_set.manifest))
         stats = compute_stats(args.paths, vocab_file=args.vocab_file, limit=args.limit,
                               compression=_compression(args), mixing=args.mixing, windows=args.windows)
         if corpora and not stats:

@@ -17,7 +17,7 @@ from .. import notices
 from ..config import default_of
 from ..format.manifest import MANIFEST_NAME
 from ..format.output_formats import FORMATS
-from ..run.run_files import WORK_DIR
+from ..format.dataset_layout import WORK_DIR
 from .compat import add_google_arguments, resolve
 from .flags import add_bool, parse_args
 from ..redaction import redacting
@@ -249,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
              help="units of neighbouring documents in listed order, shards not shuffled at the end, instead "
                   "of a mixed corpus (e.g. for a curriculum). Costs mixing: each shard then walks the corpus "
                   "from its first source to its last, and random-next sentences come from neighbouring "
-                  "documents; a trainer's small shuffle buffer sees one region at a time")
+                  "documents; a trainer's small shuffle buffer sees one part of the corpus at a time")
     work.add_argument("--num_workers", type=int, default=None,
                       help="worker processes (default: all cores this process may use; more than that is capped, "
                            "with a warning); output is identical for any value")
@@ -272,16 +272,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-RUN_OPTIONS = ("skip_missing", "quiet", "scheduler", "dask", "allow_case_mismatch")
-
-
 def config_from_args(args: argparse.Namespace):
+    """The generator's options among the parsed arguments (the others, ``--quiet``, ``--dask``...,
+    say how this command runs it: ``generate``'s arguments)."""
+    import dataclasses
+
     from ..config import GeneratorConfig
 
-    options = vars(args).copy()
-    for key in RUN_OPTIONS:
-        options.pop(key)
-    return GeneratorConfig(**options)
+    options = {f.name for f in dataclasses.fields(GeneratorConfig)}
+    return GeneratorConfig(**{key: value for key, value in vars(args).items() if key in options})
 
 
 @redacting
@@ -294,15 +293,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ..config import ConfigError
     from ..pipeline.documents.types import InputError
     from ..run.run_files import Interrupted
-    from ..run.runner import GenerationError, generate
     from ..pipeline.sentences import SentenceSplitterError
-    from ..run.resolve import resolve as resolve_settings
+    from ..run.resolve import generate, resolve as resolve_run
+    from ..run.run_files import GenerationError
     from ..tokenizers.vocab import VocabError
 
     try:
         args = resolve(args, argv, notices.warn)
         config = config_from_args(args)
-        settings = resolve_settings(config)  # checked once, before a cluster starts
+        spec = resolve_run(config)  # checked once, before a cluster starts
         # No bar in a log file or pipe: its redraws would fill it.
         run = dict(progress=not args.quiet and sys.stderr.isatty(), skip_missing=args.skip_missing,
                    allow_case_mismatch=args.allow_case_mismatch)
@@ -310,11 +309,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             from ..run.executors import dask_executor, local_workers
 
             # A local cluster's processes are this machine's: no more than its cores.
-            workers = config.workers if args.scheduler else local_workers(config.workers)
+            workers = spec.control.workers if args.scheduler else local_workers(spec.control.workers)
             with dask_executor(args.scheduler, workers) as (executor, parallelism):
-                summary = generate(settings, executor=executor, parallelism=parallelism, **run)
+                summary = generate(spec, executor=executor, parallelism=parallelism, **run)
         else:
-            summary = generate(settings, **run)
+            summary = generate(spec, **run)
     except (ConfigError, InputError, VocabError, SentenceSplitterError, GenerationError) as error:
         print(f"create_tfrecords: error: {error}", file=sys.stderr)
         return 2
@@ -325,26 +324,27 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:  # before the run started: nothing was written
         print("create_tfrecords: interrupted before any work was done; nothing was written", file=sys.stderr)
         return 130
-    report(config, summary)
+    report(spec.output, spec.control.resume, summary)
     return 0
 
 
-def report(config, summary) -> None:
-    from ..run.run_files import manifest_name, split_dirs
+def report(output, resumed_run: bool, summary) -> None:
+    """``output``: the run's ``OutputSpec``; ``resumed_run``: it ran with --resume."""
+    from ..run.run_files import manifest_name
 
     for split, manifest in summary.manifests.items():
         skipped = manifest["documents_skipped"]["count"]
-        directory = split_dirs(config)[split]
+        directory = output.split_dirs()[split]
         counts = f"{manifest['n_examples']:,} examples from {manifest['n_docs']:,} documents"
-        if config.output_files:
-            files = ", ".join(config.output_files)
-            where = f"in {files} (manifest {os.path.join(directory, manifest_name(config))})"
+        if output.files:
+            files = ", ".join(output.files)
+            where = f"in {files} (manifest {os.path.join(directory, manifest_name(output))})"
         else:
             where = f"in {len(manifest['examples_per_file']):,} files under {directory}"
-        note = f" ({skipped:,} documents skipped, see {manifest_name(config)})" if skipped else ""
+        note = f" ({skipped:,} documents skipped, see {manifest_name(output)})" if skipped else ""
         print(f"{split}: {counts} {where}{note}", file=sys.stderr)
     resumed = ""
-    if config.resume and not summary.resumed_from_unit:
+    if resumed_run and not summary.resumed_from_unit:
         resumed = " (resumed: no unit had been written; the interrupted run's tokenized slices were reused)"
     elif summary.resumed_from_unit:
         n_units = sum(manifest.get("n_units") or 0 for manifest in summary.manifests.values())

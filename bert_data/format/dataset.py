@@ -20,24 +20,24 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Union
 
-from .dataset_layout import (SPLITS, TFRECORD, TRAIN, is_shard_name, kind_of_shard, shard_suffix, unfinished_message,
-                             unfinished_run)
+from .dataset_layout import SPLITS, TRAIN, is_shard_name, shard_suffix, unfinished_message, unfinished_run
 from .layout import FLOAT32, INT64, V2_NAMES, FeatureSpec, canonical_name, feature_specs, layout_options
 from .manifest import MANIFEST_NAME, Manifest
+from .output_formats import HDF5, ShardOptions, format_of_path
 
 __all__ = [
     "Paths",
     "natural_key",
     "resolve_shards",
-    "ShardGroup",
-    "shard_groups",
+    "ShardSet",
+    "shard_sets",
     "find_manifest",
     "layout_flags",
     "describe_layout",
     "infer_specs",
     "DatasetInfo",
     "dataset_info",
-    "group_info",
+    "shard_set_info",
     "decode_records",
 ]
 
@@ -154,8 +154,9 @@ def resolve_shards(paths: Paths) -> List[str]:
 
 
 @dataclass
-class ShardGroup:
-    """Shards that share one manifest (or none): one output directory or split."""
+class ShardSet:
+    """Shards that share one manifest (or none): one output directory or split, or the files
+    named that no manifest lists.  (Not the final shuffle's tasks, ``run.shard_shuffle``.)"""
 
     name: str  # the directory (or "files") for messages
     files: List[str]
@@ -164,45 +165,44 @@ class ShardGroup:
     unlisted: List[str] = field(default_factory=list)  # shard files in the directory, not in the manifest
 
 
-def _group_for_directory(directory: str) -> List[ShardGroup]:
+def _sets_for_directory(directory: str) -> List[ShardSet]:
     _refuse_unfinished(directory)
     if Manifest.exists_in(directory):
         manifest = Manifest.read(directory)
         listed = list(manifest.examples_per_file)
-        return [ShardGroup(directory, [os.path.join(directory, n) for n in listed], Manifest.path_in(directory),
+        return [ShardSet(directory, [os.path.join(directory, n) for n in listed], Manifest.path_in(directory),
                            manifest, [os.path.join(directory, n) for n in _shard_names(directory)
                                       if n not in set(listed)])]
     splits = _split_dirs(directory)
     if splits:
-        return [group for split in splits for group in _group_for_directory(split)]
-    groups = []
+        return [shard_set for split in splits for shard_set in _sets_for_directory(split)]
+    sets = []
     for path in _run_manifests(directory):
         manifest = Manifest.read(path)
-        groups.append(ShardGroup(directory, [os.path.join(directory, n) for n in manifest.examples_per_file], path,
-                                 manifest))
-    return groups or [ShardGroup(directory, _directory_shards(directory))]
+        sets.append(ShardSet(directory, [os.path.join(directory, n) for n in manifest.examples_per_file], path,
+                             manifest))
+    return sets or [ShardSet(directory, _directory_shards(directory))]
 
 
-def shard_groups(paths: Paths) -> List[ShardGroup]:
-    """``paths`` as groups of shards with their manifest: a directory with a manifest is one
-    group (its listed shards, present or not); an output directory with ``train/`` and ``val/``
-    gives one group per split; files and globs are grouped by the manifest next to them that
-    lists them (files without one form a group without manifest)."""
-    groups: List[ShardGroup] = []
+def shard_sets(paths: Paths) -> List[ShardSet]:
+    """``paths`` as sets of shards with their manifest: a directory with a manifest is one
+    set (its listed shards, present or not); an output directory with ``train/`` and ``val/``
+    gives one set per split; files and globs are gathered by the manifest next to them that
+    lists them (files without one form a set without manifest)."""
+    sets: List[ShardSet] = []
     loose: Dict[Optional[str], List[str]] = {}
     for item in _items(paths):
         if os.path.isdir(item):
-            groups.extend(_group_for_directory(item))
+            sets.extend(_sets_for_directory(item))
             continue
         for shard in resolve_shards(item):
             loose.setdefault(find_manifest(shard), []).append(shard)
     for manifest_path, files in loose.items():
         if manifest_path is None:
-            groups.append(ShardGroup("files", files))
+            sets.append(ShardSet("files", files))
         else:
-            groups.append(ShardGroup(os.path.dirname(manifest_path), files, manifest_path,
-                                     Manifest.read(manifest_path)))
-    return groups
+            sets.append(ShardSet(os.path.dirname(manifest_path), files, manifest_path, Manifest.read(manifest_path)))
+    return sets
 
 
 def find_manifest(shard: str) -> Optional[str]:
@@ -300,10 +300,11 @@ def infer_specs(shard: str, compression="auto") -> Optional[List[FeatureSpec]]:
     from .tfrecord.example_codec import decode_example
     from .tfrecord import iter_records
 
-    if shard_kind(shard) == "hdf5":  # e.g. NVIDIA's own files: the datasets' shapes tell the layout
+    fmt = format_of_path(shard)
+    if fmt.name == HDF5:  # e.g. NVIDIA's own files: the datasets' shapes tell the layout
         return _hdf5_specs(shard)
-    if shard_kind(shard) != TFRECORD:
-        raise ValueError(f"{shard}: the record layout of a {shard_kind(shard)} shard comes from its manifest "
+    if not fmt.framed_records:  # (Parquet and MDS rows are unpadded: their widths are the manifest's)
+        raise ValueError(f"{shard}: the record layout of a {fmt.name} shard comes from its manifest "
                          f"({MANIFEST_NAME}), which is missing")
     for record in iter_records(shard, compression=compression):
         try:
@@ -409,7 +410,7 @@ def _file_compressions(files: Sequence[str], listed_in: Dict[str, Optional[str]]
     out: Dict[str, Optional[str]] = {}
     for shard in files:
         manifest_path = listed_in.get(shard)
-        if shard_kind(shard) != TFRECORD:  # compressed inside, as its format does
+        if not format_of_path(shard).framed_records:  # compressed inside, as its format does
             out[shard] = None
         elif manifest_path is not None:
             have = manifests[manifest_path].compression
@@ -487,16 +488,17 @@ def dataset_info(paths: Paths, max_seq_length: Optional[int] = None,
                      "pass max_seq_length and max_predictions_per_seq")
 
 
-def group_info(group: ShardGroup, compression="auto") -> DatasetInfo:
-    """The :class:`DatasetInfo` of one :class:`ShardGroup`: a group with a manifest is read as
-    the manifest says (``compression`` is for files without one), listed shards present or not;
-    other groups as :func:`dataset_info` finds them."""
-    manifest = group.manifest
+def shard_set_info(shard_set: ShardSet, compression="auto") -> DatasetInfo:
+    """The :class:`DatasetInfo` of one :class:`ShardSet`: a set with a manifest is read as the
+    manifest says (``compression`` is for files without one), listed shards present or not;
+    other sets as :func:`dataset_info` finds them."""
+    manifest = shard_set.manifest
     if manifest is None:
-        return dataset_info(group.files, compression=compression)
-    compressions = dict.fromkeys(group.files, manifest.compression)
-    return DatasetInfo(list(group.files), manifest.max_seq_length, manifest.max_predictions_per_seq, manifest,
-                       group.manifest_path, "manifest", {group.manifest_path: manifest}, manifest.specs, compressions)
+        return dataset_info(shard_set.files, compression=compression)
+    compressions = dict.fromkeys(shard_set.files, manifest.compression)
+    return DatasetInfo(list(shard_set.files), manifest.max_seq_length, manifest.max_predictions_per_seq, manifest,
+                       shard_set.manifest_path, "manifest", {shard_set.manifest_path: manifest}, manifest.specs,
+                       compressions)
 
 
 # --------------------------------------------------------------------------------------------
@@ -505,31 +507,20 @@ def group_info(group: ShardGroup, compression="auto") -> DatasetInfo:
 
 
 def _hdf5_specs(shard: str) -> Optional[List[FeatureSpec]]:
-    from .output_formats import get_format
-
-    for columns in get_format("hdf5").read_columns(shard, None, None, 1):
+    for columns in format_of_path(shard).make_reader().read_columns(shard, 1):
         masked = "masked_lm_ids" in columns
         return feature_specs(columns["input_ids"].shape[1], columns["masked_lm_ids"].shape[1] if masked else 0,
                              mlm_only="segment_ids" not in columns, masked=masked)
     return None
 
 
-def shard_kind(path: str) -> str:
-    """The output format of a shard file (``format.dataset_layout``), by its name."""
-    return kind_of_shard(os.path.basename(path))
-
-
 def read_instance_columns(path: str, specs: Sequence[FeatureSpec], batch_size: int = 1024):
     """The instances of a shard in any instance format other than TFRecord (HDF5, Parquet, MDS),
     in batches of padded canonical columns, as ``decode_records`` gives TFRecord's."""
-    from .output_formats import get_format
-
-    fmt = get_format(shard_kind(path))
+    fmt = format_of_path(path)
     if not fmt.instances:
         raise ValueError(f"{path}: a {fmt.name} file holds the tokenized corpus, not instances")
-    widths = {canonical_name(spec.name): spec.length for spec in specs}
-    return fmt.read_columns(path, widths["input_ids"], widths.get("masked_lm_positions"), batch_size,
-                            max_sequences_per_pack=widths.get("next_sentence_positions"))
+    return fmt.make_reader(ShardOptions(tuple(specs))).read_columns(path, batch_size)
 
 _RECORD_PREFIX = re.compile(r"^record (\d+): ")
 

@@ -9,25 +9,31 @@ An output directory holds ``NAME-1<suffix>`` .. ``NAME-N<suffix>`` and the manif
 validation split, ``train/`` and ``val/``, each laid out like that.  While a run writes a shard
 it is ``<shard name>.tmp`` (renamed when complete, before the manifest, which is written last).
 
-Each output format (*kind*) has its shard suffix, and the suffixes a reader recognises in a
+Each output format (*kind*) declares its shard suffix, the suffixes a reader recognises in a
 directory without a manifest (a compressed TFRecord file may carry its codec in its name; MDS
-names its compressed shards ``.mds.zstd`` / ``.mds.gz``, as MosaicML streaming does).  Formats
-whose shards are written from appended column batches (HDF5, Parquet, MDS) append them to
-``<shard name>.body`` and write the shard from it when every unit is in; MDS keeps ``index.json`` beside a split's
-shards.  What each format holds and how it is written: :mod:`bert_data.format.output_formats`.
+names its compressed shards ``.mds.zstd`` / ``.mds.gz``, as MosaicML streaming does), the files
+it keeps beside a split's shards (MDS's ``index.json``) and each shard's companions (Megatron's
+``.idx``) in the one registry, :mod:`bert_data.format.output_formats`; this module makes names
+from them.  Formats whose shards are written from appended column batches (HDF5, Parquet, MDS)
+append them to ``<shard name>.body`` and write the shard from it when every unit is in.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Dict, Iterable, Optional, Tuple
 
 from .manifest import Manifest
+from .output_formats import DEFAULT_FORMAT, FORMATS, get_format
 
 TRAIN = "train"
 VAL = "val"
 SPLITS = (TRAIN, VAL)
+# A split's code: one byte a document in a corpus plan, and a key of the split's random streams
+# and of its shuffles (changing them changes every output's bytes).
+TRAIN_CODE, VAL_CODE = 0, 1
+SPLIT_CODES = {TRAIN: TRAIN_CODE, VAL: VAL_CODE}
+SPLIT_OF_CODE = {code: split for split, code in SPLIT_CODES.items()}
 
 # A shard (or a manifest) being written; renamed to its final name when complete.
 IN_PROGRESS_SUFFIX = ".tmp"
@@ -35,65 +41,20 @@ IN_PROGRESS_SUFFIX = ".tmp"
 # (first in progress, then under its name) is written when every unit is in.
 BODY_SUFFIX = ".body"
 # While a run is under way (or after it stopped, for --resume), its output directory holds its
-# work directory and its lock (``generator.run_files`` owns what is inside and every operation;
+# work directory and its lock (``run.run_files`` owns what is inside and every operation;
 # with Google's --output_file both are named ``.FIRST_FILE<name>``, one per run).
 WORK_DIR = ".bert_data_work"
 LOCK = ".bert_data.lock"
 
 
-@dataclass(frozen=True)
-class ShardFormat:
-    """How shards of one output format are named."""
-
-    kind: str
-    suffix: str  # the writer's: NAME-i<suffix>
-    read_suffixes: Tuple[str, ...]  # names a reader takes for shards of this kind (the writer's first)
-    compressed_suffixes: Tuple[Tuple[str, str], ...] = ()  # (compression, suffix) where the name says it
-    split_files: Tuple[str, ...] = ()  # kept beside a split's shards
-    companions: Tuple[str, ...] = ()  # suffixes of files that go with each shard (Megatron's .idx)
-
-    def suffix_for(self, compression: Optional[str] = None) -> str:
-        return dict(self.compressed_suffixes).get(compression, self.suffix)
-
-
-TFRECORD, HDF5, PARQUET, MDS, MEGATRON = "tfrecord", "hdf5", "parquet", "mds", "megatron"
-MDS_INDEX = "index.json"  # MosaicML streaming's name for a dataset's shard list
-FORMATS: Dict[str, ShardFormat] = {
-    TFRECORD: ShardFormat(TFRECORD, ".tfrecords",
-                          (".tfrecords", ".tfrecords.gz", ".tfrecords.gzip", ".tfrecords.zz", ".tfrecords.zlib")),
-    HDF5: ShardFormat(HDF5, ".hdf5", (".hdf5", ".h5")),
-    PARQUET: ShardFormat(PARQUET, ".parquet", (".parquet",)),
-    MDS: ShardFormat(MDS, ".mds", (".mds", ".mds.zstd", ".mds.gz"), (("zstd", ".mds.zstd"), ("gzip", ".mds.gz")),
-                     (MDS_INDEX,)),
-    MEGATRON: ShardFormat(MEGATRON, ".bin", (".bin",), companions=(".idx",)),
-}
-DEFAULT_FORMAT = TFRECORD
-
-
-def shard_format(kind: str = DEFAULT_FORMAT) -> ShardFormat:
-    try:
-        return FORMATS[kind]
-    except KeyError:
-        raise ValueError(f"unknown output format {kind!r} (known: {', '.join(sorted(FORMATS))})") from None
-
-
 def shard_suffix(kind: str = DEFAULT_FORMAT, compression: Optional[str] = None) -> str:
     """``.tfrecords`` for TFRecord shards (``.mds.zstd`` for MDS shards compressed with zstd)."""
-    return shard_format(kind).suffix_for(compression)
+    return get_format(kind).suffix_for(compression)
 
 
 def shard_name(name: str, shard: int, kind: str = DEFAULT_FORMAT, compression: Optional[str] = None) -> str:
     """The file name of shard ``shard`` (numbered from 0) of a run named ``name``: ``name-1.tfrecords``."""
     return f"{name}-{shard + 1}{shard_suffix(kind, compression)}"
-
-
-def kind_of_shard(name: str) -> str:
-    """The format of a shard file, by its name (TFRecord when no other format's suffix fits:
-    its files have many names)."""
-    for kind, shard in FORMATS.items():
-        if kind != TFRECORD and name.endswith(shard.read_suffixes):
-            return kind
-    return TFRECORD
 
 
 def companion_paths(shard: str, kind: str) -> Tuple[str, ...]:

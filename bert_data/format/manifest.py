@@ -21,10 +21,9 @@ from typing import Any, Dict, List, Optional
 
 from .. import storage
 from .layout import DEFAULT_SEQUENCES_PER_PACK, FeatureSpec, feature_specs, packed_predictions
+from .output_formats import DEFAULT_FORMAT, TFRECORD
 
 MANIFEST_NAME = "data_params.json"
-# Generator options that say how a run was carried out, never what it wrote: not recorded.
-RUN_CONTROL_OPTIONS = ("overwrite", "resume", "work_dir")
 
 
 @dataclass
@@ -68,6 +67,7 @@ class Manifest:
 
     # ------------------------------------------------------------------ options readers use
     def option(self, name: str, default=None):
+        """An option as recorded, else ``default`` (a switch the manifest lacks was off)."""
         value = self.options.get(name)
         return default if value is None else value
 
@@ -107,7 +107,7 @@ class Manifest:
     @property
     def output_format(self) -> str:
         """The format of the shards (``tfrecord`` for manifests before there were others)."""
-        return self.option("output_format") or "tfrecord"
+        return self.option("output_format") or DEFAULT_FORMAT
 
     @property
     def compression(self) -> Optional[str]:
@@ -116,7 +116,7 @@ class Manifest:
         from .tfrecord import normalize_compression
 
         recorded = self.option("compression")
-        if self.output_format != "tfrecord":
+        if self.output_format != TFRECORD:
             return recorded
         compression = normalize_compression(recorded)
         if compression == "auto":
@@ -201,7 +201,7 @@ class Manifest:
 
     # ------------------------------------------------------------------ JSON
     def to_json(self) -> dict:
-        data = {key: value for key, value in self.options.items() if key not in RUN_CONTROL_OPTIONS}
+        data = dict(self.options)  # as the run records them (run/resolve.py: recorded_options)
         for item in fields(self):
             if item.name == "options":
                 continue

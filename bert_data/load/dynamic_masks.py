@@ -3,7 +3,7 @@
 :class:`DynamicMasking` applies :func:`bert_data.pipeline.masking.mask_tokens` (the generator's own
 masking) to batches of columns, deterministically from a seed and a key per batch;
 :func:`dynamic_masking` builds one with the dataset's masking options
-(:meth:`bert_data.pipeline.masking.MaskingSpec.from_manifest`); :func:`masker_for` turns a reader's
+(:func:`masking_spec`); :func:`masker_for` turns a reader's
 ``mask=`` option into one.
 """
 
@@ -40,17 +40,15 @@ class DynamicMasking:
     ``spec`` (a :class:`bert_data.pipeline.masking.MaskingSpec`) replaces the separate options.
     """
 
-    def __init__(self, vocab, masked_lm_prob: float = 0.15, max_predictions_per_seq: int = 20,
+    def __init__(self, vocab, masked_lm_prob: Optional[float] = None, max_predictions_per_seq: Optional[int] = None,
                  whole_word: bool = False, max_ngram_size: int = 1, seed: Optional[int] = None,
-                 document_separator_token: str = "[SEP]", spec=None):
+                 document_separator_token: str = SEPARATOR, spec=None):
         import numpy as np
 
-        from ..pipeline.masking import MaskingSpec
-
-        if spec is None:
-            spec = MaskingSpec.for_vocab(vocab, document_separator_token, masked_lm_prob=masked_lm_prob,
-                                         max_predictions_per_seq=max_predictions_per_seq, whole_word=whole_word,
-                                         max_ngram_size=max_ngram_size)
+        if spec is None:  # (None: the generator's defaults, as create_tfrecords has them)
+            spec = masking_spec(None, vocab, document_separator_token, masked_lm_prob=masked_lm_prob,
+                                max_predictions_per_seq=max_predictions_per_seq, whole_word=whole_word,
+                                max_ngram_size=max_ngram_size)
         if seed is None:
             seed = int(np.random.SeedSequence().generate_state(2, np.uint64)[0] >> np.uint64(1))
         if isinstance(seed, bool) or int(seed) < 0:
@@ -173,14 +171,13 @@ def dynamic_masking(vocab_file: Optional[str] = None, masked_lm_prob: Optional[f
     directory or shard paths, a :class:`~bert_data.format.dataset.DatasetInfo` or a
     :class:`~bert_data.format.manifest.Manifest`): ``vocab_file``, ``masked_lm_prob``,
     ``max_predictions_per_seq``, ``mask_whole_word``, ``max_ngram_size``,
-    ``document_separator_token``; else the defaults 0.15, 20, False, 1, ``"[SEP]"`` (and
-    ``vocab_file`` is required).  The vocabulary is the tokenizer's the data was made with
+    ``document_separator_token``; else ``create_tfrecords``' defaults (``config.default_of``:
+    0.15, 20, False, 1, ``"[SEP]"``), and ``vocab_file`` is required.  The vocabulary is the tokenizer's the data was made with
     (``vocab_file``, ``tokenizer_file`` or ``spm_model_file``, with its special tokens: see
     :class:`bert_data.tokenizers.TokenizerSource`); ``vocab_file=`` may name any of the three
     kinds of file.  A vocabulary whose SHA-256 differs from the manifest's ``vocab_sha256`` is an
     error: the ids would mean other tokens.
     """
-    from ..pipeline.masking import MaskingSpec
     from ..tokenizers import TokenizerSource, load_vocabulary
 
     manifest, manifest_path = _manifest_of(dataset)
@@ -193,19 +190,40 @@ def dynamic_masking(vocab_file: Optional[str] = None, masked_lm_prob: Optional[f
     if manifest is not None and manifest.vocab_sha256 and manifest.vocab_sha256 != vocab.sha256:
         raise ValueError(f"vocabulary {vocab_file} (sha256 {vocab.sha256[:12]}...) is not the one the data was "
                          f"made with (manifest: sha256 {manifest.vocab_sha256[:12]}...)")
-    options = dict(masked_lm_prob=masked_lm_prob, max_predictions_per_seq=max_predictions_per_seq,
-                   whole_word=whole_word, max_ngram_size=max_ngram_size)
-    if manifest is not None:
-        spec = MaskingSpec.from_manifest(manifest, vocab, document_separator_token=document_separator_token,
-                                         **options)
-        separator = document_separator_token or manifest.option("document_separator_token", SEPARATOR)
-    else:
-        separator = document_separator_token or SEPARATOR
-        spec = MaskingSpec.for_vocab(vocab, separator, **{k: v for k, v in options.items() if v is not None})
+    separator = document_separator_token or (manifest.option("document_separator_token", SEPARATOR)
+                                             if manifest is not None else SEPARATOR)
+    spec = masking_spec(manifest, vocab, document_separator_token, masked_lm_prob=masked_lm_prob,
+                        max_predictions_per_seq=max_predictions_per_seq, whole_word=whole_word,
+                        max_ngram_size=max_ngram_size)
     masking = DynamicMasking(vocab, seed=seed, document_separator_token=separator, spec=spec)
     if manifest is not None and manifest.packed:
         masking.max_sequences_per_pack = manifest.max_sequences_per_pack
     return masking
+
+
+# The masking options, by MaskingSpec's field names and by the generator's option names.
+_MASKING_OPTIONS = {"masked_lm_prob": "masked_lm_prob", "max_predictions_per_seq": "max_predictions_per_seq",
+                    "whole_word": "mask_whole_word", "max_ngram_size": "max_ngram_size"}
+
+
+def masking_spec(manifest, vocab, document_separator_token: Optional[str], **given):
+    """The masks the generator would have drawn for a dataset (``manifest``, or None for data
+    without one): each option ``given`` (not None), else the manifest's, else the generator's
+    default.  The document separator never masked: ``document_separator_token`` when given,
+    else the manifest's in MLM-only data (see ``separator_token``), else the default."""
+    from ..pipeline.masking import MaskingSpec, separator_token
+
+    def option(field: str):
+        name = _MASKING_OPTIONS[field]
+        if given.get(field) is not None:
+            return given[field]
+        return manifest.option(name, default_of(name)) if manifest is not None else default_of(name)
+
+    separator = document_separator_token
+    if separator is None:
+        separator = separator_token(manifest.mlm_only, manifest.option("document_separator_token", SEPARATOR)) \
+            if manifest is not None else SEPARATOR
+    return MaskingSpec.for_vocab(vocab, separator, **{field: option(field) for field in _MASKING_OPTIONS})
 
 
 def masker_for(mask, info):

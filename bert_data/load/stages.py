@@ -21,6 +21,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 
+from ..format.columns import IGNORE_INDEX
 from ..format.dataset import decode_records
 
 __all__ = ["DEFAULT_CHUNK", "FORMATS", "IGNORE_INDEX", "decoded_chunks", "reader_share", "masked", "postprocess",
@@ -33,9 +34,8 @@ DEFAULT_CHUNK = 4096
 # What readers hand out: the stored layout (Google's, Cerebras's with invert_input_mask), or the
 # inputs of Hugging Face transformers' models.
 FORMATS = ("google", "transformers")
-# The label of positions without a prediction: PyTorch's CrossEntropyLoss ignore_index, which
-# transformers' models use.
-IGNORE_INDEX = -100
+# IGNORE_INDEX (format.columns, re-exported): the label of positions without a prediction,
+# PyTorch's CrossEntropyLoss ignore_index, which transformers' models use.
 
 Batch = Dict[str, np.ndarray]
 
@@ -55,13 +55,14 @@ def decoded_chunks(files: Sequence[str], specs, chunk: int = DEFAULT_CHUNK, veri
     canonical names (:func:`bert_data.format.dataset.decode_records`).  ``keep(i) -> bool``
     drops records (by running index over all files) before decoding.  ``compressions``: file ->
     None, "gzip" or "zlib" (default: uncompressed)."""
-    from ..format.dataset import read_instance_columns, shard_kind
+    from ..format.dataset import read_instance_columns
+    from ..format.output_formats import format_of_path
     from ..format.tfrecord import iter_records
 
     compressions = compressions or {}
     index = 0
     for path in files:
-        if shard_kind(path) != "tfrecord":  # HDF5, Parquet, MDS: their readers give the columns
+        if not format_of_path(path).framed_records:  # HDF5, Parquet, MDS: their readers give the columns
             for batch in read_instance_columns(path, specs, chunk):
                 rows = np.arange(index, index + _rows(batch))
                 index += len(rows)

@@ -81,11 +81,11 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
     """
     tf = import_tensorflow("load_dataset")
 
-    from ..format.dataset import shard_kind
+    from ..format.output_formats import format_of_path
     from ..format.layout import tf_feature_description
 
     info = dataset_info(file_pattern, max_seq_length, max_predictions_per_seq, compression)
-    others = sorted({shard_kind(path) for path in info.files} - {"tfrecord"})
+    others = sorted({fmt.name for fmt in map(format_of_path, info.files) if not fmt.framed_records})
     if others:  # tf.data reads TFRecord files; the other formats have their trainers' readers
         raise ValueError(f"load_dataset reads TFRecord shards; these are {', '.join(others)}: read them with "
                          "bert_data.read_batches or bert_data.TorchDataset (or their trainers' own readers)")

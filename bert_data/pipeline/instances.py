@@ -19,9 +19,52 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """How a unit's token pool becomes instances: Google's next-sentence pairs, ALBERT's
+    sentence-order pairs, or MLM-only windows (Cerebras).  Resolved once from the options
+    (``run/resolve.py``), with the values the options leave to defaults made explicit.
+
+    ``short_min``: the shortest target length (``--min_short_seq_length``, or its default);
+    ``window_overlap``: tokens an MLM-only window shares with the one before;
+    ``separator_id``: the token between documents of MLM-only windows that cross documents
+    (``--document_separator_token``), None otherwise."""
+
+    max_seq_length: int
+    mlm_only: bool
+    dupe_factor: int
+    short_seq_prob: float
+    short_min: int
+    window_overlap: int
+    per_chunk: bool  # --short_seq_draw chunk: a target length drawn per chunk, not per document
+    sentence_order: bool
+    separator_id: Optional[int]
+
+    @property
+    def max_num_tokens(self) -> int:
+        """Room for tokens in an instance: ``[CLS] A [SEP] B [SEP]`` takes three special tokens;
+        an MLM-only ``[CLS] tokens [SEP]`` two."""
+        return self.max_seq_length - (2 if self.mlm_only else 3)
+
+    def lengths(self, pairs: "PairArrays") -> np.ndarray:
+        """Tokens of each instance, with its [CLS] and [SEP]s."""
+        if self.mlm_only:
+            return pairs.a_length.astype(np.int64) + 2
+        return pairs.a_length.astype(np.int64) + pairs.b_length + 3
+
+
+def create_instances(pool: "TokenPool", passes: int, spec: InstanceSpec, rng: random.Random) -> "PairArrays":
+    """A pool's instances as token ranges: ``passes`` passes of windows (MLM-only) or pairs."""
+    if spec.mlm_only:
+        return create_windows(pool, passes, spec.max_num_tokens, spec.window_overlap, spec.short_seq_prob,
+                              spec.short_min, spec.separator_id is not None, rng)
+    return create_pairs(pool, passes, spec.max_num_tokens, spec.short_seq_prob, spec.short_min, rng,
+                        per_chunk=spec.per_chunk, sentence_order=spec.sentence_order)
 
 
 @dataclass

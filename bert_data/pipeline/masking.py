@@ -33,15 +33,17 @@ import numpy as np
 @dataclass(frozen=True)
 class MaskingSpec:
     """How masks are drawn: the one definition the writer (static masks) and the loaders
-    (load-time masks) both build, from a :class:`~bert_data.config.GeneratorConfig` or from a
-    dataset's manifest, and the one place these settings are checked.
+    (load-time masks) both build, the writer's from the options (``run/resolve.py``), a
+    loader's from a dataset's manifest (``load/dynamic_masks.py``), and the one place these
+    settings are checked.  Its values are always given: the defaults are the options' own
+    (``config.default_of``), written nowhere else.
 
     ``special_ids``: token ids never chosen ([CLS], [SEP], and for MLM-only data the document
     separator).
     """
 
-    masked_lm_prob: float = 0.15
-    max_predictions_per_seq: int = 20
+    masked_lm_prob: float
+    max_predictions_per_seq: int
     whole_word: bool = False
     max_ngram_size: int = 1
     special_ids: Tuple[int, ...] = ()
@@ -62,7 +64,8 @@ class MaskingSpec:
     @classmethod
     def for_vocab(cls, vocab, document_separator_token: Optional[str] = None, **options) -> "MaskingSpec":
         """[CLS] and [SEP] of ``vocab`` are never masked, nor ``document_separator_token`` when
-        given (it must be in the vocabulary)."""
+        given (it must be in the vocabulary).  ``options``: the fields (``masked_lm_prob``,
+        ``max_predictions_per_seq``, ``whole_word``, ``max_ngram_size``)."""
         whole_words = options.get("whole_word") or int(options.get("max_ngram_size") or 1) > 1
         if whole_words and getattr(vocab, "word_boundary", True) is None:
             raise ValueError("whole-word and n-gram masking need word boundaries, and this tokenizer's pieces do "
@@ -75,32 +78,6 @@ class MaskingSpec:
                                  f"vocabulary {vocab.path}")
             special.add(separator)
         return cls(special_ids=tuple(special), **options)
-
-    @classmethod
-    def from_config(cls, config, vocab) -> "MaskingSpec":
-        """The masks a generator run draws (``--masked_lm_prob`` and the rest)."""
-        return cls.for_vocab(vocab, separator_token(config.mlm_only, config.document_separator_token),
-                             masked_lm_prob=config.masked_lm_prob,
-                             max_predictions_per_seq=config.max_predictions_per_seq,
-                             whole_word=config.mask_whole_word, max_ngram_size=config.max_ngram_size)
-
-    @classmethod
-    def from_manifest(cls, manifest, vocab, **overrides) -> "MaskingSpec":
-        """The masks the generator would have drawn for a dataset (a
-        :class:`~bert_data.format.manifest.Manifest`), with ``overrides`` (``masked_lm_prob``,
-        ``max_predictions_per_seq``, ``whole_word``, ``max_ngram_size``,
-        ``document_separator_token``) where they are not None."""
-        from ..config import default_of
-
-        def option(name):  # a manifest that lacks an option was made with its default
-            return manifest.option(name, default_of(name))
-
-        options = dict(masked_lm_prob=option("masked_lm_prob"), max_predictions_per_seq=option("max_predictions_per_seq"),
-                       whole_word=option("mask_whole_word"), max_ngram_size=option("max_ngram_size"))
-        separator = separator_token(manifest.mlm_only, option("document_separator_token"))
-        separator = overrides.pop("document_separator_token", None) or separator
-        options.update({key: value for key, value in overrides.items() if value is not None})
-        return cls.for_vocab(vocab, separator, **options)
 
 
 def separator_token(mlm_only: bool, token: str) -> Optional[str]:

@@ -5,10 +5,10 @@ one split, and the pool random next sentences come from.  Reading a unit must co
 bytes cost, whatever the size of the documents, so a unit is not ``split_num`` documents drawn
 one by one from all over the corpus (gathering them from the tokenized slices costs a read per
 document: 500,000 short documents took three times as long as keeping the listed order), but
-a few *blocks*: runs of ``block`` neighbouring documents of the split (``split_num /
-REGIONS_PER_UNIT``, rounded up), each read as one contiguous range.  The blocks are put in a
+a few *regions*: runs of ``region_size`` neighbouring documents of the split (``split_num /
+REGIONS_PER_UNIT``, rounded up), each read as one contiguous range.  The regions are put in a
 seeded random order and unit ``u`` takes places ``u * split_num`` to ``(u + 1) * split_num - 1``
-of the documents in that order: about ``REGIONS_PER_UNIT`` blocks from as many places of the
+of the documents in that order: about ``REGIONS_PER_UNIT`` regions from as many places of the
 corpus.  So the random-next pool spans that many regions of the corpus (Google's spans the
 file given to one run), and every unit is a coarse sample of the whole split.
 
@@ -16,21 +16,35 @@ The fine mixing comes at the end (``shard_shuffle``): every shard is written onc
 seeded random order, so any stretch of it is a sample of the whole split, however unlike each
 other the units are.
 
-The block order is a pseudo-random *permutation* computed on demand, never stored: a small
-Feistel network over the next power of four above the number of blocks, with "cycle walking"
+The region order is a pseudo-random *permutation* computed on demand, never stored: a small
+Feistel network over the next power of four above the number of regions, with "cycle walking"
 (a value that falls outside ``[0, n)`` is permuted again until it falls inside, which keeps it
-a permutation of ``[0, n)``).  The last ``n mod block`` documents (less than a block) keep their
-place at the end.  The key is the seed and a document's *position* in the listed corpus
-(never its path): the same documents in the same order give the same units whatever the
+a permutation of ``[0, n)``).  The last ``n mod region_size`` documents (less than a region)
+keep their place at the end.  The key is the seed and a document's *position* in the listed
+corpus (never its path): the same documents in the same order give the same units whatever the
 input format.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+
+@dataclass(frozen=True)
+class MixingSpec:
+    """How the corpus is mixed into units: ``split_num`` documents a unit, in a seeded order
+    (``seed``), or in listed order (``keep_corpus_order``: units of neighbouring documents, and
+    no final shuffle)."""
+
+    seed: int
+    split_num: int
+    keep_corpus_order: bool
+
+
 _ROUNDS = 6
-# Blocks a unit is made of: the regions of the corpus its random-next pool spans.  More cost a
+# Regions a unit is made of: the places of the corpus its random-next pool spans.  More cost a
 # read each; fewer make units less alike (which the final shard shuffle evens out anyway).
 REGIONS_PER_UNIT = 16
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -47,31 +61,31 @@ def _mix64(values: np.ndarray) -> np.ndarray:
     return z
 
 
-def block_size(split_num: int) -> int:
+def region_size(split_num: int) -> int:
     """Neighbouring documents read together for a unit of ``split_num``."""
     return -(-split_num // REGIONS_PER_UNIT)
 
 
 class CorpusOrder:
-    """A seeded random order of ``n`` documents in blocks of ``block`` neighbours:
+    """A seeded random order of ``n`` documents in regions of ``region_size`` neighbours:
     ``order.documents_at(places)`` gives the documents (positions in the listed corpus) at
-    those places of the shuffled order.  ``block=1`` shuffles single documents.
+    those places of the shuffled order.  ``region_size=1`` shuffles single documents.
 
     ``shuffle=False`` keeps the listed order (``documents_at`` is the identity).  ``seed``: an int
     or a list of them (e.g. seed, split, shard).
     """
 
-    def __init__(self, n: int, seed, shuffle: bool = True, block: int = 1):
+    def __init__(self, n: int, seed, shuffle: bool = True, region_size: int = 1):
         if n < 0:
             raise ValueError(f"n must be non-negative, got {n}")
-        if block < 1:
-            raise ValueError(f"block must be at least 1, got {block}")
+        if region_size < 1:
+            raise ValueError(f"region_size must be at least 1, got {region_size}")
         self.n = int(n)
         self.shuffle = shuffle
-        self.block = int(block)
-        self.n_blocks = self.n // self.block  # whole blocks; the rest keep their place at the end
+        self.region_size = int(region_size)
+        self.n_regions = self.n // self.region_size  # whole regions; the rest keep their place at the end
         half_bits = 1
-        while (1 << (2 * half_bits)) < self.n_blocks:
+        while (1 << (2 * half_bits)) < self.n_regions:
             half_bits += 1
         self._half_bits = np.uint64(half_bits)
         self._half_mask = np.uint64((1 << half_bits) - 1)
@@ -95,15 +109,15 @@ class CorpusOrder:
             raise IndexError(f"places must lie in [0, {self.n})")
         if not self.shuffle:
             return places.copy()
-        blocks, offsets = np.divmod(places, self.block)
-        whole = blocks < self.n_blocks
-        values = blocks[whole].astype(np.uint64)
+        regions, offsets = np.divmod(places, self.region_size)
+        whole = regions < self.n_regions
+        values = regions[whole].astype(np.uint64)
         outside = np.ones(values.shape, dtype=bool)
         while outside.any():  # cycle walking: at most a few rounds, the domain is < 4n
             values[outside] = self._feistel(values[outside])
-            outside = values >= np.uint64(self.n_blocks)
+            outside = values >= np.uint64(self.n_regions)
         documents = places.copy()
-        documents[whole] = values.astype(np.int64) * self.block + offsets[whole]
+        documents[whole] = values.astype(np.int64) * self.region_size + offsets[whole]
         return documents
 
     def unit_documents(self, unit: int, split_num: int) -> np.ndarray:

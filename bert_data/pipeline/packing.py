@@ -18,8 +18,9 @@ Cross-contamination") and the MLPerf BERT submissions that followed it store a p
 This module is that layout's one implementation, pure numpy: :func:`pack_instances` decides
 which instances share a row (best-fit decreasing over a bounded group of instances, deterministic),
 :func:`pack_columns` lays out masked instances as packed rows, and :func:`unpack_rows` splits
-rows into instances again (``inspect``, tests).  The readers build the model inputs of packed
-rows with :func:`block_diagonal_mask` and :func:`cu_seqlens`.
+rows into instances again (``inspect``, tests); ``format.packed_rows`` writes and reads them in
+transformers' row model (Parquet, MDS).  The readers build the model inputs of packed rows with
+:func:`block_diagonal_mask` and :func:`cu_seqlens`.
 
 Masks are drawn per instance before packing, by the same function as for unpacked data, so a
 packed instance is an unpacked instance moved in a row.
@@ -28,21 +29,22 @@ packed instance is an unpacked instance moved in a row.
 from __future__ import annotations
 
 import bisect
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..format.columns import pad_rows
 from ..format.layout import DEFAULT_SEQUENCES_PER_PACK, packed_predictions  # noqa: F401 (re-exported)
+from .masking import num_to_predict
 
 # Instances a packing decision looks at together: large enough for best-fit to find partners
 # (the fill rate no longer grows past a thousand or so), small enough to keep one decision's
 # working set to a few hundred KB whatever the unit's size.
 PACKING_GROUP = 4096
 
-__all__ = ["PACKING_GROUP", "DEFAULT_SEQUENCES_PER_PACK", "packed_predictions", "pack_instances",
+__all__ = ["PACKING_GROUP", "PackingSpec", "DEFAULT_SEQUENCES_PER_PACK", "packed_predictions", "pack_instances",
            "pack_columns", "unpack_rows", "instance_lengths", "block_diagonal_mask", "cu_seqlens", "fill_rate",
-           "row_members", "packed_to_rows", "packed_from_rows"]
+           "row_members"]
 
 
 def _best_fit_decreasing(lengths: np.ndarray, budgets: np.ndarray, capacity: int, prediction_capacity: int,
@@ -73,6 +75,31 @@ def _best_fit_decreasing(lengths: np.ndarray, budgets: np.ndarray, capacity: int
         if len(bins[target]) < max_per_pack and room[target] > 0:
             bisect.insort(open_bins, (room[target], target))
     return bins
+
+
+@dataclass(frozen=True)
+class PackingSpec:
+    """How instances are packed into rows (``--pack_sequences``): rows of ``max_seq_length``
+    tokens holding at most ``max_sequences_per_pack`` instances and ``prediction_slots``
+    predictions (``packed_predictions``); an instance's masking budget is drawn as the masks
+    are (``masked_lm_prob``, at most ``max_predictions_per_seq``), so that load-time masks of
+    unmasked rows fit the row's slots too."""
+
+    max_seq_length: int
+    max_sequences_per_pack: int
+    masked_lm_prob: float
+    max_predictions_per_seq: int
+
+    @property
+    def prediction_slots(self) -> int:
+        return packed_predictions(self.max_predictions_per_seq, self.max_sequences_per_pack)
+
+
+def pack(lengths: np.ndarray, spec: PackingSpec) -> Tuple[np.ndarray, np.ndarray]:
+    """Which instances share a row (see :func:`pack_instances`), each instance's masking budget
+    drawn as its masks are."""
+    budgets = num_to_predict(lengths, spec.masked_lm_prob, spec.max_predictions_per_seq)
+    return pack_instances(lengths, budgets, spec.max_seq_length, spec.prediction_slots, spec.max_sequences_per_pack)
 
 
 def pack_instances(lengths, budgets, max_seq_length: int, prediction_capacity: int, max_sequences_per_pack: int,
@@ -257,77 +284,3 @@ def row_members(sizes, rows) -> np.ndarray:
     # Each member's index: its row's start plus its rank within the row.
     firsts = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
     return firsts + np.arange(counts.sum())
-
-
-# -------------------------------------------------------------------- transformers' row model
-
-def packed_to_rows(columns: Dict[str, np.ndarray], pair_label: str = "next_sentence_label") -> Dict[str, np.ndarray]:
-    """Packed rows -> ``transformers``' row model, unpadded (Parquet and MDS rows): flat
-    ``input_ids``, ``token_type_ids`` (pairs), ``position_ids`` (from 0 in each instance) and
-    ``labels`` (-100 but at predictions; masked rows), cut by ``offsets`` (n + 1); per instance,
-    flat ``pair_label`` and ``next_sentence_positions`` (pairs), cut by ``instance_offsets``.  No
-    ``attention_mask``: a padding collator's mask of 1s would let instances attend to each
-    other; ``position_ids`` tell the instances apart (:func:`packed_from_rows`)."""
-    mask = np.asarray(columns["input_mask"])
-    real = mask != 0
-    lengths = real.sum(axis=1)
-    rows = {"offsets": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
-            "input_ids": np.asarray(columns["input_ids"])[real].astype(np.int64)}
-    if "segment_ids" in columns:
-        rows["token_type_ids"] = np.asarray(columns["segment_ids"])[real].astype(np.int64)
-    rows["position_ids"] = np.asarray(columns["positions"])[real].astype(np.int64)
-    if "masked_lm_positions" in columns:
-        labels = np.full(mask.shape, -100, dtype=np.int64)
-        used = np.asarray(columns["masked_lm_weights"]) > 0
-        which = np.nonzero(used)[0]
-        labels[which, np.asarray(columns["masked_lm_positions"])[used]] = np.asarray(columns["masked_lm_ids"])[used]
-        rows["labels"] = labels[real]
-    if "next_sentence_labels" in columns:
-        used = np.asarray(columns["next_sentence_weights"]) > 0
-        rows["instance_offsets"] = np.concatenate([[0], np.cumsum(used.sum(axis=1))]).astype(np.int64)
-        rows[pair_label] = np.asarray(columns["next_sentence_labels"])[used].astype(np.int64)
-        rows["next_sentence_positions"] = np.asarray(columns["next_sentence_positions"])[used].astype(np.int64)
-    return rows
-
-
-def packed_from_rows(lists: Dict[str, List[np.ndarray]], max_seq_length: int, prediction_slots: Optional[int],
-                     max_sequences_per_pack: Optional[int]) -> Dict[str, np.ndarray]:
-    """The inverse of :func:`packed_to_rows`, from per-row arrays (``lists[name][i]``, a pair
-    label list ``lists["next_sentence_label"]`` or ``["sentence_order_label"]``): packed columns
-    as the generator writes them.  An instance starts where ``position_ids`` is 0."""
-    n = len(lists["input_ids"])
-    out: Dict[str, np.ndarray] = {}
-
-    def padded(name: str) -> np.ndarray:
-        return pad_rows(lists[name], max_seq_length)
-
-    out["input_ids"] = padded("input_ids")
-    positions = padded("position_ids")
-    real = np.arange(max_seq_length)[None, :] < np.array([len(row) for row in lists["input_ids"]])[:, None]
-    out["input_mask"] = np.where(real, np.cumsum(real & (positions == 0), axis=1), 0)
-    if "token_type_ids" in lists:
-        out["segment_ids"] = padded("token_type_ids")
-    out["positions"] = positions
-    if "labels" in lists and prediction_slots:
-        labels = np.where(real, padded("labels"), -100)
-        chosen = labels != -100
-        order = np.argsort(~chosen, axis=1, kind="stable")[:, :prediction_slots]
-        if order.shape[1] < prediction_slots:
-            order = np.pad(order, ((0, 0), (0, prediction_slots - order.shape[1])))
-        weights = np.take_along_axis(chosen, order, axis=1)
-        out["masked_lm_positions"] = np.where(weights, order, 0)
-        out["masked_lm_ids"] = np.where(weights, np.take_along_axis(labels, order, axis=1), 0)
-        out["masked_lm_weights"] = np.where(weights, np.take_along_axis(out["input_mask"], order, axis=1),
-                                            0).astype(np.float32)
-    pair = next((name for name in ("next_sentence_label", "sentence_order_label") if name in lists), None)
-    if pair is not None:
-        k = max_sequences_per_pack
-        out["next_sentence_positions"] = np.zeros((n, k), dtype=np.int64)
-        out["next_sentence_labels"] = np.zeros((n, k), dtype=np.int64)
-        out["next_sentence_weights"] = np.zeros((n, k), dtype=np.float32)
-        for i in range(n):
-            count = len(lists[pair][i])
-            out["next_sentence_labels"][i, :count] = lists[pair][i]
-            out["next_sentence_positions"][i, :count] = lists["next_sentence_positions"][i]
-            out["next_sentence_weights"][i, :count] = 1.0
-    return out

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from collections.abc import Iterable, Iterator
 from typing import Any, Optional, Union
 
@@ -411,6 +412,18 @@ class SpacySentenceSplitter:
             f"SpacySentenceSplitter(model={self.model!r}, batch_size={self.batch_size}, "
             f"max_passage_chars={self.max_passage_chars})"
         )
+
+
+@dataclass(frozen=True)
+class SentenceSpec:
+    """How documents become sentences: a sentence a line (``--single_sentence_per_line``), or
+    spaCy (``spacy_model``; None: the built-in rule-based sentencizer)."""
+
+    one_per_line: bool
+    spacy_model: Optional[str]
+
+    def splitter(self) -> Union[LineSentenceSplitter, SpacySentenceSplitter]:
+        return make_sentence_splitter(self.one_per_line, self.spacy_model)
 
 
 def make_sentence_splitter(

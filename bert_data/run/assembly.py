@@ -10,6 +10,8 @@ many segments they are made of:
 * zlib: each segment is raw deflate data ending on a byte boundary; the assembler writes the
   zlib header before the first segment, then the final block and the Adler-32 of everything,
   combined from the segments' own checksums, after the last.
+
+(How the bytes join is TFRecord's: ``format.tfrecord.splicing``.)
 """
 
 from __future__ import annotations
@@ -20,17 +22,14 @@ import tempfile
 from typing import Dict, List, Optional
 
 from .. import storage
-from ..config import GeneratorConfig
-from ..format.dataset_layout import TRAIN, body_path
-from ..format.output_formats import ShardOptions, get_format
-from .pieces import Segment
-from .run_files import GenerationError, shard_in_progress, shard_path, split_dirs
-from .scratch import fetch_piece
 from ..format.columns import iter_batches
-from ..pipeline.documents.types import SPLIT_OF_CODE
-from .shard_shuffle import shuffled_batches, shuffles_shards
-
-SPLIT_CODES = {split: code for code, split in SPLIT_OF_CODE.items()}
+from ..format.dataset_layout import SPLIT_CODES, TRAIN, body_path
+from ..format.tfrecord.splicing import ZLIB_HEADER, adler32_combine, zlib_trailer
+from .pieces import Segment
+from .run_files import GenerationError, shard_in_progress, shard_path
+from .scratch import fetch_piece
+from .shard_shuffle import shuffled_batches
+from .specs import OutputSpec
 
 
 def copy_range(source, offset: int, length: int, target, name: str) -> None:
@@ -58,23 +57,6 @@ def copy_range(source, offset: int, length: int, target, name: str) -> None:
         copied += len(block)
 
 
-ZLIB_HEADER = b"\x78\x9c"  # deflate, 32 KB window, default level
-DEFLATE_FINAL_BLOCK = b"\x03\x00"  # an empty final block
-
-
-def adler32_combine(first: int, second: int, second_length: int) -> int:
-    """Adler-32 of A + B from those of A and B (zlib's adler32_combine)."""
-    base = 65521
-    remainder = second_length % base
-    sum1 = first & 0xFFFF
-    sum2 = (remainder * sum1) % base
-    sum1 += (second & 0xFFFF) + base - 1
-    sum2 += (first >> 16) + (second >> 16) + base - remainder
-    sum1 %= base
-    sum2 %= base
-    return sum1 | (sum2 << 16)
-
-
 class ShardAssembler:
     """Appends piece segments to the shards in progress, in unit order, and completes them.
 
@@ -83,16 +65,15 @@ class ShardAssembler:
     ``--compression zlib`` a shard is one zlib stream: a header, the segments' raw deflate data,
     then a final block and the Adler-32 of everything (combined from the segments')."""
 
-    def __init__(self, config: GeneratorConfig, sizes: Optional[Dict[str, int]] = None,
+    def __init__(self, output: OutputSpec, sizes: Optional[Dict[str, int]] = None,
                  checksums: Optional[Dict[str, list]] = None, shard_counts: Optional[Dict[str, int]] = None,
-                 fetch_dir: Optional[str] = None, options: Optional[ShardOptions] = None):
-        self.config = config
-        # ``options``: what the format's shard writer needs (``RunSettings.shard_options``; TFRecord needs none)
-        self.format, self.options = get_format(config.output_format), options
+                 fetch_dir: Optional[str] = None):
+        self.output = output  # (staged, for an output at a URL)
+        self.format, self.options = output.kind, output.shard_options
         self.fetch_dir = fetch_dir  # where pieces at a URL are downloaded to, to be appended
-        self.dirs = split_dirs(config)
+        self.dirs = output.split_dirs()
         # Shards shuffled at the end are kept uncompressed until then (see ``shard_shuffle``).
-        self.zlib = config.compression == "zlib" and self.format.appendable and not shuffles_shards(config)
+        self.zlib = output.segment_compression == "zlib"
         self.checksums: Dict[str, list] = dict(checksums or {})  # key -> [adler32, raw length]
         self.lengths: Dict[str, int] = {}  # key ("split/shard") -> bytes written
         self.shard_counts: Dict[str, int] = {}  # per split, once known (see open_split)
@@ -102,7 +83,7 @@ class ShardAssembler:
     def path(self, key: str) -> str:
         """Where a shard's units are appended: the shard in progress for TFRecord, else its body."""
         split, shard = key.split("/")
-        return body_path(shard_path(self.dirs[split], self.config, int(shard)), self.format.appendable)
+        return body_path(shard_path(self.dirs[split], self.output, int(shard)), self.format.appendable)
 
     def open_split(self, split: str, count: int, sizes: Optional[Dict[str, int]] = None) -> None:
         """Create the ``count`` shards of a split (its count may be decided during the run, when
@@ -172,13 +153,14 @@ class ShardAssembler:
             with open(self.path(key), "r+b") as shard:
                 shard.seek(self.lengths[key])
                 if self.zlib:
-                    shard.write(DEFLATE_FINAL_BLOCK + self.checksums[key][0].to_bytes(4, "big"))
+                    shard.write(zlib_trailer(self.checksums[key][0]))
                 shard.flush()
                 if sync:
                     os.fsync(shard.fileno())
                 self.lengths[key] = shard.tell()
         if self.format.appendable:
             return self.sizes()
+        writer = self.format.make_writer(self.options)
         entries: Dict[str, list] = {}
         for split, directory in self.dirs.items():
             shards = sorted(int(key.split("/")[1]) for key in self.lengths if key.split("/")[0] == split)
@@ -187,17 +169,17 @@ class ShardAssembler:
                 with open(self.path(f"{split}/{shard}"), "rb") as body:
                     bodies.append(list(iter_batches(body)))
             # The final shuffle's order, as TFRecord shards of the same run get it (``shard_shuffle``).
-            for shard, batches in zip(shards, shuffled_batches(self.config, SPLIT_CODES[split], bodies)):
-                written = shard_in_progress(directory, self.config, shard)
-                entries.setdefault(split, []).append(self.format.write_shard(
-                    batches, written, os.path.basename(shard_path(directory, self.config, shard)), self.options))
+            for shard, batches in zip(shards, shuffled_batches(self.output, SPLIT_CODES[split], bodies)):
+                written = shard_in_progress(directory, self.output, shard)
+                entries.setdefault(split, []).append(writer.write_shard(
+                    batches, written, os.path.basename(shard_path(directory, self.output, shard))))
                 with open(written, "rb+") as handle:
                     os.fsync(handle.fileno())
         for split, shards in entries.items():
-            self.format.write_split_files(self.dirs[split], shards, self.options)
+            writer.write_split_files(self.dirs[split], shards)
         # The bodies stay until the manifests are written (``run_files.finalize`` removes them): a
         # run killed before the journal says finished writes the shards from them again.
-        return {key: os.path.getsize(shard_in_progress(self.dirs[key.split("/")[0]], self.config,
+        return {key: os.path.getsize(shard_in_progress(self.dirs[key.split("/")[0]], self.output,
                                                        int(key.split("/")[1]))) for key in self.lengths}
 
     def close(self) -> None:
@@ -206,7 +188,7 @@ class ShardAssembler:
     def remove(self) -> None:
         for key in self.lengths:
             split, shard = key.split("/")
-            for path in {self.path(key), shard_in_progress(self.dirs[split], self.config, int(shard))}:
+            for path in {self.path(key), shard_in_progress(self.dirs[split], self.output, int(shard))}:
                 try:
                     os.remove(path)
                 except FileNotFoundError:

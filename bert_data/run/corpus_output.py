@@ -17,13 +17,13 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from ..config import GeneratorConfig
 from ..format.megatron import IndexedWriter, token_dtype
-from ..pipeline.documents.types import SPLIT_OF_CODE
+from ..format.dataset_layout import SPLIT_OF_CODE
+from ..pipeline.tokens import DOC_POSITION, DOC_REPLACED, SENTENCE_END, SENTENCE_START, TOKEN_END, TOKEN_START
 from .planning import Plan
-from .run_files import shard_path, split_dirs
+from .run_files import shard_path, slice_paths
 from .scratch import load_array, load_arrays
-from .tasks import DOC_POSITION, DOC_REPLACED, SENTENCE_END, SENTENCE_START, TOKEN_END, TOKEN_START, slice_paths
+from .specs import OutputSpec
 
 
 @dataclass
@@ -66,31 +66,31 @@ def _documents(plan: Plan, work_dir: str) -> List[_Document]:
     return documents
 
 
-def shard_count(config: GeneratorConfig, n_sentences: int, n_tokens: int, itemsize: int) -> int:
-    if config.records_per_file is not None:
-        return max(1, round(n_sentences / config.records_per_file))
-    if config.megabytes_per_file is not None:
-        return max(1, round(n_tokens * itemsize / (config.megabytes_per_file * 1e6)))
-    return config.num_output_files
+def shard_count(output: OutputSpec, n_sentences: int, n_tokens: int, itemsize: int) -> int:
+    if output.records_per_file is not None:
+        return max(1, round(n_sentences / output.records_per_file))
+    if output.megabytes_per_file is not None:
+        return max(1, round(n_tokens * itemsize / (output.megabytes_per_file * 1e6)))
+    return output.num_output_files
 
 
-def write_corpus(plan: Plan, config: GeneratorConfig, work_dir: str, rename: bool = True) -> Dict[str, CorpusSplit]:
+def write_corpus(plan: Plan, output: OutputSpec, work_dir: str, rename: bool = True) -> Dict[str, CorpusSplit]:
     """Write every split's ``.bin``/``.idx`` pairs (under temporary names unless ``rename``:
     staged for an upload); returns what each split holds."""
     dtype = token_dtype(plan.vocab.size)
     documents = _documents(plan, work_dir)
-    totals = {split: CorpusSplit() for split in split_dirs(config)}
+    totals = {split: CorpusSplit() for split in output.split_dirs()}
     writers: Dict[str, List[IndexedWriter]] = {}
-    for split, directory in split_dirs(config).items():
+    for split, directory in output.split_dirs().items():
         mine = [document for document in documents if document.split == split]
         tokens = np.array([document.n_tokens for document in mine], dtype=np.int64)
-        count = shard_count(config, sum(d.n_sentences for d in mine), int(tokens.sum()), dtype.itemsize)
+        count = shard_count(output, sum(d.n_sentences for d in mine), int(tokens.sum()), dtype.itemsize)
         # Neighbouring documents, about equal tokens a shard: by where each document's middle falls.
         middles = np.cumsum(tokens) - tokens / 2
         shards = np.minimum(count - 1, (middles * count // max(1, tokens.sum())).astype(np.int64)).tolist()
         for document, shard in zip(mine, shards):
             document.shard = shard
-        writers[split] = [IndexedWriter(shard_path(directory, config, shard), dtype) for shard in range(count)]
+        writers[split] = [IndexedWriter(shard_path(directory, output, shard), dtype) for shard in range(count)]
         totals[split].sequences_per_shard = [0] * count
     try:
         by_slice: Dict[int, List[Tuple[_Document, int]]] = {}

@@ -35,13 +35,13 @@ from dataclasses import dataclass
 from typing import Dict, Optional
 
 from .. import storage
-from ..config import ConfigError, GeneratorConfig
+from ..config import ConfigError
 from ..format.dataset_layout import TRAIN, companion_paths, in_progress
 from ..format.manifest import Manifest
-from ..format.output_formats import get_format
+from ..tokenizers import TokenizerSource
 from .run_files import (GenerationError, discard_unjournaled, existing_outputs, output_lock, output_work_dir,
-                        prepare_output_dir, read_journal, run_dir_name, shard_in_progress, shard_path, split_dirs,
-                        work_dir_of)
+                        prepare_output_dir, read_journal, run_dir_name, shard_in_progress, shard_path, work_dir_of)
+from .specs import OutputSpec, RunControl
 
 # ---------------------------------------------------------------------------- files workers open
 
@@ -79,6 +79,14 @@ def forget_local_copies() -> None:
     _local_copies.clear()
 
 
+def local_tokenizer(source: TokenizerSource) -> TokenizerSource:
+    """``source`` with its files at URLs replaced by this machine's copies (fetched once per
+    process): what a tokenizer, which opens paths, is built from."""
+    local = {name: local_copy(getattr(source, name)) for name in ("path", "vocab_file")
+             if storage.is_url(getattr(source, name))}
+    return dataclasses.replace(source, **local) if local else source
+
+
 # ---------------------------------------------------------------------------- the run's places
 
 @dataclass
@@ -92,9 +100,10 @@ class RunLocations:
     def remote(self) -> bool:
         return storage.is_url(self.output)
 
-    def local_config(self, config: GeneratorConfig) -> GeneratorConfig:
-        """The configuration the local machinery (lock, journal, assembly) works on."""
-        return dataclasses.replace(config, output_dir=self.local_output) if self.remote else config
+    def staged(self, output: OutputSpec) -> OutputSpec:
+        """The output the local machinery (lock, journal, assembly) works on: ``output`` itself,
+        or for an output at a URL its staging directory."""
+        return output.staged_at(self.local_output) if self.remote else output
 
 
 def default_staging_root() -> str:
@@ -102,17 +111,17 @@ def default_staging_root() -> str:
     return os.path.join(cache, "bert_data", "staging")
 
 
-def run_locations(config: GeneratorConfig, distributed: bool = False) -> RunLocations:
-    """Where this run's data goes.  ``distributed``: tasks run on machines that may not see
-    this one's files (a Dask cluster)."""
-    output, work = config.output_dir, config.work_dir
+def run_locations(spec: OutputSpec, work: Optional[str], distributed: bool = False) -> RunLocations:
+    """Where this run's data goes.  ``work``: ``--work_dir``; ``distributed``: tasks run on
+    machines that may not see this one's files (a Dask cluster)."""
+    output = spec.directory
     run = run_dir_name(output)
     if storage.is_url(output):
         root = work if work and not storage.is_url(work) else default_staging_root()
         local_output = os.path.abspath(os.path.join(root, run))
     else:
         local_output = output
-    journal_dir = work_dir_of(dataclasses.replace(config, output_dir=local_output))
+    journal_dir = work_dir_of(spec.staged_at(local_output))
     if work and storage.is_url(work):
         scratch = storage.join(work, run)
     elif work:  # local: its own folder there (for a URL output, the staging folder's work directory)
@@ -130,8 +139,8 @@ class RemoteOutput:
     """The output URL's side of a run: its lock object, what an earlier run left there, and
     the finished dataset's upload."""
 
-    def __init__(self, config: GeneratorConfig, places: RunLocations):
-        self.config, self.places = config, places
+    def __init__(self, output: OutputSpec, control: RunControl, places: RunLocations):
+        self.output, self.control, self.places = output, control, places
         self.lock_url = output_lock(places.output)
         self.owner = {"host": socket.gethostname(), "pid": os.getpid(), "staging": places.local_output,
                       "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
@@ -186,29 +195,29 @@ class RemoteOutput:
     # ------------------------------------------------------------------ earlier output
     def check_staging(self) -> None:
         """An interrupted run of this output staged here is never dropped silently."""
-        config, staging = self.config, self.places.local_output
-        if config.resume or config.overwrite or not os.path.isdir(staging) or not os.listdir(staging):
+        control, staging = self.control, self.places.local_output
+        if control.resume or control.overwrite or not os.path.isdir(staging) or not os.listdir(staging):
             return
         raise ConfigError(f"--output_dir {self.places.output}: an interrupted run of it is staged in {staging}; "
                           "pass --resume to continue it or --overwrite to start again")
 
-    def prepare(self, local: GeneratorConfig, fingerprint: str) -> Optional[dict]:
-        """``output.prepare_output_dir`` for the staging directory (``local``), then the URL's
-        side: refuse to mix with an earlier run's files unless told (--overwrite: they go;
+    def prepare(self, staged: OutputSpec, fingerprint: str) -> Optional[dict]:
+        """``run_files.prepare_output_dir`` for the staging directory (``staged``), then the
+        URL's side: refuse to mix with an earlier run's files unless told (--overwrite: they go;
         --resume: a finished run has nothing to resume).  Returns the journal when resuming."""
-        config, output = self.config, self.places.output
-        if config.resume and storage.exists(Manifest.path_in(split_dirs(config)[TRAIN])) and \
+        control, output = self.control, self.places.output
+        if control.resume and storage.exists(Manifest.path_in(self.output.split_dirs()[TRAIN])) and \
                 not (read_journal(self.places.journal_dir) or {}).get("finished"):  # (else: finish it again)
             raise ConfigError(f"--resume: {output} holds a finished run; nothing to resume")
         try:
-            journal = prepare_output_dir(local, fingerprint)
+            journal = prepare_output_dir(staged, fingerprint, control.resume, control.overwrite)
         except ConfigError as error:  # name the URL the user gave, and where its run is staged
-            raise ConfigError(str(error).replace(local.output_dir, f"{output} (staged in {local.output_dir})")) \
+            raise ConfigError(str(error).replace(staged.directory, f"{output} (staged in {staged.directory})")) \
                 from None
-        found = existing_outputs(config)  # at the URL
+        found = existing_outputs(self.output)  # at the URL
         if not found or journal is not None:
             return journal
-        if not (config.overwrite or config.resume):
+        if not (control.overwrite or control.resume):
             raise ConfigError(
                 f"--output_dir {output} already holds output ({storage.basename(found[0])}"
                 f"{' and more' if len(found) > 1 else ''}); pass --overwrite to replace it or --resume to "
@@ -221,23 +230,24 @@ class RemoteOutput:
         return journal
 
     # ------------------------------------------------------------------ the finished dataset
-    def upload_shards(self, local: GeneratorConfig, shard_counts: Dict[str, int], step=lambda: None) -> Dict[str, int]:
-        """Each finished shard, staged under ``local``, to its final key (the manifests come
+    def upload_shards(self, staged: OutputSpec, shard_counts: Dict[str, int], step=lambda: None) -> Dict[str, int]:
+        """Each finished shard, staged under ``staged``, to its final key (the manifests come
         after; ``step`` is called after each); returns the shards' sizes by URL, for the manifests."""
-        config, sizes = self.config, {}
-        for split, directory in split_dirs(local).items():
+        output, sizes = self.output, {}
+        urls = output.split_dirs()
+        kind = output.format
+        for split, directory in staged.split_dirs().items():
             for shard in range(shard_counts[split]):
-                staged = shard_in_progress(directory, local, shard)
-                url = shard_path(split_dirs(config)[split], config, shard)
-                self._upload(staged, url)
-                sizes[url] = os.path.getsize(staged)
-                kind = config.output_format
-                for staged_with, url_with in zip(companion_paths(shard_path(directory, local, shard), kind),
+                staged_shard = shard_in_progress(directory, staged, shard)
+                url = shard_path(urls[split], output, shard)
+                self._upload(staged_shard, url)
+                sizes[url] = os.path.getsize(staged_shard)
+                for staged_with, url_with in zip(companion_paths(shard_path(directory, staged, shard), kind),
                                                  companion_paths(url, kind)):  # Megatron's .idx
                     self._upload(in_progress(staged_with), url_with)
                 step()
-            for name in get_format(config.output_format).split_files:  # after the shards they list
-                self._upload(os.path.join(directory, name), storage.join(split_dirs(config)[split], name))
+            for name in output.kind.split_files:  # after the shards they list
+                self._upload(os.path.join(directory, name), storage.join(urls[split], name))
         return sizes
 
     def _upload(self, local: str, url: str) -> None:
@@ -249,16 +259,16 @@ class RemoteOutput:
                                   "upload them") from error
 
 
-def check_output_url(config: GeneratorConfig) -> None:
+def check_output_url(output_dir: str, work_dir: Optional[str]) -> None:
     """A URL output needs fsspec and the protocol's library: say so before any work."""
-    if storage.is_url(config.output_dir):
+    if storage.is_url(output_dir):
         try:
-            storage.filesystem(config.output_dir)
+            storage.filesystem(output_dir)
         except storage.StorageError as error:
             raise ConfigError(f"--output_dir {error}") from None
-    if config.work_dir and storage.is_url(config.work_dir):
+    if work_dir and storage.is_url(work_dir):
         try:
-            storage.filesystem(config.work_dir)
+            storage.filesystem(work_dir)
         except storage.StorageError as error:
             raise ConfigError(f"--work_dir {error}") from None
 

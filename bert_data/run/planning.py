@@ -12,21 +12,18 @@ from typing import Dict, List
 
 from .. import storage
 from ..version import __version__
-from ..config import ConfigError, GeneratorConfig
+from ..config import ConfigError
 from ..notices import warn
 import numpy as np
 
 from ..pipeline.documents import planner
 from ..pipeline.documents.listing import list_documents
 from ..pipeline.documents.reading import read_documents
-from ..format.dataset_layout import TRAIN, VAL
-from ..pipeline.documents.types import SPLIT_OF_CODE, TRAIN_CODE, VAL_CODE, CorpusPlan, InputError, Slice
-from ..pipeline.mixing import CorpusOrder, block_size
-from .resolve import RunSettings
-from .tasks import SliceTable, UnitWork
-
-# Options that change how the work is done, never what is written.
-NOT_IN_FINGERPRINT = ("num_workers", "overwrite", "resume", "work_dir", "allow_paths_outside_prefix")
+from ..format.dataset_layout import SPLIT_OF_CODE, TRAIN, TRAIN_CODE, VAL, VAL_CODE
+from ..pipeline.documents.types import CorpusPlan, InputError, ReadingSpec, Slice
+from ..pipeline.mixing import CorpusOrder, region_size
+from .specs import RunSpec
+from .units import SliceTable, UnitWork
 
 
 @dataclass
@@ -65,30 +62,29 @@ class Plan:
         return UnitWork(unit.index, unit.split, self.split_docs[unit.split][places])
 
 
-def make_plan(settings: RunSettings, skip_missing: bool = False, check_case: bool = True,
+def make_plan(spec: RunSpec, skip_missing: bool = False, check_case: bool = True,
               allow_case_mismatch: bool = False) -> Plan:
     """Everything about the inputs that can be checked before any work (the options and the
-    vocabulary were, by :func:`~.settings.resolve`); then the corpus cut into slices and its
+    vocabulary were, by :func:`~.resolve.resolve`); then the corpus cut into slices and its
     documents dealt into units.
 
     A vocabulary whose case disagrees with ``do_lower_case`` stops the run (ConfigError) unless
     ``allow_case_mismatch``, which turns it into a warning."""
     from ..tokenizers import WORDPIECE
 
-    config, vocab = settings.config, settings.vocab
-    entries, missing = list_documents(config.metadata_files, config.input_files, config.input_files_prefix,
-                                      skip_missing, config.allow_paths_outside_prefix)
+    inputs, mixing, vocab = spec.inputs, spec.mixing, spec.vocab
+    outside = spec.control.allow_paths_outside_prefix
+    entries, missing = list_documents(inputs.metadata_files, inputs.input_files, inputs.prefix, skip_missing, outside)
     val_entries, val_missing = [], []
-    if config.val_metadata_files:
-        val_entries, val_missing = list_documents(config.val_metadata_files, [], config.input_files_prefix,
-                                                  skip_missing, config.allow_paths_outside_prefix)
+    if inputs.val_metadata_files:
+        val_entries, val_missing = list_documents(inputs.val_metadata_files, [], inputs.prefix, skip_missing, outside)
     # A document named for validation is never trained on: it leaves the training list.
     held_out = {entry.path for entry in val_entries}
     excluded = [entry for entry in entries if entry.path in held_out]
     entries = [entry for entry in entries if entry.path not in held_out]
 
     def split_code(label: str, position: int) -> int:
-        if config.val_fraction > 0 and planner.is_validation_document(label, config.val_seed, config.val_fraction):
+        if inputs.val_fraction > 0 and planner.is_validation_document(label, inputs.val_seed, inputs.val_fraction):
             return VAL_CODE
         return TRAIN_CODE
 
@@ -98,26 +94,25 @@ def make_plan(settings: RunSettings, skip_missing: bool = False, check_case: boo
         warn(f"{entry.metadata_file}:{entry.line_number}: skipped: {reason}: {entry.path}")
 
     corpus = planner.plan_corpus(entries, split_code, val_entries,
-                                 multiple_docs_in_single_file=config.multiple_docs_in_single_file,
-                                 separator_line=config.separator_line, text_field=config.text_field)
+                                 multiple_docs_in_single_file=inputs.reading.multiple_docs_in_single_file,
+                                 separator_line=inputs.reading.separator_line, text_field=inputs.reading.text_field)
     if not corpus.n_docs or not corpus.n_bytes:
-        named = config.metadata_files + config.input_files + config.val_metadata_files
-        raise InputError("no document with any text in " + ", ".join(named))
-    if check_case and settings.tokenizer.kind == WORDPIECE:  # the check measures WordPiece's [UNK] rate
-        check_vocabulary_case(config, vocab, corpus.slices, allow_case_mismatch)
+        raise InputError("no document with any text in " + ", ".join(inputs.named_files))
+    if check_case and spec.tokenizer.kind == WORDPIECE:  # the check measures WordPiece's [UNK] rate
+        check_vocabulary_case(spec.tokenizer.do_lower_case, inputs.reading, vocab, corpus.slices, allow_case_mismatch)
     split_docs = {split: np.flatnonzero(corpus.doc_splits == code)
                   for code, split in SPLIT_OF_CODE.items()}
-    orders = {split: CorpusOrder(len(docs), config.seed, shuffle=not config.keep_corpus_order,
-                                 block=block_size(config.split_num))
+    orders = {split: CorpusOrder(len(docs), mixing.seed, shuffle=not mixing.keep_corpus_order,
+                                 region_size=region_size(mixing.split_num))
               for split, docs in split_docs.items()}
-    units = plan_units(corpus, split_docs, orders, config.split_num)
-    if config.sizes_shards:  # a split's size is known once every slice is tokenized
+    units = plan_units(corpus, split_docs, orders, mixing.split_num)
+    if spec.output.sizes_shards:  # a split's size is known once every slice is tokenized
         for unit in units:
             unit.last_slice = len(corpus.slices) - 1
     n_listed = {split: len(docs) + sum(1 for *_, s in missing if s == split) for split, docs in split_docs.items()}
     excluded_docs = sum(corpus.docs_per_path.get(path, 0) for path in {entry.path for entry in excluded})
-    return Plan(corpus, units, orders, split_docs, config.split_num, n_listed, missing, excluded_docs, vocab,
-                run_fingerprint(config, vocab, entries + val_entries))
+    return Plan(corpus, units, orders, split_docs, mixing.split_num, n_listed, missing, excluded_docs, vocab,
+                run_fingerprint(spec.options, vocab, entries + val_entries))
 
 
 def plan_units(corpus: CorpusPlan, split_docs: Dict[str, np.ndarray], orders: Dict[str, CorpusOrder],
@@ -135,38 +130,38 @@ def plan_units(corpus: CorpusPlan, split_docs: Dict[str, np.ndarray], orders: Di
     return units
 
 
-def check_vocabulary_case(config: GeneratorConfig, vocab, slices: List[Slice], allow_mismatch: bool = False,
-                          sample_chars: int = 200_000) -> None:
+def check_vocabulary_case(do_lower_case: bool, reading: ReadingSpec, vocab, slices: List[Slice],
+                          allow_mismatch: bool = False, sample_chars: int = 200_000) -> None:
     """Refuse a lower-case vocabulary with cased text and no --do_lower_case (or a cased one
     with it), with the [UNK] rates measured on the first documents: the most common silent
     mistake in BERT data.  With ``allow_mismatch``, a warning instead."""
     from ..tokenizers.wordpiece import measure_case_mismatch, vocab_is_lowercase
 
-    if vocab_is_lowercase(vocab) == config.do_lower_case:
+    if vocab_is_lowercase(vocab) == do_lower_case:
         return
     texts, size = [], 0
     sources = [source for slice_ in slices[:8] for source in slice_.sources]
-    for document in read_documents(sources, config.separator_line, config.multiple_docs_in_single_file, []):
+    for document in read_documents(sources, reading.separator_line, reading.multiple_docs_in_single_file, []):
         texts += [line for line in document.text[: sample_chars - size].split("\n") if line.strip()]
         size += len(document.text)
         if size >= sample_chars:
             break
-    mismatch = measure_case_mismatch(vocab, config.do_lower_case, texts)
+    mismatch = measure_case_mismatch(vocab, do_lower_case, texts)
     if mismatch is None or not mismatch.changes_tokens:
         return  # the sample reads the same either way (e.g. no capitals): nothing is lost
-    fix = "drop --do_lower_case (--do_lower_case=false)" if config.do_lower_case else "add --do_lower_case"
+    fix = "drop --do_lower_case (--do_lower_case=false)" if do_lower_case else "add --do_lower_case"
     if allow_mismatch:
         warn(f"{mismatch.describe()} (--allow_case_mismatch)")
         return
     raise ConfigError(f"{mismatch.describe()}; {fix}, or pass --allow_case_mismatch to run anyway")
 
 
-def run_fingerprint(config: GeneratorConfig, vocab, entries) -> str:
-    """What must not change between a run and its --resume: options that shape the output, the
-    vocabulary, the list of documents and the package version.  Credentials in URLs are not
-    part of it (it is stored in the journal; and new credentials resume the same run)."""
-    options = {key: storage.redact_data(value) for key, value in config.as_dict().items()
-               if key not in NOT_IN_FINGERPRINT}
+def run_fingerprint(recorded_options: dict, vocab, entries) -> str:
+    """What must not change between a run and its --resume: the options that shape the output
+    (``RunSpec.options``: all but the run control), the vocabulary, the list of documents and
+    the package version.  Credentials in URLs are not part of it (it is stored in the journal;
+    and new credentials resume the same run)."""
+    options = {key: storage.redact_data(value) for key, value in recorded_options.items()}
     digest = hashlib.sha256()
     digest.update(json.dumps(options, sort_keys=True).encode())
     digest.update(vocab.sha256.encode())

@@ -1,82 +1,68 @@
-"""A run's configuration resolved once, before any work, into what the stages need.
+"""The resolve step: a run's configuration validated and resolved once, before any work.
 
 :func:`resolve` is the only place a :class:`~bert_data.config.GeneratorConfig` is validated and
-the only place the tokenizer, the masks and the record layout are derived from it.  The tasks
-receive the :class:`RunSettings` it makes and re-derive nothing: the scheduler hands the same
-small object to every task, and a worker builds its tokenizer from ``settings.tokenizer``
-(with files at URLs fetched once per process, :meth:`RunSettings.local_tokenizer`).
+turned into what the run uses: the narrow specs of :mod:`.specs` and of each stage, the tokenizer
+source, the vocabulary (loaded once, for the parent), the masking spec, the record layout, the
+options as recorded.  Past this module (and the command line, which builds the configuration),
+no function sees a ``GeneratorConfig``: each takes the spec it needs.
 
-``generate`` resolves a configuration itself; a command that must check its options before it
-starts anything costly (a Dask cluster) resolves them first and hands ``generate`` the result.
+:func:`generate` is the library's entry: resolve, then run (:func:`.runner.run`).  A command that
+must check its options before it starts anything costly (a Dask cluster) resolves them first
+and hands ``generate`` the resolved :class:`~.specs.RunSpec`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-from typing import Optional, Tuple
+import concurrent.futures as cf
+import time
+from typing import Optional, Union
 
 from .. import storage
-from ..config import ConfigError, GeneratorConfig
-from ..format.layout import FeatureSpec
-from ..format.output_formats import ShardOptions
-from ..pipeline.masking import MaskingSpec
+from ..config import RUN_CONTROL_OPTIONS, ConfigError, GeneratorConfig
 from ..notices import warn
-from ..tokenizers import TokenizerSource, load_vocabulary
-from .locations import forget_local_copies, local_copy
+from ..pipeline.documents.types import InputSpec, ReadingSpec
+from ..pipeline.instances import InstanceSpec
+from ..pipeline.masking import MaskingSpec, separator_token
+from ..pipeline.mixing import MixingSpec
+from ..pipeline.packing import PackingSpec
+from ..pipeline.sentences import SentenceSpec
+from ..tokenizers import HUGGINGFACE, SENTENCEPIECE, SPECIAL_ROLES, WORDPIECE, TokenizerSource, load_vocabulary
+from .locations import check_output_url, forget_local_copies, local_tokenizer
+from .runner import RunSummary, run
+from .specs import OutputSpec, RunControl, RunSpec
 
 
-@dataclass(frozen=True)
-class RunSettings:
-    """What the stages need, resolved once from a validated configuration.
+def generate(config: Union[GeneratorConfig, RunSpec], executor: Optional[cf.Executor] = None, progress: bool = True,
+             skip_missing: bool = False, parallelism: Optional[int] = None,
+             allow_case_mismatch: bool = False) -> RunSummary:
+    """Run the whole generator. Raises ConfigError/InputError/VocabError before any work,
+    GenerationError for a failure during it, ``run_files.Interrupted`` (a KeyboardInterrupt)
+    when interrupted (resumable).  A vocabulary whose case disagrees with ``do_lower_case`` is
+    a ConfigError unless ``allow_case_mismatch``.
 
-    ``config``: the options as given (files at URLs stay URLs: the manifest and the ``--resume``
-    fingerprint record them) for the plain values the stages read (lengths, probabilities,
-    seed...); ``tokenizer``: which tokenizer, from the files as named; ``masking``: the masks the
-    encode tasks draw (None with ``--disable_masking``: drawn at load time); ``features``: the
-    record layout written.  ``vocab``: the vocabulary planning loaded, for the parent (the
-    manifest's hash and size, the shard-size sample); it is not sent with tasks (a worker builds
-    its own tokenizer, vocabulary and all), so it is None in a worker.
+    ``config``: the options, validated and resolved here, or already resolved (a command that
+    checks its options before starting a cluster).  ``executor``: any ``concurrent.futures``
+    executor (default: a local process pool of ``--num_workers``); ``parallelism``: how many
+    tasks it runs at once (default ``--num_workers``), which sets how many are kept in flight.
     """
-
-    config: GeneratorConfig
-    tokenizer: TokenizerSource
-    masking: Optional[MaskingSpec]
-    features: Tuple[FeatureSpec, ...]
-    vocab: object = field(default=None, compare=False, repr=False)
-
-    @property
-    def shard_options(self) -> ShardOptions:
-        """What the output format's shard writer needs: the layout, compression and pair task."""
-        return ShardOptions(self.features, self.config.compression, self.config.sentence_order_prediction)
-
-    def local_tokenizer(self) -> TokenizerSource:
-        """``tokenizer`` with its files at URLs replaced by this machine's copies (fetched once per
-        process): what a tokenizer, which opens paths, is built from."""
-        source = self.tokenizer
-        local = {name: local_copy(getattr(source, name)) for name in ("path", "vocab_file")
-                 if storage.is_url(getattr(source, name))}
-        return dataclasses.replace(source, **local) if local else source
-
-    def __getstate__(self):
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "vocab"}
-
-    def __setstate__(self, state) -> None:
-        for name, value in dict(state, vocab=None).items():
-            object.__setattr__(self, name, value)
+    started = time.perf_counter()
+    spec = config if isinstance(config, RunSpec) else resolve(config)
+    return run(spec, executor, progress=progress, skip_missing=skip_missing, parallelism=parallelism,
+               allow_case_mismatch=allow_case_mismatch, started=started)
 
 
-def resolve(config: GeneratorConfig) -> RunSettings:
+def resolve(config: GeneratorConfig) -> RunSpec:
     """Validate ``config`` (raise ConfigError on the first bad option) and resolve it; load the
     vocabulary and check what depends on it before any work: the document separator, whether
-    the tokenizer can show word starts to whole-word masks, the masking budget, the sentence model.
-    ``config`` itself is normalised in place by validation (e.g. Google's ``--output_file`` paths)."""
+    the tokenizer can show word starts to whole-word masks, the masking budget, the sentence
+    model.  ``config`` itself is normalised in place by validation (e.g. Google's
+    ``--output_file`` paths)."""
     config.validate()
+    check_output_url(config.output_dir, config.work_dir)
     check_file_options(config)
     forget_local_copies()  # a URL's vocabulary is fetched afresh for each run
-    source = TokenizerSource.from_config(config)
-    settings = RunSettings(config, source, None, tuple(config.feature_specs()))
-    vocab = load_vocabulary(settings.local_tokenizer())
+    source = tokenizer_source(config)
+    vocab = load_vocabulary(local_tokenizer(source))
     # Checked here with the option's name: windows that cross documents need the token with
     # masking disabled too.
     if config.mlm_only and config.document_separator_token not in vocab.token_to_id:
@@ -85,7 +71,7 @@ def resolve(config: GeneratorConfig) -> RunSettings:
     masking = None
     if not config.disable_masking:
         try:  # e.g. whole words with a tokenizer whose pieces do not show where words start
-            masking = MaskingSpec.from_config(config, vocab)
+            masking = masking_spec(config, vocab)
         except ValueError as error:
             raise ConfigError(f"{source.option} {source.path}: {error}") from None
     check_masking_budget(config)
@@ -93,7 +79,66 @@ def resolve(config: GeneratorConfig) -> RunSettings:
         from ..pipeline.sentences import make_sentence_splitter
 
         make_sentence_splitter(False, config.spacy_model)  # fails now, with advice, if missing
-    return dataclasses.replace(settings, masking=masking, vocab=vocab)
+    cross_document = config.mlm_only and config.allow_cross_document_examples
+    instances = InstanceSpec(
+        max_seq_length=config.max_seq_length, mlm_only=config.mlm_only,
+        dupe_factor=config.dupe_factor, short_seq_prob=config.short_seq_prob, short_min=config.short_min,
+        window_overlap=config.window_overlap, per_chunk=config.short_seq_draw == "chunk",
+        sentence_order=config.sentence_order_prediction,
+        separator_id=vocab.token_to_id[config.document_separator_token] if cross_document else None)
+    packing = PackingSpec(config.max_seq_length, config.sequences_per_pack, config.masked_lm_prob,
+                          config.max_predictions_per_seq) if config.pack_sequences else None
+    reading = ReadingSpec(config.multiple_docs_in_single_file, config.separator_line, config.text_field)
+    inputs = InputSpec(tuple(config.metadata_files), tuple(config.input_files), config.input_files_prefix,
+                       tuple(config.val_metadata_files), config.val_fraction, config.val_seed, reading)
+    return RunSpec(
+        inputs=inputs, tokenizer=source,
+        sentences=SentenceSpec(config.single_sentence_per_line, config.spacy_model),
+        mixing=MixingSpec(config.seed, config.split_num, config.keep_corpus_order),
+        instances=instances, masking=masking, packing=packing, output=output_spec(config),
+        control=RunControl(**{name: getattr(config, name) for name in RUN_CONTROL_OPTIONS}),
+        options=recorded_options(config), vocab=vocab)
+
+
+def output_spec(config: GeneratorConfig) -> OutputSpec:
+    return OutputSpec(
+        directory=config.output_dir, files=tuple(config.output_files), name=config.name,
+        format=config.output_format, compression=config.compression, num_output_files=config.num_output_files,
+        records_per_file=config.records_per_file, megabytes_per_file=config.megabytes_per_file,
+        has_validation=config.has_validation, features=tuple(config.feature_specs()),
+        sentence_order=config.sentence_order_prediction,
+        shuffle_seed=None if config.keep_corpus_order else config.seed)
+
+
+def recorded_options(config: GeneratorConfig) -> dict:
+    """The options a dataset records (its manifest) and a ``--resume`` must match (the
+    fingerprint): all but the run control, with the effective values of options left to
+    their defaults."""
+    options = {key: value for key, value in config.as_dict().items() if key not in RUN_CONTROL_OPTIONS}
+    options["min_short_seq_length"] = config.short_min
+    options["overlap_size"] = config.window_overlap if config.mlm_only else None  # windows only
+    options["max_sequences_per_pack"] = config.sequences_per_pack or None  # as packed, when packed
+    return options
+
+
+def tokenizer_source(config: GeneratorConfig) -> TokenizerSource:
+    """Which tokenizer the options name, from the files as named (URLs stay URLs: the manifest
+    and the fingerprint record them)."""
+    specials = tuple(getattr(config, f"{role}_token") for role in SPECIAL_ROLES)
+    if config.spm_model_file:
+        return TokenizerSource(SENTENCEPIECE, config.spm_model_file, config.vocab_file or None,
+                               bool(config.do_lower_case), specials)
+    if config.tokenizer_file:
+        return TokenizerSource(HUGGINGFACE, config.tokenizer_file, None, False, specials)
+    return TokenizerSource(WORDPIECE, config.vocab_file, None, bool(config.do_lower_case), specials)
+
+
+def masking_spec(config: GeneratorConfig, vocab) -> MaskingSpec:
+    """The masks the encode tasks draw (``--masked_lm_prob`` and the rest)."""
+    return MaskingSpec.for_vocab(vocab, separator_token(config.mlm_only, config.document_separator_token),
+                                 masked_lm_prob=config.masked_lm_prob,
+                                 max_predictions_per_seq=config.max_predictions_per_seq,
+                                 whole_word=config.mask_whole_word, max_ngram_size=config.max_ngram_size)
 
 
 def check_file_options(config: GeneratorConfig) -> None:

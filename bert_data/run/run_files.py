@@ -41,15 +41,18 @@ import signal
 import uuid
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from .. import storage
-from ..config import ConfigError, GeneratorConfig
+from ..config import ConfigError
 from ..format import dataset_layout
 from ..format.dataset_layout import LOCK, TRAIN, WORK_DIR, in_progress, is_run_output_name
 from ..format.manifest import MANIFEST_NAME, Manifest, write_json_atomic
 from ..notices import warn
 from .fault_injection import FinalizeSteps as _Steps
+
+if TYPE_CHECKING:  # (annotations only: what the command line imports of this module stays light)
+    from .specs import OutputSpec
 
 JOURNAL = "journal.json"
 # Tokenized slices, complete (written through a temporary and renamed): a resumed run keeps them.
@@ -99,25 +102,16 @@ class Interrupted(KeyboardInterrupt):
 
 # ---------------------------------------------------------------------------- names
 
-def output_kind(config: GeneratorConfig) -> str:
-    """The run's output format (see ``format.dataset_layout.FORMATS``)."""
-    return getattr(config, "output_format", None) or dataset_layout.DEFAULT_FORMAT
-
-
-def split_dirs(config: GeneratorConfig) -> Dict[str, str]:
-    return dataset_layout.split_dirs(config.output_dir, config.has_validation, storage.join)
-
-
-def shard_path(directory: str, config: GeneratorConfig, shard: int) -> str:
-    if config.output_files:  # Google's --output_file: the named files (all in output_dir)
-        return config.output_files[shard]
-    name = dataset_layout.shard_name(config.name, shard, output_kind(config), config.compression)
+def shard_path(directory: str, output: OutputSpec, shard: int) -> str:
+    if output.files:  # Google's --output_file: the named files (all in output_dir)
+        return output.files[shard]
+    name = dataset_layout.shard_name(output.name, shard, output.format, output.compression)
     return storage.join(directory, name)
 
 
-def shard_in_progress(directory: str, config: GeneratorConfig, shard: int) -> str:
+def shard_in_progress(directory: str, output: OutputSpec, shard: int) -> str:
     """A complete shard waiting for ``finalize`` (TFRecord's: also where units are appended)."""
-    return in_progress(shard_path(directory, config, shard))
+    return in_progress(shard_path(directory, output, shard))
 
 
 def shard_being_shuffled(path: str) -> str:
@@ -136,27 +130,27 @@ def remove_shards_being_shuffled(paths: List[str]) -> None:
             pass
 
 
-def _run_file(config: GeneratorConfig, name: str) -> str:
+def _run_file(output: OutputSpec, name: str) -> str:
     """``name`` in the output directory, or for named output files ``.FIRST.<name>`` (its own
     per run: FIRST is the first output file's name)."""
-    if config.output_files:
-        return os.path.join(config.output_dir, f".{os.path.basename(config.output_files[0])}{name}")
-    return os.path.join(config.output_dir, name)
+    if output.files:
+        return os.path.join(output.directory, f".{os.path.basename(output.files[0])}{name}")
+    return os.path.join(output.directory, name)
 
 
-def manifest_name(config: GeneratorConfig) -> str:
-    if config.output_files:
-        return Manifest.name_for_files(config.output_files[0])
+def manifest_name(output: OutputSpec) -> str:
+    if output.files:
+        return Manifest.name_for_files(output.files[0])
     return MANIFEST_NAME
 
 
-def work_dir_of(config: GeneratorConfig) -> str:
+def work_dir_of(output: OutputSpec) -> str:
     # Absolute: workers, here or on a cluster, may run in another directory.
-    return os.path.abspath(_run_file(config, WORK_DIR))
+    return os.path.abspath(_run_file(output, WORK_DIR))
 
 
-def lock_path(config: GeneratorConfig) -> str:
-    return _run_file(config, LOCK)
+def lock_path(output: OutputSpec) -> str:
+    return _run_file(output, LOCK)
 
 
 def output_work_dir(output: str) -> str:
@@ -205,45 +199,45 @@ def private_temporary(path: str) -> str:
 
 # ---------------------------------------------------------------------------- create
 
-def refuse_writing_over_inputs(config: GeneratorConfig, inputs: Iterable[str]) -> None:
+def refuse_writing_over_inputs(output: OutputSpec, inputs: Iterable[str]) -> None:
     """Before anything is deleted: no file this run would write, replace or remove may be one it
     reads (``--output_file`` naming an ``--input_file``, an input inside the output directory
     named as a run's output)."""
-    if storage.is_url(config.output_dir):
+    if storage.is_url(output.directory):
         return
     own = set()
-    for path in config.output_files:
+    for path in output.files:
         own |= {os.path.realpath(path), os.path.realpath(in_progress(path))}
-    own.add(os.path.realpath(Manifest.path_in(config.output_dir, manifest_name(config))))
+    own.add(os.path.realpath(Manifest.path_in(output.directory, manifest_name(output))))
     output_dirs = {os.path.realpath(directory)
-                   for directory in [config.output_dir, *dataset_layout.split_dirs(config.output_dir, True).values()]}
+                   for directory in [output.directory, *dataset_layout.split_dirs(output.directory, True).values()]}
     for path in inputs:
         if not path or storage.is_url(path):
             continue
         real = os.path.realpath(path)
-        if real in own or (not config.output_files and os.path.dirname(real) in output_dirs
+        if real in own or (not output.files and os.path.dirname(real) in output_dirs
                            and is_run_output_name(os.path.basename(real))):
-            option = "--output_file" if config.output_files else "--output_dir"
+            option = "--output_file" if output.files else "--output_dir"
             raise ConfigError(f"{path} is read by this run and {option} would overwrite it; choose another {option}")
 
 
-def existing_outputs(config: GeneratorConfig) -> List[str]:
+def existing_outputs(output: OutputSpec) -> List[str]:
     """Files and directories of an earlier run in the output directory (only ones this tool writes)."""
-    if config.output_files:  # only this run's own files: other runs may share the directory
-        manifest = Manifest.path_in(config.output_dir, manifest_name(config))
-        candidates = [p for path in config.output_files + [manifest] for p in (path, in_progress(path), path + ".body")]
-        return [path for path in candidates + [work_dir_of(config)] if os.path.exists(path)]
+    if output.files:  # only this run's own files: other runs may share the directory
+        manifest = Manifest.path_in(output.directory, manifest_name(output))
+        candidates = [p for path in [*output.files, manifest] for p in (path, in_progress(path), path + ".body")]
+        return [path for path in candidates + [work_dir_of(output)] if os.path.exists(path)]
     # What this tool's records say it wrote: the manifests and the shards they list; with a
     # journal (a run stopped before its manifest), shards named as this run names them; shards
     # in progress named so; the work directory.  Never a user's other files, *.tfrecords or not.
-    # ``output_dir`` may be a URL (then the journal is in the local staging directory).
-    output = config.output_dir
-    work = storage.join(output, WORK_DIR)
+    # ``output.directory`` may be a URL (then the journal is in the local staging directory).
+    root = output.directory
+    work = storage.join(root, WORK_DIR)
     work_names = storage.listdir(work)
     journaled = JOURNAL in work_names
-    ours = _own_shard_name(config)
+    ours = _own_shard_name(output)
     found = []
-    for directory in [output] + list(dataset_layout.split_dirs(output, True, storage.join).values()):
+    for directory in [root] + list(dataset_layout.split_dirs(root, True, storage.join).values()):
         names = storage.listdir(directory)
         listed = set()
         if Manifest.exists_in(directory):
@@ -254,7 +248,7 @@ def existing_outputs(config: GeneratorConfig) -> List[str]:
             else:
                 found.append(Manifest.path_in(directory))
         for name in names:
-            final, shard, split_file = dataset_layout.run_file_parts(name, output_kind(config))
+            final, shard, split_file = dataset_layout.run_file_parts(name, output.format)
             if shard in listed or (split_file and (listed or journaled)) or (journaled and ours.match(shard)) or \
                     (final is not None and (ours.match(shard) or final == MANIFEST_NAME)):
                 found.append(storage.join(directory, name))
@@ -263,18 +257,18 @@ def existing_outputs(config: GeneratorConfig) -> List[str]:
     return found
 
 
-def _own_shard_name(config: GeneratorConfig):
+def _own_shard_name(output: OutputSpec):
     """The names this run gives its shards (any count)."""
-    example = dataset_layout.shard_name(config.name, 0, output_kind(config), config.compression)
-    return re.compile(re.escape(config.name) + r"-\d+" + re.escape(example[len(f"{config.name}-1"):]) + "$")
+    example = dataset_layout.shard_name(output.name, 0, output.format, output.compression)
+    return re.compile(re.escape(output.name) + r"-\d+" + re.escape(example[len(f"{output.name}-1"):]) + "$")
 
 
-def refuse_replacing_others(config: GeneratorConfig) -> None:
+def refuse_replacing_others(output: OutputSpec) -> None:
     """A file named as this run will name a shard, that no record of ours lists: not ours to replace."""
-    if config.output_files:
+    if output.files:
         return  # named output files are replaced, as Google's tool replaces them
-    ours = _own_shard_name(config)
-    for directory in split_dirs(config).values():
+    ours = _own_shard_name(output)
+    for directory in output.split_dirs().values():
         for name in (sorted(os.listdir(directory)) if os.path.isdir(directory) else []):
             if ours.match(name):
                 raise ConfigError(f"{os.path.join(directory, name)} was not written by this tool (no manifest or "
@@ -355,10 +349,10 @@ class OutputLock:
 
 
 @contextlib.contextmanager
-def locked_output(config: GeneratorConfig) -> Iterator[None]:
+def locked_output(output: OutputSpec) -> Iterator[None]:
     """The run's locks for its length (see :class:`OutputLock`)."""
-    locks = [OutputLock(config.output_dir, shared=True)] if config.output_files else []
-    locks.append(OutputLock(config.output_dir, lock_path(config)))
+    locks = [OutputLock(output.directory, shared=True)] if output.files else []
+    locks.append(OutputLock(output.directory, lock_path(output)))
     held = []
     try:
         for lock in locks:
@@ -370,53 +364,54 @@ def locked_output(config: GeneratorConfig) -> Iterator[None]:
             lock.release()
 
 
-def create_output_dir(config: GeneratorConfig) -> None:
-    if os.path.exists(config.output_dir) and not os.path.isdir(config.output_dir):
-        raise ConfigError(f"--output_dir {config.output_dir} exists and is not a directory")
+def create_output_dir(output: OutputSpec) -> None:
+    if os.path.exists(output.directory) and not os.path.isdir(output.directory):
+        raise ConfigError(f"--output_dir {output.directory} exists and is not a directory")
     try:
-        os.makedirs(config.output_dir, exist_ok=True)
+        os.makedirs(output.directory, exist_ok=True)
     except OSError as error:
-        raise ConfigError(f"--output_dir {config.output_dir} cannot be created: {error.strerror}") from None
+        raise ConfigError(f"--output_dir {output.directory} cannot be created: {error.strerror}") from None
 
 
-def prepare_output_dir(config: GeneratorConfig, fingerprint: str) -> Optional[dict]:
-    """Make the (locked) output directory ready; returns the journal when resuming."""
-    if not os.access(config.output_dir, os.W_OK):
-        raise ConfigError(f"--output_dir {config.output_dir} is not writable")
+def prepare_output_dir(output: OutputSpec, fingerprint: str, resume: bool, overwrite: bool) -> Optional[dict]:
+    """Make the (locked) output directory ready: ``resume`` an interrupted run (returns its
+    journal) or start one, removing an earlier run's files if ``overwrite``."""
+    if not os.access(output.directory, os.W_OK):
+        raise ConfigError(f"--output_dir {output.directory} is not writable")
 
-    work_dir = work_dir_of(config)
+    work_dir = work_dir_of(output)
     journal = None
-    found = existing_outputs(config)
-    if config.resume:
+    found = existing_outputs(output)
+    if resume:
         journal = read_journal(work_dir)
         # A run killed after its manifest but before its last clean-up finishes that on resume.
-        if Manifest.exists_in(split_dirs(config)[TRAIN], manifest_name(config)) and not (journal or {}).get("finished"):
-            raise ConfigError(f"--resume: {config.output_dir} holds a finished run; nothing to resume")
+        if Manifest.exists_in(output.split_dirs()[TRAIN], manifest_name(output)) and not (journal or {}).get("finished"):
+            raise ConfigError(f"--resume: {output.directory} holds a finished run; nothing to resume")
         if journal is None:
             # Never start afresh silently under --resume: the user believes work is kept.
             if found:
-                raise ConfigError(f"--resume: the run in {config.output_dir} stopped before it kept anything, so there "
+                raise ConfigError(f"--resume: the run in {output.directory} stopped before it kept anything, so there "
                                   "is nothing to resume; run without --resume, with --overwrite, to start again")
-            raise ConfigError(f"--resume: {config.output_dir} holds no interrupted run, so there is nothing to resume; "
+            raise ConfigError(f"--resume: {output.directory} holds no interrupted run, so there is nothing to resume; "
                               "run without --resume to start")
         if journal.get("fingerprint") != fingerprint:
             raise ConfigError(
-                f"--resume: {config.output_dir} was started with other options, another vocabulary or "
+                f"--resume: {output.directory} was started with other options, another vocabulary or "
                 "other documents; resume with the same ones, or use --overwrite to start again"
             )
         discard_unjournaled(work_dir)
     elif found:
         # Named output files (--output_file) are replaced, as Google's tool replaces them.
-        if not (config.overwrite or config.output_files):
+        if not (overwrite or output.files):
             raise ConfigError(
-                f"--output_dir {config.output_dir} already holds output ({os.path.basename(found[0])}"
+                f"--output_dir {output.directory} already holds output ({os.path.basename(found[0])}"
                 f"{' and more' if len(found) > 1 else ''}); pass --overwrite to replace it or --resume to "
                 "continue an interrupted run"
             )
         remove_outputs(found)
-    if not config.resume:
-        refuse_replacing_others(config)
-    for directory in split_dirs(config).values():
+    if not resume:
+        refuse_replacing_others(output)
+    for directory in output.split_dirs().values():
         os.makedirs(directory, exist_ok=True)
     os.makedirs(work_dir, exist_ok=True)
     return journal
@@ -518,7 +513,7 @@ def is_short_write(error: OSError) -> bool:
 
 # ---------------------------------------------------------------------------- finalize, discard
 
-def finalize(config: GeneratorConfig, local: GeneratorConfig, places, shard_counts: Dict[str, int],
+def finalize(output: OutputSpec, staged: OutputSpec, places, shard_counts: Dict[str, int],
              make_manifests: Callable[[Optional[Dict[str, int]]], Dict[str, Manifest]], remote=None) -> Dict[str, Manifest]:
     """Publish a run whose journal says every shard is complete, as one recoverable step: each
     shard to its final name (``remote``: uploaded from staging, a ``locations.RemoteOutput``),
@@ -529,24 +524,24 @@ def finalize(config: GeneratorConfig, local: GeneratorConfig, places, shard_coun
     step = _Steps()
     journal = read_journal(places.journal_dir) or {}
     if remote is not None:
-        sizes = remote.upload_shards(local, shard_counts, step)
+        sizes = remote.upload_shards(staged, shard_counts, step)
     else:
         sizes = None
-        for split, directory in split_dirs(local).items():
+        for split, directory in staged.split_dirs().items():
             for shard in range(shard_counts[split]):
-                final, size = shard_path(directory, local, shard), journal.get("shard_sizes", {}).get(f"{split}/{shard}")
-                for path in (final,) + dataset_layout.companion_paths(final, output_kind(local)):  # Megatron's .idx
+                final, size = shard_path(directory, staged, shard), journal.get("shard_sizes", {}).get(f"{split}/{shard}")
+                for path in (final,) + dataset_layout.companion_paths(final, staged.format):  # Megatron's .idx
                     _publish(in_progress(path), path, size if path == final else None)
                 step()
             _sync_directory(directory)
     manifests = make_manifests(sizes)
     for split in sorted(manifests, key=lambda split: split == TRAIN):
-        manifests[split].write(split_dirs(config)[split], manifest_name(config))
+        manifests[split].write(output.split_dirs()[split], manifest_name(output))
         step()
-    for split, directory in split_dirs(local).items():  # bodies that HDF5/Parquet/MDS shards were written from
+    for split, directory in staged.split_dirs().items():  # bodies that HDF5/Parquet/MDS shards were written from
         for shard in range(shard_counts[split]):
             with contextlib.suppress(FileNotFoundError):
-                os.remove(shard_path(directory, local, shard) + dataset_layout.BODY_SUFFIX)
+                os.remove(shard_path(directory, staged, shard) + dataset_layout.BODY_SUFFIX)
     remove_run_files(places)
     step()
     return manifests

@@ -1,8 +1,8 @@
 """Global mixing, part two: every shard written once more, in a seeded random order.
 
 Units are appended to the shards one after another (in unit order: the bytes do not depend on
-timing), so a shard is first a run of blocks, one a unit, each unit's records shuffled among
-themselves.  A unit is a coarse sample of the corpus (a few regions of it: see ``mixing``), and
+timing), so a shard is first the units' records one unit after another, each unit's records
+shuffled among themselves.  A unit is a coarse sample of the corpus (a few regions of it: see ``mixing``), and
 units differ (a unit that holds a large book is mostly that book).  When every unit is in, each
 shard is read back and written out once more with its records in a seeded random order, as
 Google's tool does with all its instances in memory: every stretch of the shard is then a
@@ -27,16 +27,15 @@ from __future__ import annotations
 
 import mmap
 import os
-import zlib
-from array import array
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 import numpy as np
 
 from ..pipeline.mixing import CorpusOrder
-from ..format.dataset_layout import DEFAULT_FORMAT
-from .run_files import output_kind, shard_being_shuffled
+from ..format.tfrecord.splicing import StreamCompressor, record_offsets  # (TFRecord: the one format of framed records)
+from .run_files import shard_being_shuffled
+from .specs import OutputSpec
 
 # Records gathered and written at a time: large enough that numpy and the writes pay, small
 # enough to keep a few MB in memory.
@@ -44,29 +43,24 @@ BATCH_RECORDS = 4096
 _SHARD_KEY, _RUN_KEY = 1, 2  # what the order is keyed on: one shard, or a whole run's files
 
 
-def shuffles_shards(config) -> bool:
-    """Whether shards get the final shuffle pass: TFRecord shards (the framing it reads), unless
-    the listed order is kept.  HDF5, Parquet and MDS shards get the same order when their writer
-    writes them from their bodies (``shuffled_batches``)."""
-    return not config.keep_corpus_order and output_kind(config) == DEFAULT_FORMAT
-
-
-def shuffled_batches(config, split_code: int, bodies: List[List[Dict[str, np.ndarray]]]) -> List[List[Dict[str, np.ndarray]]]:
+def shuffled_batches(output: OutputSpec, split_code: int,
+                     bodies: List[List[Dict[str, np.ndarray]]]) -> List[List[Dict[str, np.ndarray]]]:
     """The column batches of a split's shards (``bodies[shard]``, as appended unit after unit)
     in the order the final shuffle gives TFRecord shards of the same run: per shard keyed on
     (seed, split, shard), or with ``--output_file`` the files together (record k of the run to
     file k mod N).  With the listed order kept, as they are.  One shard's columns are held in
     memory at a time (a whole split's with ``--output_file``)."""
-    if config.keep_corpus_order:
+    seed = output.shuffle_seed
+    if seed is None:
         return bodies
     columns = [{name: np.concatenate([batch[name] for batch in batches]) for name in batches[0]} if batches else {}
                for batches in bodies]
     counts = [len(next(iter(c.values()))) if c else 0 for c in columns]
     out: List[List[Dict[str, np.ndarray]]] = []
-    if config.output_files:
+    if output.files:
         n, total = len(columns), sum(counts)
         places = np.arange(total)
-        runs = CorpusOrder(total, [config.seed, split_code, _RUN_KEY]).documents_at(places) if total else places
+        runs = CorpusOrder(total, [seed, split_code, _RUN_KEY]).documents_at(places) if total else places
         files, rows = runs % n, runs // n
         for target in range(n):  # place k goes to file k mod n
             chosen = places % n == target
@@ -78,7 +72,7 @@ def shuffled_batches(config, split_code: int, bodies: List[List[Dict[str, np.nda
         if not counts[shard]:
             out.append([])
             continue
-        order = CorpusOrder(counts[shard], [config.seed, split_code, _SHARD_KEY, shard]).documents_at(
+        order = CorpusOrder(counts[shard], [seed, split_code, _SHARD_KEY, shard]).documents_at(
             np.arange(counts[shard]))
         out.append(_batched({name: column[order] for name, column in shard_columns.items()}))
     return out
@@ -91,8 +85,8 @@ def _batched(columns: Dict[str, np.ndarray]) -> List[Dict[str, np.ndarray]]:
 
 
 @dataclass
-class ShuffleGroup:
-    """Shards shuffled together: their keys (``split/shard``), the ``*.tmp`` files the units were
+class ShuffleTask:
+    """One task of the final shuffle: shards shuffled together: their keys (``split/shard``), the ``*.tmp`` files the units were
     appended to, where the shuffled shards go (a staged shard that will be uploaded stays at
     its ``*.tmp`` name), and the order's key."""
 
@@ -103,30 +97,15 @@ class ShuffleGroup:
     compression: Optional[str] = None
 
 
-def shuffle_groups(config, split_code: int, split: str, sources: List[str], targets: List[str]) -> List[ShuffleGroup]:
-    """A split's shards as groups: one a shard, or with ``--output_file`` all together."""
+def shuffle_tasks(output: OutputSpec, split_code: int, split: str, sources: List[str],
+                  targets: List[str]) -> List[ShuffleTask]:
+    """A split's shards as shuffle tasks: one a shard, or with ``--output_file`` all together."""
     keys = [f"{split}/{shard}" for shard in range(len(sources))]
-    if config.output_files:
-        return [ShuffleGroup(keys, sources, targets, [config.seed, split_code, _RUN_KEY], config.compression)]
-    return [ShuffleGroup([key], [source], [target], [config.seed, split_code, _SHARD_KEY, shard], config.compression)
+    seed, compression = output.shuffle_seed, output.compression
+    if output.files:
+        return [ShuffleTask(keys, sources, targets, [seed, split_code, _RUN_KEY], compression)]
+    return [ShuffleTask([key], [source], [target], [seed, split_code, _SHARD_KEY, shard], compression)
             for shard, (key, source, target) in enumerate(zip(keys, sources, targets))]
-
-
-def record_offsets(data) -> np.ndarray:
-    """Where the TFRecord frames of ``data`` (bytes-like) begin, and its end: ``n + 1`` int64.
-    (The shuffle needs only where records begin: an output format of another framing gives its
-    own.)"""
-    offsets = array("q")
-    position, size = 0, len(data)
-    while position < size:
-        offsets.append(position)
-        if position + 12 > size:
-            raise ValueError(f"a record header is cut at byte {position}")
-        position += 16 + int.from_bytes(data[position:position + 8], "little")
-    if position != size:
-        raise ValueError(f"the last record runs past the end ({position} > {size} bytes)")
-    offsets.append(size)
-    return np.frombuffer(offsets, dtype=np.int64)
 
 
 class _Source:
@@ -158,35 +137,32 @@ class _Target:
     def __init__(self, path: str, compression: Optional[str]):
         self.path, self.temporary = path, shard_being_shuffled(path)
         self.handle = open(self.temporary, "wb")
-        wbits = {"gzip": 31, "zlib": 15}.get(compression)
-        # gzip: zlib's header has no name and mtime 0, so the bytes are the same every run.
-        self.engine = zlib.compressobj(6, zlib.DEFLATED, wbits) if wbits else None
+        self.engine = StreamCompressor(compression)  # (gzip with mtime 0: the same bytes every run)
 
     def write(self, data: bytes) -> None:
-        self.handle.write(self.engine.compress(data) if self.engine else data)
+        self.handle.write(self.engine.compress(data))
 
     def close(self) -> None:
-        if self.engine is not None:
-            self.handle.write(self.engine.flush(zlib.Z_FINISH))
+        self.handle.write(self.engine.flush())
         self.handle.flush()
         os.fsync(self.handle.fileno())
         self.handle.close()
 
 
-def shuffle_group(group: ShuffleGroup) -> List[str]:
-    """Write ``group``'s records in their seeded order beside its targets
-    (``run_files.shard_being_shuffled``; ``publish_group`` puts them in place once the journal
+def run_shuffle_task(task: ShuffleTask) -> List[str]:
+    """Write ``task``'s records in their seeded order beside its targets
+    (``run_files.shard_being_shuffled``; ``publish_shuffled`` puts them in place once the journal
     says so, so an interruption leaves the sources whole); returns its keys."""
-    sources = [_Source(path) for path in group.sources]
+    sources = [_Source(path) for path in task.sources]
     targets: List[_Target] = []
     try:
         n = len(sources)
         counts = [source.n_records for source in sources]
         total = sum(counts)
         if counts != [len(range(j, total, n)) for j in range(n)]:  # file i mod N holds record i
-            raise ValueError(f"{group.sources[0]}: records per file {counts} are not dealt in turn")
-        targets = [_Target(path, group.compression) for path in group.targets]
-        order = CorpusOrder(total, group.seed)
+            raise ValueError(f"{task.sources[0]}: records per file {counts} are not dealt in turn")
+        targets = [_Target(path, task.compression) for path in task.targets]
+        order = CorpusOrder(total, task.seed)
         for first in range(0, total, BATCH_RECORDS):
             places = np.arange(first, min(first + BATCH_RECORDS, total))
             runs = order.documents_at(places)  # the record of the run each place takes
@@ -212,13 +188,13 @@ def shuffle_group(group: ShuffleGroup) -> List[str]:
     finally:
         for source in sources:
             source.close()
-    return group.keys
+    return task.keys
 
 
-def publish_group(group: ShuffleGroup) -> None:
-    """The shuffled shards of ``group`` to their targets (done already after an interruption
+def publish_shuffled(task: ShuffleTask) -> None:
+    """The shuffled shards of ``task`` to their targets (done already after an interruption
     between the two)."""
-    for target in group.targets:
+    for target in task.targets:
         if os.path.exists(shard_being_shuffled(target)):
             os.replace(shard_being_shuffled(target), target)
 

@@ -10,14 +10,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from ..format.dataset_layout import TRAIN, VAL
-from ..format.output_formats import get_format
+from ..format.dataset_layout import SPLIT_OF_CODE, TRAIN, VAL
 from ..format.manifest import Manifest, SkippedDocuments
+from ..pipeline.documents.types import BINARY
 from ..version import __version__
-from ..pipeline.documents.types import BINARY, SPLIT_OF_CODE
 from .planning import Plan
-from .run_files import shard_path, split_dirs
-from .resolve import RunSettings
+from .run_files import shard_path
+from .specs import RunSpec
 from .tasks import SliceSummary
 
 MAX_LISTED_SKIPS = 100
@@ -124,23 +123,20 @@ class SkippedTotals:
         return merged
 
 
-def make_manifests(settings: RunSettings, plan: Plan, totals: RunTotals, skipped: SkippedTotals,
+def make_manifests(spec: RunSpec, plan: Plan, totals: RunTotals, skipped: SkippedTotals,
                    sizes: Optional[Dict[str, int]] = None) -> Dict[str, Manifest]:
-    """Each split's manifest (``run_files.write_manifests`` writes them, last).  Each describes its
-    own split: its counts, and the options it was made with, with the
-    effective values of options left to their defaults.  ``sizes``: shard path -> bytes, for
-    shards that are not local files (uploaded from staging)."""
-    config = settings.config
+    """Each split's manifest (``run_files.finalize`` writes them, last).  Each describes its own
+    split: its counts, and the options it was made with (``spec.options``: with the effective
+    values of options left to their defaults).  ``sizes``: shard path -> bytes, for shards that
+    are not local files (uploaded from staging)."""
+    output = spec.output
     manifests = {}
-    vocab_path, tokenizer_path = settings.tokenizer.recorded_paths()
-    for split, directory in split_dirs(config).items():
-        names = [os.path.basename(shard_path(directory, config, shard)) for shard in range(totals.shard_counts[split])]
+    vocab_path, tokenizer_path = spec.tokenizer.recorded_paths()
+    for split, directory in output.split_dirs().items():
+        names = [os.path.basename(shard_path(directory, output, shard)) for shard in range(totals.shard_counts[split])]
         counts = totals.splits[split]
-        options = config.as_dict()
+        options = dict(spec.options)
         options["num_output_files"] = totals.shard_counts[split]  # as set, when shards are sized
-        options["min_short_seq_length"] = config.short_min
-        options["overlap_size"] = config.window_overlap if config.mlm_only else None  # windows only
-        options["max_sequences_per_pack"] = config.sequences_per_pack or None  # as packed, when packed
         if split == VAL:
             options["dupe_factor"] = 1  # validation instances are made once
         manifest = Manifest(
@@ -148,13 +144,13 @@ def make_manifests(settings: RunSettings, plan: Plan, totals: RunTotals, skipped
             n_examples=counts.n_examples,
             n_docs=counts.n_docs,
             n_instances=counts.n_instances,
-            fill_rate=counts.n_record_tokens / (counts.n_examples * config.max_seq_length) if counts.n_examples
+            fill_rate=counts.n_record_tokens / (counts.n_examples * spec.instances.max_seq_length) if counts.n_examples
             else None,
             split=split,
             examples_per_file={name: totals.records_per_shard.get(f"{split}/{i}", 0) for i, name in enumerate(names)},
             bytes_per_file={name: sizes[path] if sizes else os.path.getsize(path)
                             for name, path in ((name, os.path.join(directory, name)) for name in names)},
-            features=list(settings.features) if get_format(settings.config.output_format).instances else [],
+            features=list(output.features) if output.kind.instances else [],
             n_docs_listed=plan.n_listed[split],
             n_sentences=counts.n_sentences,
             n_tokens=counts.n_tokens,

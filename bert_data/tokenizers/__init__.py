@@ -11,7 +11,7 @@ Three kinds, named by the option that chooses them:
   only then).
 
 A :class:`TokenizerSource` says which one, with which files and special tokens; it comes from a
-configuration (:meth:`TokenizerSource.from_config`) or from a dataset's manifest
+configuration (``run/resolve.py``) or from a dataset's manifest
 (:meth:`TokenizerSource.from_manifest`, for the loaders and tools), so that the same vocabulary
 is rebuilt at load time.  :func:`load_vocabulary` gives its :class:`~bert_data.tokenizers.vocab.Vocab`
 (ids, special tokens, word boundaries for whole-word masking, ordinary tokens for random
@@ -60,16 +60,6 @@ class TokenizerSource:
     def option(self) -> str:
         """The command-line option that names ``path``."""
         return _OPTION[self.kind]
-
-    @classmethod
-    def from_config(cls, config) -> "TokenizerSource":
-        specials = tuple(getattr(config, f"{role}_token", None) for role in SPECIAL_ROLES)
-        if getattr(config, "spm_model_file", None):
-            return cls(SENTENCEPIECE, config.spm_model_file, config.vocab_file or None, bool(config.do_lower_case),
-                       specials)
-        if getattr(config, "tokenizer_file", None):
-            return cls(HUGGINGFACE, config.tokenizer_file, None, False, specials)
-        return cls(WORDPIECE, config.vocab_file, None, bool(config.do_lower_case), specials)
 
     @classmethod
     def from_manifest(cls, manifest, manifest_path: Optional[str] = None,

@@ -11,7 +11,7 @@ pre-tokenizer as ``bert_data.tokenizers.wordpiece.WordPieceTokenizer`` (BERT's, 
 special tokens come first, in the order [PAD] [UNK] [CLS] [SEP] [MASK] (ids 0-4).
 
 The command ``bert-data build-vocab`` (``bert_data.cli.build_vocab``) reads the documents
-through ``generator.inputs``, as ``create_tfrecords`` does, and calls this module.
+through ``pipeline.documents``, as ``create_tfrecords`` does, and calls this module.
 
 For real pretraining, use the vocabulary of the model you start from (e.g. BERT-Base
 uncased); a vocabulary trained here only suits models trained from scratch.

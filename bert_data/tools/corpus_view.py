@@ -56,9 +56,10 @@ def corpus_summary(name: str, files: List[str], manifest=None) -> str:
 
 
 def is_corpus(path: str) -> bool:
-    from ..format.dataset import shard_kind
+    """A file of a corpus format (Megatron's), not of instances."""
+    from ..format.output_formats import format_of_path
 
-    return shard_kind(path) == "megatron"
+    return not format_of_path(path).instances
 
 
 def vocabulary_for(shard: str, vocab_file: Optional[str]):

@@ -64,7 +64,8 @@ def inspect_records(shard: str, vocab_file: Optional[str] = None, n: int = 5,
     shard).  The vocabulary is ``vocab_file``, else the manifest's if it exists, else none.
     ``mask_seed``: for unmasked records, preview load-time masks drawn with this seed (the
     manifest's masking options; the records shown form one batch, key ``(0,)``)."""
-    from ..format.dataset import dataset_info, decode_records, read_instance_columns, shard_kind
+    from ..format.dataset import dataset_info, decode_records, read_instance_columns
+    from ..format.output_formats import format_of_path
     from ..format.tfrecord import iter_records
     from ..load.dynamic_masks import dynamic_masking
     from ..tokenizers import load_vocabulary
@@ -74,7 +75,7 @@ def inspect_records(shard: str, vocab_file: Optional[str] = None, n: int = 5,
     source = info.tokenizer_source(vocab_file)
     vocab = load_vocabulary(source) if source else None
     stop = start + n if n >= 0 else None
-    if shard_kind(shard) != "tfrecord":  # HDF5, Parquet, MDS: through their readers
+    if not format_of_path(shard).framed_records:  # HDF5, Parquet, MDS: through their readers
         batches = list(read_instance_columns(shard, info.specs))
         cols = {name: np.concatenate([batch[name] for batch in batches])[start:stop] for name in batches[0]} \
             if batches else {"input_ids": np.zeros((0, 0))}

@@ -10,9 +10,9 @@ the largest gap between a window's share and its shard's share.
 For scale, each gap is also given in standard deviations of the gap a random order of the same
 shard would show (hypergeometric: a window of ``L`` of the shard's ``m`` records, share ``p``:
 ``sqrt(p (1 - p) / L * (m - L) / (m - 1))``).  Google's tool, which shuffles every record in
-memory, shows gaps of about one to three of those over ten windows; a shard written region by
-region (a corpus listed source by source, not mixed) shows gaps of tens.  Pick tokens whose
-frequency differs between the parts of your corpus (a topic word of one source, say).
+memory, shows gaps of about one to three of those over ten windows; a shard in listed order (a
+corpus listed source by source, not mixed) shows gaps of tens.  Pick tokens whose frequency
+differs between the parts of your corpus (a topic word of one source, say).
 """
 
 from __future__ import annotations

@@ -30,7 +30,8 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..format.dataset import describe_layout, group_info, shard_groups, shard_kind
+from ..format.dataset import describe_layout, shard_set_info, shard_sets
+from ..format.output_formats import format_of_path
 from ..load.stages import decoded_chunks
 from ._common import guess_cls_sep
 from .mixing_stats import DEFAULT_WINDOWS, MixingStats, ShardMixing, format_mixing, records_holding, token_ids_of, \
@@ -248,18 +249,18 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
     from ..tokenizers import load_vocabulary
 
     out = []
-    for group in shard_groups(paths):
-        if group.files and shard_kind(group.files[0]) == "megatron":
+    for shard_set in shard_sets(paths):
+        if shard_set.files and not format_of_path(shard_set.files[0]).instances:
             continue  # a tokenized corpus, not instances: see tools.corpus_view
-        info = group_info(group, compression)
+        info = shard_set_info(shard_set, compression)
         specs, compressions = info.specs, info.compressions
         msl, mpp = info.max_seq_length, info.max_predictions_per_seq
         flags = info.flags
-        st = DatasetStats(group.name, list(group.files), msl, mpp)
+        st = DatasetStats(shard_set.name, list(shard_set.files), msl, mpp)
         st.feature_names = [spec.name for spec in specs]
         st.mlm_only, st.masked, st.v2_feature_names = flags["mlm_only"], flags["masked"], flags["v2_feature_names"]
         st.has_segments = st.has_nsp = not flags["mlm_only"]
-        st.sentence_order = group.manifest is not None and group.manifest.sentence_order_prediction
+        st.sentence_order = shard_set.manifest is not None and shard_set.manifest.sentence_order_prediction
         st.compression = next(iter(set(compressions.values())), None) if len(set(compressions.values())) == 1 else "mixed"
         st.layout = describe_layout(specs)
         st.length_hist = np.zeros(msl + 1, np.int64)
@@ -269,7 +270,7 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
         st.token_counts = np.zeros(0, np.int64)
         source = info.tokenizer_source(vocab_file)
         vocab = load_vocabulary(source) if source else None
-        separator_token = (group.manifest.option("document_separator_token", SEPARATOR) if group.manifest
+        separator_token = (shard_set.manifest.option("document_separator_token", SEPARATOR) if shard_set.manifest
                            else SEPARATOR)
         if vocab is not None:
             st.unk_id, st.mask_id, st.tokens = vocab.unk_id, vocab.mask_id, vocab.tokens
@@ -281,14 +282,14 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
         mixing_ids = None
         if mixing:
             if vocab is None:
-                raise ValueError(f"--mixing needs the vocabulary of {group.name}: pass --vocab_file")
+                raise ValueError(f"--mixing needs the vocabulary of {shard_set.name}: pass --vocab_file")
             mixing_ids = token_ids_of(mixing, vocab)
             st.mixing = MixingStats(list(mixing), windows)
         guess_pending = vocab is None
         st.packed = flags["packed"]
         width = (flags["max_sequences_per_pack"] or int(msl)) if st.packed else 1
         st.instances_hist = np.zeros(width + 1, np.int64)
-        for path in group.files:  # a file at a time: the mixing statistic is per shard
+        for path in shard_set.files:  # a file at a time: the mixing statistic is per shard
             holding = []  # per record: does it hold a --mixing token
             for cols in decoded_chunks([path], specs, verify_crc=False, compressions=compressions):
                 if limit is not None:

@@ -50,8 +50,9 @@ from typing import Callable, List, Optional
 
 import numpy as np
 
-from ..format.dataset import (ShardGroup, decode_records, describe_layout, infer_specs, layout_flags,
-                              read_instance_columns, shard_groups, shard_kind)
+from ..format.dataset import (ShardSet, decode_records, describe_layout, infer_specs, layout_flags,
+                              read_instance_columns, shard_sets)
+from ..format.output_formats import FORMATS, format_of_path
 from ..format.layout import FeatureSpec, feature_specs
 from ..format.manifest import MANIFEST_NAME
 from ._common import guess_cls_sep
@@ -231,15 +232,15 @@ def count_unk(cols, unk_id: int, cls_id: int, sep_id: int) -> tuple:
     return int((ids[text] == unk_id).sum()), int(text.sum())
 
 
-def _check_unk_rate(group: ShardGroup, holder: dict, report: VerifyReport, max_unk_rate: float) -> None:
+def _check_unk_rate(shard_set: ShardSet, holder: dict, report: VerifyReport, max_unk_rate: float) -> None:
     if holder.get("unk_id") is None:
-        report.notes.append(f"{group.name}: [UNK] rate not measured (no vocabulary; pass --vocab_file)")
+        report.notes.append(f"{shard_set.name}: [UNK] rate not measured (no vocabulary; pass --vocab_file)")
         return
     unk, text = holder["n_unk"], holder["n_text"]
     report.unk_tokens += unk
     report.text_tokens += text
     if text and unk / text > max_unk_rate:
-        report.add(Problem(group.name, None, f"[UNK] rate {unk / text:.2%} ({unk:,} of {text:,} text tokens) is above "
+        report.add(Problem(shard_set.name, None, f"[UNK] rate {unk / text:.2%} ({unk:,} of {text:,} text tokens) is above "
                                              f"--max_unk_rate {max_unk_rate:.2%}: the vocabulary does not fit the text "
                                              "(an uncased vocabulary without do_lower_case? text in another language?)"))
 
@@ -255,17 +256,17 @@ def _infer_ids(cols, holder) -> VocabIds:
     return VocabIds(holder["size"], cls_id, sep_id, separator_id=separator)
 
 
-def _vocab_for(group: ShardGroup, vocab_file: Optional[str], report: VerifyReport, cache: dict):
-    """The Vocab for a group (or None), with warnings/notes about where it came from: the
+def _vocab_for(shard_set: ShardSet, vocab_file: Optional[str], report: VerifyReport, cache: dict):
+    """The Vocab for a shard set (or None), with warnings/notes about where it came from: the
     tokenizer the manifest records (vocab.txt, tokenizer.json or SentencePiece model), or
     ``vocab_file`` (any of those)."""
     from ..tokenizers.vocab import VocabError
     from ..tokenizers import TokenizerSource, load_vocabulary
 
-    manifest = group.manifest
-    source, missing = TokenizerSource.from_manifest(manifest, group.manifest_path, override=vocab_file)
+    manifest = shard_set.manifest
+    source, missing = TokenizerSource.from_manifest(manifest, shard_set.manifest_path, override=vocab_file)
     if missing:
-        report.notes.append(f"{group.name}: {missing}")
+        report.notes.append(f"{shard_set.name}: {missing}")
     if source is None:
         return None
     path = source.vocab_file or source.path
@@ -278,7 +279,7 @@ def _vocab_for(group: ShardGroup, vocab_file: Optional[str], report: VerifyRepor
     sha = manifest.vocab_sha256 if manifest is not None else None
     if sha and sha != vocab.sha256:
         report.warnings.append(
-            f"{group.name}: vocabulary {path} (sha256 {vocab.sha256[:12]}..., {vocab.size} tokens) is not "
+            f"{shard_set.name}: vocabulary {path} (sha256 {vocab.sha256[:12]}..., {vocab.size} tokens) is not "
             f"the one the data was made with (manifest: sha256 {sha[:12]}..., "
             f"{manifest.vocab_size or '?'} tokens)")
     return vocab
@@ -289,9 +290,9 @@ def _table(specs: List[FeatureSpec]) -> dict:
     return {spec.name: {"dtype": spec.dtype, "length": spec.length} for spec in specs}
 
 
-def _check_manifest(group: ShardGroup, report: VerifyReport) -> Optional[tuple]:
+def _check_manifest(shard_set: ShardSet, report: VerifyReport) -> Optional[tuple]:
     """Manifest-level checks; returns ``(specs, compression)`` or None when the manifest is unusable."""
-    manifest, name = group.manifest, group.manifest_path
+    manifest, name = shard_set.manifest, shard_set.manifest_path
     try:
         msl, mpp = manifest.max_seq_length, manifest.max_predictions_per_seq
     except (KeyError, TypeError, ValueError):
@@ -321,7 +322,7 @@ def _check_manifest(group: ShardGroup, report: VerifyReport) -> Optional[tuple]:
     if manifest.n_examples != total:
         report.add(Problem(name, None, f"n_examples is {manifest.n_examples} but examples_per_file "
                                        f"adds up to {total}"))
-    for path in group.unlisted:
+    for path in shard_set.unlisted:
         report.warnings.append(f"{path}: not listed in {name} (not part of the dataset; ignored)")
     return specs, compression
 
@@ -351,29 +352,30 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
     started = time.perf_counter()
     report = VerifyReport(max_problems=max_problems)
     vocab_cache: dict = {}
-    for group in shard_groups(paths):
+    for shard_set in shard_sets(paths):
         specs = None
-        manifest = group.manifest
+        manifest = shard_set.manifest
 
         def compression_of(path):
             return given if given != "auto" else detect_compression(path)
 
-        if manifest is not None and manifest.output_format == "megatron":
-            _verify_corpus(group, report, on_file)
+        declared = FORMATS.get(manifest.output_format) if manifest is not None else None
+        if declared is not None and not declared.instances:  # Megatron's tokenized corpus
+            _verify_corpus(shard_set, report, on_file)
             continue
         if manifest is not None:
-            checked = _check_manifest(group, report)
+            checked = _check_manifest(shard_set, report)
             if checked is None:
                 continue
-            specs, group_compression = checked
-            compressions = {path: group_compression for path in group.files}
+            specs, set_compression = checked
+            compressions = {path: set_compression for path in shard_set.files}
         else:
-            report.notes.append(f"{', '.join(os.path.basename(f) for f in group.files[:3])}"
-                                f"{' ...' if len(group.files) > 3 else ''}: no {MANIFEST_NAME} "
+            report.notes.append(f"{', '.join(os.path.basename(f) for f in shard_set.files[:3])}"
+                                f"{' ...' if len(shard_set.files) > 3 else ''}: no {MANIFEST_NAME} "
                                 f"lists these files: manifest checks (counts, sizes, vocabulary hash) skipped, "
                                 f"layout inferred from the first record")
-            compressions = {path: compression_of(path) for path in group.files}
-            for path in group.files:
+            compressions = {path: compression_of(path) for path in shard_set.files}
+            for path in shard_set.files:
                 try:
                     specs = infer_specs(path, compressions[path])
                 except CorruptRecordError:
@@ -386,10 +388,10 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
                     report.notes.append(f"layout from {os.path.basename(path)} record 0: {describe_layout(specs)}")
                     break
             if specs is None:
-                for path in group.files:  # framing only
+                for path in shard_set.files:  # framing only
                     _read_framing_only(path, report, on_file, compressions[path])
                 continue
-        vocab = _vocab_for(group, vocab_file, report, vocab_cache)
+        vocab = _vocab_for(shard_set, vocab_file, report, vocab_cache)
         flags = layout_flags(specs)
         separator_token = manifest.option("document_separator_token", SEPARATOR) if manifest else SEPARATOR
         holder = {"ids": None, "size": manifest.vocab_size if manifest else None, "notes": report.notes,
@@ -398,13 +400,13 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
         if vocab is not None:
             separator = vocab.token_to_id.get(separator_token) if flags["mlm_only"] else None
             if flags["mlm_only"] and separator is None:
-                report.warnings.append(f"{group.name}: document_separator_token {separator_token} is not in the "
+                report.warnings.append(f"{shard_set.name}: document_separator_token {separator_token} is not in the "
                                        f"vocabulary {vocab.path}")
             holder["ids"] = VocabIds(vocab.size, vocab.cls_id, vocab.sep_id, vocab.pad_id, vocab.mask_id,
                                      vocab.tokens, separator)
         per_file = manifest.examples_per_file if manifest else {}
         sizes = manifest.bytes_per_file if manifest else {}
-        for path in group.files:
+        for path in shard_set.files:
             base = os.path.basename(path)
             if not os.path.isfile(path):
                 report.add(Problem(path, None, "listed in the manifest but missing"))
@@ -415,7 +417,8 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
             result.expected = per_file.get(base)
             result.bytes = os.path.getsize(path)
             file_compression = compressions[path]
-            if shard_kind(path) != "tfrecord":  # HDF5, Parquet, MDS: read as their format is
+            framed = format_of_path(path).framed_records  # TFRecord: its records and framing checked here
+            if not framed:  # HDF5, Parquet, MDS: read as their format is
                 _read_columns_file(path, checker)
             elif manifest is not None and result.bytes:
                 found = file_format(path)
@@ -425,7 +428,7 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
                     checker.problem(None, f"the manifest says {_COMPRESSION_TEXT[file_compression]}, but the file is "
                                           f"{what}")
                     file_compression = found_compression  # check the records anyway
-            if shard_kind(path) == "tfrecord":
+            if framed:
                 _read_file(path, checker, file_compression)
             checker.flush()
             if result.complete:
@@ -436,17 +439,17 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
             report.files.append(result)
             if on_file:
                 on_file(result)
-        _check_unk_rate(group, holder, report, max_unk_rate)
+        _check_unk_rate(shard_set, holder, report, max_unk_rate)
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _verify_corpus(group: ShardGroup, report: VerifyReport, on_file) -> None:
+def _verify_corpus(shard_set: ShardSet, report: VerifyReport, on_file) -> None:
     """A tokenized corpus (Megatron's ``.bin``/``.idx`` pairs): see ``corpus_checks``."""
     from .corpus_checks import check_corpus_file
 
-    manifest = group.manifest
-    for path in group.files:
+    manifest = shard_set.manifest
+    for path in shard_set.files:
         base = os.path.basename(path)
         result = FileResult(path, expected=manifest.examples_per_file.get(base))
         if not os.path.isfile(path):

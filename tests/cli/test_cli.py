@@ -10,6 +10,7 @@ import pytest
 from bert_data.cli.build_vocab import main as build_vocab_main
 from bert_data.cli.create_tfrecords import main
 from bert_data.run import runner
+from bert_data.run.resolve import generate
 
 from tests.helpers.cli_runs import base_options as base, run_cli as cli
 from tests.helpers.corpus import make_corpus
@@ -139,17 +140,17 @@ def test_the_progress_bar_counts_instances_as_each_encode_task_finishes(corpus, 
     """One unit, written by six encode tasks (one a shard) of which the scheduler keeps four in
     flight: the count moves when the first four finish, before the unit is complete."""
     from bert_data.config import GeneratorConfig
-    from bert_data.run import tasks
+    from bert_data.run import units
 
     bars = []
     monkeypatch.setattr(runner, "_progress", lambda *args, **kwargs: bars.append(_RecordingBar(*args, **kwargs))
                         or bars[-1])
-    monkeypatch.setattr(tasks, "shard_groups", lambda n_records, n_shards: [[shard] for shard in range(n_shards)])
+    monkeypatch.setattr(units, "shards_per_encode_task", lambda n_records, n_shards: [[shard] for shard in range(n_shards)])
     config = GeneratorConfig(metadata_files=[str(corpus.metadata)], input_files_prefix=str(corpus.root),
                              vocab_file=str(corpus.vocab), do_lower_case=True, max_seq_length=64,
                              max_predictions_per_seq=10, dupe_factor=3, split_num=100, num_output_files=6,
                              output_dir=str(tmp_path / "out"), num_workers=1)
-    summary = runner.generate(config, progress=True)
+    summary = generate(config, progress=True)
     total = summary.manifests["train"]["n_examples"]
     shown = [count for bar in bars for count in bar.instances]
     assert shown[-1] == total

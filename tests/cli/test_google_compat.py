@@ -293,12 +293,12 @@ def test_google_style_runs_share_an_output_directory(tmp_path, capsys):
     for k in (0, 1):
         assert find_manifest(str(out / f"shard-{k}.tfrecord")) == str(out / f"shard-{k}.tfrecord.data_params.json")
     # The readers find both runs' manifests for the directory and for a glob.
-    from bert_data.format.dataset import shard_groups
+    from bert_data.format.dataset import shard_sets
 
-    groups = shard_groups(str(out))
+    groups = shard_sets(str(out))
     assert sorted(os.path.basename(g.manifest_path) for g in groups) == [
         "shard-0.tfrecord.data_params.json", "shard-1.tfrecord.data_params.json"]
-    assert len(shard_groups(str(out / "*.tfrecord"))) == 2
+    assert len(shard_sets(str(out / "*.tfrecord"))) == 2
     assert sum(len(read_with_tf([out / f"shard-{k}.tfrecord"], 32, 5)) for k in (0, 1)) == sum(
         json.loads((out / f"shard-{k}.tfrecord.data_params.json").read_text())["n_examples"] for k in (0, 1))
 

@@ -25,7 +25,7 @@ from bert_data.pipeline.documents.listing import read_metadata
 from bert_data.pipeline.documents.planner import plan_corpus
 from bert_data.pipeline.documents.reading import read_documents
 from bert_data.pipeline.documents.text_files import _cut_parts, stream_parts
-from bert_data.pipeline.documents.types import TRAIN_CODE
+from bert_data.format.dataset_layout import TRAIN_CODE
 
 from tests.helpers.corpus import make_corpus
 
@@ -215,6 +215,7 @@ def test_more_workers_than_cores_are_capped_with_one_warning(tmp_path, capsys, m
     through the command line and through the library alike."""
     from bert_data.config import GeneratorConfig, available_cores
     from bert_data.run import executors, runner
+    from bert_data.run.resolve import generate
 
     assert 1 <= available_cores() <= (os.cpu_count() or 1)
     monkeypatch.setattr(executors, "available_cores", lambda: 1)
@@ -228,9 +229,9 @@ def test_more_workers_than_cores_are_capped_with_one_warning(tmp_path, capsys, m
     warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert warnings == ["create_tfrecords: warning: --num_workers 1,000 is more than the cores this process may "
                         "use (1): starting 1 worker processes"]
-    runner.generate(GeneratorConfig(metadata_files=[str(corpus.metadata)], input_files_prefix=str(corpus.root),
-                                    vocab_file=str(corpus.vocab), do_lower_case=True, max_seq_length=32,
-                                    dupe_factor=1, output_dir=str(tmp_path / "library"), num_workers=64),
-                    progress=False)
+    generate(GeneratorConfig(metadata_files=[str(corpus.metadata)], input_files_prefix=str(corpus.root),
+                             vocab_file=str(corpus.vocab), do_lower_case=True, max_seq_length=32,
+                             dupe_factor=1, output_dir=str(tmp_path / "library"), num_workers=64),
+             progress=False)
     assert "--num_workers 64 is more than the cores this process may use (1)" in capsys.readouterr().err
     assert started == [1, 1]

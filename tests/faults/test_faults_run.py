@@ -15,7 +15,7 @@ import signal
 import pytest
 
 from bert_data.cli.create_tfrecords import main
-from bert_data.run import assembly, runner, tasks
+from bert_data.run import assembly, runner, scheduler, tasks
 
 from tests.helpers.corpus import file_hashes, make_corpus
 from tests.helpers.interruptions import interrupted_at_append
@@ -186,7 +186,7 @@ def test_disk_full_before_anything_was_kept_a_short_write_of_numpy(capsys, corpu
     assert file_hashes(output) == reference
 
 
-REAL_PAIR_UNIT = runner.pair_unit
+REAL_PAIR_UNIT = scheduler.pair_unit
 
 
 def pair_unit_killed_at_unit_4(unit, *args):
@@ -202,7 +202,7 @@ def test_a_worker_killed_like_the_oom_killer_does_keeps_the_journaled_units(caps
     written: they stay, one line says what happened, and --resume gives the same bytes."""
     output = tmp_path / "out"
     with monkeypatch.context() as patch:
-        patch.setattr(runner, "pair_unit", pair_unit_killed_at_unit_4)
+        patch.setattr(scheduler, "pair_unit", pair_unit_killed_at_unit_4)
         code, err = cli(capsys, corpus, output, workers=2)
     assert code == 2
     line = one_line(err)
@@ -282,9 +282,9 @@ def test_a_worker_killed_while_sending_a_result_is_seen_and_the_run_ends(corpus,
     output = tmp_path / "out"
     script = (f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
               "from tests.faults import test_faults_run as here\n"
-              "from bert_data.run import runner\n"
+              "from bert_data.run import scheduler\n"
               "from bert_data.cli.create_tfrecords import main\n"
-              "runner.pair_unit = here.pair_unit_killed_while_sending_at_unit_4\n"
+              "scheduler.pair_unit = here.pair_unit_killed_while_sending_at_unit_4\n"
               "sys.exit(main(sys.argv[1:]))\n")
     arguments = ["--metadata_files", str(corpus.metadata), "--input_files_prefix", str(corpus.root),
                  "--vocab_file", str(corpus.vocab), "--do_lower_case", "--output_dir", str(output),

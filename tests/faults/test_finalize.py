@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bert_data.cli.bert_data_cli import main as bert_data_main
-from bert_data.format.dataset import dataset_info, shard_groups
+from bert_data.format.dataset import dataset_info, shard_sets
 from bert_data.format.dataset_layout import WORK_DIR
 from bert_data.run.fault_injection import KILL_AT_FINALIZE_STEP
 
@@ -71,7 +71,7 @@ def test_a_parent_killed_at_each_step_of_finalizing_is_finished_by_resume(small,
         with pytest.raises(ValueError, match="unfinished run.*--resume"):
             dataset_info(str(output))
         with pytest.raises(ValueError, match="unfinished run"):
-            shard_groups([str(output)])
+            shard_sets([str(output)])
         for tool in ("verify", "stats"):
             code = bert_data_main([tool, str(output)])
             err = capsys.readouterr().err

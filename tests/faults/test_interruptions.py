@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bert_data.run import runner
+from bert_data.run import runner, scheduler
 
 from tests.helpers.cli_runs import small_run as cli
 from tests.helpers.corpus import file_hashes, make_corpus
@@ -131,7 +131,7 @@ def test_interrupted_before_anything_was_finished_keeps_nothing_and_a_plain_reru
         def tokenize_slice(*args):
             raise KeyboardInterrupt
 
-        patch.setattr(runner, "tokenize_slice", tokenize_slice)
+        patch.setattr(scheduler, "tokenize_slice", tokenize_slice)
         code, err = cli(capsys, corpus, output, "--split_num", "2")
     assert code == 130
     assert err.strip() == ("create_tfrecords: interrupted; nothing was finished, so nothing is kept; run the same "

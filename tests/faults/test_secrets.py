@@ -153,9 +153,12 @@ def test_the_fingerprint_in_the_journal_holds_no_credentials():
 
     from bert_data.config import GeneratorConfig
     from bert_data.run.planning import run_fingerprint
+    from bert_data.run.resolve import recorded_options
+
+    def options(prefix: str) -> dict:
+        return recorded_options(GeneratorConfig(input_files_prefix=prefix))
 
     vocab = SimpleNamespace(sha256="0" * 64)
-    prints = {run_fingerprint(GeneratorConfig(input_files_prefix=f"s3://key:{secret}@bucket/corpus"), vocab, [])
-              for secret in (PASSWORD, TOKEN)}
+    prints = {run_fingerprint(options(f"s3://key:{secret}@bucket/corpus"), vocab, []) for secret in (PASSWORD, TOKEN)}
     assert len(prints) == 1
-    assert prints != {run_fingerprint(GeneratorConfig(input_files_prefix="s3://key:x@other/corpus"), vocab, [])}
+    assert prints != {run_fingerprint(options("s3://key:x@other/corpus"), vocab, [])}

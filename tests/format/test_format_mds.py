@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 
 from tests.helpers.format_runs import LAYOUTS, SHARDS, expected_rows, make_runs, run_config, tfrecord_columns
 from tests.helpers.streaming import read_with_streaming

@@ -13,7 +13,7 @@ import pytest
 
 from bert_data.format.manifest import Manifest
 from bert_data.format.megatron import read_documents
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 
 from tests.helpers.corpus import corpus_config, make_corpus
 

@@ -13,8 +13,8 @@ import pytest
 from bert_data.format.megatron import read_documents
 from bert_data.pipeline.documents import planner
 from bert_data.run.run_files import Interrupted
-from bert_data.run.runner import generate
-from bert_data.run import runner
+from bert_data.run.resolve import generate
+from bert_data.run import runner, scheduler
 
 from tests.helpers.corpus import corpus_config, make_corpus
 
@@ -57,7 +57,7 @@ def test_an_interrupted_megatron_run_resumes_to_the_same_bytes(corpus, tmp_path,
             generate(corpus_config(corpus, tmp_path / "out", output_format="megatron", split_num=4), progress=False)
     assert calls and stopped.value.kept.slices == stopped.value.kept.n_slices >= 1
     assert not list((tmp_path / "out").glob("*.bin"))
-    monkeypatch.setattr(runner, "tokenize_slice", lambda *a: pytest.fail("a kept slice was tokenized again"))
+    monkeypatch.setattr(scheduler, "tokenize_slice", lambda *a: pytest.fail("a kept slice was tokenized again"))
     generate(corpus_config(corpus, tmp_path / "out", output_format="megatron", split_num=4, resume=True),
              progress=False)
     assert local_hashes(tmp_path / "out") == local_hashes(tmp_path / "reference")

@@ -110,7 +110,7 @@ def test_unmasked_first_record_layout(datasets, tmp_path):
 def generated(tmp_path_factory):
     """Small datasets made by the generator with its layout and compression options."""
     from bert_data.config import GeneratorConfig
-    from bert_data.run.runner import generate
+    from bert_data.run.resolve import generate
 
     root = tmp_path_factory.mktemp("layouts_e2e")
     corpus = make_corpus(root / "corpus", n_docs=8, min_sentences=6, max_sentences=15)

@@ -14,9 +14,10 @@ import pytest
 
 from bert_data.config import ConfigError
 from bert_data.format.manifest import Manifest
-from bert_data.format.output_formats import get_format
+from bert_data.format.layout import feature_specs
+from bert_data.format.output_formats import ShardOptions, get_format
 from bert_data.run.run_files import Interrupted
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 
 from tests.helpers.format_runs import (FORMAT_RUNS, LAYOUTS, MPP, MSL, expected_rows, make_runs, run_config, shard_files,
                          tfrecord_columns)
@@ -154,9 +155,9 @@ def test_parquet_through_datasets_load_dataset(runs, tmp_path):
 @pytest.mark.parametrize("fmt", [name for name in FORMAT_RUNS if name != "tfrecord"])
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_our_readers_give_every_format_back_as_tfrecords_columns(runs, fmt, layout):
-    reader = get_format(fmt)
+    reader = get_format(fmt).make_reader(ShardOptions(tuple(feature_specs(MSL, MPP))))
     for path, columns in zip(shard_files(runs[layout][fmt], fmt), tfrecord_columns(runs[layout]["tfrecord"])):
-        batches = list(reader.read_columns(str(path), MSL, MPP, batch_size=50))
+        batches = list(reader.read_columns(str(path), batch_size=50))
         assert sorted(batches[0]) == sorted(columns)
         for name, expected in columns.items():
             assert np.array_equal(np.concatenate([batch[name] for batch in batches]), expected), (fmt, layout, name)
@@ -262,7 +263,7 @@ def test_packed_rows_in_hdf5_are_the_packed_tfrecord_rows(runs, tmp_path):
         with h5py.File(path, "r") as f:
             assert set(f) == set(columns)  # weights kept: they say which instance each prediction is of
             assert "positions" in f and f["next_sentence_labels"].ndim == 2
-        batches = list(get_format("hdf5").read_columns(str(path), MSL, MPP))
+        batches = list(get_format("hdf5").make_reader().read_columns(str(path)))
         for name, expected in columns.items():
             assert np.array_equal(np.concatenate([batch[name] for batch in batches]), expected), name
     with pytest.raises(ConfigError, match="--pack_sequences packs instances"):

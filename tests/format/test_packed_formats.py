@@ -12,7 +12,7 @@ import pytest
 
 from bert_data.config import ConfigError
 from bert_data.format.dataset import infer_specs, read_instance_columns
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 
 from tests.helpers.corpus import make_corpus
 from tests.helpers.format_runs import MSL, run_config, shard_files, tfrecord_columns

@@ -11,7 +11,7 @@ import numpy as np
 
 from bert_data.format.dataset import decode_records, infer_specs
 from bert_data.format.tfrecord import iter_records
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 
 from tests.helpers.corpus import corpus_config, make_corpus
 

@@ -94,8 +94,8 @@ def make_columns(vocab, layout, n, seed):
     if not mlm_only:
         cols["segment_ids"] = seg
     if masked:
-        out = mask_tokens(ids, mask.sum(axis=1), MaskingSpec.for_vocab(vocab, max_predictions_per_seq=MPP), vocab,
-                          rng)
+        spec = MaskingSpec.for_vocab(vocab, masked_lm_prob=0.15, max_predictions_per_seq=MPP)
+        out = mask_tokens(ids, mask.sum(axis=1), spec, vocab, rng)
         cols.update(input_ids=out.input_ids.astype(np.int64), masked_lm_positions=out.masked_lm_positions,
                     masked_lm_ids=out.masked_lm_ids, masked_lm_weights=out.masked_lm_weights)
     if not mlm_only:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bert_data.pipeline.documents.planner import plan_corpus
-from bert_data.pipeline.documents.types import TRAIN_CODE
+from bert_data.format.dataset_layout import TRAIN_CODE
 
 
 def plan(entries, **options):

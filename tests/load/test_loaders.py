@@ -13,10 +13,10 @@ import pytest
 
 import bert_data
 from bert_data.format.layout import FEATURE_NAMES, feature_specs
-from bert_data.format.dataset import dataset_info, infer_specs, layout_flags, resolve_shards, shard_groups
+from bert_data.format.dataset import dataset_info, infer_specs, layout_flags, resolve_shards, shard_sets
 from bert_data.format.manifest import Manifest
 from bert_data.load import read_batches, read_examples
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 from bert_data.format.tfrecord import CorruptRecordError
 
 from tests.helpers.corpus import corpus_config
@@ -103,7 +103,7 @@ def test_paths_patterns_and_layout(out, tmp_path):
     assert info.names == list(FEATURE_NAMES) and info.masked and not info.mlm_only
     assert isinstance(info.manifest, Manifest) and info.manifest.n_examples == manifest(out)["n_examples"]
     assert info.manifest_path == str(out / "data_params.json") and info.vocab_file() == manifest(out)["vocab_file"]
-    group, = shard_groups(out)
+    group, = shard_sets(out)
     assert isinstance(group.manifest, Manifest) and group.files == files and group.unlisted == []
     assert all(info.compression(f) is None for f in files)
     # A lone file, without manifest: the layout comes from its first record.

@@ -8,7 +8,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import pytest
 
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 from bert_data.load import read_batches, read_examples
 from bert_data.pipeline.packing import block_diagonal_mask, cu_seqlens, unpack_rows
 

@@ -17,7 +17,7 @@ import tensorflow as tf
 from bert_data.config import ConfigError, GeneratorConfig
 from bert_data.format.layout import tf_feature_description
 from bert_data.format.manifest import Manifest
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 
 from tests.helpers.corpus import file_hashes, make_corpus
 from tests.helpers.interruptions import interrupted_at_append

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import bert_data
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 from bert_data.load import read_batches, read_examples
 
 from tests.helpers.corpus import corpus_config, make_corpus

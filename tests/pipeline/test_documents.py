@@ -9,7 +9,8 @@ from bert_data.pipeline.documents.listing import check_documents_exist, read_met
 from bert_data.pipeline.documents.planner import is_validation_document
 from bert_data.pipeline.documents.reading import read_documents
 from bert_data.pipeline.documents.text_files import document_parts
-from bert_data.pipeline.documents.types import BINARY, CorpusPlan, EMPTY, InputError, TRAIN_CODE
+from bert_data.format.dataset_layout import TRAIN_CODE
+from bert_data.pipeline.documents.types import BINARY, CorpusPlan, EMPTY, InputError
 
 from tests.helpers.planning import plan, sources
 

@@ -21,7 +21,8 @@ from bert_data.format.manifest import Manifest
 from bert_data.pipeline.documents.listing import read_metadata
 from bert_data.pipeline.documents.planner import plan_corpus
 from bert_data.pipeline.documents.reading import read_documents
-from bert_data.pipeline.documents.types import MISSING_KEY, TRAIN_CODE
+from bert_data.format.dataset_layout import TRAIN_CODE
+from bert_data.pipeline.documents.types import MISSING_KEY
 
 from tests.helpers.corpus import make_corpus
 

@@ -27,7 +27,7 @@ from bert_data.config import ConfigError, GeneratorConfig
 from bert_data.pipeline.documents.types import InputError
 from bert_data.run.planning import make_plan
 from bert_data.run.resolve import resolve
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 
 from tests.helpers.corpus import file_hashes, make_corpus
 from tests.helpers.planning import plan, sources

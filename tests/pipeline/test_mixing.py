@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from bert_data.config import GeneratorConfig
 from bert_data.format.layout import tf_feature_description
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 
 from tests.helpers.corpus import file_hashes, make_corpus
 from tests.helpers.interruptions import interrupted_at_append
@@ -272,10 +272,10 @@ def test_short_targets_drawn_per_chunk_do_not_depend_on_document_sizes(tmp_path)
 
 def test_resume_reuses_the_slices_tokenized_before_an_interruption(tmp_path, monkeypatch):
     import bert_data.pipeline.documents.planner as planner
-    import bert_data.run.runner as runner
+    import bert_data.run.scheduler as scheduler
 
     corpus = make_corpus(tmp_path / "c", n_docs=40, min_sentences=4, max_sentences=8)
-    original_plan, original_tokenize = planner.plan_corpus, runner.tokenize_slice
+    original_plan, original_tokenize = planner.plan_corpus, scheduler.tokenize_slice
     monkeypatch.setattr(planner, "plan_corpus", lambda *a, **k: original_plan(*a, slice_docs=4, **k))
     generate(config(corpus, tmp_path / "reference", split_num=8), progress=False)
     calls = []
@@ -286,13 +286,13 @@ def test_resume_reuses_the_slices_tokenized_before_an_interruption(tmp_path, mon
         calls.append(slice_.index)
         return original_tokenize(slice_, *args)
 
-    monkeypatch.setattr(runner, "tokenize_slice", tokenize_then_stop)
+    monkeypatch.setattr(scheduler, "tokenize_slice", tokenize_then_stop)
     with pytest.raises(KeyboardInterrupt):
         generate(config(corpus, tmp_path / "out", split_num=8), progress=False)
     assert calls == list(range(6)) and not list((tmp_path / "out").rglob("*.tfrecords"))
 
     calls.clear()
-    monkeypatch.setattr(runner, "tokenize_slice", lambda slice_, *args: calls.append(slice_.index) or
+    monkeypatch.setattr(scheduler, "tokenize_slice", lambda slice_, *args: calls.append(slice_.index) or
                         original_tokenize(slice_, *args))
     generate(config(corpus, tmp_path / "out", split_num=8, resume=True), progress=False)
     assert calls == list(range(6, 10))  # only the slices not yet tokenized

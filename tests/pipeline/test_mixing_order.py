@@ -49,17 +49,17 @@ def test_places_out_of_range_are_refused():
         CorpusOrder(10, 0).documents_at([10])
 
 
-@pytest.mark.parametrize("n,block", [(0, 3), (2, 3), (17, 3), (1000, 63), (4097, 7)])
-def test_the_order_of_blocks_is_a_permutation(n, block):
-    documents = CorpusOrder(n, seed=7, block=block).documents_at(np.arange(n))
+@pytest.mark.parametrize("n,region_size", [(0, 3), (2, 3), (17, 3), (1000, 63), (4097, 7)])
+def test_the_order_of_regions_is_a_permutation(n, region_size):
+    documents = CorpusOrder(n, seed=7, region_size=region_size).documents_at(np.arange(n))
     assert sorted(documents.tolist()) == list(range(n))
 
 
-def test_blocks_are_runs_of_neighbours_and_the_rest_keeps_its_place():
-    order = CorpusOrder(1003, seed=2, block=10)
+def test_regions_are_runs_of_neighbours_and_the_rest_keeps_its_place():
+    order = CorpusOrder(1003, seed=2, region_size=10)
     documents = order.documents_at(np.arange(1003))
-    for block in range(100):
-        run = documents[block * 10:(block + 1) * 10]
+    for region in range(100):
+        run = documents[region * 10:(region + 1) * 10]
         assert run[0] % 10 == 0 and np.array_equal(run, np.arange(run[0], run[0] + 10))
     assert documents[1000:].tolist() == [1000, 1001, 1002]
     assert not np.array_equal(documents[:1000], np.arange(1000))
@@ -69,10 +69,10 @@ def test_a_unit_is_a_few_regions_from_all_over_the_corpus():
     """Units of 1,000 of 20,000 documents listed as 4 sources: each is about REGIONS_PER_UNIT
     runs of neighbours (read as that many ranges, whatever the documents' sizes), drawn from
     the whole corpus; together the units still partition it."""
-    from bert_data.pipeline.mixing import REGIONS_PER_UNIT, block_size
+    from bert_data.pipeline.mixing import REGIONS_PER_UNIT, region_size
 
     n, split_num = 20_000, 1000
-    order = CorpusOrder(n, seed=0, block=block_size(split_num))
+    order = CorpusOrder(n, seed=0, region_size=region_size(split_num))
     units = [order.unit_documents(unit, split_num) for unit in range(order.n_units(split_num))]
     assert sorted(np.concatenate(units).tolist()) == list(range(n))
     sources_seen = []

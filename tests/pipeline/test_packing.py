@@ -6,9 +6,9 @@ import pytest
 
 from bert_data.format.dataset import describe_layout, layout_flags
 from bert_data.format.layout import feature_specs, is_packed
+from bert_data.format.packed_rows import packed_from_rows, packed_to_rows
 from bert_data.pipeline.packing import (block_diagonal_mask, cu_seqlens, fill_rate, pack_columns, pack_instances,
-                               packed_from_rows, packed_to_rows,
-                               packed_predictions, row_members, unpack_rows)
+                                        packed_predictions, row_members, unpack_rows)
 
 
 def instances(lengths, width, seed=0, masked=True):

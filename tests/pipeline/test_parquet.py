@@ -13,7 +13,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from bert_data.cli.create_tfrecords import main  # noqa: E402
 from bert_data.format.manifest import Manifest  # noqa: E402
 from bert_data.pipeline.documents import planner  # noqa: E402
-from bert_data.run.runner import generate  # noqa: E402
+from bert_data.run.resolve import generate  # noqa: E402
 
 from tests.helpers.corpus import corpus_config, file_hashes, make_corpus  # noqa: E402
 

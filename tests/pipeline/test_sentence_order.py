@@ -12,7 +12,7 @@ import pytest
 from bert_data import read_examples
 from bert_data.config import ConfigError
 from bert_data.pipeline.instances import TokenPool, create_pairs
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 from bert_data.tools.inspect import format_record, inspect_records
 
 from tests.helpers.corpus import corpus_config, file_hashes, make_corpus

@@ -19,7 +19,7 @@ from bert_data import dynamic_masking, read_examples
 from bert_data.cli.build_vocab import main as build_vocab_main
 from bert_data.cli.create_tfrecords import main as create_main
 from bert_data.format.manifest import Manifest
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 from bert_data.tokenizers.vocab import VocabError, is_start_piece
 from bert_data.tokenizers import (HUGGINGFACE, SENTENCEPIECE, WORDPIECE, TokenizerSource, detect_kind,
                                   load_vocabulary, make_tokenizer)

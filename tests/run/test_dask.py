@@ -14,7 +14,7 @@ import dask
 import pytest
 
 from bert_data.config import GeneratorConfig
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 
 from tests.helpers.corpus import file_hashes, make_corpus
 

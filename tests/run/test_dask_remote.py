@@ -21,7 +21,7 @@ import cloudpickle  # noqa: E402
 from distributed.diagnostics.plugin import WorkerPlugin  # noqa: E402
 
 from bert_data.config import ConfigError  # noqa: E402
-from bert_data.run.runner import generate  # noqa: E402
+from bert_data.run.resolve import generate  # noqa: E402
 
 from tests.helpers.corpus import corpus_config, file_hashes, make_corpus  # noqa: E402
 from tests.helpers.remote import bucket_hashes  # noqa: E402

@@ -18,7 +18,7 @@ import tensorflow as tf
 from bert_data.config import GeneratorConfig
 from bert_data.pipeline.documents.planner import is_validation_document
 from bert_data.format.layout import FEATURE_NAMES, tf_feature_description
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 
 from tests.helpers.corpus import file_hashes
 from tests.helpers.run_imports import modules_a_run_imports

@@ -15,7 +15,7 @@ from bert_data.config import ConfigError
 from bert_data.format.manifest import Manifest
 from bert_data.pipeline.documents import planner
 from bert_data.pipeline.documents.types import InputError
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 
 from tests.helpers.corpus import corpus_config, file_hashes, make_corpus
 from tests.helpers.interruptions import interrupted_at_append

@@ -9,7 +9,7 @@ import pytest
 
 from bert_data.config import ConfigError
 from bert_data.format.manifest import Manifest
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 from bert_data.load import read_batches
 from bert_data.pipeline.packing import unpack_rows
 

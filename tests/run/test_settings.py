@@ -1,22 +1,22 @@
-"""The configuration is resolved once (run/resolve.py): validated once, the tokenizer source
-and the masking spec derived once, and the tasks handed the result, which travels without the
-planning vocabulary."""
+"""The configuration is resolved once (run/resolve.py): validated once, the tokenizer source,
+the masking spec and every stage's spec derived once, and each task handed only its own narrow
+spec, which travels without the planning vocabulary.  What does not change the bytes (the run
+control) is one list, kept out of the manifest and the --resume fingerprint."""
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 
 import pytest
 
 from bert_data.cli.create_tfrecords import main
-from bert_data.config import ConfigError, GeneratorConfig
-from bert_data.run import runner, resolve as settings_module
-from bert_data.run.runner import generate
-from bert_data.run.resolve import RunSettings, resolve
-from bert_data.pipeline.masking import MaskingSpec
-from bert_data.tokenizers import TokenizerSource
+from bert_data.config import RUN_CONTROL_OPTIONS, ConfigError, GeneratorConfig
+from bert_data.run import resolve as settings_module, runner, scheduler
+from bert_data.run.resolve import generate, resolve
+from bert_data.run.specs import EncodeSpec, PairSpec, RunControl, RunSpec, TokenizeSpec
 
-from tests.helpers.corpus import make_corpus
+from tests.helpers.corpus import file_hashes, make_corpus
 
 
 @pytest.fixture(scope="module")
@@ -25,9 +25,10 @@ def corpus(tmp_path_factory):
 
 
 def config(corpus, output, **options) -> GeneratorConfig:
+    options = dict(dict(num_workers=1), **options)
     return GeneratorConfig(metadata_files=[str(corpus.metadata)], input_files_prefix=str(corpus.root),
                            vocab_file=str(corpus.vocab), do_lower_case=True, output_dir=str(output), dupe_factor=1,
-                           num_workers=1, max_seq_length=64, max_predictions_per_seq=10, **options)
+                           max_seq_length=64, max_predictions_per_seq=10, **options)
 
 
 def count_calls(monkeypatch, owner, name: str) -> list:
@@ -47,8 +48,8 @@ def count_calls(monkeypatch, owner, name: str) -> list:
 @pytest.mark.parametrize("through", ["library", "command line"])
 def test_a_run_validates_and_derives_its_configuration_once(corpus, tmp_path, monkeypatch, through):
     validations = count_calls(monkeypatch, GeneratorConfig, "validate")
-    sources = count_calls(monkeypatch, TokenizerSource, "from_config")
-    maskings = count_calls(monkeypatch, MaskingSpec, "from_config")
+    sources = count_calls(monkeypatch, settings_module, "tokenizer_source")
+    maskings = count_calls(monkeypatch, settings_module, "masking_spec")
     if through == "library":
         generate(config(corpus, tmp_path / "out"), progress=False)
     else:
@@ -59,31 +60,46 @@ def test_a_run_validates_and_derives_its_configuration_once(corpus, tmp_path, mo
     assert (len(validations), len(sources), len(maskings)) == (1, 1, 1)
 
 
-def test_tasks_receive_the_settings_never_the_configuration(corpus, tmp_path, monkeypatch):
+def test_each_task_receives_its_own_spec_never_the_configuration(corpus, tmp_path, monkeypatch):
+    expected = {"tokenize_slice": TokenizeSpec, "pair_unit": PairSpec, "encode_shards": EncodeSpec}
     seen = set()
-    for task in ("tokenize_slice", "pair_unit", "encode_shards"):
-        original = getattr(runner, task)
+    for task, spec_type in expected.items():
+        original = getattr(scheduler, task)
 
-        def recorded(*args, _original=original, _task=task):
-            assert not any(isinstance(arg, GeneratorConfig) for arg in args), _task
-            seen.add((_task, sum(isinstance(arg, RunSettings) for arg in args)))
+        def recorded(*args, _original=original, _task=task, _type=spec_type):
+            assert not any(isinstance(arg, (GeneratorConfig, RunSpec)) for arg in args), _task
+            seen.add((_task, sum(isinstance(arg, _type) for arg in args)))
             return _original(*args)
 
-        monkeypatch.setattr(runner, task, recorded)
+        monkeypatch.setattr(scheduler, task, recorded)
     generate(config(corpus, tmp_path / "out"), progress=False)
-    assert seen == {("tokenize_slice", 1), ("pair_unit", 1), ("encode_shards", 1)}
+    assert seen == {(task, 1) for task in expected}
 
 
-def test_settings_travel_without_the_planning_vocabulary(corpus):
+def test_specs_travel_without_the_planning_vocabulary(corpus):
     resolved = resolve(config(corpus, "unused"))
     assert resolved.vocab is not None and resolved.masking is not None
     travelled = pickle.loads(pickle.dumps(resolved))
     assert travelled.vocab is None  # a worker builds its own tokenizer, vocabulary and all
-    assert (travelled.config, travelled.tokenizer, travelled.masking, travelled.features) == \
-           (resolved.config, resolved.tokenizer, resolved.masking, resolved.features)
+    assert travelled == resolved  # (the vocabulary is not compared: every spec is)
     word = resolved.vocab.tokens[-4]  # a stem of the synthetic vocabulary, in no option
-    assert word.encode() in pickle.dumps(resolved.vocab) and word.encode() not in pickle.dumps(resolved)
+    assert word.encode() in pickle.dumps(resolved.vocab)
+    for spec in (resolved, resolved.tokenizing, resolved.pairing, resolved.encoding):
+        assert word.encode() not in pickle.dumps(spec)
     assert resolve(config(corpus, "unused", disable_masking=True, mlm_only=True)).masking is None
+
+
+def test_run_control_is_one_list_out_of_the_manifest_and_the_fingerprint(corpus, tmp_path):
+    assert tuple(field.name for field in dataclasses.fields(RunControl)) == RUN_CONTROL_OPTIONS
+    resolved = resolve(config(corpus, "unused"))
+    assert not set(RUN_CONTROL_OPTIONS) & set(resolved.options)
+    one = generate(config(corpus, tmp_path / "one", num_workers=1), progress=False)
+    two = generate(config(corpus, tmp_path / "two", num_workers=2, allow_paths_outside_prefix=True), progress=False)
+    # The manifests record the options (at their top level) but none of the run control.
+    assert not set(RUN_CONTROL_OPTIONS) & set(one.manifests["train"])
+    assert {split: dict(m, output_dir=None) for split, m in one.manifests.items()} == \
+           {split: dict(m, output_dir=None) for split, m in two.manifests.items()}
+    assert file_hashes(tmp_path / "one") == file_hashes(tmp_path / "two")
 
 
 def test_bad_options_stop_the_command_before_a_cluster_starts(corpus, tmp_path, monkeypatch, capsys):

@@ -10,17 +10,17 @@ import pytest
 
 from bert_data.config import GeneratorConfig
 from bert_data.format.tfrecord import frame_records, iter_records
-from bert_data.run.runner import generate
-from bert_data.run.shard_shuffle import ShuffleGroup, publish_group, record_offsets
-from bert_data.run.shard_shuffle import shuffle_group as write_shuffled
+from bert_data.format.tfrecord.splicing import record_offsets
+from bert_data.run.resolve import generate
+from bert_data.run.shard_shuffle import ShuffleTask, publish_shuffled, run_shuffle_task
 
 from tests.helpers.corpus import file_hashes, make_corpus
 
 
-def shuffle_group(group):
-    """The final pass for one group, as the runner does it: written beside, then put in place."""
-    keys = write_shuffled(group)
-    publish_group(group)
+def shuffle(task):
+    """One task of the final pass, as the runner does it: written beside, then put in place."""
+    keys = run_shuffle_task(task)
+    publish_shuffled(task)
     return keys
 
 
@@ -47,7 +47,7 @@ def test_a_shard_is_its_records_in_an_order_keyed_on_its_seed(tmp_path):
     for name, seed in (("one", [5, 0, 1, 0]), ("again", [5, 0, 1, 0]), ("other shard", [5, 0, 1, 1])):
         source = tmp_path / f"{name}.tmp"
         source.write_bytes((tmp_path / "a.tmp").read_bytes())
-        assert shuffle_group(ShuffleGroup(["train/0"], [str(source)], [str(tmp_path / name)], seed)) == ["train/0"]
+        assert shuffle(ShuffleTask(["train/0"], [str(source)], [str(tmp_path / name)], seed)) == ["train/0"]
         outputs[name] = list(iter_records(str(tmp_path / name)))
     assert sorted(outputs["one"]) == sorted(original) and outputs["one"] != original
     assert outputs["one"] == outputs["again"] and outputs["one"] != outputs["other shard"]
@@ -61,8 +61,8 @@ def test_a_shard_is_its_records_in_an_order_keyed_on_its_seed(tmp_path):
 def test_the_shuffled_shard_is_compressed_as_one_stream(tmp_path, compression, wbits):
     write_records(tmp_path / "plain.tmp", records(300))
     write_records(tmp_path / "packed.tmp", records(300))
-    shuffle_group(ShuffleGroup(["train/0"], [str(tmp_path / "plain.tmp")], [str(tmp_path / "plain")], [1]))
-    shuffle_group(ShuffleGroup(["train/0"], [str(tmp_path / "packed.tmp")], [str(tmp_path / "packed")], [1],
+    shuffle(ShuffleTask(["train/0"], [str(tmp_path / "plain.tmp")], [str(tmp_path / "plain")], [1]))
+    shuffle(ShuffleTask(["train/0"], [str(tmp_path / "packed.tmp")], [str(tmp_path / "packed")], [1],
                                compression))
     packed = (tmp_path / "packed").read_bytes()
     engine = zlib.decompressobj(wbits)
@@ -74,12 +74,12 @@ def test_files_shuffled_together_put_record_k_of_the_run_in_file_k_mod_n(tmp_pat
     order of the whole run, record k to file k mod 3: the same order a single file gets."""
     run = records(100)
     write_records(tmp_path / "all.tmp", run)
-    shuffle_group(ShuffleGroup(["train/0"], [str(tmp_path / "all.tmp")], [str(tmp_path / "all")], [3, 0, 2]))
+    shuffle(ShuffleTask(["train/0"], [str(tmp_path / "all.tmp")], [str(tmp_path / "all")], [3, 0, 2]))
     sources = [tmp_path / f"part-{j}.tmp" for j in range(3)]
     for j, source in enumerate(sources):
         write_records(source, run[j::3])
     targets = [str(tmp_path / f"part-{j}") for j in range(3)]
-    shuffle_group(ShuffleGroup([f"train/{j}" for j in range(3)], list(map(str, sources)), targets, [3, 0, 2]))
+    shuffle(ShuffleTask([f"train/{j}" for j in range(3)], list(map(str, sources)), targets, [3, 0, 2]))
     whole = list(iter_records(str(tmp_path / "all")))
     parts = [list(iter_records(target)) for target in targets]
     assert [len(part) for part in parts] == [34, 33, 33]
@@ -101,15 +101,15 @@ def test_an_interrupted_final_pass_resumes_with_the_shards_not_yet_shuffled(tmp_
 
     corpus = make_corpus(tmp_path / "c", n_docs=16, min_sentences=5, max_sentences=12)
     generate(config(corpus, tmp_path / "reference"), progress=False)
-    real, calls = runner.shuffle_group, []
+    real, calls = runner.run_shuffle_task, []
 
-    def shuffle_then_stop(group):
+    def shuffle_then_stop(task):
         if len(calls) == 1:
             raise KeyboardInterrupt  # as Ctrl-C would, after the first shard
-        calls.append(group.keys)
-        return real(group)
+        calls.append(task.keys)
+        return real(task)
 
-    monkeypatch.setattr(runner, "shuffle_group", shuffle_then_stop)
+    monkeypatch.setattr(runner, "run_shuffle_task", shuffle_then_stop)
     with pytest.raises(KeyboardInterrupt):
         generate(config(corpus, tmp_path / "out"), progress=False)
     names = sorted(path.name for path in (tmp_path / "out").iterdir() if path.is_file())
@@ -117,7 +117,7 @@ def test_an_interrupted_final_pass_resumes_with_the_shards_not_yet_shuffled(tmp_
     assert names == ["examples-1.tfrecords.tmp", "examples-2.tfrecords.tmp", "examples-3.tfrecords.tmp"]
 
     calls.clear()
-    monkeypatch.setattr(runner, "shuffle_group", lambda group: calls.append(group.keys) or real(group))
+    monkeypatch.setattr(runner, "run_shuffle_task", lambda task: calls.append(task.keys) or real(task))
     generate(config(corpus, tmp_path / "out", resume=True), progress=False)
     assert calls == [["train/1"], ["train/2"]]  # only the shards not yet shuffled
     assert file_hashes(tmp_path / "out") == file_hashes(tmp_path / "reference")

@@ -32,7 +32,7 @@ def test_a_corpus_in_memory_urls_gives_the_bytes_of_local_files(synthetic_corpus
                                                                  private_tmp):
     """``memory://`` (any fsspec file system): metadata, documents and vocabulary read through it."""
     fsspec = pytest.importorskip("fsspec")
-    from bert_data.run.runner import generate
+    from bert_data.run.resolve import generate
 
     memory = fsspec.filesystem("memory")
     for path in sorted(synthetic_corpus.root.rglob("*")):
@@ -49,7 +49,7 @@ def test_a_corpus_in_memory_urls_gives_the_bytes_of_local_files(synthetic_corpus
 
 @pytest.fixture(scope="module")
 def generated_reference(synthetic_corpus, tmp_path_factory):
-    from bert_data.run.runner import generate
+    from bert_data.run.resolve import generate
 
     output = tmp_path_factory.mktemp("reference")
     generate(corpus_config(synthetic_corpus, output), progress=False)
@@ -58,7 +58,7 @@ def generated_reference(synthetic_corpus, tmp_path_factory):
 
 def test_a_work_directory_of_its_own(synthetic_corpus, tmp_path, generated_reference):
     """--work_dir: the run's intermediate files go to a folder of its own there, removed after."""
-    from bert_data.run.runner import generate
+    from bert_data.run.resolve import generate
 
     work = tmp_path / "work"
     work.mkdir()
@@ -73,7 +73,7 @@ def test_a_corpus_over_http_gives_the_bytes_of_local_files(synthetic_corpus, tmp
     """``http(s)://``: a web server on 127.0.0.1 serving the corpus folder (no listing is trusted:
     each listed file is asked for)."""
     pytest.importorskip("aiohttp")
-    from bert_data.run.runner import generate
+    from bert_data.run.resolve import generate
 
     with serving(synthetic_corpus.root) as port:
         url = f"http://127.0.0.1:{port}"

@@ -16,7 +16,7 @@ from bert_data.tools.stats import compute_stats
 from bert_data.tools.verify import verify
 
 from tests.helpers.format_runs import FORMAT_RUNS, make_runs, run_config, shard_files
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 
 INSTANCE_FORMATS = ("hdf5", "parquet", "mds")
 

@@ -9,7 +9,7 @@ import pytest
 
 from bert_data.cli.bert_data_cli import main
 from bert_data.config import GeneratorConfig
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 from bert_data.tools.mixing_stats import window_gaps
 
 from tests.helpers.corpus import make_corpus

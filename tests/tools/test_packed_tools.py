@@ -11,7 +11,7 @@ from bert_data.cli.bert_data_cli import main
 from bert_data.format.tfrecord.example_codec import encode_examples
 from bert_data.format.manifest import Manifest
 from bert_data.format.tfrecord import frame_records
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 from bert_data.load import read_batches
 from bert_data.tools.stats import compute_stats
 from bert_data.tools.verify import verify

@@ -20,7 +20,7 @@ from bert_data.config import GeneratorConfig
 from bert_data.format.tfrecord.example_codec import encode_examples
 from bert_data.format.layout import FEATURE_NAMES, FLOAT32, FeatureSpec, feature_specs
 from bert_data.load import read_batches
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 from bert_data.format.tfrecord import frame_records, iter_records
 from bert_data.tokenizers.vocab import load_vocab
 from bert_data.tools.verify import verify

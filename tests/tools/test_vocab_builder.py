@@ -13,7 +13,7 @@ import pytest
 from bert_data.cli.bert_data_cli import main as tools_main
 from bert_data.cli.build_vocab import main as build_vocab_main
 from bert_data.config import GeneratorConfig
-from bert_data.run.runner import generate
+from bert_data.run.resolve import generate
 from bert_data.pipeline.documents.listing import read_metadata
 from bert_data.pipeline.documents.reading import DocumentTexts
 from bert_data.tokenizers.vocab_builder import train_wordpiece_vocab, write_vocab

@@ -4,19 +4,24 @@
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, Optional
+from typing import Dict, Iterator
 
 import numpy as np
 
 from ..layout import FEATURE_NAMES
+from ..output_formats import Reader
 
 ORDER = list(FEATURE_NAMES)  # the layout's order first, other datasets after
 
 
-def read_columns(path: str, max_seq_length: Optional[int] = None, max_predictions_per_seq: Optional[int] = None,
-                 batch_size: int = 1024, max_sequences_per_pack: Optional[int] = None
-                 ) -> Iterator[Dict[str, np.ndarray]]:
-    """``max_sequences_per_pack`` is not needed: packed datasets keep their padded width."""
+class HDF5Reader(Reader):
+    def read_columns(self, path: str, batch_size: int = 1024) -> Iterator[Dict[str, np.ndarray]]:
+        """The datasets' shapes are the layout (the options are not needed: packed datasets keep
+        their padded width)."""
+        return _read(path, batch_size)
+
+
+def _read(path: str, batch_size: int) -> Iterator[Dict[str, np.ndarray]]:
     import h5py
 
     with h5py.File(path, "r") as source:

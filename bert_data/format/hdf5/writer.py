@@ -12,8 +12,9 @@ and written without timestamps, so a run's files have the same bytes every time.
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Iterable
 
+from ..output_formats import Writer
 
 NVIDIA_DTYPES: Dict[str, str] = {
     "input_ids": "i4",
@@ -27,14 +28,19 @@ CHUNK_ROWS = 1024  # rows per HDF5 chunk: what a reader decompresses at a time
 DERIVED = ("masked_lm_weights",)  # NVIDIA's reader derives it: a prediction slot at position 0 is padding
 
 
-def write_shard(batches, path: str, name: str, options) -> dict:
-    """Every column of the layout (``options.widths``, in its order) but ``masked_lm_weights``
-    (kept for packed rows, where it holds each prediction's instance): NVIDIA's dtype where
-    NVIDIA has the dataset, int32 for any other (packed rows' positions and pair-task columns),
-    float32 for weights; a column of one value a row is 1-D."""
+class HDF5Writer(Writer):
+    def write_shard(self, batches: Iterable[dict], path: str, name: str) -> dict:
+        """Every column of the layout (``options.widths``, in its order) but ``masked_lm_weights``
+        (kept for packed rows, where it holds each prediction's instance): NVIDIA's dtype where
+        NVIDIA has the dataset, int32 for any other (packed rows' positions and pair-task columns),
+        float32 for weights; a column of one value a row is 1-D."""
+        return _write(batches, path, name, self.options)
+
+
+def _write(batches, path: str, name: str, options) -> dict:
     import h5py
 
-    packed = "positions" in options.widths  # packed rows: weights hold each prediction's instance (1..k)
+    packed = options.packed  # packed rows: weights hold each prediction's instance (1..k)
     widths = {column: width for column, width in options.widths.items() if packed or column not in DERIVED}
     n = 0
     with h5py.File(path, "w") as out:

@@ -11,8 +11,9 @@ from typing import Dict, Iterator, Optional
 
 import numpy as np
 
-from ...pipeline.packing import packed_from_rows
 from ..columns import from_rows
+from ..output_formats import Reader
+from ..packed_rows import packed_from_rows
 
 _VALUE_TYPES = {"ndarray:int32": np.int32, "ndarray:uint8": np.uint8, "int32": np.int32}
 _SHAPE_TYPES = {0: np.uint8, 1: np.uint16, 2: np.uint32, 3: np.uint64}
@@ -43,11 +44,18 @@ def _decode(encoding: str, datum: bytes):
     return np.frombuffer(datum[1 + width:], dtype).astype(np.int64)
 
 
-def read_columns(path: str, max_seq_length: int, max_predictions_per_seq: Optional[int],
-                 batch_size: int = 1024, max_sequences_per_pack: Optional[int] = None
-                 ) -> Iterator[Dict[str, np.ndarray]]:
+class MDSReader(Reader):
+    def read_columns(self, path: str, batch_size: int = 1024) -> Iterator[Dict[str, np.ndarray]]:
+        """Samples are unpadded: the options give the padded widths (and packed rows' instance slots)."""
+        options = self.options
+        return _read(path, options.max_seq_length, options.max_predictions_per_seq, batch_size,
+                     options.max_sequences_per_pack)
+
+
+def _read(path: str, max_seq_length: int, max_predictions_per_seq: Optional[int], batch_size: int,
+          max_sequences_per_pack: Optional[int]) -> Iterator[Dict[str, np.ndarray]]:
     """Packed rows (a ``position_ids`` column) come back as the packed layout's columns
-    (``packing.packed_from_rows``: the pair columns ``max_sequences_per_pack`` wide)."""
+    (``packed_rows.packed_from_rows``: the pair columns ``max_sequences_per_pack`` wide)."""
     data = _shard_bytes(path)
     n = int(np.frombuffer(data, np.uint32, 1)[0])
     offsets = np.frombuffer(data, np.uint32, n + 1, 4).astype(np.int64)

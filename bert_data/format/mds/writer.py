@@ -14,7 +14,7 @@ in name order.  With ``--compression zstd`` or ``gzip`` the whole file is compre
 (``NAME-K.mds.zstd``, ``.mds.gz``), and ``index.json`` records both the raw and the
 compressed file, as ``MDSWriter`` does.  Offsets are 32-bit: a shard holds at most 4 GiB.
 
-Packed rows (``--pack_sequences``): a sample is a pack in ``packing.packed_to_rows``' model, the
+Packed rows (``--pack_sequences``): a sample is a pack in ``packed_rows.packed_to_rows``' model, the
 Parquet packed rows' columns: ``input_ids``, ``token_type_ids``, ``labels`` of all its instances
 one after the other, ``position_ids`` (``ndarray:int32``, from 0 at each instance), and for
 pairs the pair label and ``next_sentence_positions`` (``ndarray:int32``, one an instance).
@@ -27,13 +27,13 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Dict, List, Sequence
+from typing import Dict, Iterable, List, Sequence
 
 import numpy as np
 
-from ...pipeline.packing import packed_to_rows
 from ..columns import pair_label_name, to_rows
-from ..dataset_layout import MDS_INDEX
+from ..output_formats import MDS_INDEX, Writer
+from ..packed_rows import packed_to_rows
 
 COMPRESSION_EXTENSIONS = {"zstd": "zstd", "gzip": "gz"}  # ours -> streaming's compression name
 _SHAPE_BYTE = {np.dtype(np.uint8): 0, np.dtype(np.uint16): 1, np.dtype(np.uint32): 2}
@@ -43,10 +43,6 @@ _ENCODINGS = {"input_ids": "ndarray:int32", "token_type_ids": "ndarray:uint8", "
 _INSTANCE_COLUMNS = ("next_sentence_positions",)  # packed rows: one value an instance, with the pair label
 
 
-def is_packed(options) -> bool:
-    return "positions" in options.widths
-
-
 def column_encodings(options) -> Dict[str, str]:
     widths = options.widths
     columns = {"input_ids": _ENCODINGS["input_ids"]}
@@ -54,10 +50,10 @@ def column_encodings(options) -> Dict[str, str]:
         columns["token_type_ids"] = _ENCODINGS["token_type_ids"]
     if "masked_lm_positions" in widths:
         columns["labels"] = _ENCODINGS["labels"]
-    if is_packed(options):
+    if options.packed:
         columns["position_ids"] = _ENCODINGS["position_ids"]
     if "next_sentence_labels" in widths:
-        if is_packed(options):
+        if options.packed:
             columns[pair_label_name(options.sentence_order)] = "ndarray:int32"
             columns["next_sentence_positions"] = "ndarray:int32"
         else:
@@ -85,7 +81,7 @@ def _array_bytes(values: np.ndarray) -> bytes:
 
 def encode_samples(batch, options) -> List[bytes]:
     names = list(column_encodings(options))
-    packed = is_packed(options)
+    packed = options.packed
     label = pair_label_name(options.sentence_order)
     rows = packed_to_rows(batch, label) if packed else to_rows(batch, options.sentence_order)
     offsets = rows["offsets"]
@@ -108,7 +104,22 @@ def encode_samples(batch, options) -> List[bytes]:
     return samples
 
 
-def write_shard(batches, path: str, name: str, options) -> dict:
+class MDSWriter(Writer):
+    """As ``streaming``'s ``MDSWriter``: each shard and its index entry say ``shard_config``."""
+
+    def write_shard(self, batches: Iterable[dict], path: str, name: str) -> dict:
+        return _write(batches, path, name, self.options)
+
+    def write_split_files(self, directory: str, shards: Sequence[dict]) -> List[str]:
+        """``index.json``: the split's shards in order, as ``MDSWriter`` writes it."""
+        path = os.path.join(directory, MDS_INDEX)
+        with open(path + ".tmp", "w", encoding="utf-8") as out:
+            json.dump({"version": 2, "shards": list(shards)}, out, sort_keys=True)
+        os.replace(path + ".tmp", path)
+        return [path]
+
+
+def _write(batches, path: str, name: str, options) -> dict:
     config = json.dumps(shard_config(options), sort_keys=True).encode("utf-8")
     sizes: List[int] = []
     raw_name = name
@@ -150,11 +161,3 @@ def _compress(source: str, target: str, compression: str) -> None:
 
             zstandard.ZstdCompressor().copy_stream(raw, out)
 
-
-def write_split_files(directory: str, shards: Sequence[dict], options) -> List[str]:
-    """``index.json``: the split's shards in order, as ``MDSWriter`` writes it."""
-    path = os.path.join(directory, MDS_INDEX)
-    with open(path + ".tmp", "w", encoding="utf-8") as out:
-        json.dump({"version": 2, "shards": list(shards)}, out, sort_keys=True)
-    os.replace(path + ".tmp", path)
-    return [path]

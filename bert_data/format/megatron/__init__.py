@@ -4,5 +4,5 @@ sequence, documents as ranges of sequences) and read by
 ``megatron.core.datasets.indexed_dataset.IndexedDataset``.  Megatron builds its BERT samples
 (pairs, masks) itself at train time; see ``writer`` and ``reader``."""
 
-from .reader import read_documents, read_index  # noqa: F401
-from .writer import IndexedWriter, index_path, token_dtype  # noqa: F401
+from .reader import MegatronReader, read_documents, read_index  # noqa: F401
+from .writer import IndexedWriter, MegatronWriter, index_path, token_dtype  # noqa: F401

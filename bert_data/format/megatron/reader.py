@@ -8,6 +8,7 @@ from typing import Dict, Iterator, List
 
 import numpy as np
 
+from ..output_formats import Reader
 from .writer import DTYPE_CODES, MAGIC, index_path
 
 _DTYPES = {code: dtype for dtype, code in DTYPE_CODES.items()}
@@ -41,3 +42,22 @@ def read_documents(bin_path: str) -> Iterator[List[np.ndarray]]:
     documents = index["document_indices"]
     for first, last in zip(documents[:-1], documents[1:]):
         yield [np.asarray(tokens[starts[i]:starts[i] + index["sequence_lengths"][i]]) for i in range(first, last)]
+
+
+class MegatronReader(Reader):
+    """A ``.bin``/``.idx`` pair's documents in batches of ``batch_size`` documents, as
+    :class:`~bert_data.format.megatron.writer.MegatronWriter` takes them: ``tokens``,
+    ``sentence_lengths``, ``document_sentences`` (the corpus, not instances: no options needed)."""
+
+    def read_columns(self, path: str, batch_size: int = 1024) -> Iterator[Dict[str, np.ndarray]]:
+        index = read_index(path)
+        documents = iter(read_documents(path))
+        dtype = index["dtype"]
+        while True:
+            batch = [document for _, document in zip(range(batch_size), documents)]
+            if not batch:
+                return
+            sentences = [sentence for document in batch for sentence in document]
+            yield {"tokens": np.concatenate(sentences) if sentences else np.zeros(0, dtype),
+                   "sentence_lengths": np.array([len(s) for s in sentences], np.int32),
+                   "document_sentences": np.array([len(document) for document in batch], np.int64)}

@@ -10,15 +10,21 @@ sequence in ``.bin``, int64 document index: 0, then the number of sequences afte
 document.
 
 Both are written under temporary names and renamed when complete (``.idx`` last).
+
+The generator writes a run's shards with :class:`IndexedWriter`, document after document as the
+corpus is read; :class:`MegatronWriter` is the format's writer of the registry, whose batches
+are documents (what :class:`~bert_data.format.megatron.reader.MegatronReader` gives back).
 """
 
 from __future__ import annotations
 
 import os
 import struct
-from typing import List
+from typing import Dict, Iterable, List
 
 import numpy as np
+
+from ..output_formats import FORMATS, MEGATRON, Writer
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -33,8 +39,9 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 
 def index_path(bin_path: str) -> str:
-    """``PREFIX.idx`` beside ``PREFIX.bin``."""
-    return bin_path[: -len(".bin")] + ".idx"
+    """``PREFIX.idx`` beside ``PREFIX.bin`` (the suffixes the registry declares)."""
+    declared = FORMATS[MEGATRON]
+    return bin_path[: -len(declared.suffix)] + declared.companions[0]
 
 
 class IndexedWriter:
@@ -75,3 +82,31 @@ class IndexedWriter:
                 os.remove(path + TEMPORARY)
             except FileNotFoundError:
                 pass
+
+
+class MegatronWriter(Writer):
+    """Shards of the tokenized corpus.  A batch is a run of documents: ``tokens`` (every
+    sentence's, one after the other), ``sentence_lengths`` and ``document_sentences`` (the
+    sentences of each document); the token dtype is the batches' (uint16 when there are none)."""
+
+    def write_shard(self, batches: Iterable[Dict[str, np.ndarray]], path: str, name: str) -> dict:
+        """``path`` ends in ``.bin``; its ``.idx`` is written beside it."""
+        writer, n = None, 0
+        try:
+            for batch in batches:
+                if writer is None:
+                    writer = IndexedWriter(path, batch["tokens"].dtype)
+                tokens_at = sentences_at = 0
+                for count in np.asarray(batch["document_sentences"]).tolist():
+                    lengths = batch["sentence_lengths"][sentences_at:sentences_at + count]
+                    size = int(np.sum(lengths))
+                    writer.add_document(batch["tokens"][tokens_at:tokens_at + size], lengths)
+                    tokens_at, sentences_at = tokens_at + size, sentences_at + count
+                n += len(batch["sentence_lengths"])
+            writer = writer or IndexedWriter(path, np.uint16)
+            writer.finish()
+        except BaseException:
+            if writer is not None:
+                writer.remove()
+            raise
+        return {"path": name, "samples": n}

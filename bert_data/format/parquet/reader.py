@@ -1,6 +1,6 @@
 """Reads a Parquet shard back to padded canonical columns: the mirror of ``writer`` (masked
 positions are where ``labels`` is not -100, ascending, as the writer's masks are).  Packed rows
-(a ``position_ids`` column) come back as the packed layout's columns (``packing.packed_from_rows``)."""
+(a ``position_ids`` column) come back as the packed layout's columns (``packed_rows.packed_from_rows``)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,22 @@ from typing import Dict, Iterator, Optional
 
 import numpy as np
 
-from ...pipeline.packing import packed_from_rows
 from ..columns import from_rows
+from ..output_formats import Reader
+from ..packed_rows import packed_from_rows
 from .writer import INSTANCE_COLUMNS, LIST_COLUMNS
 
 
-def read_columns(path: str, max_seq_length: int, max_predictions_per_seq: Optional[int],
-                 batch_size: int = 1024, max_sequences_per_pack: Optional[int] = None
-                 ) -> Iterator[Dict[str, np.ndarray]]:
+class ParquetReader(Reader):
+    def read_columns(self, path: str, batch_size: int = 1024) -> Iterator[Dict[str, np.ndarray]]:
+        """Rows are unpadded: the options give the padded widths (and packed rows' instance slots)."""
+        options = self.options
+        return _read(path, options.max_seq_length, options.max_predictions_per_seq, batch_size,
+                     options.max_sequences_per_pack)
+
+
+def _read(path: str, max_seq_length: int, max_predictions_per_seq: Optional[int], batch_size: int,
+          max_sequences_per_pack: Optional[int]) -> Iterator[Dict[str, np.ndarray]]:
     import pyarrow.parquet as pq
 
     source = pq.ParquetFile(path)

@@ -17,7 +17,7 @@ masked at load time by ``DataCollatorForLanguageModeling``) no ``labels``.  Comp
 Parquet's own (``--compression snappy``, ``zstd`` or ``gzip``); rows go out in row groups of
 ``ROW_GROUP_ROWS`` instances.
 
-Packed rows (``--pack_sequences``): one row a pack, in ``packing.packed_to_rows``' model, for
+Packed rows (``--pack_sequences``): one row a pack, in ``packed_rows.packed_to_rows``' model, for
 transformers' packed training: ``input_ids``, ``token_type_ids``, ``labels`` as above but for
 all the pack's instances one after the other, ``position_ids`` (list<int64>, from 0 at each
 instance's ``[CLS]``: ``DataCollatorWithFlattening``'s convention), and for pairs the pair label
@@ -28,9 +28,11 @@ instances attend to each other.
 
 from __future__ import annotations
 
+from typing import Iterable
 
-from ...pipeline.packing import packed_to_rows
 from ..columns import pair_label_name, to_rows
+from ..output_formats import Writer
+from ..packed_rows import packed_to_rows
 
 ROW_GROUP_ROWS = 16384
 LIST_COLUMNS = ("input_ids", "token_type_ids", "attention_mask", "labels", "position_ids")
@@ -38,15 +40,11 @@ LIST_COLUMNS = ("input_ids", "token_type_ids", "attention_mask", "labels", "posi
 INSTANCE_COLUMNS = ("next_sentence_label", "sentence_order_label", "next_sentence_positions")
 
 
-def is_packed(options) -> bool:
-    return "positions" in options.widths
-
-
 def schema_for(options):
     import pyarrow as pa
 
     widths = options.widths
-    packed = is_packed(options)
+    packed = options.packed
     fields = [pa.field("input_ids", pa.list_(pa.int64()))]
     if "segment_ids" in widths:
         fields.append(pa.field("token_type_ids", pa.list_(pa.int64())))
@@ -66,13 +64,13 @@ def _table(batch, schema, options):
     import pyarrow as pa
 
     label = pair_label_name(options.sentence_order)
-    rows = packed_to_rows(batch, label) if is_packed(options) else to_rows(batch, options.sentence_order)
+    rows = packed_to_rows(batch, label) if options.packed else to_rows(batch, options.sentence_order)
     offsets = pa.array(rows["offsets"], type=pa.int32())
     arrays = []
     for field in schema:
         if field.name in LIST_COLUMNS:
             arrays.append(pa.ListArray.from_arrays(offsets, pa.array(rows[field.name], type=pa.int64())))
-        elif field.name in INSTANCE_COLUMNS and is_packed(options):
+        elif field.name in INSTANCE_COLUMNS and options.packed:
             instance_offsets = pa.array(rows["instance_offsets"], type=pa.int32())
             arrays.append(pa.ListArray.from_arrays(instance_offsets, pa.array(rows[field.name], type=pa.int64())))
         else:
@@ -80,7 +78,13 @@ def _table(batch, schema, options):
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def write_shard(batches, path: str, name: str, options) -> dict:
+class ParquetWriter(Writer):
+    def write_shard(self, batches: Iterable[dict], path: str, name: str) -> dict:
+        """Rows gathered into row groups of ``ROW_GROUP_ROWS``."""
+        return _write(batches, path, name, self.options)
+
+
+def _write(batches, path: str, name: str, options) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 

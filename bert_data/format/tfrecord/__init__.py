@@ -3,7 +3,9 @@ writes them and TensorFlow, Google's ``run_pretraining.py`` and Cerebras read th
 
 ``records`` frames and reads the record stream (CRC32C, gzip/zlib), ``example_codec`` encodes
 and decodes ``tf.train.Example`` bytes without TensorFlow, ``example_proto`` parses records
-that are not in the canonical layout (through protobuf, optional).  The framing API is
+that are not in the canonical layout (through protobuf, optional), ``shards`` holds the
+format's writer and reader (``format.output_formats``), ``splicing`` the shards made of
+segments (gzip members, zlib streams spliced) and where each record's frame begins.  The framing API is
 re-exported here: ``bert_data.format.tfrecord.iter_records`` and friends are public.
 """
 

@@ -12,6 +12,7 @@ Layered bottom to top, each module importing only those below it:
 * ``planner`` (entries -> the corpus plan) and, on top, ``reading`` (sources -> documents,
   and ``DocumentTexts`` for ``bert-data build-vocab``).
 
-Any path may be an fsspec URL (``bert_data.storage``).  This package imports nothing of the
-rest of the generator.
+Any path may be an fsspec URL (``bert_data.storage``).  Of the rest of the package it imports
+only ``storage`` and the split codes of ``format.dataset_layout``: no other stage, nothing of
+the run.
 """

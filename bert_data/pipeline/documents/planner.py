@@ -31,7 +31,8 @@ from .files import CODEC_NAMES, check_codecs, codec_errors, compression_of, open
 from .spans import LINE_PATTERN, document_spans, separator_pattern, stream_document_spans
 from .tables import plan_table, table_format_of
 from .text_files import compressed_document_parts, document_parts, is_json_lines_name
-from .types import DEFAULT_TEXT_FIELD, VAL_CODE, CorpusPlan, InputError, MetadataEntry, Slice, Source, one_line
+from ...format.dataset_layout import VAL_CODE
+from .types import DEFAULT_TEXT_FIELD, CorpusPlan, InputError, MetadataEntry, Slice, Source, one_line
 
 SplitCode = Callable[[str, int], int]  # (document label, corpus position) -> TRAIN_CODE or VAL_CODE
 

@@ -12,7 +12,8 @@ from .listing import list_documents
 from .spans import separator_pattern
 from .tables import table_documents
 from .text_files import text_documents
-from .types import TRAIN_CODE, Document, Skip, Source
+from ...format.dataset_layout import TRAIN_CODE
+from .types import Document, Skip, Source
 
 
 def read_documents(sources: Sequence[Source], separator_line: Optional[str], multiple_docs_in_single_file: bool,

@@ -12,11 +12,40 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from ... import storage
-from ...format.dataset_layout import TRAIN, VAL  # noqa: F401  (split names: the dataset layout's)
 
-TRAIN_CODE, VAL_CODE = 0, 1  # a document's split, one byte a document in a corpus plan
-SPLIT_OF_CODE = {TRAIN_CODE: TRAIN, VAL_CODE: VAL}
 DEFAULT_TEXT_FIELD = "text"  # the text's key in JSON Lines and column in tables, unless --text_field
+
+
+@dataclass(frozen=True)
+class ReadingSpec:
+    """How the input files hold documents: one a file, or many (``multiple_docs_in_single_file``)
+    separated by a line holding ``separator_line`` (None: a blank line); JSON Lines' key and
+    tables' column ``text_field`` (None: ``DEFAULT_TEXT_FIELD``; given, every file that is not a
+    table is read as JSON Lines)."""
+
+    multiple_docs_in_single_file: bool
+    separator_line: Optional[str]
+    text_field: Optional[str]
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """Which documents a run reads and how: metadata files (entries relative to ``prefix``) and
+    ``input_files`` paths or globs; validation documents listed (``val_metadata_files``) or drawn
+    by hash (``val_fraction``, keyed on ``val_seed``); read as ``reading`` says."""
+
+    metadata_files: Tuple[str, ...]
+    input_files: Tuple[str, ...]
+    prefix: str
+    val_metadata_files: Tuple[str, ...]
+    val_fraction: float
+    val_seed: int
+    reading: ReadingSpec
+
+    @property
+    def named_files(self) -> List[str]:
+        """Every file the user named as input (for messages, and never to be overwritten)."""
+        return list(self.metadata_files) + list(self.input_files) + list(self.val_metadata_files)
 
 
 class InputError(ValueError):
@@ -91,7 +120,8 @@ class Slice:
 @dataclass
 class CorpusPlan:
     """The listed corpus: its slices, in order, and the split of each document, by position
-    (``doc_splits[g]`` is TRAIN_CODE or VAL_CODE for the document at position ``g``)."""
+    (``doc_splits[g]`` is ``dataset_layout.TRAIN_CODE`` or ``VAL_CODE`` for the document at
+    position ``g``)."""
 
     slices: List[Slice]
     doc_splits: np.ndarray  # uint8, one per document

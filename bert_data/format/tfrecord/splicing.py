@@ -1,0 +1,110 @@
+"""TFRecord files made of pieces, as bytes: the framing and compression knowledge the generator
+needs to join segments into a shard and to reorder a shard's records, kept with the format.
+
+* Segments written apart (one a unit) and appended in unit order stay one valid file however
+  many there are (:class:`SegmentCompressor`): with gzip each segment is a gzip member, and
+  concatenated members are one gzip file; with zlib each segment is raw deflate data ending on
+  a byte boundary, and the assembler writes :data:`ZLIB_HEADER` before the first and
+  :func:`zlib_trailer` (a final block and the Adler-32 of everything, combined from the
+  segments' own checksums by :func:`adler32_combine`) after the last.
+* :func:`record_offsets` reads where each record's frame begins, so that records can be moved
+  whole (the final shuffle); :class:`StreamCompressor` compresses a file written in one go.
+
+gzip headers here have no name and mtime 0, so the same records give the same bytes every run.
+"""
+
+from __future__ import annotations
+
+import zlib
+from array import array
+from typing import Optional
+
+import numpy as np
+
+ZLIB_HEADER = b"\x78\x9c"  # deflate, 32 KB window, default level
+DEFLATE_FINAL_BLOCK = b"\x03\x00"  # an empty final block
+_WBITS = {"gzip": 31, "zlib": 15}  # zlib's window bits for a gzip member, a zlib stream
+
+
+def adler32_combine(first: int, second: int, second_length: int) -> int:
+    """Adler-32 of A + B from those of A and B (zlib's adler32_combine)."""
+    base = 65521
+    remainder = second_length % base
+    sum1 = first & 0xFFFF
+    sum2 = (remainder * sum1) % base
+    sum1 += (second & 0xFFFF) + base - 1
+    sum2 += (first >> 16) + (second >> 16) + base - remainder
+    sum1 %= base
+    sum2 %= base
+    return sum1 | (sum2 << 16)
+
+
+def zlib_trailer(adler32: int) -> bytes:
+    """What closes a zlib stream whose raw deflate data ended on a sync flush: an empty final
+    block and the Adler-32 of all the data (big-endian)."""
+    return DEFLATE_FINAL_BLOCK + adler32.to_bytes(4, "big")
+
+
+class SegmentCompressor:
+    """Compresses one shard segment so that segments appended in unit order form a valid file.
+
+    gzip: each segment is a gzip member (fixed header, no timestamp: same bytes every run), and
+    concatenated members are one gzip file.  zlib: each segment is raw deflate data ending on a
+    byte boundary (a sync flush, never a final block); the assembler writes the zlib header
+    before the first and the final block and combined Adler-32 after the last.
+    """
+
+    def __init__(self, compression: Optional[str]):
+        self.compression = compression
+        self.adler32, self.raw_length = 1, 0
+        if compression == "gzip":
+            self._engine = zlib.compressobj(6, zlib.DEFLATED, 31)
+        elif compression == "zlib":
+            self._engine = zlib.compressobj(6, zlib.DEFLATED, -15)
+        else:
+            self._engine = None
+
+    def compress(self, data: bytes) -> bytes:
+        if self._engine is None:
+            return data
+        self.adler32 = zlib.adler32(data, self.adler32)
+        self.raw_length += len(data)
+        return self._engine.compress(data)
+
+    def flush(self) -> bytes:
+        if self._engine is None or not self.raw_length:
+            return b""
+        if self.compression == "gzip":  # (zlib's gzip header has no name and mtime 0)
+            return self._engine.flush(zlib.Z_FINISH)
+        return self._engine.flush(zlib.Z_SYNC_FLUSH)
+
+
+class StreamCompressor:
+    """A whole file compressed as one stream (``None``: as it is)."""
+
+    def __init__(self, compression: Optional[str]):
+        wbits = _WBITS.get(compression)
+        self._engine = zlib.compressobj(6, zlib.DEFLATED, wbits) if wbits else None
+
+    def compress(self, data: bytes) -> bytes:
+        return self._engine.compress(data) if self._engine else data
+
+    def flush(self) -> bytes:
+        return self._engine.flush(zlib.Z_FINISH) if self._engine else b""
+
+
+def record_offsets(data) -> np.ndarray:
+    """Where the TFRecord frames of ``data`` (bytes-like, uncompressed) begin, and its end:
+    ``n + 1`` int64.  Only the length headers are read (the CRCs are the reader's business):
+    a frame is a uint64 length, its CRC, the data and the data's CRC."""
+    offsets = array("q")
+    position, size = 0, len(data)
+    while position < size:
+        offsets.append(position)
+        if position + 12 > size:
+            raise ValueError(f"a record header is cut at byte {position}")
+        position += 16 + int.from_bytes(data[position:position + 8], "little")
+    if position != size:
+        raise ValueError(f"the last record runs past the end ({position} > {size} bytes)")
+    offsets.append(size)
+    return np.frombuffer(offsets, dtype=np.int64)

@@ -1,0 +1,43 @@
+"""Stage 8: pairs -> instances -> masked (and packed) instances as padded canonical columns,
+what every output format is written from (``format/columns.py`` names the columns and each
+format encodes them)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from .instances import InstanceSpec, PairArrays, gather_instances
+from .masking import MaskingSpec, mask_tokens
+from .packing import PackingSpec, pack_columns
+
+
+def instance_columns(tokens: np.ndarray, pairs: PairArrays, instances: InstanceSpec, vocab,
+                     masking: Optional[MaskingSpec], rng: np.random.Generator,
+                     packing: Optional[PackingSpec] = None, pack_sizes: Optional[np.ndarray] = None) -> dict:
+    """A chunk of pairs (token ranges into ``tokens``) -> masked, padded canonical columns (with
+    ``pack_sizes``: instances masked one by one, then packed as ``packing`` says, that many a
+    record)."""
+    gathered = gather_instances(tokens, pairs, instances.max_seq_length, vocab.cls_id, vocab.sep_id,
+                                single_segment=instances.mlm_only)
+    columns = record_columns(gathered, instances.mlm_only, vocab, masking, rng)
+    if pack_sizes is not None:
+        columns = pack_columns(columns, gathered.lengths, pack_sizes, packing.max_seq_length,
+                               packing.max_sequences_per_pack, packing.prediction_slots)
+    return columns
+
+
+def record_columns(instances, mlm_only: bool, vocab, masking: Optional[MaskingSpec],
+                   rng: np.random.Generator) -> dict:
+    """The feature columns of a chunk of instances, by canonical feature name, masked as
+    ``masking`` says (None: left to the loader)."""
+    columns = {"input_ids": instances.input_ids, "input_mask": instances.input_mask}
+    if not mlm_only:
+        columns["segment_ids"] = instances.segment_ids
+        columns["next_sentence_labels"] = instances.is_random_next.astype(np.int32).reshape(-1, 1)
+    if masking is not None:
+        masked = mask_tokens(instances.input_ids, instances.lengths, masking, vocab, rng)
+        columns.update(input_ids=masked.input_ids, masked_lm_positions=masked.masked_lm_positions,
+                       masked_lm_ids=masked.masked_lm_ids, masked_lm_weights=masked.masked_lm_weights)
+    return columns

@@ -1,0 +1,203 @@
+"""A unit's work, as the run hands it from task to task: where its documents lie among the
+tokenized slices (:class:`SliceTable`), its documents (:class:`UnitWork`), its token *pool*
+gathered from the slices into one file of the work directory (:func:`unit_pool`), what pairing
+it gave (:class:`UnitPairs`), and how its records are dealt to the output shards and to encode
+tasks (:func:`shard_rows`, :func:`make_encode_tasks`).  The grouping of shards into tasks
+changes only how work is spread, never the bytes: each shard has its own random stream.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .. import storage
+from ..pipeline.documents.types import Slice
+from ..pipeline.instances import PairArrays, TokenPool
+from ..pipeline.packing import row_members
+from ..pipeline.tokens import DOC_POSITION, DOC_REPLACED, SENTENCE_END, SENTENCE_START, TOKEN_END, TOKEN_START
+from .run_files import slice_paths
+from .scratch import load_array, new_array_file, private_temporary, save_array, slice_rows
+
+
+@dataclass
+class SliceTable:
+    """Where the documents are: the corpus position of each slice's first document, and whether
+    the slice begins with a later part of a document (so a unit's task finds its documents
+    among the tokenized slices without asking anyone)."""
+
+    first_docs: np.ndarray  # int64, ascending
+    starts_with_a_part: np.ndarray  # bool
+
+    @classmethod
+    def of(cls, slices: Sequence[Slice]) -> "SliceTable":
+        return cls(np.asarray([slice_.first_doc for slice_ in slices], dtype=np.int64),
+                   np.asarray([slice_.starts_with_a_part for slice_ in slices], dtype=bool))
+
+    def slices_of(self, positions: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """For each document position: the first and the last slice that hold some of it."""
+        positions = np.asarray(positions, dtype=np.int64)
+        last = np.searchsorted(self.first_docs, positions, side="right") - 1
+        first = last.copy()
+        while True:  # back over the slices holding later parts of the document
+            back = (first > 0) & (self.first_docs[np.maximum(first, 0)] == positions) & \
+                self.starts_with_a_part[np.maximum(first, 0)]
+            if not back.any():
+                return first, last
+            first[back] -= 1
+
+
+@dataclass
+class UnitWork:
+    """One unit: its documents (corpus positions, in the unit's order) and their split."""
+
+    index: int
+    split: str
+    docs: np.ndarray
+
+
+@dataclass
+class SplitPairs:
+    """One unit, paired and shuffled: what the encode tasks need."""
+
+    tokens_path: str  # the unit's token pool (.npy in the work directory)
+    pairs: PairArrays  # token ranges into the pool, in output order
+    # Packed records (--pack_sequences): instances of each record, the pairs being row after row.
+    pack_sizes: Optional[np.ndarray] = None
+
+    @property
+    def n_records(self) -> int:
+        return len(self.pairs) if self.pack_sizes is None else len(self.pack_sizes)
+
+
+@dataclass
+class UnitPairs:
+    unit_index: int
+    split: str
+    pairs: Optional[SplitPairs] = None
+    n_docs: int = 0  # documents with text
+    n_instances: int = 0
+    n_records: int = 0  # records written: instances, or packed rows
+    n_record_tokens: int = 0  # tokens of the records that are not padding ([CLS] and [SEP]s included)
+    n_sentences: int = 0
+    n_tokens: int = 0
+    n_replaced: int = 0
+
+
+def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
+              separator_id: Optional[int] = None) -> Tuple[TokenPool, int]:
+    """The unit's documents, gathered from the tokenized slices in the unit's order, as one token
+    pool written to ``path`` and memory-mapped from there.  A document read in parts is joined
+    again; a skipped document has no rows and is left out.  With ``separator_id`` (MLM-only
+    windows that cross documents) that token stands between documents.  Also returns the count
+    of characters of the documents that replaced invalid UTF-8."""
+    first, last = table.slices_of(unit.docs)
+    wanted = np.unique(unit.docs)
+    rows: Dict[int, List[Tuple[int, np.ndarray]]] = {}  # position -> [(slice, row)] in slice order
+    sentences: Dict[int, np.ndarray] = {}
+    tokens: Dict[int, np.ndarray] = {}
+    numbers = np.unique(np.concatenate([np.arange(a, b + 1) for a, b in zip(first, last)] or [[]])).astype(int)
+    found = slice_rows([slice_paths(work_dir, number) for number in numbers.tolist()], wanted, DOC_POSITION,
+                       lambda row: ((row[TOKEN_START], row[TOKEN_END]), (row[SENTENCE_START], row[SENTENCE_END])))
+    for number, hit in zip(numbers.tolist(), found):
+        if hit is None:
+            continue
+        table_hits, tokens[number], sentences[number] = hit
+        for row in table_hits:
+            rows.setdefault(int(row[DOC_POSITION]), []).append((number, row))
+
+    size, bounds, copies, replaced = 0, [], [], 0
+    for position in unit.docs.tolist():
+        if position not in rows:
+            continue
+        if separator_id is not None and bounds:
+            copies.append((-1, 0, 1))  # the separator, between two documents
+            size += 1
+        starts = [size]
+        for number, row in rows[position]:
+            lengths = sentences[number][row[SENTENCE_START]:row[SENTENCE_END]]
+            starts += (size + np.cumsum(lengths)).tolist()
+            copies.append((number, int(row[TOKEN_START]), int(row[TOKEN_END])))
+            size += int(row[TOKEN_END] - row[TOKEN_START])
+            replaced += int(row[DOC_REPLACED])
+        bounds.append(starts)
+    dtype = next(iter(tokens.values())).dtype if tokens else np.int32
+    if not bounds:
+        return TokenPool(np.zeros(0, dtype), []), 0
+    remote = storage.is_url(path)  # built in memory and uploaded whole; else built in place
+    temporary = None if remote else private_temporary(path)
+    pool = np.empty(size, dtype) if remote else new_array_file(temporary, dtype, size)
+    at = 0
+    for number, start, end in copies:
+        pool[at : at + end - start] = tokens[number][start:end] if number >= 0 else separator_id
+        at += end - start
+    if remote:
+        save_array(pool, path)
+        return TokenPool(pool, bounds), replaced
+    pool.flush()
+    del pool
+    os.replace(temporary, path)
+    return TokenPool(load_array(path), bounds), replaced
+
+
+# ---------------------------------------------------------------------------- records to shards
+
+def shard_rows(n_records: int, rotation: int, shard: int, n_shards: int) -> np.ndarray:
+    """Record j of a unit goes to shard (rotation + j) mod N.  The rotation is the unit's index
+    (balanced shards: it spreads each unit's remainder over different shards), or with Google's
+    --output_file the number of records before the unit (record i of the run to file i mod N)."""
+    return np.arange((shard - rotation) % n_shards, n_records, n_shards)
+
+
+@dataclass
+class EncodeTask:
+    """The records of one unit and split bound for some output shards: the pool's tokens, and
+    the pairs of each shard one after the other (only what the task needs travels)."""
+
+    unit_index: int
+    split: str
+    tokens_path: str
+    pairs: PairArrays
+    shards: List[int]
+    shard_sizes: List[int]  # records
+    pack_sizes: Optional[np.ndarray] = None  # packed: instances of each record, the pairs row after row
+
+
+def make_encode_tasks(unit_index: int, split: str, data: SplitPairs, n_shards: int,
+                      rotation: Optional[int] = None) -> List[EncodeTask]:
+    rotation = unit_index if rotation is None else rotation
+    tasks = []
+    n_records = data.n_records
+    for shards in shards_per_encode_task(n_records, n_shards):
+        rows = np.concatenate([shard_rows(n_records, rotation, shard, n_shards) for shard in shards])
+        sizes = [len(shard_rows(n_records, rotation, shard, n_shards)) for shard in shards]
+        if data.pack_sizes is None:
+            tasks.append(EncodeTask(unit_index, split, data.tokens_path, data.pairs.take(rows), shards, sizes))
+        else:
+            tasks.append(EncodeTask(unit_index, split, data.tokens_path,
+                                    data.pairs.take(row_members(data.pack_sizes, rows)), shards, sizes,
+                                    data.pack_sizes[rows]))
+    return tasks
+
+
+def record_slices(pack_sizes: Optional[np.ndarray], first: int, end: int, step: int):
+    """Records ``first`` to ``end`` of a task in groups of ``step``: for each group, the pairs
+    it takes (a slice) and the instances of each of its records (None: one each)."""
+    if pack_sizes is None:
+        for start in range(first, end, step):
+            yield slice(start, min(start + step, end)), None
+        return
+    bounds = np.concatenate([[0], np.cumsum(pack_sizes)])
+    for start in range(first, end, step):
+        stop = min(start + step, end)
+        yield slice(int(bounds[start]), int(bounds[stop])), pack_sizes[start:stop]
+
+
+def shards_per_encode_task(n_records: int, n_shards: int, records_per_task: int = 8192) -> List[List[int]]:
+    """A unit's output shards grouped into encode tasks of about ``records_per_task`` records.  The
+    grouping changes only how work is spread, never the bytes: each shard has its own stream."""
+    n_tasks = max(1, min(n_shards, round(n_records / records_per_task)))
+    return [list(range(n_shards))[task::n_tasks] for task in range(n_tasks)]
