@@ -3,7 +3,7 @@
 ``WordPieceTokenizer`` reproduces Google BERT's ``FullTokenizer`` (BasicTokenizer +
 WordpieceTokenizer from google-research/bert ``tokenization.py``) with the Rust Hugging
 Face ``tokenizers`` library: ``BertNormalizer`` + ``BertPreTokenizer`` + ``WordPiece``.
-``tests/test_tokenization.py`` checks it token for token against an independent
+``tests/pipeline/test_tokenization.py`` checks it token for token against an independent
 pure-Python re-implementation of Google's algorithm.
 
 Hugging Face's normalizer differs from Google's on a few rare characters: it drops
@@ -15,7 +15,7 @@ of these characters (checked with one O(1) ``isascii()`` plus a regex search on
 non-ASCII texts) are re-tokenized with a small pure-Python implementation of Google's
 algorithm, so the output is exactly Google's. The table of such characters was derived
 for Python 3.11 (Unicode 14) and tokenizers 0.23 by running every code point through both
-tokenizers; ``tests/test_tokenization.py`` re-checks a sample of all code points.
+tokenizers; ``tests/pipeline/test_tokenization.py`` re-checks a sample of all code points.
 
 Threads: Hugging Face ``encode_batch*`` runs on a Rayon thread pool sized to all CPUs
 unless the environment variable ``TOKENIZERS_PARALLELISM`` is ``false``. The pipeline runs

@@ -1,0 +1,104 @@
+"""Wrong arguments named at their cause, in one line, before any work (a prefix, a metadata file,
+a vocabulary that is not one), and documents given as paths or globs (--input_files)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+from tests.helpers.cli_runs import base_options as base, run_cli as cli
+from tests.helpers.corpus import file_hashes, make_corpus
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return make_corpus(tmp_path_factory.mktemp("traps"), n_docs=12, min_sentences=5, max_sentences=12)
+
+
+def one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("create_tfrecords: error: "), err
+    return lines[0]
+
+
+def test_missing_prefix_directory_is_named_before_any_work(capsys, corpus, tmp_path):
+    for extra in ([], ["--skip_missing"]):
+        code, err = cli(capsys, "--metadata_files", corpus.metadata, "--input_files_prefix", tmp_path / "nowhere",
+                        *base(corpus, tmp_path / "out"), *extra)
+        assert code == 2
+        assert one_error_line(err) == (f"create_tfrecords: error: --input_files_prefix {tmp_path / 'nowhere'} does not "
+                                       "exist (the document paths are relative to it)")
+    assert not (tmp_path / "out").exists()
+
+
+def test_wrong_prefix_that_exists_is_named_not_the_first_missing_file(capsys, corpus, tmp_path):
+    for extra in ([], ["--skip_missing"]):
+        code, err = cli(capsys, "--metadata_files", corpus.metadata, "--input_files_prefix", tmp_path,
+                        *base(corpus, tmp_path / "out"), *extra)
+        assert code == 2
+        line = one_error_line(err)
+        assert f"{corpus.metadata}: none of its 12 lines names an existing file under --input_files_prefix {tmp_path}" \
+            in line and "is --input_files_prefix right?" in line
+        assert "skipped" not in err  # no warning per missing file
+
+
+def test_a_text_file_given_as_metadata_is_named(capsys, corpus, tmp_path):
+    prose = tmp_path / "speech.txt"
+    prose.write_text("Fellow-Citizens of the Senate and of the House of Representatives:\n\n"
+                     "Among the vicissitudes incident to life no event could have filled me with greater anxieties.\n")
+    for extra in ([], ["--skip_missing"]):
+        code, err = cli(capsys, "--metadata_files", prose, *base(corpus, tmp_path / "out"), *extra)
+        assert code == 2
+        assert one_error_line(err) == (
+            f"create_tfrecords: error: {prose} does not look like a metadata file: line 1 is prose, not a path; none of "
+            "its 2 lines names an existing file (a metadata file lists document paths, one a line; to read text files "
+            "directly use --input_files)")
+    jsonl = tmp_path / "data.jsonl"
+    jsonl.write_text('{"text": "a"}\n{"text": "b"}\n')
+    code, err = cli(capsys, "--metadata_files", jsonl, *base(corpus, tmp_path / "out"))
+    assert code == 2 and "line 1 is JSON, not a path" in err
+
+
+def test_a_metadata_file_with_some_missing_files_still_names_the_first_missing(capsys, corpus, tmp_path):
+    metadata = tmp_path / "m.txt"
+    metadata.write_text(corpus.metadata.read_text() + "docs/nope.txt\n")
+    code, err = cli(capsys, "--metadata_files", metadata, "--input_files_prefix", corpus.root,
+                    *base(corpus, tmp_path / "out"))
+    assert code == 2 and f"{metadata}:13: file not found" in err and "--skip_missing" in err
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("The quick brown fox jumps over the lazy dog.\nIt was not amused.\n",
+     "line 1 holds several words ('The quick brown fox jumps over the lazy ...'); it also lacks [PAD] [UNK] [CLS] "
+     "[SEP] [MASK]"),
+    ("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n\nworld\n\nagain\n", "2 lines are blank (lines 7 and 9 first)"),
+])
+def test_a_file_that_is_not_a_vocabulary_is_named(capsys, corpus, tmp_path, content, problem):
+    vocab = tmp_path / "notes.txt"
+    vocab.write_text(content)
+    code, err = cli(capsys, "--metadata_files", corpus.metadata, "--input_files_prefix", corpus.root,
+                    *base(corpus, tmp_path / "out"), "--vocab_file", vocab)
+    assert code == 2
+    assert one_error_line(err) == (f"create_tfrecords: error: {vocab} does not look like a BERT vocabulary (one token "
+                                   f"a line): {problem}")
+
+
+def test_input_files_paths_and_globs_give_the_bytes_of_a_metadata_file(capsys, corpus, tmp_path):
+    assert cli(capsys, "--metadata_files", corpus.metadata, "--input_files_prefix", corpus.root,
+               *base(corpus, tmp_path / "listed"))[0] == 0
+    code, err = cli(capsys, "--input_files", "docs/doc00*.txt", "docs/doc01[01].txt", "--input_files_prefix",
+                    corpus.root, *base(corpus, tmp_path / "globbed"))
+    assert code == 0, err
+    assert file_hashes(tmp_path / "globbed") == file_hashes(tmp_path / "listed")
+    manifest = json.loads((tmp_path / "globbed" / "data_params.json").read_text())
+    assert manifest["n_docs"] == 12 and manifest["input_files"] == ["docs/doc00*.txt", "docs/doc01[01].txt"]
+    # Comma-separated, without a prefix, and after a metadata file.
+    first = ",".join(str(corpus.root / f"docs/doc00{i}.txt") for i in range(3))
+    code, err = cli(capsys, "--input_files", first, *base(corpus, tmp_path / "plain"))
+    assert code == 0 and json.loads((tmp_path / "plain" / "data_params.json").read_text())["n_docs"] == 3
+    code, err = cli(capsys, "--input_files", tmp_path / "none*.txt", *base(corpus, tmp_path / "x"))
+    assert code == 2 and f"input pattern {tmp_path / 'none*.txt'} matches no file" in err
+    code, err = cli(capsys, "--input_files", tmp_path / "gone.txt", *base(corpus, tmp_path / "x"))
+    assert code == 2 and f"--input_files:1: file not found: {tmp_path / 'gone.txt'}" in err

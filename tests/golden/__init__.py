@@ -1,0 +1,1 @@
+"""The exact bytes of a fixed run."""

@@ -1,0 +1,38 @@
+"""A run stopped in this process by work done, never by time: at the n-th unit appended to the
+shards (``ShardAssembler.append``), as Ctrl-C or a bug would stop it there."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, List, Optional
+
+import pytest
+
+from bert_data.run.assembly import ShardAssembler
+
+
+@contextmanager
+def interrupted_at_append(number: int, *, after: bool = False, exception=KeyboardInterrupt,
+                          pieces: Optional[list] = None) -> Iterator[List[int]]:
+    """While inside, ``exception`` (Ctrl-C unless told) is raised at the ``number``-th call of
+    ``ShardAssembler.append``: before that unit's segments are appended (``number - 1`` units in
+    the shards, all journaled), or with ``after`` once they are (``number`` units in the shards,
+    the last not yet journaled).  The names of the pieces each call is given go into ``pieces``.
+    Yields the calls so far (1, 2, ...); the real ``append`` is back on leaving."""
+    real_append = ShardAssembler.append
+    calls: List[int] = []
+
+    def append(self, segments):
+        calls.append(len(calls) + 1)
+        if pieces is not None:
+            pieces.extend(Path(segment.path).name for segment in segments)
+        if not after and len(calls) == number:
+            raise exception
+        real_append(self, segments)
+        if after and len(calls) == number:
+            raise exception
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ShardAssembler, "append", append)
+        yield calls

@@ -1,0 +1,1 @@
+"""The stages' algorithms: documents and inputs, sentences, tokenizers, instances, masking, mixing, packing."""

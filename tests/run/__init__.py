@@ -1,0 +1,2 @@
+"""Orchestration: settings resolved once, end-to-end runs, the same bytes for any number of
+workers, Dask, object storage, the final shuffle."""

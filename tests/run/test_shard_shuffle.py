@@ -1,0 +1,150 @@
+"""The final pass of global mixing (bert_data.run.shard_shuffle): each shard written again
+in a seeded random order, compressed then; Google's --output_file files shuffled together;
+an interrupted pass resumed shard by shard."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+
+from bert_data.config import GeneratorConfig
+from bert_data.format.tfrecord import frame_records, iter_records
+from bert_data.format.tfrecord.splicing import record_offsets
+from bert_data.run.resolve import generate
+from bert_data.run.shard_shuffle import ShuffleTask, publish_shuffled, run_shuffle_task
+
+from tests.helpers.corpus import file_hashes, make_corpus
+
+
+def shuffle(task):
+    """One task of the final pass, as the runner does it: written beside, then put in place."""
+    keys = run_shuffle_task(task)
+    publish_shuffled(task)
+    return keys
+
+
+def write_records(path, records):
+    path.write_bytes(frame_records(records))
+
+
+def records(n, prefix=b"r"):
+    return [prefix + str(i).encode() * (1 + i % 7) for i in range(n)]
+
+
+def test_record_offsets_find_every_frame_and_refuse_a_cut_one(tmp_path):
+    data = frame_records(records(5))
+    offsets = record_offsets(data)
+    assert offsets[0] == 0 and offsets[-1] == len(data) and len(offsets) == 6
+    with pytest.raises(ValueError, match="past the end"):
+        record_offsets(data[:-3])
+
+
+def test_a_shard_is_its_records_in_an_order_keyed_on_its_seed(tmp_path):
+    original = records(1000)
+    write_records(tmp_path / "a.tmp", original)
+    outputs = {}
+    for name, seed in (("one", [5, 0, 1, 0]), ("again", [5, 0, 1, 0]), ("other shard", [5, 0, 1, 1])):
+        source = tmp_path / f"{name}.tmp"
+        source.write_bytes((tmp_path / "a.tmp").read_bytes())
+        assert shuffle(ShuffleTask(["train/0"], [str(source)], [str(tmp_path / name)], seed)) == ["train/0"]
+        outputs[name] = list(iter_records(str(tmp_path / name)))
+    assert sorted(outputs["one"]) == sorted(original) and outputs["one"] != original
+    assert outputs["one"] == outputs["again"] and outputs["one"] != outputs["other shard"]
+    # Neighbours in the shard as written are far apart after: no stretch of it survives.
+    places = {record: place for place, record in enumerate(outputs["one"])}
+    neighbours = sum(abs(places[a] - places[b]) == 1 for a, b in zip(original, original[1:]))
+    assert neighbours < 10
+
+
+@pytest.mark.parametrize("compression,wbits", [("gzip", 31), ("zlib", 15)])
+def test_the_shuffled_shard_is_compressed_as_one_stream(tmp_path, compression, wbits):
+    write_records(tmp_path / "plain.tmp", records(300))
+    write_records(tmp_path / "packed.tmp", records(300))
+    shuffle(ShuffleTask(["train/0"], [str(tmp_path / "plain.tmp")], [str(tmp_path / "plain")], [1]))
+    shuffle(ShuffleTask(["train/0"], [str(tmp_path / "packed.tmp")], [str(tmp_path / "packed")], [1],
+                               compression))
+    packed = (tmp_path / "packed").read_bytes()
+    engine = zlib.decompressobj(wbits)
+    assert engine.decompress(packed) == (tmp_path / "plain").read_bytes() and engine.eof and not engine.unused_data
+
+
+def test_files_shuffled_together_put_record_k_of_the_run_in_file_k_mod_n(tmp_path):
+    """Google's --output_file: the run's records (file i mod 3 holds record i) in one seeded
+    order of the whole run, record k to file k mod 3: the same order a single file gets."""
+    run = records(100)
+    write_records(tmp_path / "all.tmp", run)
+    shuffle(ShuffleTask(["train/0"], [str(tmp_path / "all.tmp")], [str(tmp_path / "all")], [3, 0, 2]))
+    sources = [tmp_path / f"part-{j}.tmp" for j in range(3)]
+    for j, source in enumerate(sources):
+        write_records(source, run[j::3])
+    targets = [str(tmp_path / f"part-{j}") for j in range(3)]
+    shuffle(ShuffleTask([f"train/{j}" for j in range(3)], list(map(str, sources)), targets, [3, 0, 2]))
+    whole = list(iter_records(str(tmp_path / "all")))
+    parts = [list(iter_records(target)) for target in targets]
+    assert [len(part) for part in parts] == [34, 33, 33]
+    assert all(parts[k % 3][k // 3] == record for k, record in enumerate(whole))
+    assert whole != run
+
+
+def config(corpus, output, **options):
+    settings = dict(metadata_files=[str(corpus.metadata)], input_files_prefix=str(corpus.root),
+                    vocab_file=str(corpus.vocab), do_lower_case=True, max_seq_length=32, max_predictions_per_seq=5,
+                    dupe_factor=2, split_num=5, num_output_files=3, output_dir=str(output), num_workers=1, seed=3,
+                    compression="zlib")
+    settings.update(options)
+    return GeneratorConfig(**settings)
+
+
+def test_an_interrupted_final_pass_resumes_with_the_shards_not_yet_shuffled(tmp_path, monkeypatch):
+    import bert_data.run.runner as runner
+
+    corpus = make_corpus(tmp_path / "c", n_docs=16, min_sentences=5, max_sentences=12)
+    generate(config(corpus, tmp_path / "reference"), progress=False)
+    real, calls = runner.run_shuffle_task, []
+
+    def shuffle_then_stop(task):
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # as Ctrl-C would, after the first shard
+        calls.append(task.keys)
+        return real(task)
+
+    monkeypatch.setattr(runner, "run_shuffle_task", shuffle_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        generate(config(corpus, tmp_path / "out"), progress=False)
+    names = sorted(path.name for path in (tmp_path / "out").iterdir() if path.is_file())
+    # Shuffled or not, shards keep their names in progress until the run is finished.
+    assert names == ["examples-1.tfrecords.tmp", "examples-2.tfrecords.tmp", "examples-3.tfrecords.tmp"]
+
+    calls.clear()
+    monkeypatch.setattr(runner, "run_shuffle_task", lambda task: calls.append(task.keys) or real(task))
+    generate(config(corpus, tmp_path / "out", resume=True), progress=False)
+    assert calls == [["train/1"], ["train/2"]]  # only the shards not yet shuffled
+    assert file_hashes(tmp_path / "out") == file_hashes(tmp_path / "reference")
+    assert not [path for path in (tmp_path / "out").rglob("*") if path.name.endswith((".tmp", ".shuffling"))]
+
+
+@pytest.mark.parametrize("as_files", [False, True], ids=["output_dir", "output_file"])
+def test_hdf5_shards_hold_the_shuffled_tfrecord_instances_in_the_same_order(tmp_path, as_files):
+    """HDF5 (as Parquet and MDS) shards are written from their bodies in the final shuffle's order:
+    per shard, or with Google's --output_file the files together (record k of the run to file k mod N)."""
+    import h5py
+
+    from bert_data.format.dataset import decode_records, infer_specs
+
+    corpus = make_corpus(tmp_path / "c", n_docs=16, min_sentences=5, max_sentences=12)
+    ids = {}
+    for fmt, suffix in (("tfrecord", "tfrecord"), ("hdf5", "hdf5")):
+        out = tmp_path / fmt
+        files = [str(out / f"part-{j}.{suffix}") for j in range(3)] if as_files else []
+        generate(config(corpus, out, output_format=fmt, compression=None, output_files=files,
+                        output_dir=str(out) if not as_files else None), progress=False)
+        paths = files or [str(out / f"examples-{j + 1}.{'tfrecords' if fmt == 'tfrecord' else 'hdf5'}") for j in range(3)]
+        if fmt == "tfrecord":
+            ids[fmt] = [decode_records(list(iter_records(p)), infer_specs(p))["input_ids"].tolist() for p in paths]
+        else:
+            ids[fmt] = []
+            for p in paths:
+                with h5py.File(p, "r") as handle:
+                    ids[fmt].append(handle["input_ids"][:].tolist())
+    assert ids["hdf5"] == ids["tfrecord"] and all(len(shard) > 5 for shard in ids["hdf5"])

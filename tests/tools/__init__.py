@@ -1,0 +1,1 @@
+"""The bert-data tools: verify, inspect, stats and build-vocab."""
