@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # the command line's --help must not import numpy
     import numpy as np
 
 __all__ = ["TFRECORD", "HDF5", "PARQUET", "MDS", "MEGATRON", "DEFAULT_FORMAT", "MDS_INDEX", "ShardOptions",
-           "Writer", "Reader", "OutputFormat", "FORMATS", "get_format", "format_of_path"]
+           "Writer", "Reader", "UnpaddedRowsReader", "OutputFormat", "FORMATS", "get_format", "format_of_path"]
 
 TFRECORD, HDF5, PARQUET, MDS, MEGATRON = "tfrecord", "hdf5", "parquet", "mds", "megatron"
 DEFAULT_FORMAT = TFRECORD
@@ -118,6 +118,21 @@ class Reader(ABC):
     def read_columns(self, path: str, batch_size: int = 1024) -> Iterator[Dict[str, np.ndarray]]:
         """A shard's instances, in order, as padded canonical columns in batches (packed rows as
         the packed layout's columns)."""
+
+
+class UnpaddedRowsReader(Reader):
+    """A reader of shards whose rows are stored unpadded (Parquet, MDS): the options give the
+    padded widths (and packed rows' instance slots) the columns come back in."""
+
+    def read_columns(self, path: str, batch_size: int = 1024) -> Iterator[Dict[str, np.ndarray]]:
+        options = self.options
+        return self.read_rows(path, options.max_seq_length, options.max_predictions_per_seq, batch_size,
+                              options.max_sequences_per_pack)
+
+    @abstractmethod
+    def read_rows(self, path: str, max_seq_length: int, max_predictions_per_seq: Optional[int], batch_size: int,
+                  max_sequences_per_pack: Optional[int]) -> Iterator[Dict[str, np.ndarray]]:
+        """The shard's rows as padded canonical columns, ``batch_size`` at a time."""
 
 
 def _load(where: str) -> type:

@@ -12,7 +12,7 @@ from typing import Dict, Iterator, Optional
 import numpy as np
 
 from ..columns import from_rows
-from ..output_formats import Reader
+from ..output_formats import UnpaddedRowsReader
 from ..packed_rows import packed_from_rows
 
 _VALUE_TYPES = {"ndarray:int32": np.int32, "ndarray:uint8": np.uint8, "int32": np.int32}
@@ -44,12 +44,10 @@ def _decode(encoding: str, datum: bytes):
     return np.frombuffer(datum[1 + width:], dtype).astype(np.int64)
 
 
-class MDSReader(Reader):
-    def read_columns(self, path: str, batch_size: int = 1024) -> Iterator[Dict[str, np.ndarray]]:
-        """Samples are unpadded: the options give the padded widths (and packed rows' instance slots)."""
-        options = self.options
-        return _read(path, options.max_seq_length, options.max_predictions_per_seq, batch_size,
-                     options.max_sequences_per_pack)
+class MDSReader(UnpaddedRowsReader):
+    def read_rows(self, path: str, max_seq_length: int, max_predictions_per_seq: Optional[int], batch_size: int,
+                  max_sequences_per_pack: Optional[int]) -> Iterator[Dict[str, np.ndarray]]:
+        return _read(path, max_seq_length, max_predictions_per_seq, batch_size, max_sequences_per_pack)
 
 
 def _read(path: str, max_seq_length: int, max_predictions_per_seq: Optional[int], batch_size: int,

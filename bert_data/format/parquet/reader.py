@@ -9,17 +9,15 @@ from typing import Dict, Iterator, Optional
 import numpy as np
 
 from ..columns import from_rows
-from ..output_formats import Reader
+from ..output_formats import UnpaddedRowsReader
 from ..packed_rows import packed_from_rows
 from .writer import INSTANCE_COLUMNS, LIST_COLUMNS
 
 
-class ParquetReader(Reader):
-    def read_columns(self, path: str, batch_size: int = 1024) -> Iterator[Dict[str, np.ndarray]]:
-        """Rows are unpadded: the options give the padded widths (and packed rows' instance slots)."""
-        options = self.options
-        return _read(path, options.max_seq_length, options.max_predictions_per_seq, batch_size,
-                     options.max_sequences_per_pack)
+class ParquetReader(UnpaddedRowsReader):
+    def read_rows(self, path: str, max_seq_length: int, max_predictions_per_seq: Optional[int], batch_size: int,
+                  max_sequences_per_pack: Optional[int]) -> Iterator[Dict[str, np.ndarray]]:
+        return _read(path, max_seq_length, max_predictions_per_seq, batch_size, max_sequences_per_pack)
 
 
 def _read(path: str, max_seq_length: int, max_predictions_per_seq: Optional[int], batch_size: int,
