@@ -12,6 +12,7 @@ import sys
 from typing import List, Optional
 
 from ..format.manifest import MANIFEST_NAME
+from .flags import Parser
 from ..redaction import redacting
 
 DESCRIPTION = """\
@@ -45,8 +46,8 @@ def _add_compression(p) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bert-data", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    parser = Parser(prog="bert-data", description=DESCRIPTION, epilog=EPILOG,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("inspect", allow_abbrev=False, help="decode records to readable text",

@@ -19,7 +19,7 @@ from ..format.manifest import MANIFEST_NAME
 from ..format.output_formats import FORMATS
 from ..format.dataset_layout import WORK_DIR
 from .compat import add_google_arguments, resolve
-from .flags import add_bool, parse_args
+from .flags import Parser, add_bool, parse_args
 from ..redaction import redacting
 
 DESCRIPTION = """\
@@ -40,7 +40,7 @@ examples:
       --max_predictions_per_seq=20 --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=5
 
 boolean options are absl-style, as in Google's tool: --flag, --flag=true|false (True/False, 1/0,
-yes/no) or --noflag. Options are never abbreviated.
+yes/no) or --noflag; --flag false (a separate word) too. Options are never abbreviated.
 
 input files ending in .gz, .bz2, .xz or .zst/.zstd are decompressed as they are read
 (.zst needs pip install zstandard); .parquet, .arrow and .feather files are tables, one
@@ -103,7 +103,7 @@ def add_tokenizer_arguments(group) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="create_tfrecords",
         description=DESCRIPTION,
         epilog=EPILOG,
