@@ -102,3 +102,21 @@ def test_input_files_paths_and_globs_give_the_bytes_of_a_metadata_file(capsys, c
     assert code == 2 and f"input pattern {tmp_path / 'none*.txt'} matches no file" in err
     code, err = cli(capsys, "--input_files", tmp_path / "gone.txt", *base(corpus, tmp_path / "x"))
     assert code == 2 and f"--input_files:1: file not found: {tmp_path / 'gone.txt'}" in err
+
+
+def test_a_tokenizer_json_or_a_binary_file_given_as_vocab_file_is_named(capsys, corpus, tmp_path):
+    """A tokenizer.json points to --tokenizer_file; a program is a binary file, not "not valid UTF-8"."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordPiece
+
+    tokenizer_json = tmp_path / "tokenizer.json"
+    Tokenizer(WordPiece({"[PAD]": 0, "[UNK]": 1, "hello": 2}, unk_token="[UNK]")).save(str(tokenizer_json), pretty=True)
+    binary = tmp_path / "ls"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 16)
+    for vocab, expected in ((tokenizer_json, "is a Hugging Face tokenizer.json, not a vocab.txt (one token a line): "
+                                             "pass it as --tokenizer_file"),
+                            (binary, "is a binary file, not a BERT vocabulary (a vocab.txt holds one token a line)")):
+        code, err = cli(capsys, "--metadata_files", corpus.metadata, "--input_files_prefix", corpus.root,
+                        *base(corpus, tmp_path / "out"), "--vocab_file", vocab)
+        assert code == 2
+        assert one_error_line(err) == f"create_tfrecords: error: {vocab} {expected}"
