@@ -346,7 +346,8 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
     Returns a :class:`VerifyReport`; ``report.ok`` is True only if every check held.  Raises
     ``ValueError`` for paths that name nothing or an unreadable vocabulary.
     """
-    from ..format.tfrecord import CorruptRecordError, detect_compression, file_format, normalize_compression
+    from ..format.tfrecord import (CorruptRecordError, NotTFRecordError, detect_compression, file_format,
+                                   normalize_compression)
 
     given = normalize_compression(compression)
     started = time.perf_counter()
@@ -378,6 +379,8 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
             for path in shard_set.files:
                 try:
                     specs = infer_specs(path, compressions[path])
+                except NotTFRecordError as error:  # a file given that no manifest lists: a wrong argument
+                    raise ValueError(str(error)) from None
                 except CorruptRecordError:
                     specs = None  # reported when the file is read
                 except ValueError as error:
@@ -489,7 +492,7 @@ def _read_columns_file(path: str, checker: _FileChecker) -> None:
 def _read_file(path: str, checker: _FileChecker, compression: Optional[str] = None) -> None:
     """Feed every record to ``checker``; a data CRC failure skips that record, anything else
     that breaks the framing (or the compressed stream) stops the file."""
-    from ..format.tfrecord import CompressionError, CorruptRecordError, iter_records, open_records
+    from ..format.tfrecord import CompressionError, CorruptRecordError, NotTFRecordError, iter_records, open_records
 
     result = checker.result
     where = "uncompressed byte" if compression else "byte"
@@ -509,6 +512,12 @@ def _read_file(path: str, checker: _FileChecker, compression: Optional[str] = No
             except CorruptRecordError as error:
                 offset = base_offset + error.offset
                 checker.flush()  # earlier records first
+                if isinstance(error, NotTFRecordError):
+                    content = "its first bytes, decompressed," if compression else "its first bytes"
+                    checker.problem(None, f"not a TFRecord file ({content} {error.reason})")
+                    checker.report.bad_records += 1
+                    result.complete = False
+                    return
                 if error.reason == "data CRC mismatch":
                     checker.problem(index, f"data CRC mismatch, record at {where} {offset}; record skipped")
                     checker.report.bad_records += 1
