@@ -210,6 +210,9 @@ def _verify(args) -> int:
         print(f"warning: {warning}")
     for problem in report.problems:
         print(problem)
+    if len(report.splits) > 1:  # train/ and val/ (or several datasets): each on its own
+        for split in report.splits:
+            print(split)
     print(report.summary())
     return 0 if report.ok else 1
 

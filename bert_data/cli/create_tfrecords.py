@@ -343,6 +343,14 @@ def report(output, resumed_run: bool, summary) -> None:
             where = f"in {len(manifest['examples_per_file']):,} files under {directory}"
         note = f" ({skipped:,} documents skipped, see {manifest_name(output)})" if skipped else ""
         print(f"{split}: {counts} {where}{note}", file=sys.stderr)
+        empty = sum(1 for count in manifest["examples_per_file"].values() if not count)
+        if empty and manifest["n_examples"]:
+            notices.warn(f"{split}: {empty:,} of {len(manifest['examples_per_file']):,} files hold no example "
+                         f"({manifest['n_examples']:,} examples in all); pass a smaller --num_output_files")
+        elif empty:
+            fix = ("raise --val_fraction or name validation documents with --val_metadata_files" if split == "val"
+                   else "give documents long enough for an instance")
+            notices.warn(f"{split}: no example: its {empty:,} file{'s are' if empty > 1 else ' is'} empty; {fix}")
     resumed = ""
     if resumed_run and not summary.resumed_from_unit:
         resumed = " (resumed: no unit had been written; the interrupted run's tokenized slices were reused)"

@@ -38,3 +38,25 @@ def test_a_shard_zeroed_from_its_start_is_not_read_as_records(tmp_path, capsys):
     assert err.strip() == (f"bert-data inspect: error: {path} is not a TFRecord file (its first bytes "
                            f"{' '.join(['00'] * 12)} are no record header: another kind of file, or a shard corrupt "
                            f"from its start); {WHAT_TO_DO}")
+
+
+def test_verify_reports_each_split_and_an_empty_one_is_a_problem(synthetic_corpus, tmp_path, capsys):
+    from bert_data.run.resolve import generate
+
+    from tests.helpers.corpus import corpus_config
+
+    out = tmp_path / "out"
+    generate(corpus_config(synthetic_corpus, out, max_seq_length=64, max_predictions_per_seq=10, val_fraction=0.001,
+                           num_output_files=2), progress=False)
+    n_train = json.loads((out / "train" / "data_params.json").read_text())["n_examples"]
+    code, out_text, _ = run(["verify", out], capsys)
+    assert code == 1
+    lines = out_text.splitlines()
+    assert f"{out / 'val'}: empty: no record in its 2 file(s); regenerate with a larger --val_fraction, or without one" \
+        in lines
+    assert [line.split(", ")[0] for line in lines[-3:-1]] == [
+        f"{out / 'train'}: OK: {n_train:,} records in 2 file(s)",
+        f"{out / 'val'}: FAILED (1 problem(s)): 0 records in 2 file(s)"]
+    assert lines[-1].startswith("FAILED: 1 problem(s) in 4 file(s)")
+    code, out_text, _ = run(["verify", out / "train"], capsys)  # one split: one summary
+    assert code == 0 and out_text.splitlines()[-1].startswith(f"OK: {n_train:,} records in 2 file(s)")
