@@ -22,6 +22,7 @@ from ..pipeline.documents.reading import read_documents
 from ..format.dataset_layout import SPLIT_OF_CODE, TRAIN, TRAIN_CODE, VAL, VAL_CODE
 from ..pipeline.documents.types import CorpusPlan, InputError, ReadingSpec, Slice
 from ..pipeline.mixing import CorpusOrder, region_size
+from .run_record import run_record
 from .specs import RunSpec
 from .units import SliceTable, UnitWork
 
@@ -52,6 +53,7 @@ class Plan:
     excluded_as_validation: int = 0  # documents of --metadata_files also in --val_metadata_files
     vocab: object = None
     fingerprint: str = ""
+    record: dict = field(default_factory=dict)  # what the run was started with (run_record): explains the fingerprint
 
     @property
     def slices(self) -> List[Slice]:
@@ -113,7 +115,8 @@ def make_plan(spec: RunSpec, skip_missing: bool = False, check_case: bool = True
     n_listed = {split: len(docs) + sum(1 for *_, s in missing if s == split) for split, docs in split_docs.items()}
     excluded_docs = sum(corpus.docs_per_path.get(path, 0) for path in {entry.path for entry in excluded})
     return Plan(corpus, units, orders, split_docs, mixing.split_num, n_listed, missing, excluded_docs, vocab,
-                run_fingerprint(spec.options, vocab, entries + val_entries))
+                run_fingerprint(spec.options, vocab, entries + val_entries),
+                run_record(spec.options, vocab, entries + val_entries))
 
 
 def warn_about_split_sizes(inputs, n_train: int, n_val: int) -> None:
@@ -125,9 +128,10 @@ def warn_about_split_sizes(inputs, n_train: int, n_val: int) -> None:
     if inputs.val_fraction > 0:
         given = f"--val_fraction {inputs.val_fraction:g}"
         if n_val == 0:
+            enough = min(0.5, 5 / max(total, 1))
             warn(f"{given} holds out none of the {total:,} documents (about {total * inputs.val_fraction:.2g} "
-                 f"expected): the validation shards will be empty; raise --val_fraction ({min(0.5, 5 / max(total, 1)):.2g} "
-                 "holds out about 5 documents) or name validation documents with --val_metadata_files")
+                 f"expected): the validation shards will be empty; raise --val_fraction ({enough:.2g} holds out "
+                 "about 5 documents) or name validation documents with --val_metadata_files")
         elif n_train < n_val:
             warn(f"{given} leaves {n_train:,} of the {total:,} documents for training ({n_val:,} held out for "
                  "validation); lower --val_fraction, the share held out (e.g. 0.05)")
