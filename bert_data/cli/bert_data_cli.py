@@ -12,6 +12,7 @@ import sys
 from typing import List, Optional
 
 from ..format.manifest import MANIFEST_NAME
+from .flags import Parser
 from ..redaction import redacting
 
 DESCRIPTION = """\
@@ -45,8 +46,8 @@ def _add_compression(p) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bert-data", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    parser = Parser(prog="bert-data", description=DESCRIPTION, epilog=EPILOG,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("inspect", allow_abbrev=False, help="decode records to readable text",
@@ -209,6 +210,9 @@ def _verify(args) -> int:
         print(f"warning: {warning}")
     for problem in report.problems:
         print(problem)
+    if len(report.splits) > 1:  # train/ and val/ (or several datasets): each on its own
+        for split in report.splits:
+            print(split)
     print(report.summary())
     return 0 if report.ok else 1
 

@@ -13,7 +13,7 @@ import sys
 from typing import List, Optional, Sequence
 
 from .create_tfrecords import add_document_arguments
-from .flags import add_bool, parse_args
+from .flags import Parser, add_bool, parse_args
 from ..redaction import redacting
 
 EXAMPLE = """\
@@ -25,13 +25,13 @@ examples:
   bert-data build-vocab ... --model sentencepiece --out spm/m.model   # create_tfrecords --spm_model_file
                                                                       # (writes spm/m.vocab too)
 
-boolean options are absl-style: --flag, --flag=true|false or --noflag. Options are never
-abbreviated. Input files ending in .gz, .bz2, .xz or .zst/.zstd are decompressed as they are
+boolean options are absl-style: --flag, --flag=true|false, --flag false or --noflag. Options
+are never abbreviated. Input files ending in .gz, .bz2, .xz or .zst/.zstd are decompressed as they are
 read (.zst needs pip install zstandard)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="bert-data build-vocab",
         description="Train a vocabulary (BERT's WordPiece vocab.txt, a Hugging Face tokenizer.json or a "
                     "SentencePiece model) from the documents listed in metadata files or given as paths or "

@@ -19,7 +19,7 @@ from ..format.manifest import MANIFEST_NAME
 from ..format.output_formats import FORMATS
 from ..format.dataset_layout import WORK_DIR
 from .compat import add_google_arguments, resolve
-from .flags import add_bool, parse_args
+from .flags import Parser, add_bool, parse_args
 from ..redaction import redacting
 
 DESCRIPTION = """\
@@ -40,7 +40,7 @@ examples:
       --max_predictions_per_seq=20 --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=5
 
 boolean options are absl-style, as in Google's tool: --flag, --flag=true|false (True/False, 1/0,
-yes/no) or --noflag. Options are never abbreviated.
+yes/no) or --noflag; --flag false (a separate word) too. Options are never abbreviated.
 
 input files ending in .gz, .bz2, .xz or .zst/.zstd are decompressed as they are read
 (.zst needs pip install zstandard); .parquet, .arrow and .feather files are tables, one
@@ -103,7 +103,7 @@ def add_tokenizer_arguments(group) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="create_tfrecords",
         description=DESCRIPTION,
         epilog=EPILOG,
@@ -343,6 +343,14 @@ def report(output, resumed_run: bool, summary) -> None:
             where = f"in {len(manifest['examples_per_file']):,} files under {directory}"
         note = f" ({skipped:,} documents skipped, see {manifest_name(output)})" if skipped else ""
         print(f"{split}: {counts} {where}{note}", file=sys.stderr)
+        empty = sum(1 for count in manifest["examples_per_file"].values() if not count)
+        if empty and manifest["n_examples"]:
+            notices.warn(f"{split}: {empty:,} of {len(manifest['examples_per_file']):,} files hold no example "
+                         f"({manifest['n_examples']:,} examples in all); pass a smaller --num_output_files")
+        elif empty:
+            fix = ("raise --val_fraction or name validation documents with --val_metadata_files" if split == "val"
+                   else "give documents long enough for an instance")
+            notices.warn(f"{split}: no example: its {empty:,} file{'s are' if empty > 1 else ' is'} empty; {fix}")
     resumed = ""
     if resumed_run and not summary.resumed_from_unit:
         resumed = " (resumed: no unit had been written; the interrupted run's tokenized slices were reused)"

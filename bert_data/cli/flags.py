@@ -1,16 +1,24 @@
-"""Command-line conventions shared by ``create_tfrecords`` and ``bert-data build-vocab``: absl-style
-booleans (what Google's and ALBERT's ``create_pretraining_data.py`` accept) and parsers that
-accept no abbreviations.
+"""Command-line conventions shared by ``create_tfrecords``, ``bert-data`` and its subcommands and
+``bert-data build-vocab``: absl-style booleans (what Google's and ALBERT's
+``create_pretraining_data.py`` accept), parsers that accept no abbreviations, and usage errors
+in one line that name the fix (:class:`Parser`).
 
 absl booleans: ``--flag``, ``--flag=true|false`` (also True/False, 1/0, yes/no, t/f, y/n) and
-``--noflag``.  The value is only ever attached with ``=``: absl reads ``--flag false`` as
-``--flag`` plus a stray word, so that form is refused here (argparse reports the stray word)
-rather than read one way or the other.
+``--noflag``; and, as many tools accept, ``--flag false`` with the value as a separate word.
+Only a boolean word is taken as the value: ``--quiet corpus.txt`` leaves ``corpus.txt`` a stray
+argument, reported as such.  (absl itself reads ``--flag false`` as ``--flag`` plus a leftover
+word that Google's script ignores, i.e. as true: the opposite of what was typed.)
+
+A mistyped option is one line naming the closest real one (``unknown option --max_seq_len;
+did you mean --max_seq_length?``) and pointing to ``--help``, instead of argparse's usage
+message of some forty lines before the line that matters.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
 from typing import List, Optional, Sequence
 
 TRUE_WORDS = ("true", "t", "1", "yes", "y")
@@ -61,17 +69,29 @@ def bool_options(parser: argparse.ArgumentParser) -> dict:
 
 
 def rewrite_bool_values(parser: argparse.ArgumentParser, argv: Sequence[str]) -> List[str]:
-    """``--flag=true`` -> ``--flag``, ``--flag=false`` -> ``--noflag``; a value that is not a
-    boolean is a usage error naming the flag."""
+    """``--flag=true`` and ``--flag true`` -> ``--flag``, ``--flag=false`` and ``--flag false`` ->
+    ``--noflag``; a value after ``=`` that is not a boolean is a usage error naming the flag, and
+    a separate word that is not a boolean is left alone (a stray argument, reported as such)."""
     flags = bool_options(parser)
     out = []
-    for index, arg in enumerate(argv):
+    argv = list(argv)
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        index += 1
         if arg == "--":
-            return out + list(argv[index:])
+            return out + argv[index - 1:]
         name, equals, value = arg.partition("=")
-        if not equals or name not in flags:
+        if name not in flags:
             out.append(arg)
             continue
+        if not equals:
+            if index < len(argv) and parse_bool(argv[index]) is not None:  # --flag false
+                value = argv[index]
+                index += 1
+            else:
+                out.append(arg)
+                continue
         positive, negative, is_negative = flags[name]
         meaning = parse_bool(value)
         if meaning is None or is_negative:
@@ -79,6 +99,94 @@ def rewrite_bool_values(parser: argparse.ArgumentParser, argv: Sequence[str]) ->
             parser.error(f"{name} {what}")
         out.append(positive if meaning else negative)
     return out
+
+
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
+def closest(word: str, candidates: Sequence[str]) -> Optional[str]:
+    """The candidate ``word`` most likely mistypes (difflib, case ignored), or None."""
+    by_lower = {candidate.lower(): candidate for candidate in candidates}
+    found = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    return by_lower[found[0]] if found else None
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line, what is wrong and what to do,
+    pointing to ``--help`` instead of printing the usage: an unknown option names the closest
+    real one, a choice not offered the closest choice.  No abbreviations are accepted.  Its
+    subcommands' parsers are of this class too."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self._arguments_seen: List[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):
+        import sys
+
+        self._arguments_seen = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def parse_args(self, args=None, namespace=None):
+        args, extras = self.parse_known_args(args, namespace)
+        if extras:
+            chosen = self._subcommand_parser(args)
+            misplaced = [arg for arg in extras if arg.startswith("-") and not chosen._unknown_option(arg)]
+            if chosen is not self and misplaced:  # an option of the subcommand given before it
+                name = misplaced[0].partition("=")[0]
+                self.exit(2, f"{self.prog}: error: {name} is an option of {chosen.prog}: give it after the "
+                             f"command ({chosen.prog} ... {name}; see {chosen.prog} --help)\n")
+            chosen.unknown(extras)
+        return args
+
+    def error(self, message: str):
+        if message.startswith("the following arguments are required"):
+            unknown = [arg for arg in self._arguments_seen if self._unknown_option(arg)]
+            if unknown:  # the mistyped option is why the required one seems missing: name it
+                self.unknown(unknown)
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def unknown(self, extras: Sequence[str]):
+        """Report the first of the arguments no option took, and exit."""
+        options = [arg for arg in extras if self._unknown_option(arg)]
+        if options:
+            name = options[0].partition("=")[0]
+            guess = closest(name, self._visible_options())
+            hint = f"; did you mean {guess}?" if guess else ""
+            self.exit(2, f"{self.prog}: error: unknown option {name}{hint} (see {self.prog} --help)\n")
+        word = extras[0]
+        seen = self._arguments_seen
+        after = seen[seen.index(word) - 1] if word in seen and seen.index(word) > 0 else None
+        where = f" after {after}" if after and after.startswith("-") else ""
+        if after and isinstance(self._option_string_actions.get(after.partition("=")[0]), BoolFlag):
+            where += " (which takes no value, or true or false)"
+        self.exit(2, f"{self.prog}: error: unexpected argument {word!r}{where}: no option takes it "
+                     f"(see {self.prog} --help)\n")
+
+    def _check_value(self, action, value):
+        if action.choices is not None and value not in action.choices:
+            choices = [str(choice) for choice in action.choices]
+            guess = closest(str(value), choices)
+            hint = f"; did you mean {guess}?" if guess else ""
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r} (choose from {', '.join(choices)}){hint}")
+
+    def _unknown_option(self, arg: str) -> bool:
+        return (arg.startswith("-") and len(arg) > 1 and arg != "--" and not _NEGATIVE_NUMBER.match(arg)
+                and arg.partition("=")[0] not in self._option_string_actions)
+
+    def _visible_options(self) -> List[str]:
+        return [string for action in self._actions if action.help != argparse.SUPPRESS
+                for string in action.option_strings]
+
+    def _subcommand_parser(self, namespace) -> "Parser":
+        """The parser of the subcommand given (whose options the extras were meant for), else this one."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(namespace, action.dest, None) or "")
+                if isinstance(chosen, Parser):
+                    return chosen
+        return self
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> argparse.Namespace:

@@ -22,6 +22,7 @@ from ..pipeline.documents.reading import read_documents
 from ..format.dataset_layout import SPLIT_OF_CODE, TRAIN, TRAIN_CODE, VAL, VAL_CODE
 from ..pipeline.documents.types import CorpusPlan, InputError, ReadingSpec, Slice
 from ..pipeline.mixing import CorpusOrder, region_size
+from .run_record import run_record
 from .specs import RunSpec
 from .units import SliceTable, UnitWork
 
@@ -52,6 +53,7 @@ class Plan:
     excluded_as_validation: int = 0  # documents of --metadata_files also in --val_metadata_files
     vocab: object = None
     fingerprint: str = ""
+    record: dict = field(default_factory=dict)  # what the run was started with (run_record): explains the fingerprint
 
     @property
     def slices(self) -> List[Slice]:
@@ -102,6 +104,7 @@ def make_plan(spec: RunSpec, skip_missing: bool = False, check_case: bool = True
         check_vocabulary_case(spec.tokenizer.do_lower_case, inputs.reading, vocab, corpus.slices, allow_case_mismatch)
     split_docs = {split: np.flatnonzero(corpus.doc_splits == code)
                   for code, split in SPLIT_OF_CODE.items()}
+    warn_about_split_sizes(inputs, len(split_docs[TRAIN]), len(split_docs[VAL]))
     orders = {split: CorpusOrder(len(docs), mixing.seed, shuffle=not mixing.keep_corpus_order,
                                  region_size=region_size(mixing.split_num))
               for split, docs in split_docs.items()}
@@ -112,7 +115,32 @@ def make_plan(spec: RunSpec, skip_missing: bool = False, check_case: bool = True
     n_listed = {split: len(docs) + sum(1 for *_, s in missing if s == split) for split, docs in split_docs.items()}
     excluded_docs = sum(corpus.docs_per_path.get(path, 0) for path in {entry.path for entry in excluded})
     return Plan(corpus, units, orders, split_docs, mixing.split_num, n_listed, missing, excluded_docs, vocab,
-                run_fingerprint(spec.options, vocab, entries + val_entries))
+                run_fingerprint(spec.options, vocab, entries + val_entries),
+                run_record(spec.options, vocab, entries + val_entries))
+
+
+def warn_about_split_sizes(inputs, n_train: int, n_val: int) -> None:
+    """A validation split that will be empty, or one that leaves training fewer documents than it
+    holds out, is a warning before any work (the run goes on: the shards are still made)."""
+    if not (inputs.val_fraction > 0 or inputs.val_metadata_files):
+        return
+    total = n_train + n_val
+    if inputs.val_fraction > 0:
+        given = f"--val_fraction {inputs.val_fraction:g}"
+        if n_val == 0:
+            enough = min(0.5, 5 / max(total, 1))
+            warn(f"{given} holds out none of the {total:,} documents (about {total * inputs.val_fraction:.2g} "
+                 f"expected): the validation shards will be empty; raise --val_fraction ({enough:.2g} holds out "
+                 "about 5 documents) or name validation documents with --val_metadata_files")
+        elif n_train < n_val:
+            warn(f"{given} leaves {n_train:,} of the {total:,} documents for training ({n_val:,} held out for "
+                 "validation); lower --val_fraction, the share held out (e.g. 0.05)")
+    elif n_val == 0:
+        warn("--val_metadata_files list no document with text: the validation shards will be empty; list the "
+             "validation documents there")
+    elif n_train < n_val:
+        warn(f"--val_metadata_files hold out {n_val:,} of the {total:,} documents, leaving {n_train:,} for training; "
+             "list fewer there")
 
 
 def plan_units(corpus: CorpusPlan, split_docs: Dict[str, np.ndarray], orders: Dict[str, CorpusOrder],

@@ -50,6 +50,7 @@ from ..format.dataset_layout import LOCK, TRAIN, WORK_DIR, in_progress, is_run_o
 from ..format.manifest import MANIFEST_NAME, Manifest, write_json_atomic
 from ..notices import warn
 from .fault_injection import FinalizeSteps as _Steps
+from .run_record import differences
 
 if TYPE_CHECKING:  # (annotations only: what the command line imports of this module stays light)
     from .specs import OutputSpec
@@ -373,9 +374,11 @@ def create_output_dir(output: OutputSpec) -> None:
         raise ConfigError(f"--output_dir {output.directory} cannot be created: {error.strerror}") from None
 
 
-def prepare_output_dir(output: OutputSpec, fingerprint: str, resume: bool, overwrite: bool) -> Optional[dict]:
+def prepare_output_dir(output: OutputSpec, fingerprint: str, resume: bool, overwrite: bool,
+                       record: Optional[dict] = None) -> Optional[dict]:
     """Make the (locked) output directory ready: ``resume`` an interrupted run (returns its
-    journal) or start one, removing an earlier run's files if ``overwrite``."""
+    journal) or start one, removing an earlier run's files if ``overwrite``.  ``record``: this
+    run's ``run_record``, to say what changed when the fingerprint differs."""
     if not os.access(output.directory, os.W_OK):
         raise ConfigError(f"--output_dir {output.directory} is not writable")
 
@@ -395,10 +398,11 @@ def prepare_output_dir(output: OutputSpec, fingerprint: str, resume: bool, overw
             raise ConfigError(f"--resume: {output.directory} holds no interrupted run, so there is nothing to resume; "
                               "run without --resume to start")
         if journal.get("fingerprint") != fingerprint:
-            raise ConfigError(
-                f"--resume: {output.directory} was started with other options, another vocabulary or "
-                "other documents; resume with the same ones, or use --overwrite to start again"
-            )
+            changed = differences(journal.get("run"), record) if record else []
+            what = ("; ".join(changed) if changed else
+                    "other options, another vocabulary or other documents")
+            raise ConfigError(f"--resume: {output.directory} was started with {'other options: ' if changed else ''}"
+                              f"{what}; resume with the same ones, or use --overwrite to start again")
         discard_unjournaled(work_dir)
     elif found:
         # Named output files (--output_file) are replaced, as Google's tool replaces them.
@@ -431,11 +435,14 @@ def read_journal(work_dir: str) -> Optional[dict]:
 
 
 def write_journal(work_dir: str, fingerprint: str, shard_sizes: Dict[str, int], shard_checksums: Dict[str, list],
-                  totals: dict, finished: bool = False) -> None:
+                  totals: dict, finished: bool = False, record: Optional[dict] = None) -> None:
     """``finished``: every shard is complete (in progress still, or renamed since): what is left
-    is ``finalize``, which a resumed run does again from the start."""
+    is ``finalize``, which a resumed run does again from the start.  ``record``: the run's
+    ``run_record`` (what a refused --resume names as changed)."""
     data = {"fingerprint": fingerprint, "shard_sizes": shard_sizes, "shard_checksums": shard_checksums,
             "totals": totals}
+    if record:
+        data["run"] = record
     if finished:
         data["finished"] = True
     # Synced only when finished: before that it guards against a stopped process (whose writes

@@ -114,8 +114,8 @@ def _run_locked(spec: RunSpec, staged: OutputSpec, places: RunLocations, remote:
     Whatever stops the run (Ctrl-C, a killed worker, a full disk, any failure but the input's
     own), what the journal vouches for stays for ``--resume`` (``run_files.stopped``)."""
     control = spec.control
-    journal = prepare_output_dir(staged, plan.fingerprint, control.resume, control.overwrite) if remote is None \
-        else remote.prepare(staged, plan.fingerprint)
+    journal = prepare_output_dir(staged, plan.fingerprint, control.resume, control.overwrite, plan.record) \
+        if remote is None else remote.prepare(staged, plan.fingerprint, plan.record)
     prepare_work_dir(places, journal is not None, executor)
     totals = RunTotals.from_json(journal["totals"]) if journal else RunTotals()
     first_unit = totals.units_done
@@ -163,7 +163,8 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                    finished_slices([slice_.index for slice_ in plan.slices], work_dir,
                                    0 if corpus else still_needed[first_unit]).items()}
     if not journal:  # from now on an interruption can be resumed, tokenized slices and all
-        write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
+        write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json(),
+                      record=plan.record)
 
     own_executor = executor is None
     if own_executor:
@@ -196,7 +197,8 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                     # The summary and the document table stay: skips and split sizes are counted from them.
                     storage.remove_many([paths["tokens"], paths["sentences"]])
                     freed_below += 1
-                write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json())
+                write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json(),
+                      record=plan.record)
                 units_bar.update(1)
                 pause_if_chosen(totals.units_done)
             while scheduler.binary_skips:  # a binary file among the inputs is worth a word at once
@@ -223,7 +225,8 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                             executor if own_executor or shares_local_files(executor) else None, scheduler, progress)
         else:
             sizes = assembler.finish()
-        write_journal(journal_dir, plan.fingerprint, sizes, assembler.checksums, totals.to_json(), finished=True)
+        write_journal(journal_dir, plan.fingerprint, sizes, assembler.checksums, totals.to_json(), finished=True,
+                      record=plan.record)
     except BaseException as error:
         if isinstance(error, cf.process.BrokenProcessPool) and not hasattr(error, "worker_signal"):  # see wait_first
             error.worker_signal = dead_worker_signal(executor)
@@ -257,7 +260,7 @@ def _shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Di
                 sizes[key] = shuffled_size(target)
             totals.shuffled += shuffle.keys
             done.update(shuffle.keys)
-            write_journal(journal_dir, plan.fingerprint, sizes, checksums, totals.to_json())
+            write_journal(journal_dir, plan.fingerprint, sizes, checksums, totals.to_json(), record=plan.record)
         publish_shuffled(shuffle)
 
     pending = []

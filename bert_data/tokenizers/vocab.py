@@ -200,6 +200,9 @@ def load_vocab(path) -> Vocab:
     except OSError as e:
         raise VocabError(f"{path}: cannot read vocabulary file: {e.strerror or e}") from None
     sha256 = hashlib.sha256(data).hexdigest()
+    not_a_vocab = _another_kind_of_file(path, data)
+    if not_a_vocab:
+        raise VocabError(not_a_vocab)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -221,6 +224,37 @@ def load_vocab(path) -> Vocab:
         lacks = f"; it also lacks {' '.join(missing)}" if missing else ""
         raise VocabError(f"{path} does not look like a BERT vocabulary (one token a line): {problem}{lacks}")
     return vocab_from_tokens(tokens, path=path, sha256=sha256)
+
+
+def _another_kind_of_file(path: str, data: bytes) -> str | None:
+    """What a file given as a vocab.txt is instead, with the option it belongs to: a Hugging Face
+    tokenizer.json (``--tokenizer_file``), other JSON, or a binary file (a SentencePiece model:
+    ``--spm_model_file``); None for text."""
+    head = data[:4096]
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
+        import json
+
+        try:
+            parsed = json.loads(data.decode("utf-8-sig"))
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict) and "model" in parsed:
+            return (f"{path} is a Hugging Face tokenizer.json, not a vocab.txt (one token a line): pass it as "
+                    "--tokenizer_file")
+        return f"{path} is JSON, not a BERT vocabulary (a vocab.txt holds one token a line)"
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or _mostly_nul(head[1::2]) or _mostly_nul(head[0::2]):
+        return (f"{path} is UTF-16 text, and a vocab.txt is read as UTF-8: convert it (e.g. iconv -f UTF-16 "
+                "-t UTF-8)")
+    if b"\x00" in head:
+        spm = path.endswith(".model") or head.startswith(b"\n")  # a ModelProto opens with its first piece
+        hint = "; a SentencePiece model is passed as --spm_model_file" if spm else ""
+        return f"{path} is a binary file, not a BERT vocabulary (a vocab.txt holds one token a line){hint}"
+    return None
+
+
+def _mostly_nul(half: bytes) -> bool:
+    """Every other byte NUL: ASCII text in UTF-16 without a byte-order mark."""
+    return len(half) >= 8 and half.count(0) >= 0.9 * len(half)
 
 
 def _not_one_token_a_line(tokens: Sequence[str]) -> str | None:

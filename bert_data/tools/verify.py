@@ -95,8 +95,24 @@ class FileResult:
 
 
 @dataclass
+class SplitResult:
+    """One dataset (an output directory, or its train/ or val/) as verify saw it."""
+
+    name: str
+    files: int = 0
+    records: int = 0
+    bytes: int = 0
+    problems: int = 0
+
+    def __str__(self) -> str:
+        status = "OK" if not self.problems else f"FAILED ({self.problems:,} problem(s))"
+        return f"{self.name}: {status}: {self.records:,} records in {self.files} file(s), {self.bytes / 1e6:,.1f} MB"
+
+
+@dataclass
 class VerifyReport:
     files: List[FileResult] = field(default_factory=list)
+    splits: List[SplitResult] = field(default_factory=list)  # each dataset on its own (train/ and val/ apart)
     problems: List[Problem] = field(default_factory=list)  # the first max_problems
     n_problems: int = 0
     bad_records: int = 0
@@ -346,102 +362,121 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
     Returns a :class:`VerifyReport`; ``report.ok`` is True only if every check held.  Raises
     ``ValueError`` for paths that name nothing or an unreadable vocabulary.
     """
-    from ..format.tfrecord import CorruptRecordError, detect_compression, file_format, normalize_compression
+    from ..format.tfrecord import normalize_compression
 
     given = normalize_compression(compression)
     started = time.perf_counter()
     report = VerifyReport(max_problems=max_problems)
     vocab_cache: dict = {}
     for shard_set in shard_sets(paths):
-        specs = None
-        manifest = shard_set.manifest
-
-        def compression_of(path):
-            return given if given != "auto" else detect_compression(path)
-
-        declared = FORMATS.get(manifest.output_format) if manifest is not None else None
-        if declared is not None and not declared.instances:  # Megatron's tokenized corpus
-            _verify_corpus(shard_set, report, on_file)
-            continue
-        if manifest is not None:
-            checked = _check_manifest(shard_set, report)
-            if checked is None:
-                continue
-            specs, set_compression = checked
-            compressions = {path: set_compression for path in shard_set.files}
-        else:
-            report.notes.append(f"{', '.join(os.path.basename(f) for f in shard_set.files[:3])}"
-                                f"{' ...' if len(shard_set.files) > 3 else ''}: no {MANIFEST_NAME} "
-                                f"lists these files: manifest checks (counts, sizes, vocabulary hash) skipped, "
-                                f"layout inferred from the first record")
-            compressions = {path: compression_of(path) for path in shard_set.files}
-            for path in shard_set.files:
-                try:
-                    specs = infer_specs(path, compressions[path])
-                except CorruptRecordError:
-                    specs = None  # reported when the file is read
-                except ValueError as error:
-                    report.add(Problem(path, 0, f"not a BERT example ({error}); cannot infer the layout"))
-                    specs = None
-                    break
-                if specs:
-                    report.notes.append(f"layout from {os.path.basename(path)} record 0: {describe_layout(specs)}")
-                    break
-            if specs is None:
-                for path in shard_set.files:  # framing only
-                    _read_framing_only(path, report, on_file, compressions[path])
-                continue
-        vocab = _vocab_for(shard_set, vocab_file, report, vocab_cache)
-        flags = layout_flags(specs)
-        separator_token = manifest.option("document_separator_token", SEPARATOR) if manifest else SEPARATOR
-        holder = {"ids": None, "size": manifest.vocab_size if manifest else None, "notes": report.notes,
-                  "separator_token": separator_token, "unk_id": vocab.unk_id if vocab is not None else None,
-                  "n_unk": 0, "n_text": 0}
-        if vocab is not None:
-            separator = vocab.token_to_id.get(separator_token) if flags["mlm_only"] else None
-            if flags["mlm_only"] and separator is None:
-                report.warnings.append(f"{shard_set.name}: document_separator_token {separator_token} is not in the "
-                                       f"vocabulary {vocab.path}")
-            holder["ids"] = VocabIds(vocab.size, vocab.cls_id, vocab.sep_id, vocab.pad_id, vocab.mask_id,
-                                     vocab.tokens, separator)
-        per_file = manifest.examples_per_file if manifest else {}
-        sizes = manifest.bytes_per_file if manifest else {}
-        for path in shard_set.files:
-            base = os.path.basename(path)
-            if not os.path.isfile(path):
-                report.add(Problem(path, None, "listed in the manifest but missing"))
-                report.files.append(FileResult(path, complete=False))
-                continue
-            checker = _FileChecker(report, specs, holder, path)
-            result = checker.result
-            result.expected = per_file.get(base)
-            result.bytes = os.path.getsize(path)
-            file_compression = compressions[path]
-            framed = format_of_path(path).framed_records  # TFRecord: its records and framing checked here
-            if not framed:  # HDF5, Parquet, MDS: read as their format is
-                _read_columns_file(path, checker)
-            elif manifest is not None and result.bytes:
-                found = file_format(path)
-                found_compression = None if found == "tfrecord" else found
-                if found_compression != file_compression:
-                    what = _COMPRESSION_TEXT[found_compression] if found else "neither a TFRecord file nor gzip or zlib data"
-                    checker.problem(None, f"the manifest says {_COMPRESSION_TEXT[file_compression]}, but the file is "
-                                          f"{what}")
-                    file_compression = found_compression  # check the records anyway
-            if framed:
-                _read_file(path, checker, file_compression)
-            checker.flush()
-            if result.complete:
-                if result.expected is not None and result.records != result.expected:
-                    checker.problem(None, f"{result.records} records, the manifest says {result.expected}")
-                if base in sizes and sizes[base] != result.bytes:
-                    checker.problem(None, f"{result.bytes} bytes, the manifest says {sizes[base]}")
-            report.files.append(result)
-            if on_file:
-                on_file(result)
-        _check_unk_rate(shard_set, holder, report, max_unk_rate)
+        first_file, problems_before = len(report.files), report.n_problems
+        _verify_set(shard_set, report, vocab_file, vocab_cache, on_file, given, max_unk_rate)
+        files = report.files[first_file:]
+        split = SplitResult(shard_set.name, len(files), sum(f.records for f in files), sum(f.bytes for f in files))
+        if files and not split.records and report.n_problems == problems_before:
+            fix = ("; regenerate with a larger --val_fraction, or without one" if os.path.basename(
+                os.path.normpath(shard_set.name)) == "val" else "")
+            report.add(Problem(shard_set.name, None, f"empty: no record in its {len(files)} file(s){fix}"))
+        split.problems = report.n_problems - problems_before
+        report.splits.append(split)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _verify_set(shard_set: ShardSet, report: VerifyReport, vocab_file, vocab_cache: dict, on_file, given,
+                max_unk_rate: float) -> None:
+    """The checks of :func:`verify` for one dataset."""
+    from ..format.tfrecord import CorruptRecordError, NotTFRecordError, detect_compression, file_format
+
+    specs = None
+    manifest = shard_set.manifest
+
+    def compression_of(path):
+        return given if given != "auto" else detect_compression(path)
+
+    declared = FORMATS.get(manifest.output_format) if manifest is not None else None
+    if declared is not None and not declared.instances:  # Megatron's tokenized corpus
+        _verify_corpus(shard_set, report, on_file)
+        return
+    if manifest is not None:
+        checked = _check_manifest(shard_set, report)
+        if checked is None:
+            return
+        specs, set_compression = checked
+        compressions = {path: set_compression for path in shard_set.files}
+    else:
+        report.notes.append(f"{', '.join(os.path.basename(f) for f in shard_set.files[:3])}"
+                            f"{' ...' if len(shard_set.files) > 3 else ''}: no {MANIFEST_NAME} "
+                            f"lists these files: manifest checks (counts, sizes, vocabulary hash) skipped, "
+                            f"layout inferred from the first record")
+        compressions = {path: compression_of(path) for path in shard_set.files}
+        for path in shard_set.files:
+            try:
+                specs = infer_specs(path, compressions[path])
+            except NotTFRecordError as error:  # a file given that no manifest lists: a wrong argument
+                raise ValueError(str(error)) from None
+            except CorruptRecordError:
+                specs = None  # reported when the file is read
+            except ValueError as error:
+                report.add(Problem(path, 0, f"not a BERT example ({error}); cannot infer the layout"))
+                specs = None
+                break
+            if specs:
+                report.notes.append(f"layout from {os.path.basename(path)} record 0: {describe_layout(specs)}")
+                break
+        if specs is None:
+            for path in shard_set.files:  # framing only
+                _read_framing_only(path, report, on_file, compressions[path])
+            return
+    vocab = _vocab_for(shard_set, vocab_file, report, vocab_cache)
+    flags = layout_flags(specs)
+    separator_token = manifest.option("document_separator_token", SEPARATOR) if manifest else SEPARATOR
+    holder = {"ids": None, "size": manifest.vocab_size if manifest else None, "notes": report.notes,
+              "separator_token": separator_token, "unk_id": vocab.unk_id if vocab is not None else None,
+              "n_unk": 0, "n_text": 0}
+    if vocab is not None:
+        separator = vocab.token_to_id.get(separator_token) if flags["mlm_only"] else None
+        if flags["mlm_only"] and separator is None:
+            report.warnings.append(f"{shard_set.name}: document_separator_token {separator_token} is not in the "
+                                   f"vocabulary {vocab.path}")
+        holder["ids"] = VocabIds(vocab.size, vocab.cls_id, vocab.sep_id, vocab.pad_id, vocab.mask_id,
+                                 vocab.tokens, separator)
+    per_file = manifest.examples_per_file if manifest else {}
+    sizes = manifest.bytes_per_file if manifest else {}
+    for path in shard_set.files:
+        base = os.path.basename(path)
+        if not os.path.isfile(path):
+            report.add(Problem(path, None, "listed in the manifest but missing"))
+            report.files.append(FileResult(path, complete=False))
+            continue
+        checker = _FileChecker(report, specs, holder, path)
+        result = checker.result
+        result.expected = per_file.get(base)
+        result.bytes = os.path.getsize(path)
+        file_compression = compressions[path]
+        framed = format_of_path(path).framed_records  # TFRecord: its records and framing checked here
+        if not framed:  # HDF5, Parquet, MDS: read as their format is
+            _read_columns_file(path, checker)
+        elif manifest is not None and result.bytes:
+            found = file_format(path)
+            found_compression = None if found == "tfrecord" else found
+            if found_compression != file_compression:
+                what = _COMPRESSION_TEXT[found_compression] if found else "neither a TFRecord file nor gzip or zlib data"
+                checker.problem(None, f"the manifest says {_COMPRESSION_TEXT[file_compression]}, but the file is "
+                                      f"{what}")
+                file_compression = found_compression  # check the records anyway
+        if framed:
+            _read_file(path, checker, file_compression)
+        checker.flush()
+        if result.complete:
+            if result.expected is not None and result.records != result.expected:
+                checker.problem(None, f"{result.records} records, the manifest says {result.expected}")
+            if base in sizes and sizes[base] != result.bytes:
+                checker.problem(None, f"{result.bytes} bytes, the manifest says {sizes[base]}")
+        report.files.append(result)
+        if on_file:
+            on_file(result)
+    _check_unk_rate(shard_set, holder, report, max_unk_rate)
 
 
 def _verify_corpus(shard_set: ShardSet, report: VerifyReport, on_file) -> None:
@@ -489,7 +524,7 @@ def _read_columns_file(path: str, checker: _FileChecker) -> None:
 def _read_file(path: str, checker: _FileChecker, compression: Optional[str] = None) -> None:
     """Feed every record to ``checker``; a data CRC failure skips that record, anything else
     that breaks the framing (or the compressed stream) stops the file."""
-    from ..format.tfrecord import CompressionError, CorruptRecordError, iter_records, open_records
+    from ..format.tfrecord import CompressionError, CorruptRecordError, NotTFRecordError, iter_records, open_records
 
     result = checker.result
     where = "uncompressed byte" if compression else "byte"
@@ -509,6 +544,12 @@ def _read_file(path: str, checker: _FileChecker, compression: Optional[str] = No
             except CorruptRecordError as error:
                 offset = base_offset + error.offset
                 checker.flush()  # earlier records first
+                if isinstance(error, NotTFRecordError):
+                    content = "its first bytes, decompressed," if compression else "its first bytes"
+                    checker.problem(None, f"not a TFRecord file ({content} {error.reason})")
+                    checker.report.bad_records += 1
+                    result.complete = False
+                    return
                 if error.reason == "data CRC mismatch":
                     checker.problem(index, f"data CRC mismatch, record at {where} {offset}; record skipped")
                     checker.report.bad_records += 1

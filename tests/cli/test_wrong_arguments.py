@@ -4,6 +4,7 @@ a vocabulary that is not one), and documents given as paths or globs (--input_fi
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -102,3 +103,48 @@ def test_input_files_paths_and_globs_give_the_bytes_of_a_metadata_file(capsys, c
     assert code == 2 and f"input pattern {tmp_path / 'none*.txt'} matches no file" in err
     code, err = cli(capsys, "--input_files", tmp_path / "gone.txt", *base(corpus, tmp_path / "x"))
     assert code == 2 and f"--input_files:1: file not found: {tmp_path / 'gone.txt'}" in err
+
+
+def test_a_tokenizer_json_or_a_binary_file_given_as_vocab_file_is_named(capsys, corpus, tmp_path):
+    """A tokenizer.json points to --tokenizer_file; a program is a binary file, not "not valid UTF-8"."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordPiece
+
+    tokenizer_json = tmp_path / "tokenizer.json"
+    Tokenizer(WordPiece({"[PAD]": 0, "[UNK]": 1, "hello": 2}, unk_token="[UNK]")).save(str(tokenizer_json), pretty=True)
+    binary = tmp_path / "ls"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 16)
+    for vocab, expected in ((tokenizer_json, "is a Hugging Face tokenizer.json, not a vocab.txt (one token a line): "
+                                             "pass it as --tokenizer_file"),
+                            (binary, "is a binary file, not a BERT vocabulary (a vocab.txt holds one token a line)")):
+        code, err = cli(capsys, "--metadata_files", corpus.metadata, "--input_files_prefix", corpus.root,
+                        *base(corpus, tmp_path / "out"), "--vocab_file", vocab)
+        assert code == 2
+        assert one_error_line(err) == f"create_tfrecords: error: {vocab} {expected}"
+
+
+def test_a_validation_split_that_ends_empty_or_leaves_training_little_is_a_warning(capsys, corpus, tmp_path):
+    code, err = cli(capsys, "--metadata_files", corpus.metadata, "--input_files_prefix", corpus.root,
+                    *base(corpus, tmp_path / "few"), "--val_fraction", "0.001", "--num_output_files", "3")
+    assert code == 0, err
+    warnings = [line for line in err.splitlines() if "warning" in line]
+    assert warnings == [
+        "create_tfrecords: warning: --val_fraction 0.001 holds out none of the 12 documents (about 0.012 expected): "
+        "the validation shards will be empty; raise --val_fraction (0.42 holds out about 5 documents) or name "
+        "validation documents with --val_metadata_files",
+        "create_tfrecords: warning: val: no example: its 3 files are empty; raise --val_fraction or name validation "
+        "documents with --val_metadata_files"]
+    code, err = cli(capsys, "--metadata_files", corpus.metadata, "--input_files_prefix", corpus.root,
+                    *base(corpus, tmp_path / "most"), "--val_fraction", "0.9", "--num_output_files", "1")
+    assert code == 0, err
+    train = json.loads((tmp_path / "most" / "train" / "data_params.json").read_text())["n_docs"]
+    assert train < 6
+    assert [line for line in err.splitlines() if "warning" in line] == [
+        f"create_tfrecords: warning: --val_fraction 0.9 leaves {train} of the 12 documents for training ({12 - train} "
+        "held out for validation); lower --val_fraction, the share held out (e.g. 0.05)"]
+    # Shards left empty by a small split are named with the fix.
+    code, err = cli(capsys, "--metadata_files", corpus.metadata, "--input_files_prefix", corpus.root,
+                    *base(corpus, tmp_path / "many"), "--num_output_files", "200")
+    assert code == 0, err
+    assert re.search(r"create_tfrecords: warning: train: \d+ of 200 files hold no example \(\d+ examples in all\); "
+                     r"pass a smaller --num_output_files", err), err

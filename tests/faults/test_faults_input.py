@@ -224,7 +224,8 @@ def test_more_workers_than_cores_are_capped_with_one_warning(tmp_path, capsys, m
     monkeypatch.setattr(runner, "default_executor", lambda workers: started.append(workers) or real_executor(workers))
     corpus = make_corpus(tmp_path / "corpus", n_docs=3, min_sentences=4, max_sentences=6)
     common = ["--metadata_files", str(corpus.metadata), "--input_files_prefix", str(corpus.root), "--vocab_file",
-              str(corpus.vocab), "--do_lower_case", "--max_seq_length", "32", "--dupe_factor", "1", "--quiet"]
+              str(corpus.vocab), "--do_lower_case", "--max_seq_length", "32", "--dupe_factor", "1", "--quiet",
+              "--num_output_files", "2"]  # (10 shards of 9 records would be warned about too)
     assert main(common + ["--output_dir", str(tmp_path / "cli"), "--num_workers", "1000"]) == 0
     warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert warnings == ["create_tfrecords: warning: --num_workers 1,000 is more than the cores this process may "

@@ -180,3 +180,41 @@ def test_resume_with_a_run_that_kept_nothing_is_refused(capsys, corpus, tmp_path
     assert code == 2 and "stopped before it kept anything, so there is nothing to resume" in err
     assert "with --overwrite" in err
     assert cli(capsys, corpus, output, "--overwrite")[0] == 0
+
+
+def test_resume_with_changes_names_each_of_them(capsys, corpus, tmp_path):
+    """A refused --resume names the options that differ with both values, a vocabulary whose
+    content changed and a list of documents that did (the fingerprint decides; the journal's
+    record of the run explains)."""
+    import shutil
+
+    vocab, metadata = tmp_path / "vocab.txt", tmp_path / "metadata.txt"
+    shutil.copy(corpus.vocab, vocab)
+    shutil.copy(corpus.metadata, metadata)
+    output = tmp_path / "out"
+
+    def run(*extra):
+        return cli(capsys, corpus, output, "--split_num", "2", "--vocab_file", vocab, *extra, metadata=metadata)
+
+    with interrupted_at_append(2):
+        assert run()[0] == 130
+    refused = (f"create_tfrecords: error: --resume: {output} was started with other options: {{}}; resume with the "
+               "same ones, or use --overwrite to start again")
+    code, err = run("--resume", "--masked_lm_prob", "0.1", "--seed", "7")
+    assert code == 2 and err.strip() == refused.format("--masked_lm_prob was 0.15, now 0.1; --seed was 0, now 7")
+    original = vocab.read_bytes()
+    vocab.write_bytes(original + b"zzzz\n")
+    code, err = run("--resume")
+    assert code == 2 and f"was started with other options: the content of {vocab} changed (SHA-256 " in err
+    vocab.write_bytes(original)
+    lines = corpus.metadata.read_text().splitlines()
+    metadata.write_text("\n".join(lines[:-1]) + "\n")
+    code, err = run("--resume")
+    assert code == 2 and err.strip() == refused.format(f"{len(lines)} document files were listed, now {len(lines) - 1}")
+    metadata.write_text("\n".join(lines[:-2] + [lines[-1], lines[-2]]) + "\n")
+    code, err = run("--resume")
+    assert code == 2 and err.strip() == refused.format(f"the list of document files changed (as many, {len(lines)}, "
+                                                       "other paths)")
+    metadata.write_text("\n".join(lines) + "\n")
+    code, err = run("--resume")
+    assert code == 0, err

@@ -162,3 +162,20 @@ def test_the_fingerprint_in_the_journal_holds_no_credentials():
     prints = {run_fingerprint(options(f"s3://key:{secret}@bucket/corpus"), vocab, []) for secret in (PASSWORD, TOKEN)}
     assert len(prints) == 1
     assert prints != {run_fingerprint(options("s3://key:x@other/corpus"), vocab, [])}
+
+
+def test_the_run_record_in_the_journal_holds_no_credentials():
+    """Beside the fingerprint the journal keeps the options, to name what a refused --resume
+    changed: redacted as the manifest's."""
+    from types import SimpleNamespace
+
+    from bert_data.config import GeneratorConfig
+    from bert_data.run.resolve import recorded_options
+    from bert_data.run.run_record import differences, run_record
+
+    vocab = SimpleNamespace(sha256="0" * 64)
+    records = [run_record(recorded_options(GeneratorConfig(input_files_prefix=f"s3://key:{secret}@bucket/corpus")),
+                          vocab, []) for secret in (PASSWORD, TOKEN)]
+    for record in records:
+        assert_no_secret(json.dumps(record), "the journal's run record")
+    assert differences(*records) == []

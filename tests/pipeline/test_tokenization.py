@@ -320,7 +320,13 @@ def test_real_bert_vocabularies():
     ("\n".join(SPECIALS + ["x", "[UNK]"]).encode(), "duplicate token '[UNK]' at lines 2 and 7"),
     ("\n".join(["[PAD]", "[UNK]", "[SEP]", "a"]).encode(), "missing special token(s) [CLS] [MASK]"),
     ("\n".join(SPECIALS + ["ok"]).encode() + b"\nbad\xff\xfe\n", "not valid UTF-8 at line 7"),
-    ("\n".join(SPECIALS).encode("utf-16"), "not valid UTF-8 at line 1"),
+    ("\n".join(SPECIALS).encode("utf-16"), "is UTF-16 text, and a vocab.txt is read as UTF-8: convert it"),
+    ("\n".join(SPECIALS).encode("utf-16-le"), "is UTF-16 text, and a vocab.txt is read as UTF-8: convert it"),
+    (b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\xff\xfe" + bytes(range(256)) * 4,
+     "is a binary file, not a BERT vocabulary (a vocab.txt holds one token a line)"),
+    (b'{\n  "version": "1.0",\n  "model": {"type": "WordPiece", "vocab": {"[PAD]": 0}}\n}\n',
+     "is a Hugging Face tokenizer.json, not a vocab.txt (one token a line): pass it as --tokenizer_file"),
+    (b'{"a": 1}\n', "is JSON, not a BERT vocabulary"),
 ])
 def test_vocab_errors(tmp_path, content, needle):
     p = _write(tmp_path / "bad_vocab.txt", content)

@@ -32,6 +32,7 @@ __all__ = [
     "masked_crc32c",
     "frame_records",
     "CorruptRecordError",
+    "NotTFRecordError",
     "iter_records",
     "count_records",
     "CompressionError",
@@ -125,6 +126,32 @@ class CorruptRecordError(ValueError):
 
     def __reduce__(self):  # picklable across multiprocessing
         return (type(self), (self.path, self.record_index, self.offset, self.reason, self.compression))
+
+
+class NotTFRecordError(CorruptRecordError):
+    """The file's first bytes are no TFRecord header at all: another kind of file (text, Parquet...)
+    or a shard corrupt from its first byte.  ``str(err)``: ``"<path> is not a TFRecord file
+    (<what its first bytes are>); <what to do>"``."""
+
+    def __init__(self, path: str, record_index: int = 0, offset: int = 0, reason: str = "",
+                 compression: Optional[str] = None):
+        super().__init__(path, record_index, offset, reason, compression)
+        content = "its first bytes, decompressed," if compression else "its first bytes"
+        self.args = (f"{path} is not a TFRecord file ({content} {reason}); give the shards create_tfrecords "
+                     "wrote, or their output directory",)
+
+
+def describe_start(head: bytes) -> str:
+    """What the first bytes of a file that is not TFRecord are, for :class:`NotTFRecordError`."""
+    if head.startswith(b"PAR1"):
+        return "are a Parquet file's"
+    if head.startswith(b"\x89HDF"):
+        return "are an HDF5 file's"
+    text = head.decode("utf-8", "replace")
+    if "\ufffd" not in text[:-3] and "\x00" not in text:
+        line = text.strip().split("\n")[0]
+        return f"are text: {line[:40] + '...' if len(line) > 40 else line!r}"
+    return f"{head[:12].hex(' ')} are no record header: another kind of file, or a shard corrupt from its start"
 
 
 # --------------------------------------------------------------------------------------------
@@ -398,15 +425,20 @@ def iter_records(
         unpack_i = _unpack_i
         offset = 0
         index = 0
+        at_start = _position(f) == 0  # the first record of the file: a bad header there is no TFRecord file
         while True:
             header = read(_HEADER)
             if len(header) != _HEADER:
                 if not header:
                     return
+                if at_start and index == 0:
+                    raise NotTFRecordError(name, 0, 0, describe_start(header))
                 raise CorruptRecordError(name, index, offset, "truncated length header")
             n, lcrc = unpack_qi(header)
             c = crc(header[:8])
             if lcrc != ((((c >> 15) | (c << 17)) & _U32) + _MASK_DELTA) & _U32:
+                if at_start and index == 0:
+                    raise NotTFRecordError(name, 0, 0, describe_start(header + read(60)))
                 raise CorruptRecordError(name, index, offset, "length CRC mismatch")
             if remaining is not None:
                 if offset + _HEADER + n > remaining:
@@ -444,6 +476,13 @@ def iter_records(
 _BIG_RECORD = 1 << 26
 
 
+def _position(f) -> Optional[int]:
+    try:
+        return f.tell()
+    except (AttributeError, OSError, io.UnsupportedOperation, ValueError):
+        return None
+
+
 def _read_in_pieces(read, n: int) -> bytes:
     parts = []
     got = 0
@@ -470,7 +509,7 @@ def _iter_compressed(path_or_file, verify_crc: bool, buffer_size: int, compressi
                 index += 1
                 offset += _HEADER + len(data) + _FOOTER
         except CorruptRecordError as error:
-            raise CorruptRecordError(name, error.record_index, error.offset, error.reason, compression) from None
+            raise type(error)(name, error.record_index, error.offset, error.reason, compression) from None
         except CompressionError as error:
             raise CorruptRecordError(name, index, offset, str(error), compression) from None
     finally:
