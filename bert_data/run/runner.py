@@ -130,6 +130,8 @@ def _run_locked(spec: RunSpec, staged: OutputSpec, places: RunLocations, remote:
         summaries = finished_slices([slice_.index for slice_ in plan.slices], places.scratch, len(plan.slices))
         skipped = SkippedTotals(plan)
         skipped.add_slices([SliceSummary.from_json(summaries[index]) for index in sorted(summaries)])
+        if skipped.undecoded.n_docs:  # on every run, resumed or not: text was lost
+            warn(skipped.undecoded.describe(spec.inputs.reading.encoding))
         manifests = finalize(spec.output, staged, places, totals.shard_counts,
                              lambda sizes: make_manifests(spec, plan, totals, skipped, sizes), remote)
     except BaseException as error:

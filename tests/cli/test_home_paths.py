@@ -13,7 +13,8 @@ from tests.helpers.corpus import make_corpus
 
 # Options that name something other than a file: their values are never expanded.
 NOT_PATHS = {"help", "multiple_docs_separator", "text_field", "name", "cls_token", "sep_token", "mask_token",
-             "pad_token", "unk_token", "document_separator_token", "scheduler", "mixing", "command"}
+             "pad_token", "unk_token", "document_separator_token", "scheduler", "mixing", "command",
+             "input_encoding"}
 
 
 def dests(parser) -> set:
