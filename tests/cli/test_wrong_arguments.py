@@ -102,3 +102,32 @@ def test_input_files_paths_and_globs_give_the_bytes_of_a_metadata_file(capsys, c
     assert code == 2 and f"input pattern {tmp_path / 'none*.txt'} matches no file" in err
     code, err = cli(capsys, "--input_files", tmp_path / "gone.txt", *base(corpus, tmp_path / "x"))
     assert code == 2 and f"--input_files:1: file not found: {tmp_path / 'gone.txt'}" in err
+
+
+def test_a_metadata_file_given_as_a_document_is_named_with_the_option_it_belongs_to(capsys, corpus, tmp_path):
+    """The reverse of a text file given as metadata: trained on as text, it would write records of
+    ``t ##xt do ##c ##s`` with exit 0."""
+    code, err = cli(capsys, "--input_files", corpus.metadata, "--input_files_prefix", corpus.root,
+                    *base(corpus, tmp_path / "out"))
+    assert code == 2
+    assert one_error_line(err) == (
+        f"create_tfrecords: error: {corpus.metadata.relative_to(corpus.root)} looks like a metadata file: each of its "
+        "12 lines names an existing file; list documents with --metadata_files, or pass --read_path_lists_as_text "
+        "to read it as text")
+    assert not (tmp_path / "out").exists()
+    # Absolute paths, without a prefix; and Google's --input_file too.
+    listing = tmp_path / "list.txt"
+    listing.write_text("".join(f"{corpus.root / label}\n\n" for label in list(corpus.documents)[:3]))
+    code, err = cli(capsys, "--input_files", listing, *base(corpus, tmp_path / "out"))
+    assert code == 2 and "each of its 3 lines names an existing file" in err
+    code, err = cli(capsys, f"--input_file={listing}", f"--output_file={tmp_path / 'x.tfrecord'}",
+                    f"--vocab_file={corpus.vocab}")
+    assert code == 2 and "--metadata_files" in err
+    # Insisting reads it as text; a document whose first line is a path, then prose, is text.
+    code, err = cli(capsys, "--input_files", listing, *base(corpus, tmp_path / "insisted"), "--read_path_lists_as_text",
+                    "--allow_case_mismatch")
+    assert code == 0, err
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text(f"{corpus.metadata}\nThe file above lists the documents of the corpus we read.\n")
+    code, err = cli(capsys, "--input_files", mixed, *base(corpus, tmp_path / "mixed"), "--allow_case_mismatch")
+    assert code == 0, err
