@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bz2
 import codecs
+import functools
 import gzip
 import lzma
 import os
@@ -87,16 +88,28 @@ def how_to_read(path: str, requested: str) -> Tuple[str, str]:
     url = storage.is_url(path)
     size = DETECT_BYTES if requested == AUTO else HEAD_BYTES
     head = None
-    if not codec and not url:  # one read of the file's start: its magic number, then its text's
-        with open(path, "rb") as handle:
-            head = handle.read(size)
-        codec = sniffed_compression(head)
+    if not codec and not url:  # one read of the file's start (raw: a corpus may have millions of files)
+        handle = os.open(path, os.O_RDONLY)
+        try:
+            head = os.read(handle, size)
+        finally:
+            os.close(handle)
+        codec = sniffed_compression(head) if head[:1] in _MAGIC_FIRST else ""
     encoding = requested
     if requested in (UTF8, AUTO) and (requested == AUTO or not url):
         if head is None or codec:
             head = _head(path, codec, size)
-        encoding = next((name for bom, name in _BOMS if head.startswith(bom)), None) or \
-            (detected_encoding(head) if requested == AUTO else UTF8)
+        bom = head[:1] in _BOM_FIRST and next((name for bom, name in _BOMS if head.startswith(bom)), None)
+        encoding = bom or (detected_encoding(head) if requested == AUTO else UTF8)
+    return _read_as(codec, encoding)
+
+
+_MAGIC_FIRST = {magic[:1] for magic, _ in _MAGIC} | {b"B"}
+_BOM_FIRST = {bom[:1] for bom, _ in _BOMS}
+
+
+@functools.lru_cache(maxsize=256)
+def _read_as(codec: str, encoding: str) -> Tuple[str, str]:
     encoding = codecs.lookup(encoding).name
     if encoding == UTF8:
         return codec, ""
