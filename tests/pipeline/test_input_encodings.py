@@ -232,3 +232,16 @@ def test_auto_without_charset_normalizer_names_the_extra(monkeypatch):
     with pytest.raises(ConfigError, match=r"--input_encoding auto needs charset-normalizer: pip install "
                                           r"'bert_data\[encoding\]'"):
         GeneratorConfig(input_files=["x"], vocab_file="v", input_encoding="auto").validate()
+
+
+def test_utf16_without_a_byte_order_mark_is_skipped_with_the_option_that_reads_it(capsys, tmp_path):
+    path = tmp_path / "u16.txt"
+    path.write_bytes("\n".join(french_documents(1)).encode("utf-16-le"))
+    (tmp_path / "a.txt").write_text("Le lac est beau. Les enfants jouent.\n")
+    argv = ["--input_files", tmp_path / "a.txt", path, "--vocab_file", VOCAB, "--do_lower_case", "--quiet",
+            "--num_workers", "1"]
+    code, err = run_cli(capsys, *argv, "--output_dir", tmp_path / "o")
+    assert code == 0 and (f"{path}: skipped: binary file (NUL bytes); if it is text, it may be UTF-16 or UTF-32 "
+                          "without a byte-order mark: give its encoding with --input_encoding (e.g. utf-16-le)") in err
+    code, err = run_cli(capsys, *argv, "--output_dir", tmp_path / "o2", "--input_encoding", "utf-16-le")
+    assert code == 0 and "skipped" not in err and "1 document holds" in err  # a.txt is not UTF-16, and is said so
