@@ -123,6 +123,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if size < args.vocab_size:
         note = (f" (fewer than the requested {args.vocab_size:,}: the corpus supports no more pieces "
                 f"with --min_frequency {args.min_frequency})")
+    if texts.undecoded.n_docs:
+        print(f"build-vocab: warning: {texts.undecoded.describe(texts.encoding)}", file=sys.stderr)
     skipped = "".join(f", {count:,} skipped: {reason}" for reason, count in texts.skipped.items())
     also = f" and {args.out[:-len('.model')]}.vocab" if args.model == "sentencepiece" else ""
     print(f"build-vocab: wrote {size:,} tokens from {texts.n_docs:,} documents{skipped} to {args.out}{also}{note}",

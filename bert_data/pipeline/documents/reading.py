@@ -110,11 +110,15 @@ class DocumentTexts:
         self.multiple_docs_in_single_file = multiple_docs_in_single_file
         self.n_docs = 0
         self.skipped: dict = {}
+        self.encoding = encoding
+        self.undecoded = Undecoded()  # after a full pass: documents with bytes not in their encoding
 
     def __iter__(self) -> Iterator[str]:
         skips: List[Skip] = []
         read = set()
-        for document in read_documents(self.sources, self.separator_line, self.multiple_docs_in_single_file, skips):
+        self.undecoded = Undecoded()
+        for document in self.undecoded.counted(read_documents(self.sources, self.separator_line,
+                                                              self.multiple_docs_in_single_file, skips)):
             read.add(document.label)
             yield document.text
         self.n_docs = len(read)
