@@ -61,9 +61,32 @@ def check_input_options(multiple_docs_in_single_file: bool, multiple_docs_separa
             )
 
 
+def input_encoding_of(value) -> str:
+    """``--input_encoding``: a text encoding Python knows, by its canonical name (``latin-1`` ->
+    ``iso8859-1``: one name a codec, in the manifest and the ``--resume`` fingerprint), or ``auto``
+    (needs charset-normalizer); raise ConfigError otherwise."""
+    import codecs
+    import importlib.util
+
+    if value == "auto":
+        if importlib.util.find_spec("charset_normalizer") is None:
+            raise ConfigError("--input_encoding auto needs charset-normalizer: pip install 'bert_data[encoding]' "
+                              "(or pip install charset-normalizer), or name the encoding (e.g. latin-1)")
+        return value
+    try:
+        info = codecs.lookup(value) if isinstance(value, str) and value else None
+    except LookupError:
+        info = None
+    if info is None or not getattr(info, "_is_text_encoding", True):
+        raise ConfigError(f"--input_encoding must be a text encoding Python knows (utf-8, latin-1, cp1252, utf-16, "
+                          f"shift_jis, ...) or auto, got {value!r}")
+    return info.name
+
+
 # Options that say how a run is carried out, never what it writes: the one list.  They are kept
 # out of the manifest and the --resume fingerprint, and become the run's ``RunControl``.
-RUN_CONTROL_OPTIONS = ("num_workers", "overwrite", "resume", "work_dir", "allow_paths_outside_prefix")
+RUN_CONTROL_OPTIONS = ("num_workers", "overwrite", "resume", "work_dir", "allow_paths_outside_prefix",
+                       "read_path_lists_as_text")
 
 
 @dataclass
@@ -89,6 +112,12 @@ class GeneratorConfig:
     # Read metadata entries that resolve outside input_files_prefix (.., absolute paths, URLs,
     # symbolic links leading out): refused by default.
     allow_paths_outside_prefix: bool = False
+    # The encoding of text files (a Python codec's name, or "auto": detected per file); UTF-8 files
+    # starting with a UTF-16/UTF-32 byte-order mark are read as such.
+    input_encoding: str = "utf-8"
+    # Read an --input_files file whose lines are all paths of existing files as text (by default
+    # refused: a metadata file given to the wrong option).
+    read_path_lists_as_text: bool = False
     spacy_model: Optional[str] = None
     split_num: int = 1000
     output_dir: str = "./tfrecords/"
@@ -276,6 +305,7 @@ class GeneratorConfig:
                 "documents by hash or list them, not both"
             )
         check_input_options(self.multiple_docs_in_single_file, self.multiple_docs_separator, self.text_field)
+        self.input_encoding = input_encoding_of(self.input_encoding)
         if not self.name or os.sep in self.name or (os.altsep and os.altsep in self.name):
             raise ConfigError(f"--name must be a plain file name prefix, got {self.name!r}")
         self._validate_recipes(integer)

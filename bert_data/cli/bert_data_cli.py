@@ -14,6 +14,7 @@ from typing import List, Optional
 from ..format.manifest import MANIFEST_NAME
 from .flags import Parser
 from ..redaction import redacting
+from .flags import expand_home
 
 DESCRIPTION = """\
 Tools for BERT pretraining TFRecords made by create_tfrecords (or Google's
@@ -121,7 +122,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         return build_vocab_main(argv[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = expand_home(parser.parse_args(argv))
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2

@@ -91,7 +91,7 @@ class _Progress:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(build_parser(), argv)
 
-    from ..config import check_input_options, separator_line_of
+    from ..config import check_input_options, input_encoding_of, separator_line_of
     from ..pipeline.documents.reading import DocumentTexts
     from ..tokenizers import vocab_builder
 
@@ -106,7 +106,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                               separator_line=separator_line_of(args.multiple_docs_separator),
                               text_field=args.text_field, skip_missing=args.skip_missing,
                               input_files=args.input_files,
-                              allow_outside_prefix=args.allow_paths_outside_prefix)
+                              allow_outside_prefix=args.allow_paths_outside_prefix,
+                              encoding=input_encoding_of(args.input_encoding),
+                              read_path_lists_as_text=args.read_path_lists_as_text)
         for entry, reason in texts.missing:
             print(f"build-vocab: warning: {entry.metadata_file}:{entry.line_number}: skipped: {reason}: {entry.path}",
                   file=sys.stderr)
@@ -121,6 +123,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if size < args.vocab_size:
         note = (f" (fewer than the requested {args.vocab_size:,}: the corpus supports no more pieces "
                 f"with --min_frequency {args.min_frequency})")
+    if texts.undecoded.n_docs:
+        print(f"build-vocab: warning: {texts.undecoded.describe(texts.encoding)}", file=sys.stderr)
     skipped = "".join(f", {count:,} skipped: {reason}" for reason, count in texts.skipped.items())
     also = f" and {args.out[:-len('.model')]}.vocab" if args.model == "sentencepiece" else ""
     print(f"build-vocab: wrote {size:,} tokens from {texts.n_docs:,} documents{skipped} to {args.out}{also}{note}",

@@ -67,7 +67,7 @@ def add_google_arguments(parser: argparse.ArgumentParser) -> None:
              help="ALBERT's switch: true writes BERT's next-sentence prediction, false (ALBERT's default) its "
                   "sentence-order prediction (= --sentence_order_prediction)")
     albert.add_argument("--input_file_mode", default=None, choices=["r", "rb"],
-                        help="accepted for ALBERT's command line; files are always read as UTF-8 bytes")
+                        help="accepted for ALBERT's command line; files are read as bytes, decoded as --input_encoding says")
     add_bool(albert, "--parallel", default=None,
              help="accepted for ALBERT's command line; the work is always parallel (--num_workers)")
 

@@ -73,6 +73,14 @@ def add_document_arguments(group, metadata_help: str = "") -> None:
                             "is refused")
     add_bool(group, "--allow_paths_outside_prefix",
              help="read metadata entries that resolve outside --input_files_prefix")
+    add_bool(group, "--read_path_lists_as_text",
+             help="read an --input_files file whose lines are all paths of existing files as text (by default "
+                  "refused: it looks like a metadata file, which --metadata_files reads)")
+    group.add_argument("--input_encoding", default=default_of("input_encoding"), metavar="NAME",
+                       help="the encoding of the text files: any Python codec (latin-1, cp1252, utf-16, shift_jis, "
+                            "...), or auto: detected per file from its first 64 KiB (UTF-8 if it is; needs pip install "
+                            "'bert_data[encoding]'). Default utf-8; a file starting with a UTF-16 or UTF-32 "
+                            "byte-order mark is read as such. Bytes not in the encoding are replaced, and reported")
     add_bool(group, "--multiple_docs_in_single_file",
              help="each file holds many documents, separated by --multiple_docs_separator")
     group.add_argument("--multiple_docs_separator", default=default_of("multiple_docs_separator"), metavar="TEXT",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import re
 from typing import List, Optional, Sequence
 
@@ -187,10 +188,37 @@ class Parser(argparse.ArgumentParser):
                 if isinstance(chosen, Parser):
                     return chosen
         return self
+# Every option (and positional argument) of every command that names a file, a directory or a
+# list of them: ``expand_home`` expands a leading ``~`` in their values.
+PATH_OPTIONS = ("metadata_files", "input_files", "input_files_prefix", "val_metadata_files", "vocab_file",
+                "tokenizer_file", "spm_model_file", "spacy_model", "output_dir", "work_dir", "input_file",
+                "output_file", "out", "shard", "paths", "plot")
+
+
+def expand_home(args: argparse.Namespace) -> argparse.Namespace:
+    """``~`` and ``~user`` at the start of a path option's value, or of any of its comma-separated
+    parts (``--input_file=~/a.txt,~/b.txt``), become the home directory, as a shell would have
+    expanded them had it seen them: no shell expands ``~`` after ``=`` (``--output_dir=~/x``), and
+    a literal ``./~/x`` is never what was meant.  The one place it is done, for every command,
+    at parsing: the library takes paths as Python's ``open`` does."""
+    for name in PATH_OPTIONS:
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            setattr(args, name, _expand_home(value))
+        elif isinstance(value, list):
+            setattr(args, name, [_expand_home(item) if isinstance(item, str) else item for item in value])
+    return args
+
+
+def _expand_home(value: str) -> str:
+    if "~" not in value:
+        return value
+    return ",".join(os.path.expanduser(part.strip()) if part.strip().startswith("~") else part
+                    for part in value.split(","))
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> argparse.Namespace:
     import sys
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    return parser.parse_args(rewrite_bool_values(parser, argv))
+    return expand_home(parser.parse_args(rewrite_bool_values(parser, argv)))

@@ -76,7 +76,8 @@ def make_plan(spec: RunSpec, skip_missing: bool = False, check_case: bool = True
 
     inputs, mixing, vocab = spec.inputs, spec.mixing, spec.vocab
     outside = spec.control.allow_paths_outside_prefix
-    entries, missing = list_documents(inputs.metadata_files, inputs.input_files, inputs.prefix, skip_missing, outside)
+    entries, missing = list_documents(inputs.metadata_files, inputs.input_files, inputs.prefix, skip_missing, outside,
+                                      spec.control.read_path_lists_as_text)
     val_entries, val_missing = [], []
     if inputs.val_metadata_files:
         val_entries, val_missing = list_documents(inputs.val_metadata_files, [], inputs.prefix, skip_missing, outside)
@@ -97,7 +98,8 @@ def make_plan(spec: RunSpec, skip_missing: bool = False, check_case: bool = True
 
     corpus = planner.plan_corpus(entries, split_code, val_entries,
                                  multiple_docs_in_single_file=inputs.reading.multiple_docs_in_single_file,
-                                 separator_line=inputs.reading.separator_line, text_field=inputs.reading.text_field)
+                                 separator_line=inputs.reading.separator_line, text_field=inputs.reading.text_field,
+                                 encoding=inputs.reading.encoding)
     if not corpus.n_docs or not corpus.n_bytes:
         raise InputError("no document with any text in " + ", ".join(inputs.named_files))
     if check_case and spec.tokenizer.kind == WORDPIECE:  # the check measures WordPiece's [UNK] rate

@@ -88,7 +88,8 @@ def resolve(config: GeneratorConfig) -> RunSpec:
         separator_id=vocab.token_to_id[config.document_separator_token] if cross_document else None)
     packing = PackingSpec(config.max_seq_length, config.sequences_per_pack, config.masked_lm_prob,
                           config.max_predictions_per_seq) if config.pack_sequences else None
-    reading = ReadingSpec(config.multiple_docs_in_single_file, config.separator_line, config.text_field)
+    reading = ReadingSpec(config.multiple_docs_in_single_file, config.separator_line, config.text_field,
+                          config.input_encoding)
     inputs = InputSpec(tuple(config.metadata_files), tuple(config.input_files), config.input_files_prefix,
                        tuple(config.val_metadata_files), config.val_fraction, config.val_seed, reading)
     return RunSpec(

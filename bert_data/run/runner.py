@@ -130,6 +130,8 @@ def _run_locked(spec: RunSpec, staged: OutputSpec, places: RunLocations, remote:
         summaries = finished_slices([slice_.index for slice_ in plan.slices], places.scratch, len(plan.slices))
         skipped = SkippedTotals(plan)
         skipped.add_slices([SliceSummary.from_json(summaries[index]) for index in sorted(summaries)])
+        if skipped.undecoded.n_docs:  # on every run, resumed or not: text was lost
+            warn(skipped.undecoded.describe(spec.inputs.reading.encoding))
         manifests = finalize(spec.output, staged, places, totals.shard_counts,
                              lambda sizes: make_manifests(spec, plan, totals, skipped, sizes), remote)
     except BaseException as error:
@@ -204,7 +206,8 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
             while scheduler.binary_skips:  # a binary file among the inputs is worth a word at once
                 skip = scheduler.binary_skips.pop(0)
                 if warned_binary < 20:
-                    warn(f"{skip.label}: skipped: {skip.reason}")
+                    warn(f"{skip.label}: skipped: {skip.reason}; if it is text, it may be UTF-16 or UTF-32 without a "
+                         "byte-order mark: give its encoding with --input_encoding (e.g. utf-16-le)")
                     warned_binary += 1
             tokenize_bar.update(scheduler.docs_tokenized - tokenize_bar.n)
             elapsed = max(time.perf_counter() - started, 1e-9)

@@ -107,6 +107,7 @@ class RunControl:
     resume: bool
     work_dir: Optional[str]
     allow_paths_outside_prefix: bool
+    read_path_lists_as_text: bool = False
 
     @property
     def workers(self) -> int:

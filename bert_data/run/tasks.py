@@ -36,7 +36,7 @@ from ..format.dataset_layout import TRAIN
 from ..format.output_formats import get_format
 from ..format.tfrecord.splicing import SegmentCompressor
 from ..pipeline.columns import instance_columns
-from ..pipeline.documents.reading import read_documents
+from ..pipeline.documents.reading import Undecoded, read_documents
 from ..pipeline.documents.types import InputError, Skip, Slice
 from ..pipeline.instances import PairArrays, create_instances
 from ..pipeline.packing import PackingSpec, pack, row_members
@@ -98,6 +98,7 @@ class SliceSummary:
     n_bytes: int = 0  # characters of text read
     skips: List[Skip] = field(default_factory=list)
     kept_in_parts: List[int] = field(default_factory=list)  # positions of kept documents read in parts
+    undecoded: Undecoded = field(default_factory=Undecoded)  # documents with bytes not in their encoding
 
     def to_json(self) -> dict:
         data = dataclasses.asdict(self)
@@ -107,7 +108,7 @@ class SliceSummary:
     @classmethod
     def from_json(cls, data: dict) -> "SliceSummary":
         return cls(data["index"], data["n_tokens"], data["n_bytes"], [Skip(*skip) for skip in data["skips"]],
-                   list(data["kept_in_parts"]))
+                   list(data["kept_in_parts"]), Undecoded(**data.get("undecoded", {})))
 
     @classmethod
     def load(cls, work_dir: str, index: int) -> Optional["SliceSummary"]:
@@ -122,9 +123,11 @@ def tokenize_slice(slice_: Slice, spec: TokenizeSpec, work_dir: str) -> SliceSum
     stage = DocumentTokenizer(worker_splitter(spec.sentences), tokenizer, id_dtype(tokenizer.vocab.size))
     skips: List[Skip] = []
     reading = spec.reading
+    undecoded = Undecoded()
     try:
-        tokenized = stage.tokenize(read_documents(slice_.sources, reading.separator_line,
-                                                  reading.multiple_docs_in_single_file, skips), skips)
+        tokenized = stage.tokenize(undecoded.counted(read_documents(slice_.sources, reading.separator_line,
+                                                                    reading.multiple_docs_in_single_file, skips)),
+                                   skips)
     except Exception as error:  # name the document: the first thing a user needs to know
         last = stage.last_read
         where = last.label if last is not None else (slice_.sources[0].label if slice_.sources else "?")
@@ -136,7 +139,7 @@ def tokenize_slice(slice_: Slice, spec: TokenizeSpec, work_dir: str) -> SliceSum
     save_array(tokenized.sentence_lengths, paths["sentences"])
     save_array(tokenized.table, paths["docs"])
     summary = SliceSummary(slice_.index, len(tokenized.tokens), tokenized.n_chars, tokenized.skips,
-                           tokenized.kept_in_parts)
+                           tokenized.kept_in_parts, undecoded)
     save_json(summary.to_json(), paths["summary"])
     return summary
 

@@ -12,6 +12,7 @@ from typing import Dict, List, Optional
 
 from ..format.dataset_layout import SPLIT_OF_CODE, TRAIN, VAL
 from ..format.manifest import Manifest, SkippedDocuments
+from ..pipeline.documents.reading import Undecoded
 from ..pipeline.documents.types import BINARY
 from ..version import __version__
 from .planning import Plan
@@ -86,6 +87,7 @@ class SkippedTotals:
     def __init__(self, plan: Plan):
         self.plan = plan
         self.by_split = {TRAIN: SkippedDocuments(), VAL: SkippedDocuments()}
+        self.undecoded = Undecoded()  # documents read with bytes not in their encoding (the console's warning)
         for entry, reason, split in plan.missing:
             self._add(split, reason, entry.label)
 
@@ -102,6 +104,7 @@ class SkippedTotals:
         kept_in_parts = {position for summary in summaries for position in summary.kept_in_parts}
         seen = set()
         for summary in summaries:
+            self.undecoded.merge(summary.undecoded)
             for skip in summary.skips:
                 if skip.in_parts:
                     if (skip.reason, skip.corpus_doc) in seen or (

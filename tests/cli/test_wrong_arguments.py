@@ -148,3 +148,30 @@ def test_a_validation_split_that_ends_empty_or_leaves_training_little_is_a_warni
     assert code == 0, err
     assert re.search(r"create_tfrecords: warning: train: \d+ of 200 files hold no example \(\d+ examples in all\); "
                      r"pass a smaller --num_output_files", err), err
+def test_a_metadata_file_given_as_a_document_is_named_with_the_option_it_belongs_to(capsys, corpus, tmp_path):
+    """The reverse of a text file given as metadata: trained on as text, it would write records of
+    ``t ##xt do ##c ##s`` with exit 0."""
+    code, err = cli(capsys, "--input_files", corpus.metadata, "--input_files_prefix", corpus.root,
+                    *base(corpus, tmp_path / "out"))
+    assert code == 2
+    assert one_error_line(err) == (
+        f"create_tfrecords: error: {corpus.metadata.relative_to(corpus.root)} looks like a metadata file: each of its "
+        "12 lines names an existing file; list documents with --metadata_files, or pass --read_path_lists_as_text "
+        "to read it as text")
+    assert not (tmp_path / "out").exists()
+    # Absolute paths, without a prefix; and Google's --input_file too.
+    listing = tmp_path / "list.txt"
+    listing.write_text("".join(f"{corpus.root / label}\n\n" for label in list(corpus.documents)[:3]))
+    code, err = cli(capsys, "--input_files", listing, *base(corpus, tmp_path / "out"))
+    assert code == 2 and "each of its 3 lines names an existing file" in err
+    code, err = cli(capsys, f"--input_file={listing}", f"--output_file={tmp_path / 'x.tfrecord'}",
+                    f"--vocab_file={corpus.vocab}")
+    assert code == 2 and "--metadata_files" in err
+    # Insisting reads it as text; a document whose first line is a path, then prose, is text.
+    code, err = cli(capsys, "--input_files", listing, *base(corpus, tmp_path / "insisted"), "--read_path_lists_as_text",
+                    "--allow_case_mismatch")
+    assert code == 0, err
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text(f"{corpus.metadata}\nThe file above lists the documents of the corpus we read.\n")
+    code, err = cli(capsys, "--input_files", mixed, *base(corpus, tmp_path / "mixed"), "--allow_case_mismatch")
+    assert code == 0, err

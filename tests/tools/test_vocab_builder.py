@@ -266,3 +266,16 @@ def test_unigram_settling_is_independent_of_the_trainers_hash_order():
     # The five characters hold the five scores the trainer gave them, in character order.
     assert sorted(scores[c] for c in ["B", "Z", "k", "l", "q"]) == sorted(
         round(lowest + k * 0.0001, 10) for k in (0, 0, 1, 2, 3))
+
+
+def test_build_vocab_reads_input_encoding_and_warns_of_bytes_not_utf8(capsys, tmp_path):
+    from bert_data.cli.build_vocab import main as build_vocab_main
+
+    text = tmp_path / "l1.txt"
+    text.write_bytes(b"Le caf\xe9 de la Soci\xe9t\xe9 \xe0 Gen\xe8ve.\n" * 30)
+    argv = ["--input_files", str(text), "--vocab_size", "200", "--min_frequency", "1", "--do_lower_case", "--quiet"]
+    assert build_vocab_main(argv + ["--out", str(tmp_path / "utf8.txt")]) == 0
+    assert "build-vocab: warning: 1 document holds 150 bytes that are not UTF-8" in capsys.readouterr().err
+    assert build_vocab_main(argv + ["--out", str(tmp_path / "latin1.txt"), "--input_encoding", "latin-1"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert {"cafe", "societe"} <= set((tmp_path / "latin1.txt").read_text().split())

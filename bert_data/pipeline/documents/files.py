@@ -12,6 +12,8 @@ the stream.
 from __future__ import annotations
 
 import bz2
+import codecs
+import functools
 import gzip
 import lzma
 import os
@@ -22,7 +24,7 @@ from collections import OrderedDict
 from typing import BinaryIO, Sequence, Tuple
 
 from ... import storage
-from .types import InputError, MetadataEntry, Source, one_line
+from .types import AUTO, UTF8, InputError, MetadataEntry, Source, one_line
 from .zstd_frames import FrameCheckedFile, TruncatedZstd
 
 # Chosen by the document file's extension (never for metadata files).
@@ -34,6 +36,165 @@ READ_CHUNK = 1 << 22  # decompressed bytes a read: large reads keep decompressio
 def compression_of(path: str) -> str:
     """The codec of a document file from its extension: "" for plain text."""
     return CODECS.get(os.path.splitext(path)[1].lower(), "")
+
+
+# ---------------------------------------------------------------------------- what a file's bytes are
+
+# A compressed file is recognised by its first bytes whatever its name (a .gz named .txt).
+_MAGIC = ((b"\x1f\x8b", "gz"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zst"))
+_BZ2_MAGIC = re.compile(rb"BZh[1-9](?:\x31\x41\x59\x26\x53\x59|\x17\x72\x45\x38\x50\x90)")
+# Byte-order marks of the encodings that are not ASCII's superset (UTF-32's first: FF FE 00 00).
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"),
+         (codecs.BOM_UTF16_BE, "utf-16"))
+HEAD_BYTES = 10  # enough for every magic number and byte-order mark
+DETECT_BYTES = 1 << 16  # what --input_encoding auto looks at, from a file's (decompressed) start
+TRANSCODED = "+"  # in a source's codec: "gz+utf-16", "+utf-16" (see types.Source)
+UNDECODABLE = "bert_data.undecodable"  # the error handler of transcoded text: an invalid UTF-8 byte a fault
+
+
+def _undecodable(error: UnicodeDecodeError):
+    return "\udcff", error.end  # written as the byte 0xFF (surrogateescape): counted as UTF-8 is, when read
+
+
+codecs.register_error(UNDECODABLE, _undecodable)
+
+
+def sniffed_compression(head: bytes) -> str:
+    """The codec whose magic number ``head`` starts with ("" if none)."""
+    for magic, codec in _MAGIC:
+        if head.startswith(magic):
+            return codec
+    return "bz2" if _BZ2_MAGIC.match(head) else ""
+
+
+def ascii_superset(encoding: str) -> bool:
+    """Text in ``encoding`` has ASCII's bytes for ASCII's characters (latin-1, cp1252, shift_jis...):
+    its line breaks and spaces are where the planner looks for them, so it is decoded once, a
+    document at a time.  Otherwise (UTF-16, UTF-32, EBCDIC...) it is read transcoded to UTF-8."""
+    sample = "\n\t\r abcXYZ019+-#[]{}\"'\\/:"
+    try:
+        return sample.encode(encoding) == sample.encode("ascii") and \
+            sample.encode("ascii").decode(encoding) == sample
+    except (UnicodeError, LookupError):
+        return False
+
+
+def how_to_read(path: str, requested: str) -> Tuple[str, str]:
+    """(codec, encoding) of a document file (see ``types.Source``): compressed as its name says,
+    else as its first bytes say (local files); its text in ``requested`` (``UTF8``, a codec's
+    name, or ``AUTO``: detected from its first ``DETECT_BYTES``), or UTF-16/UTF-32 when it starts
+    with their byte-order mark and no other encoding was asked for."""
+    codec = compression_of(path)
+    url = storage.is_url(path)
+    size = DETECT_BYTES if requested == AUTO else HEAD_BYTES
+    head = None
+    if not codec and not url:  # one read of the file's start (raw: a corpus may have millions of files)
+        handle = os.open(path, os.O_RDONLY)
+        try:
+            head = os.read(handle, size)
+        finally:
+            os.close(handle)
+        codec = sniffed_compression(head) if head[:1] in _MAGIC_FIRST else ""
+    encoding = requested
+    if requested in (UTF8, AUTO) and (requested == AUTO or not url):
+        if head is None or codec:
+            head = _head(path, codec, size)
+        bom = head[:1] in _BOM_FIRST and next((name for bom, name in _BOMS if head.startswith(bom)), None)
+        encoding = bom or (detected_encoding(head) if requested == AUTO else UTF8)
+    return _read_as(codec, encoding)
+
+
+_MAGIC_FIRST = {magic[:1] for magic, _ in _MAGIC} | {b"B"}
+_BOM_FIRST = {bom[:1] for bom, _ in _BOMS}
+
+
+@functools.lru_cache(maxsize=256)
+def _read_as(codec: str, encoding: str) -> Tuple[str, str]:
+    encoding = codecs.lookup(encoding).name
+    if encoding == UTF8:
+        return codec, ""
+    if ascii_superset(encoding):
+        return codec, encoding
+    return codec + TRANSCODED + encoding, ""
+
+
+def _head(path: str, codec: str, size: int) -> bytes:
+    if codec:
+        try:
+            with open_decompressed(path, codec) as stream:
+                return read_exactly(stream, size)
+        except codec_errors() as error:
+            raise InputError(f"cannot read {CODEC_NAMES[codec]} file {path}: {one_line(error)}") from None
+    if storage.is_url(path):
+        return storage.read_bytes(path, 0, size)
+    with open(path, "rb") as handle:
+        return handle.read(size)
+
+
+# charset-normalizer's names, the most widespread first: what a tie between them resolves to.
+WIDESPREAD = ("utf_8", "cp1252", "latin_1", "iso8859_15")
+
+
+def detected_encoding(head: bytes) -> str:
+    """``--input_encoding auto``: UTF-8 if ``head`` is (a character cut at its end allowed), else
+    what charset-normalizer finds, the most widespread of those it cannot tell apart (cp1252 before
+    cp1250 for French text without the letters that differ); UTF-8 if it finds nothing: bytes
+    are then replaced, and reported."""
+    try:
+        codecs.getincrementaldecoder(UTF8)().decode(head, final=False)
+        return UTF8
+    except UnicodeDecodeError:
+        pass
+    from charset_normalizer import from_bytes
+
+    matches = list(from_bytes(head))
+    if not matches:
+        return UTF8
+    best = matches[0]
+    # Encodings the sample cannot tell apart (as good on both measures): the most widespread.
+    tied = {match.encoding for match in matches if (match.chaos, match.coherence) == (best.chaos, best.coherence)}
+    return next((name for name in WIDESPREAD if name in tied), best.encoding)
+
+
+def codec_name(codec: str) -> str:
+    """A source's codec for messages: "gzip", "UTF-16 text", "gzip (UTF-16 text)"."""
+    compression, _, encoding = codec.partition(TRANSCODED)
+    text = f"{encoding} text" if encoding else ""
+    if not compression:
+        return text
+    return f"{CODEC_NAMES[compression]} ({text})" if text else CODEC_NAMES[compression]
+
+
+class _Transcoded:
+    """The UTF-8 bytes of a stream of text in another encoding, decoded as they are read; a byte
+    that cannot be decoded becomes an invalid UTF-8 byte (0xFF), replaced and counted when read."""
+
+    def __init__(self, raw, encoding: str):
+        self.raw = raw
+        self.decoder = codecs.getincrementaldecoder(encoding)(errors=UNDECODABLE)
+        self.pending = bytearray()
+        self.at_end = False
+
+    def read(self, size: int = -1) -> bytes:
+        while (size < 0 or len(self.pending) < size) and not self.at_end:
+            chunk = self.raw.read(READ_CHUNK)
+            self.at_end = not chunk
+            self.pending += self.decoder.decode(chunk, final=self.at_end).encode(UTF8, "surrogateescape")
+        if size < 0 or size >= len(self.pending):
+            data, self.pending = bytes(self.pending), bytearray()
+            return data
+        data = bytes(self.pending[:size])
+        del self.pending[:size]
+        return data
+
+    def close(self) -> None:
+        self.raw.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def _zstandard():
@@ -68,7 +229,12 @@ class _ClosingStream:
 
 
 def open_decompressed(path: str, codec: str) -> BinaryIO:
-    """A binary stream of the decompressed bytes (multi-member/-stream/-frame files read whole)."""
+    """A binary stream of the decompressed bytes (multi-member/-stream/-frame files read whole),
+    transcoded to UTF-8 when ``codec`` says so (``"gz+utf-16"``, ``"+utf-16"``)."""
+    codec, transcoded, encoding = codec.partition(TRANSCODED)
+    if transcoded:
+        raw = open_decompressed(path, codec) if codec else storage.open_read(path)
+        return _Transcoded(raw, encoding)
     if storage.is_url(path) and codec in ("gz", "bz2", "xz"):
         raw = storage.open_read(path)
         opener = {"gz": gzip.GzipFile, "bz2": bz2.BZ2File, "xz": lzma.LZMAFile}[codec]
@@ -190,8 +356,7 @@ def read_range(source: Source) -> bytes:
         except InputError:
             raise
         except codec_errors() as error:
-            codec = CODEC_NAMES[source.codec]
-            raise InputError(f"{source.path}: cannot read {codec} file: {one_line(error)}") from None
+            raise InputError(f"{source.path}: cannot read {codec_name(source.codec)} file: {one_line(error)}") from None
     if storage.is_url(source.path):
         try:
             return storage.read_bytes(source.path, source.start, None if source.end < 0 else source.end)

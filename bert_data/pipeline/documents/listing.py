@@ -286,12 +286,57 @@ def check_metadata_names_files(metadata_file: str, entries: Sequence[MetadataEnt
                      "is --input_files_prefix right?")
 
 
+# A document file whose first lines (up to this many) all name existing files is a metadata file.
+PATH_LIST_LINES = 1000
+PATH_LINE_BYTES = 4096
+
+
+def path_list_lines(entry: MetadataEntry, prefix: str) -> int:
+    """How many non-blank lines a local document file holds if each names an existing file (as a
+    metadata line would: relative to ``prefix``, or as written), looking at no more than
+    ``PATH_LIST_LINES``; 0 as soon as one does not (prose stops at its first line)."""
+    if storage.is_url(entry.path):
+        return 0
+    count = 0
+    try:
+        with open(entry.path, "rb") as handle:
+            for raw in bounded_lines(handle, PATH_LINE_BYTES):
+                line = raw.decode("utf-8").strip()
+                if not line:
+                    continue
+                if not (os.path.isfile(storage.resolve(prefix, line)) or os.path.isfile(line)):
+                    return 0
+                count += 1
+                if count >= PATH_LIST_LINES:
+                    break
+    except (LineTooLong, UnicodeDecodeError, OSError, ValueError):
+        return 0
+    return count
+
+
+def check_not_path_lists(entries: Sequence[MetadataEntry], prefix: str) -> None:
+    """A file given as a document (``--input_files``) whose lines are all paths of existing files
+    is a metadata file given to the wrong option: refused, in one line, before it is trained on
+    as text ("t ##xt do ##c ##s")."""
+    for entry in entries:
+        if entry.metadata_file != INPUT_FILES:
+            continue
+        lines = path_list_lines(entry, prefix)
+        if lines:
+            each = "its only line names" if lines == 1 else f"each of its {'first ' if lines >= PATH_LIST_LINES else ''}" \
+                f"{lines:,} lines names"
+            raise InputError(f"{entry.label} looks like a metadata file: {each} an existing file; list documents "
+                             "with --metadata_files, or pass --read_path_lists_as_text to read it as text")
+
+
 def list_documents(metadata_files: Sequence[str], input_files: Sequence[str], prefix: str,
-                   skip_missing: bool = False, allow_outside_prefix: bool = False) -> Tuple[List[MetadataEntry], list]:
+                   skip_missing: bool = False, allow_outside_prefix: bool = False,
+                   read_path_lists_as_text: bool = False) -> Tuple[List[MetadataEntry], list]:
     """The documents to read, in order: every metadata file's entries, then ``input_files``.
     Returns (usable entries, [(entry, reason)] skipped with ``skip_missing``); raises
     ``InputError`` naming the first problem.  Metadata entries must resolve inside ``prefix``
-    (when given) unless ``allow_outside_prefix``; paths given directly are the user's own."""
+    (when given) unless ``allow_outside_prefix``; paths given directly are the user's own, and
+    one that is a list of paths is refused unless ``read_path_lists_as_text``."""
     check_prefix(prefix)
     entries: List[MetadataEntry] = []
     for metadata_file in metadata_files:
@@ -299,4 +344,7 @@ def list_documents(metadata_files: Sequence[str], input_files: Sequence[str], pr
         check_metadata_names_files(metadata_file, listed, prefix)
         entries += listed
     entries += expand_input_files(input_files, prefix)
-    return check_documents_exist(entries, skip_missing)
+    usable, missing = check_documents_exist(entries, skip_missing)
+    if not read_path_lists_as_text:
+        check_not_path_lists(usable, prefix)
+    return usable, missing

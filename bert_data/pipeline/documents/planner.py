@@ -27,12 +27,12 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 import numpy as np
 
 from ... import storage
-from .files import CODEC_NAMES, check_codecs, codec_errors, compression_of, open_decompressed
+from .files import check_codecs, codec_errors, codec_name, how_to_read, open_decompressed
 from .spans import LINE_PATTERN, document_spans, separator_pattern, stream_document_spans
 from .tables import plan_table, table_format_of
 from .text_files import compressed_document_parts, document_parts, is_json_lines_name
 from ...format.dataset_layout import VAL_CODE
-from .types import DEFAULT_TEXT_FIELD, CorpusPlan, InputError, MetadataEntry, Slice, Source, one_line
+from .types import DEFAULT_TEXT_FIELD, UTF8, CorpusPlan, InputError, MetadataEntry, Slice, Source, one_line
 
 SplitCode = Callable[[str, int], int]  # (document label, corpus position) -> TRAIN_CODE or VAL_CODE
 
@@ -47,6 +47,7 @@ def plan_corpus(
     slice_bytes: int = 1 << 20,
     part_bytes: int = 1 << 22,
     text_field: Optional[str] = None,
+    encoding: str = UTF8,
 ) -> CorpusPlan:
     """Number the documents of ``entries`` and then ``val_entries``, in listed order, and cut
     them into slices.  ``split_of(label, position)`` gives the split code of a document of
@@ -55,10 +56,12 @@ def plan_corpus(
     A file named ``.jsonl``/``.json``/``.ndjson`` (compressed or not) is JSON Lines (one
     document a non-blank line), and with ``text_field`` every file that is not a table is.  A
     Parquet or Arrow file (by extension) is a table, one document a row.  The text is at the key,
-    or in the column, ``text_field`` (default ``text``): one option names it in both formats."""
+    or in the column, ``text_field`` (default ``text``): one option names it in both formats.
+    Text files are in ``encoding`` (see ``files.how_to_read``), compressed as their name or first
+    bytes say."""
     check_codecs(list(entries) + list(val_entries))
     planner = CorpusPlanner(slice_docs, slice_bytes, part_bytes, multiple_docs_in_single_file, separator_line,
-                            text_field)
+                            text_field, encoding)
     for entry in entries:
         planner.plan_file(entry, split_of)
     for entry in val_entries:
@@ -93,8 +96,9 @@ class CorpusPlanner:
 
     def __init__(self, slice_docs: int, slice_bytes: int, part_bytes: int = 1 << 22,
                  multiple_docs_in_single_file: bool = False, separator_line: Optional[str] = None,
-                 text_field: Optional[str] = None):
+                 text_field: Optional[str] = None, encoding: str = UTF8):
         self.slice_docs, self.slice_bytes, self.part_bytes = slice_docs, slice_bytes, part_bytes
+        self.encoding = encoding
         self.every_file_json_lines = text_field is not None
         self.text_field = text_field or DEFAULT_TEXT_FIELD
         self.multiple_docs_in_single_file = multiple_docs_in_single_file
@@ -136,42 +140,53 @@ class CorpusPlanner:
                 plan_table(self, entry, self.text_field, split_code)
             except InputError as error:
                 raise InputError(f"{entry.metadata_file}:{entry.line_number}: {error}") from None
-        elif self.every_file_json_lines or is_json_lines_name(entry.path):
-            self.plan_many_documents(entry, split_code, LINE_PATTERN, self.text_field)
+            return
+        try:
+            codec, encoding = how_to_read(entry.path, self.encoding)
+        except InputError as error:
+            raise InputError(f"{entry.metadata_file}:{entry.line_number}: {error}") from None
+        except codec_errors() as error:
+            raise InputError(f"{entry.metadata_file}:{entry.line_number}: cannot read {entry.path}: "
+                             f"{one_line(error)}") from None
+        if self.every_file_json_lines or is_json_lines_name(entry.path):
+            self.plan_many_documents(entry, split_code, LINE_PATTERN, self.text_field, codec, encoding)
         elif self.multiple_docs_in_single_file:
-            self.plan_many_documents(entry, split_code, self.separator, None)
+            self.plan_many_documents(entry, split_code, self.separator, None, codec, encoding)
         else:
-            self.plan_one_document(entry, split_code)
+            self.plan_one_document(entry, split_code, codec, encoding)
 
     def plan_many_documents(self, entry: MetadataEntry, split_code: SplitCode, pattern,
-                            json_key: Optional[str]) -> None:
+                            json_key: Optional[str], codec: str = "", encoding: str = "") -> None:
         """A file of many documents, ended by ``pattern`` (JSON Lines: line breaks, the text at
-        ``json_key``), scanned once: over a memory map, or as a stream (compressed, or a URL)."""
-        codec = compression_of(entry.path)
+        ``json_key``), scanned once: over a memory map, or as a stream (compressed or transcoded,
+        or a URL)."""
         if codec:
             try:
                 with open_decompressed(entry.path, codec) as stream:
-                    self.add_documents(entry, stream_document_spans(stream, pattern), codec, json_key, split_code)
+                    self.add_documents(entry, stream_document_spans(stream, pattern), codec, json_key, split_code,
+                                       encoding)
             except codec_errors() as error:
                 raise _cannot_read(entry, codec, error) from None
         elif storage.is_url(entry.path):  # scanned as a stream: the same spans as over a memory map
             if size_of(entry):
                 with storage.open_read(entry.path) as stream:
-                    self.add_documents(entry, stream_document_spans(stream, pattern), "", json_key, split_code)
+                    self.add_documents(entry, stream_document_spans(stream, pattern), "", json_key, split_code,
+                                       encoding)
         else:
             size = size_of(entry)
             if size:
                 with open(entry.path, "rb") as handle, \
                         mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                    self.add_documents(entry, document_spans(buf, 0, size, pattern), "", json_key, split_code)
+                    self.add_documents(entry, document_spans(buf, 0, size, pattern), "", json_key, split_code,
+                                       encoding)
 
-    def plan_one_document(self, entry: MetadataEntry, split_code: SplitCode) -> None:
+    def plan_one_document(self, entry: MetadataEntry, split_code: SplitCode, codec: str = "",
+                          encoding: str = "") -> None:
         """One document a file; a large one in parts, each a slice of its own.  A compressed file
         is decompressed once here, a chunk at a time, to find its parts (offsets in its
         decompressed stream): a worker then holds one part of it, never the whole text, and a
         file that is not what its name says, or is cut short, fails before any work."""
         position = self.next_doc
-        codec = compression_of(entry.path)
         if codec:
             try:
                 parts = compressed_document_parts(entry.path, codec, self.part_bytes)
@@ -184,19 +199,19 @@ class CorpusPlanner:
             # Only the first part counts as a document; a compressed file's last part reads on to
             # the end of its stream, which then closes.
             self.add(Source(entry.path, entry.label, start, -1 if codec and last else end, 0, continues=number > 0,
-                            codec=codec, corpus_doc=position, in_parts=len(parts) > 1),
+                            codec=codec, encoding=encoding, corpus_doc=position, in_parts=len(parts) > 1),
                      0 if number else 1, end - start)
         self.new_documents(entry.path, [split_code(entry.label, position)])
 
     def add_documents(self, entry: MetadataEntry, spans: Iterable[Tuple[int, int]], codec: str,
-                      json_key: Optional[str], split_code: SplitCode) -> None:
+                      json_key: Optional[str], split_code: SplitCode, encoding: str = "") -> None:
         """A file of many documents (at ``spans``): ranges of whole documents, each ending when
         its slice is full."""
         position = self.next_doc
         codes = bytearray()  # one byte a document: files may hold millions
         for first, n_docs, start, end in group_spans(spans, self.slice_docs, self.slice_bytes):
             self.add(Source(entry.path, entry.label, start, end, first, codec=codec, text_field=json_key,
-                            corpus_doc=position + first), n_docs, end - start)
+                            encoding=encoding, corpus_doc=position + first), n_docs, end - start)
             codes += bytes(split_code(f"{entry.label}#{number}", position + number)
                            for number in range(first, first + n_docs))
         if codec and len(codes):  # the file's last range reads on to the end of the stream, then closes it
@@ -206,7 +221,7 @@ class CorpusPlanner:
 
 
 def _cannot_read(entry: MetadataEntry, codec: str, error: BaseException) -> InputError:
-    return InputError(f"{entry.metadata_file}:{entry.line_number}: cannot read {CODEC_NAMES[codec]} file "
+    return InputError(f"{entry.metadata_file}:{entry.line_number}: cannot read {codec_name(codec)} file "
                       f"{entry.path}: {one_line(error)}")
 
 

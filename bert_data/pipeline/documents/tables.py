@@ -324,9 +324,9 @@ def table_documents(source, skips: list):
         elif b"\x00" in value:
             reason = BINARY
         else:
-            text, n_replaced = decode_text(value)
+            text, n_replaced, bad_line = decode_text(value)
             if text.strip():
-                yield Document(label, text, n_replaced, corpus_doc=position)
+                yield Document(label, text, n_replaced, bad_line, corpus_doc=position)
                 continue
             reason = EMPTY
         skips.append(Skip(reason, label, position))

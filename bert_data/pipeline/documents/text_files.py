@@ -189,8 +189,9 @@ def text_documents(source: Source, pattern, skips: List[Skip]) -> Iterator[Docum
     None, not JSON Lines), else each document between separators (``pattern``) or each JSON line
     (the source's ``text_field`` set)."""
     data = read_range(source)
+    encoding = source.encoding
     if pattern is None and source.text_field is None:
-        document = _decoded(data, source.label, skips, source.corpus_doc, source.in_parts)
+        document = _decoded(data, source.label, skips, source.corpus_doc, source.in_parts, encoding)
         del data  # never hold a large text's bytes and its characters at once for long
         if document is not None:
             document.continues = source.continues
@@ -200,9 +201,9 @@ def text_documents(source: Source, pattern, skips: List[Skip]) -> Iterator[Docum
     for offset, (doc_start, doc_end) in enumerate(spans):
         label, position = f"{source.label}#{source.first_doc + offset}", source.corpus_doc + offset
         if source.text_field is not None:
-            document = _json_document(data[doc_start:doc_end], label, source.text_field, skips, position)
+            document = _json_document(data[doc_start:doc_end], label, source.text_field, skips, position, encoding)
         else:
-            document = _decoded(data[doc_start:doc_end], label, skips, position)
+            document = _decoded(data[doc_start:doc_end], label, skips, position, encoding=encoding)
         if document is not None:
             yield document
 
@@ -210,10 +211,11 @@ def text_documents(source: Source, pattern, skips: List[Skip]) -> Iterator[Docum
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _json_document(line: bytes, label: str, key: str, skips: List[Skip], position: int) -> Optional[Document]:
+def _json_document(line: bytes, label: str, key: str, skips: List[Skip], position: int,
+                   encoding: str = "") -> Optional[Document]:
     """One JSON Lines document: the string at ``key`` of the object on the line."""
     skips = _Skips(skips, label, position)
-    text, n_replaced = decode_text(line)
+    text, n_replaced, _ = decode_text(line, encoding)
     try:
         record = json.loads(text[1:] if text.startswith("\ufeff") else text)  # a byte-order mark may lead
     except (ValueError, RecursionError):
@@ -240,19 +242,20 @@ def _json_document(line: bytes, label: str, key: str, skips: List[Skip], positio
     if not value.strip():
         skips.add(EMPTY)
         return None
-    return Document(label, value, n_replaced, corpus_doc=position)
+    return Document(label, value, n_replaced, 1 if n_replaced else 0, corpus_doc=position)
 
 
-def _decoded(data: bytes, label: str, skips: List[Skip], position: int, in_parts: bool = False) -> Optional[Document]:
+def _decoded(data: bytes, label: str, skips: List[Skip], position: int, in_parts: bool = False,
+             encoding: str = "") -> Optional[Document]:
     skips = _Skips(skips, label, position, in_parts)
     if b"\x00" in data:
         skips.add(BINARY)
         return None
-    text, n_replaced = decode_text(data)
+    text, n_replaced, bad_line = decode_text(data, encoding)
     if not text.strip():
         skips.add(EMPTY)
         return None
-    return Document(label, text, n_replaced, corpus_doc=position, in_parts=in_parts)
+    return Document(label, text, n_replaced, bad_line, corpus_doc=position, in_parts=in_parts)
 
 
 @dataclass

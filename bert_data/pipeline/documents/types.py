@@ -14,6 +14,8 @@ import numpy as np
 from ... import storage
 
 DEFAULT_TEXT_FIELD = "text"  # the text's key in JSON Lines and column in tables, unless --text_field
+UTF8 = "utf-8"  # the default encoding of text files, and the fast path
+AUTO = "auto"  # --input_encoding auto: detected per file (charset-normalizer)
 
 
 @dataclass(frozen=True)
@@ -21,11 +23,13 @@ class ReadingSpec:
     """How the input files hold documents: one a file, or many (``multiple_docs_in_single_file``)
     separated by a line holding ``separator_line`` (None: a blank line); JSON Lines' key and
     tables' column ``text_field`` (None: ``DEFAULT_TEXT_FIELD``; given, every file that is not a
-    table is read as JSON Lines)."""
+    table is read as JSON Lines); text files in ``encoding`` (a Python codec's name, ``UTF8`` by
+    default, or ``AUTO``: detected per file)."""
 
     multiple_docs_in_single_file: bool
     separator_line: Optional[str]
     text_field: Optional[str]
+    encoding: str = UTF8
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,11 @@ class Source:
     end: int  # exclusive; -1 means end of file
     first_doc: int = 0  # index in the file of the first document of the range
     continues: bool = False  # a later part of the document the previous source began
-    codec: str = ""  # "" (plain), "gz", "bz2", "xz" or "zst": how the file is compressed
+    # "" (plain), "gz", "bz2", "xz" or "zst": how the file is compressed (from its name, else its
+    # first bytes); "+ENCODING" after it: the file's text is in an encoding that is not ASCII's
+    # superset (UTF-16, UTF-32...), read transcoded to UTF-8 (offsets in the UTF-8 stream).
+    codec: str = ""
+    encoding: str = ""  # the text's encoding when ASCII's superset and not UTF-8 (latin-1, cp1252...)
     text_field: Optional[str] = None  # JSON Lines (a text file): one document a line, its text at this key
     corpus_doc: int = 0  # position in the listed corpus of the range's first document
     in_parts: bool = False  # one part of a document read in parts (see text_files.document_parts)
@@ -140,7 +148,8 @@ class CorpusPlan:
 class Document:
     label: str  # "path" or "path#3" for the fourth document of a multi-document file
     text: str
-    n_replaced: int = 0  # bytes that were not UTF-8, replaced by U+FFFD
+    n_replaced: int = 0  # bytes that were not UTF-8 (or not the file's encoding), replaced by U+FFFD
+    bad_line: int = 0  # the line of the document (from 1) where the first such byte is, if any
     continues: bool = False  # a later part of a large document (see text_files.document_parts)
     corpus_doc: int = 0  # position in the listed corpus
     in_parts: bool = False  # one part of a document read in parts
@@ -166,11 +175,13 @@ NOT_STRING = "text value is not a string"
 NULL_TEXT = "text value is null"
 
 
-def decode_text(data: bytes) -> Tuple[str, int]:
-    """UTF-8 with replacement; returns the text and how many replacements it took."""
+def decode_text(data: bytes, encoding: str = "") -> Tuple[str, int, int]:
+    """UTF-8 (or ``encoding``) with replacement; returns the text, how many replacements it took
+    and the line (from 1) of the first byte replaced (0 if none).  Valid text is decoded once."""
     try:
-        return data.decode("utf-8"), 0
-    except UnicodeDecodeError:
-        text = data.decode("utf-8", errors="replace")
-        genuine = data.count("\ufffd".encode("utf-8"))
-        return text, text.count("\ufffd") - genuine
+        return data.decode(encoding or UTF8), 0, 0
+    except UnicodeDecodeError as error:
+        text = data.decode(encoding or UTF8, errors="replace")
+        genuine = data.decode(encoding, errors="ignore").count("\ufffd") if encoding else \
+            data.count("\ufffd".encode(UTF8))
+        return text, text.count("\ufffd") - genuine, data.count(b"\n", 0, error.start) + 1
