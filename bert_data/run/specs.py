@@ -107,7 +107,7 @@ class RunControl:
     resume: bool
     work_dir: Optional[str]
     allow_paths_outside_prefix: bool
-    read_path_lists_as_text: bool = False
+    read_path_lists_as_text: bool
 
     @property
     def workers(self) -> int:

@@ -29,7 +29,7 @@ class ReadingSpec:
     multiple_docs_in_single_file: bool
     separator_line: Optional[str]
     text_field: Optional[str]
-    encoding: str = UTF8
+    encoding: str
 
 
 @dataclass(frozen=True)
