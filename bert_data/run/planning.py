@@ -101,7 +101,10 @@ def make_plan(spec: RunSpec, skip_missing: bool = False, check_case: bool = True
                                  separator_line=inputs.reading.separator_line, text_field=inputs.reading.text_field,
                                  encoding=inputs.reading.encoding)
     if not corpus.n_docs or not corpus.n_bytes:
-        raise InputError("no document with any text in " + ", ".join(inputs.named_files))
+        listed = [entry.label for entry in entries + val_entries]
+        raise InputError(f"no document with any text in {', '.join(inputs.named_files)}: "
+                         f"{some_of(listed)} {'is' if len(listed) == 1 else 'are'} empty or white space only; "
+                         "name files that hold text")
     if check_case and spec.tokenizer.kind == WORDPIECE:  # the check measures WordPiece's [UNK] rate
         check_vocabulary_case(spec.tokenizer.do_lower_case, inputs.reading, vocab, corpus.slices, allow_case_mismatch)
     split_docs = {split: np.flatnonzero(corpus.doc_splits == code)
@@ -143,6 +146,12 @@ def warn_about_split_sizes(inputs, n_train: int, n_val: int) -> None:
     elif n_train < n_val:
         warn(f"--val_metadata_files hold out {n_val:,} of the {total:,} documents, leaving {n_train:,} for training; "
              "list fewer there")
+
+
+def some_of(labels: List[str], shown: int = 3) -> str:
+    """``a.txt, b.txt, c.txt and 5 more``: the first few of many names, for a message."""
+    more = len(labels) - shown
+    return ", ".join(labels[:shown]) + (f" and {more:,} more" if more > 0 else "")
 
 
 def plan_units(corpus: CorpusPlan, split_docs: Dict[str, np.ndarray], orders: Dict[str, CorpusOrder],

@@ -43,7 +43,7 @@ from .corpus_output import record_totals, write_corpus
 from .executors import dead_worker_signal, default_executor, local_workers, shares_local_files, stop_executor, wait_first
 from .fault_injection import pause_if_chosen
 from .locations import RemoteOutput, RunLocations, prepare_work_dir, run_locations
-from .planning import Plan, make_plan, warn
+from .planning import Plan, make_plan, some_of, warn
 from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pool_path,
                         prepare_output_dir, refuse_writing_over_inputs, remove_run_files, remove_shards_being_shuffled,
                         shard_in_progress, slice_paths, stopped, write_journal)
@@ -219,8 +219,10 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
         if not totals.n_examples:
             skipped = SkippedTotals(plan)
             skipped.add_slices(list(scheduler.summaries.values()))
+            first = [item["path"] for split in skipped.by_split.values() for item in split.first]
             raise NoText("no document with any text: every listed document was skipped "
-                         f"({', '.join(f'{n:,} {r}' for r, n in skipped.reasons().items())})")
+                         f"({', '.join(f'{n:,} {r}' for r, n in skipped.reasons().items())}: {some_of(first)}); "
+                         "name files that hold text")
         shards.finish()
         if staged.shuffles_shards:
             sizes = assembler.finish(sync=False)  # written again, durably, by the final shuffle

@@ -63,8 +63,15 @@ def test_empty_metadata_and_corpus_without_text_are_errors(capsys, corpus, tmp_p
     only_blank = corpus.root / "blank_meta.txt"
     only_blank.write_text("blank1.txt\nblank2.txt\n")
     code, err = cli(capsys, corpus, tmp_path / "out2", metadata=only_blank)
-    assert code == 2 and "no document with any text" in err
+    # The files are named (the first few), with what to do.
+    assert code == 2 and ("no document with any text: every listed document was skipped (2 empty or white-space "
+                          "only: blank1.txt, blank2.txt); name files that hold text") in err
     assert not list((tmp_path / "out2").glob("*.tfrecords*")) and not (tmp_path / "out2" / "data_params.json").exists()
+    only_empty = corpus.root / "empty_files_meta.txt"
+    only_empty.write_text("blank1.txt\n")
+    code, err = cli(capsys, corpus, tmp_path / "out3", metadata=only_empty)
+    assert code == 2 and (f"no document with any text in {only_empty}: blank1.txt is empty or white space only; "
+                          "name files that hold text") in err
 
 
 def test_bad_documents_are_skipped_and_counted(capsys, corpus, tmp_path):
