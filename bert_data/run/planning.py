@@ -10,8 +10,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Dict, List
 
-from .. import storage
-from ..version import __version__
 from ..config import ConfigError
 from ..notices import warn
 import numpy as np
@@ -119,9 +117,9 @@ def make_plan(spec: RunSpec, skip_missing: bool = False, check_case: bool = True
             unit.last_slice = len(corpus.slices) - 1
     n_listed = {split: len(docs) + sum(1 for *_, s in missing if s == split) for split, docs in split_docs.items()}
     excluded_docs = sum(corpus.docs_per_path.get(path, 0) for path in {entry.path for entry in excluded})
+    record = run_record(spec.options, vocab, entries + val_entries)
     return Plan(corpus, units, orders, split_docs, mixing.split_num, n_listed, missing, excluded_docs, vocab,
-                run_fingerprint(spec.options, vocab, entries + val_entries),
-                run_record(spec.options, vocab, entries + val_entries))
+                run_fingerprint(record), record)
 
 
 def warn_about_split_sizes(inputs, n_train: int, n_val: int) -> None:
@@ -195,16 +193,9 @@ def check_vocabulary_case(do_lower_case: bool, reading: ReadingSpec, vocab, slic
     raise ConfigError(f"{mismatch.describe()}; {fix}, or pass --allow_case_mismatch to run anyway")
 
 
-def run_fingerprint(recorded_options: dict, vocab, entries) -> str:
-    """What must not change between a run and its --resume: the options that shape the output
-    (``RunSpec.options``: all but the run control), the vocabulary, the list of documents and
-    the package version.  Credentials in URLs are not part of it (it is stored in the journal;
-    and new credentials resume the same run)."""
-    options = {key: storage.redact_data(value) for key, value in recorded_options.items()}
-    digest = hashlib.sha256()
-    digest.update(json.dumps(options, sort_keys=True).encode())
-    digest.update(vocab.sha256.encode())
-    digest.update(__version__.encode())
-    for entry in entries:
-        digest.update(entry.label.encode("utf-8", "surrogateescape") + b"\0")
-    return digest.hexdigest()
+def run_fingerprint(record: dict) -> str:
+    """What must not change between a run and its --resume: a digest of its record
+    (``run_record``: the options that shape the output, credentials redacted, the vocabulary's
+    hash, the package version and the list of documents).  New credentials resume the same run;
+    the record itself lets a refused resume say what changed."""
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()

@@ -154,14 +154,16 @@ def test_the_fingerprint_in_the_journal_holds_no_credentials():
     from bert_data.config import GeneratorConfig
     from bert_data.run.planning import run_fingerprint
     from bert_data.run.resolve import recorded_options
-
-    def options(prefix: str) -> dict:
-        return recorded_options(GeneratorConfig(input_files_prefix=prefix))
+    from bert_data.run.run_record import run_record
 
     vocab = SimpleNamespace(sha256="0" * 64)
-    prints = {run_fingerprint(options(f"s3://key:{secret}@bucket/corpus"), vocab, []) for secret in (PASSWORD, TOKEN)}
+
+    def fingerprint(prefix: str) -> str:
+        return run_fingerprint(run_record(recorded_options(GeneratorConfig(input_files_prefix=prefix)), vocab, []))
+
+    prints = {fingerprint(f"s3://key:{secret}@bucket/corpus") for secret in (PASSWORD, TOKEN)}
     assert len(prints) == 1
-    assert prints != {run_fingerprint(options("s3://key:x@other/corpus"), vocab, [])}
+    assert prints != {fingerprint("s3://key:x@other/corpus")}
 
 
 def test_the_run_record_in_the_journal_holds_no_credentials():
