@@ -28,7 +28,9 @@ from sybil.parsers.markdown import CodeBlockParser
 
 REPO = Path(__file__).resolve().parents[2]
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=\S.*$", re.MULTILINE)
+# What varies from run to run: a run's duration, and verify's time and speed.
 TIMING = re.compile(r"done in [0-9.,]+ (s|min)\b")
+VERIFY_SPEED = re.compile(r", [0-9.]+ s, [0-9.,]+ MB/s$")
 
 
 def command_env() -> dict:
@@ -80,7 +82,8 @@ def make_page_dir(directory: Path, sample: Path) -> Path:
 
 def normalised(text: str, workdir: str) -> str:
     text = text.replace(workdir + "/tmp/", "/tmp/").replace(workdir + "/", "")
-    return "\n".join(TIMING.sub("done in N s", line).rstrip() for line in text.strip().splitlines())
+    return "\n".join(VERIFY_SPEED.sub(", N s, N MB/s", TIMING.sub("done in N s", line).rstrip())
+                     for line in text.strip().splitlines())
 
 
 def run_bash(example) -> None:
