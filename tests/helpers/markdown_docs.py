@@ -6,7 +6,7 @@
   (``SAMPLE=...``) set first; an unlabelled block right after a bash block is its output, compared
   with what the commands printed (stdout and stderr), the ``done in N s`` timing left out;
 * every block runs in a directory of its page's own (``docs_workdir``) holding the shipped sample
-  as the docs name it: ``examples/``, ``vocab/``, a copy of the quick start's ``tfrecords/`` (made once
+  as the docs name it: ``examples/``, ``vocab/``, ``scripts/``, a copy of the quick start's ``tfrecords/`` (made once
   a session), and for docs/inputs.md ``metadata.txt``, ``corpus/`` and ``vocab.txt``; ``/tmp/`` in
   a command is that directory's ``tmp/``, so nothing is written outside the test's directory;
 * ``<!-- skip: next "why" -->`` before a block leaves it out (a bucket, a cluster, an install, a
@@ -44,7 +44,7 @@ def command_env() -> dict:
 
 def link_sample(directory: Path) -> None:
     """The shipped sample where the README's commands look for it."""
-    for name in ("examples", "vocab"):
+    for name in ("examples", "vocab", "scripts"):
         (directory / name).symlink_to(REPO / name, target_is_directory=True)
 
 
@@ -106,7 +106,8 @@ class BashParser(CodeBlockParser):
         super().__init__(evaluator=run_bash)
 
 
-OUTPUT = re.compile(r"^```bash\n.*?^```\n\s*^```\n(?P<output>.*?)^```$", re.MULTILINE | re.DOTALL)
+# The command block's body never holds a fence, so a match cannot start at an earlier block.
+OUTPUT = re.compile(r"^```bash\n(?:(?!^```).)*?^```\n\s*^```\n(?P<output>.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
 def check_output(example) -> None:
