@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
@@ -242,10 +243,13 @@ def option_for_file(data: bytes) -> str | None:
     if b"\x00" in head:
         return "--spm_model_file" if head.startswith(b"\n") else None  # a ModelProto opens with its first piece
     try:
-        lines = head.decode("utf-8-sig").split("\n")[:-1] or [head.decode("utf-8-sig")]
+        text = head.decode("utf-8-sig")
     except UnicodeDecodeError:
         return None
-    if lines and all(len(line.split()) <= 1 for line in lines):
+    lines = text.split("\n")[:-1] if len(head) == 4096 else text.split("\n")  # the last may be cut
+    tokens = [line.strip() for line in lines if line.strip()]
+    controls = any(unicodedata.category(c) == "Cc" and c not in "\t\r\n" for c in text)
+    if len(tokens) >= 2 and not controls and all(len(token.split()) == 1 for token in tokens):
         return "--vocab_file"
     return None
 
