@@ -38,6 +38,7 @@ from typing import Dict, Optional
 
 from .. import storage
 from ..format.dataset_layout import SPLIT_CODES
+from ..pipeline.documents.types import BINARY
 from .assembly import ShardAssembler
 from .corpus_output import record_totals, write_corpus
 from .executors import dead_worker_signal, default_executor, local_workers, shares_local_files, stop_executor, wait_first
@@ -206,8 +207,9 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
             while scheduler.binary_skips:  # a binary file among the inputs is worth a word at once
                 skip = scheduler.binary_skips.pop(0)
                 if warned_binary < 20:
-                    warn(f"{skip.label}: skipped: {skip.reason}; if it is text, it may be UTF-16 or UTF-32 without a "
-                         "byte-order mark: give its encoding with --input_encoding (e.g. utf-16-le)")
+                    warn(f"{skip.label}: skipped: {skip.reason}" + ("" if skip.reason != BINARY else
+                         "; if it is text, it may be UTF-16 or UTF-32 without a byte-order mark: give its encoding "
+                         "with --input_encoding (e.g. utf-16-le)"))
                     warned_binary += 1
             tokenize_bar.update(scheduler.docs_tokenized - tokenize_bar.n)
             elapsed = max(time.perf_counter() - started, 1e-9)

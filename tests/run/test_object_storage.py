@@ -222,3 +222,20 @@ def test_a_run_stopped_while_uploading_its_shards_is_finished_by_resume(s3, corp
         summary = generate(s3_config(corpus, output, resume=True), progress=False)
     assert summary.resumed_from_unit == summary.manifests["train"]["n_units"]  # only finishing was left
     assert bucket_hashes(s3, output) == reference
+
+
+def test_a_gzip_object_named_txt_is_skipped_with_a_line_saying_to_name_it(s3, corpus_and_reference, tmp_path, capsys):
+    """A URL's compression is told by its name (a request a file to sniff it would cost planning
+    too much): a gzip object named .txt is not read as binary in silence, the run names it."""
+    corpus, _, _ = corpus_and_reference
+    upload_corpus(s3, corpus)
+    labels = corpus.metadata.read_text().split()[:4]
+    s3.pipe("bert-data-tests/corpus/docs/packed.txt", gzip.compress((corpus.root / labels[0]).read_bytes()))
+    s3.pipe("bert-data-tests/corpus/gz-metadata.txt", ("\n".join(labels + ["docs/packed.txt"]) + "\n").encode())
+    capsys.readouterr()
+    summary = generate(s3_config(corpus, tmp_path / "out", metadata_files=[f"{BUCKET}/corpus/gz-metadata.txt"]),
+                       progress=False)
+    err = capsys.readouterr().err
+    assert ("bert_data: warning: docs/packed.txt: skipped: compressed file whose name does not say so (name it .gz, "
+            ".bz2, .xz or .zst)") in err, err
+    assert summary.manifests["train"]["n_docs"] == 4
