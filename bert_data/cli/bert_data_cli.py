@@ -8,6 +8,7 @@ instant.  The work is done by ``bert_data.tools.inspect``, ``bert_data.tools.ver
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import List, Optional
 
@@ -126,11 +127,25 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    manifest_given = _manifest_given(args)
+    if manifest_given:
+        return _error(args.command, manifest_given)
     try:
         return {"inspect": _inspect, "verify": _verify, "stats": _stats}[args.command](args)
     except BrokenPipeError:  # e.g. piped into head
         sys.stderr.close()
         return 0
+
+
+def _manifest_given(args) -> str:
+    """The dataset's manifest given where its shards are expected (the one file of a dataset anyone
+    opens by hand): what to give instead, or ""."""
+    from ..format.manifest import MANIFEST_NAME
+
+    for path in [args.shard] if args.command == "inspect" else args.paths:
+        if os.path.basename(str(path).rstrip("/")) == MANIFEST_NAME:
+            return f"{path} is the dataset's manifest, not a shard: give its directory, {os.path.dirname(path) or '.'}"
+    return ""
 
 
 def _compression(args):

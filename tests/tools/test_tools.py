@@ -501,3 +501,12 @@ def test_help_is_light():
 def test_no_command_prints_help(capsys):
     code, _, err = run([], capsys)
     assert code == 2 and "verify" in err
+
+
+def test_the_manifest_given_for_a_shard_names_its_directory(dataset, capsys):
+    manifest_file = dataset / "val" / "data_params.json"
+    for command in ("verify", "stats", "inspect"):
+        code, _, err = run([command, manifest_file], capsys)
+        assert code == 2
+        assert err.strip() == (f"bert-data {command}: error: {manifest_file} is the dataset's manifest, not a shard: "
+                               f"give its directory, {dataset / 'val'}")
