@@ -119,3 +119,21 @@ def test_span_masking_option_conflicts(tmp_path):
     with pytest.raises(ConfigError, match="--span_masking choose masks"):
         corpus_config(corpus, tmp_path / "o", span_masking=True, mlm_only=True, disable_masking=True,
                       dupe_factor=1).validate()
+
+
+def test_a_word_level_tokenizer_json_loads_and_masks_whole_words(tmp_path):
+    """A WordLevel tokenizer.json: every piece a whole word (it was refused as an unknown rule)."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from bert_data.tokenizers import HUGGINGFACE, TokenizerSource, load_vocabulary
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(30)]
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tokenizer.save(str(tmp_path / "words.json"))
+    v = load_vocabulary(TokenizerSource(HUGGINGFACE, str(tmp_path / "words.json")))
+    assert v.word_boundary == "words:" and not v.is_continuation.any()
+    spec = MaskingSpec.for_vocab(v, masked_lm_prob=0.3, max_predictions_per_seq=10, span=True)
+    ids = np.random.default_rng(0).integers(5, len(v), size=(50, 32))
+    ids[:, 0], ids[:, -1] = v.cls_id, v.sep_id
+    out = mask_tokens(ids, np.full(50, 32), spec, v, np.random.default_rng(1))
+    np.testing.assert_array_equal(out.masked_lm_weights.sum(axis=1), 10)  # round(0.3 * 32): one token a word
