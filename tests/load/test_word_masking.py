@@ -20,6 +20,7 @@ from bert_data.load import read_batches
 from bert_data.pipeline.packing import unpack_rows
 from bert_data.run.resolve import generate
 from bert_data.tokenizers import TokenizerSource, load_vocabulary
+from bert_data.tools.verify import verify
 
 from tests.helpers.corpus import corpus_config, make_corpus
 
@@ -61,12 +62,12 @@ def make_run(corpus, tokenizer_options, root, tokenizer, fmt, **options):
 def masked_runs(corpus, tokenizer_options, tmp_path_factory):
     """(strategy, tokenizer, format) -> a run masked at generation."""
     runs = {}
-    for strategy, option in (("whole_word", "mask_whole_word"), ("span", "span_masking")):
+    for strategy, option in (("whole_word", {"mask_whole_word": True}), ("ngram", {"max_ngram_size": 3}),
+                             ("span", {"span_masking": True})):
         root = tmp_path_factory.mktemp(f"generated-{strategy}")
         for tokenizer in TOKENIZERS:
             for fmt in FORMATS:
-                runs[strategy, tokenizer, fmt] = make_run(corpus, tokenizer_options, root, tokenizer, fmt,
-                                                          **{option: True})
+                runs[strategy, tokenizer, fmt] = make_run(corpus, tokenizer_options, root, tokenizer, fmt, **option)
     return runs
 
 
@@ -135,8 +136,10 @@ def check_whole_words(batch, vocab, special_ids=()):
 @pytest.mark.parametrize("tokenizer", TOKENIZERS)
 def test_generated_whole_word_and_span_masks_never_split_a_word(masked_runs, tokenizer, fmt):
     lengths = {}
-    for strategy in ("whole_word", "span"):
+    for strategy in ("whole_word", "ngram", "span"):
         directory = masked_runs[strategy, tokenizer, fmt]
+        report = verify([str(directory)])
+        assert report.ok, report.problems
         vocab = vocabulary_of(directory)
         batch = read_all(directory)
         continued, runs = check_whole_words(batch, vocab)
