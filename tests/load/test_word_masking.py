@@ -301,3 +301,24 @@ def test_mask_options_that_do_not_fit_are_refused(unmasked_runs):
         dynamic_masking(vocab_file=vocab_file, rate=0.3)
     masker = dynamic_masking(vocab_file=vocab_file, rate=0.3, max_predictions=7, strategy="span")
     assert masker.max_predictions_per_seq == 7 and masker.spec.strategy == "span"
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_packed_rows_masked_at_generation_and_again_at_load_time(corpus, tokenizer_options, tmp_path, fmt):
+    """Span masks drawn at generation in packed rows stay inside their instance and never split a
+    word; masked anew at load time, the same holds, instance by instance."""
+    directory = make_run(corpus, tokenizer_options, tmp_path, "sentencepiece", fmt, span_masking=True,
+                         pack_sequences=True, short_seq_prob=0.5)
+    vocab = vocabulary_of(directory)
+    static = read_all(directory)
+    assert static["input_mask"].max() > 1
+    for batch, rate, budget_cap in ((static, 0.15, 20), (read_all(directory, mask={"seed": 2, "strategy": "span",
+                                                                                     "rate": 0.3}), 0.3, None)):
+        assert check_whole_words(batch, vocab)[0] > 5
+        for row in unpack_rows(batch):
+            for instance in row:
+                budget = max(1, round(len(instance["input_ids"]) * rate))
+                assert 0 < len(instance["masked_lm_positions"]) <= min(budget, budget_cap or budget)
+                positions = instance["masked_lm_positions"]
+                assert 0 not in positions and (positions < len(instance["input_ids"]) - 1).all()
+    np.testing.assert_array_equal(chosen_and_original(batch)[1], chosen_and_original(static)[1])
