@@ -26,7 +26,8 @@ class DynamicMasking:
     """Masks drawn at load time, with the generator's rules (:func:`bert_data.pipeline.masking.mask_tokens`):
     ``masked_lm_prob`` of each row's tokens (rounded, at least 1, at most
     ``max_predictions_per_seq``), never [CLS], [SEP] or the document separator; 80% [MASK], 10%
-    kept, 10% a random ordinary token; whole words or n-gram spans when asked.
+    kept, 10% a random ordinary token (the shares settable); whole words, n-gram spans or
+    SpanBERT's spans when asked (``spec.strategy``).
 
     ``masking(batch, key=None)`` maps ``{"input_ids" (or its v2 name): (n, L), "input_mask":
     (n, L), ...}`` (numpy; ``input_mask`` 1 for tokens) to a new dict: the same entries with the

@@ -17,6 +17,9 @@ Here the same choice is made for a whole batch of instances with numpy:
 * the 80/10/10 choice is one uniform draw per chosen token (Google's two draws give the same
   probabilities).
 
+SpanBERT's span masking (``MaskingSpec.span``) is :mod:`bert_data.pipeline.span_masking`'s, and
+the 80/10/10 shares are ``MaskingSpec``'s (BERT's by default, settable for load-time masks).
+
 Deliberate improvement over the reference: the random replacement token is drawn from the
 ordinary vocabulary (``Vocab.ordinary_ids``), never [PAD], [CLS], [SEP], [MASK], [UNK] or
 [unused*].

@@ -93,23 +93,24 @@ def choose_spans(candidates: np.ndarray, starts: np.ndarray, budget: np.ndarray,
 
     covered = np.zeros((n, width + max_words + 1), dtype=bool)  # by word; padded: spans never index out
     taken = np.zeros(n, dtype=np.int64)
-    all_rows = np.arange(n)
     sizes = np.arange(1, max_words + 1)
+    live = np.arange(n)
     for rank in range(int(n_words.max(initial=0))):
-        live = (rank < n_words) & (taken < budget)
-        if not live.any():
+        # Only the rows with budget and words left: late ranks touch few rows.
+        live = live[(rank < n_words[live]) & (taken[live] < budget[live])]
+        if not len(live):
             break
-        start = order[:, rank]
-        size = np.minimum(drawn[:, rank], n_words - start)
-        span_end = np.minimum(start[:, None] + sizes[None, :], n_words[:, None])
-        span_tokens = np.take_along_axis(ends, span_end, axis=1) - ends[all_rows, start][:, None]
-        free = ~np.logical_or.accumulate(covered[all_rows[:, None], start[:, None] + sizes[None, :] - 1], axis=1)
-        fits = (sizes[None, :] <= size[:, None]) & (taken[:, None] + span_tokens <= budget[:, None]) & free
+        start = order[live, rank]
+        size = np.minimum(drawn[live, rank], n_words[live] - start)
+        words = start[:, None] + sizes[None, :]  # one past each span size's last word
+        span_tokens = ends[live[:, None], np.minimum(words, n_words[live][:, None])] - ends[live, start][:, None]
+        free = ~np.logical_or.accumulate(covered[live[:, None], words - 1], axis=1)
+        fits = (sizes[None, :] <= size[:, None]) & (taken[live][:, None] + span_tokens <= budget[live][:, None]) & free
         # fits is True for a prefix of the sizes: its length is the span taken.
-        length = np.where(live, np.logical_and.accumulate(fits, axis=1).sum(axis=1), 0)
+        length = np.logical_and.accumulate(fits, axis=1).sum(axis=1)
         mark = sizes[None, :] <= length[:, None]
-        covered[all_rows[:, None].repeat(max_words, axis=1)[mark], (start[:, None] + sizes[None, :] - 1)[mark]] = True
-        taken += np.where(length > 0, span_tokens[all_rows, np.maximum(length, 1) - 1], 0)
+        covered[np.broadcast_to(live[:, None], mark.shape)[mark], (words - 1)[mark]] = True
+        taken[live] += np.where(length > 0, span_tokens[np.arange(len(live)), np.maximum(length, 1) - 1], 0)
     rows, cols = np.nonzero(candidates)
     chosen = np.zeros((n, width), dtype=bool)
     chosen[rows, cols] = covered[rows, word_of[rows, cols]]
