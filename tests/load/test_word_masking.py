@@ -322,3 +322,21 @@ def test_packed_rows_masked_at_generation_and_again_at_load_time(corpus, tokeniz
                 positions = instance["masked_lm_positions"]
                 assert 0 not in positions and (positions < len(instance["input_ids"]) - 1).all()
     np.testing.assert_array_equal(chosen_and_original(batch)[1], chosen_and_original(static)[1])
+
+
+def test_tf_data_masks_masked_records_anew_as_the_numpy_reader_does(masked_runs):
+    from bert_data.load import load_dataset
+
+    directory = str(masked_runs["span", "bpe", "tfrecord"])
+    mask = {"seed": 6, "strategy": "whole_word", "rate": 0.2}
+    numpy_batches = list(read_batches(directory, batch_size=16, mask=mask, int32=True))
+    tf_batches = list(load_dataset(directory, batch_size=16, is_training=False, mask=mask).as_numpy_iterator())
+    assert len(numpy_batches) == len(tf_batches) > 1
+    for mine, theirs in zip(numpy_batches, tf_batches):
+        assert set(mine) == set(theirs)
+        for name in mine:
+            np.testing.assert_array_equal(mine[name], theirs[name], err_msg=name)
+    static = read_all(directory)
+    merged = {name: np.concatenate([b[name] for b in numpy_batches]) for name in numpy_batches[0]}
+    np.testing.assert_array_equal(chosen_and_original(merged)[1], chosen_and_original(static)[1])
+    assert merged["masked_lm_positions"].shape[1] == math.ceil(0.2 * MSL)
