@@ -137,3 +137,19 @@ def test_a_word_level_tokenizer_json_loads_and_masks_whole_words(tmp_path):
     ids[:, 0], ids[:, -1] = v.cls_id, v.sep_id
     out = mask_tokens(ids, np.full(50, 32), spec, v, np.random.default_rng(1))
     np.testing.assert_array_equal(out.masked_lm_weights.sum(axis=1), 10)  # round(0.3 * 32): one token a word
+
+
+def test_span_masking_on_the_command_line(tmp_path, capsys):
+    from bert_data.cli.create_tfrecords import main as create_main
+
+    corpus = make_corpus(tmp_path / "c", n_docs=3, min_sentences=4, max_sentences=6)
+    argv = ["--metadata_files", str(corpus.metadata), "--input_files_prefix", str(corpus.root), "--vocab_file",
+            str(corpus.vocab), "--do_lower_case", "--max_seq_length", "32", "--max_predictions_per_seq", "5",
+            "--quiet", "--span_masking"]
+    assert create_main(argv + ["--output_dir", str(tmp_path / "bad"), "--max_ngram_size", "3"]) == 2
+    error = capsys.readouterr().err
+    assert "--span_masking and --max_ngram_size" in error and error.count("\n") == 1
+    assert create_main(argv + ["--output_dir", str(tmp_path / "out")]) == 0
+    from bert_data.format.manifest import Manifest
+
+    assert Manifest.read(str(tmp_path / "out")).option("span_masking") is True
