@@ -129,14 +129,18 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
     mpp = getattr(masker, "prediction_slots", None) or info.max_predictions_per_seq
     rename = output_names(info, canonical_names)
 
+    # Masked records are masked anew from their original tokens, which need their masks.
+    static_masks = ["masked_lm_positions", "masked_lm_ids", "masked_lm_weights"] if info.masked else []
+
     def apply_mask(example, number):
-        def run(ids, input_mask, number_np):
-            out = masker({"input_ids": ids, "input_mask": input_mask}, key=(*key_prefix, int(number_np)))
+        def run(ids, input_mask, number_np, *masks):
+            batch = dict({"input_ids": ids, "input_mask": input_mask}, **dict(zip(static_masks, masks)))
+            out = masker(batch, key=(*key_prefix, int(number_np)))
             return (out["input_ids"].astype("int32"), out["masked_lm_positions"].astype("int32"),
                     out["masked_lm_ids"].astype("int32"), out["masked_lm_weights"].astype("float32"))
 
         ids = example["input_ids"]
-        outputs = tf.numpy_function(run, [ids, example["input_mask"], number],
+        outputs = tf.numpy_function(run, [ids, example["input_mask"], number] + [example[n] for n in static_masks],
                                     [tf.int32, tf.int32, tf.int32, tf.float32], stateful=False)
         outputs[0].set_shape(ids.shape)
         for tensor in outputs[1:]:

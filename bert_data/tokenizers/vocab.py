@@ -56,6 +56,7 @@ def _is_excluded_from_random(token: str, specials=()) -> bool:
 #   "prefix:##"  a piece starting with "##" continues the word before it (BERT's WordPiece);
 #   "start:▁"    ALBERT's rule for SentencePiece pieces (``is_start_piece``), with the marker
 #                that stands for a space ("▁"; "Ġ" for byte-level BPE);
+#   "words:"     every piece is a whole word (a WordLevel tokenizer.json): nothing continues one;
 #   None         the pieces carry no mark: words cannot be told apart.
 WORDPIECE_BOUNDARY = "prefix:##"
 
@@ -83,6 +84,8 @@ def continuation_flags(tokens: Sequence[str], word_boundary: Optional[str]) -> n
         return np.fromiter((t.startswith(mark) for t in tokens), dtype=bool, count=len(tokens))
     if kind == "start":
         return np.fromiter((not is_start_piece(t, mark) for t in tokens), dtype=bool, count=len(tokens))
+    if kind == "words":
+        return np.zeros(len(tokens), dtype=bool)
     raise ValueError(f"unknown word boundary rule {word_boundary!r}")
 
 
