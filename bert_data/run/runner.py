@@ -38,7 +38,7 @@ from typing import Dict, Optional
 
 from .. import storage
 from ..format.dataset_layout import SPLIT_CODES
-from ..pipeline.documents.types import BINARY
+from ..pipeline.documents.types import BINARY, DEFAULT_TEXT_FIELD, MISSING_KEY
 from .assembly import ShardAssembler
 from .corpus_output import record_totals, write_corpus
 from .executors import dead_worker_signal, default_executor, local_workers, shares_local_files, stop_executor, wait_first
@@ -222,9 +222,13 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
             skipped = SkippedTotals(plan)
             skipped.add_slices(list(scheduler.summaries.values()))
             first = [item["path"] for split in skipped.by_split.values() for item in split.first]
+            reasons = skipped.reasons()
+            # JSON Lines whose text is under another key: name the option that says which.
+            fix = (f"name the key of the documents' text with --text_field (looked for "
+                   f"{spec.inputs.reading.text_field or DEFAULT_TEXT_FIELD!r})" if MISSING_KEY in reasons
+                   else "name files that hold text")
             raise NoText("no document with any text: every listed document was skipped "
-                         f"({', '.join(f'{n:,} {r}' for r, n in skipped.reasons().items())}: {some_of(first)}); "
-                         "name files that hold text")
+                         f"({', '.join(f'{n:,} {r}' for r, n in reasons.items())}: {some_of(first)}); {fix}")
         shards.finish()
         if staged.shuffles_shards:
             sizes = assembler.finish(sync=False)  # written again, durably, by the final shuffle
