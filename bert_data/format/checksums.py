@@ -69,8 +69,7 @@ def damage_message(expected_bytes: Optional[int], found_bytes: int, expected: st
         what = f"{found_bytes:,} bytes where {where} records {expected_bytes:,} (cut short or added to)"
     else:
         what = f"its {ALGORITHM} is {found[:16]}..., {where} records {expected[:16]}... (bytes changed)"
-    return (f"damaged: {what}; regenerate the dataset or restore this file from a copy "
-            "(bert-data verify lists every damaged file)")
+    return f"damaged: {what}; regenerate the dataset or restore this file from a copy"
 
 
 # Files checked in this process: path -> (stat key, digest it had).
@@ -133,20 +132,28 @@ def check_shard(path: str, verify: bool = True) -> None:
     from .output_formats import format_of_path
 
     fmt = format_of_path(path)
-    files = (path,) + (companion_paths(path, fmt.name) if fmt.companions else ())
-    for file in files:
-        name = os.path.basename(file)
-        want = digests.get(name)
-        if want is None:
-            continue
-        size = os.path.getsize(file)
-        if name in sizes and sizes[name] != size:
-            raise ChecksumError(file, damage_message(sizes[name], size, want, None, manifest_path))
-        found = _digest_once(file)
-        if found != want:
+    for file in (path,) + (companion_paths(path, fmt.name) if fmt.companions else ()):
+        message = damage(file, digests, sizes, manifest_path, _digest_once)
+        if message is not None:
             _CHECKED.pop(file, None)  # a file put right is hashed again
-            raise ChecksumError(file, damage_message(None, size, want, found, manifest_path))
+            raise ChecksumError(file, f"{message} (bert-data verify {os.path.dirname(manifest_path) or '.'} "
+                                      "lists every damaged file)")
 
+
+def damage(path: str, digests: Mapping[str, str], sizes: Mapping[str, int], where: str,
+           digest=file_digest) -> Optional[str]:
+    """What is wrong with the file at ``path`` (listed by its name in a manifest's
+    ``sha256_per_file`` and ``bytes_per_file``, ``where`` the manifest's path), or None when its
+    bytes are those recorded (or nothing is recorded of it)."""
+    name = os.path.basename(path)
+    want = digests.get(name)
+    if want is None:
+        return None
+    size = os.path.getsize(path)
+    if name in sizes and sizes[name] != size:  # cut short or added to: no need to hash
+        return damage_message(sizes[name], size, want, None, where)
+    found = digest(path)
+    return None if found == want else damage_message(None, size, want, found, where)
 
 def split_digests(shards, kind: str, directory: str, local=None) -> Dict[str, str]:
     """The manifest's ``sha256_per_file`` for a split: each shard (paths, in order), its
