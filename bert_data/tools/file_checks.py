@@ -43,9 +43,10 @@ def other_file_problems(shard_set: ShardSet) -> List[Tuple[str, str]]:
 
 
 def no_checksums_note(shard_set: ShardSet) -> Optional[str]:
-    """A note for a manifest that records no content checksums (made before they were)."""
+    """A note for a manifest bert_data wrote before it recorded content checksums."""
     manifest = shard_set.manifest
-    if manifest is None or manifest.sha256_per_file:
+    if manifest is None or manifest.sha256_per_file or not manifest.bert_data_version:
         return None
-    return (f"{shard_set.manifest_path}: no content checksums (sha256_per_file; written by an earlier bert_data): "
-            "a changed byte that still reads as a valid record goes unseen; regenerate to have them")
+    return (f"{shard_set.manifest_path}: no content checksums (written by bert_data {manifest.bert_data_version}, "
+            "before sha256_per_file): a changed byte that still reads as a valid record goes unseen; "
+            "regenerate the dataset to have them")

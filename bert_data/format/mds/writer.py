@@ -163,5 +163,6 @@ def _compress(source: str, target: str, compression: str) -> None:
         else:
             import zstandard
 
-            zstandard.ZstdCompressor().copy_stream(raw, out)
+            # The frame's own checksum too: zstd checks it as it decompresses (streaming does).
+            zstandard.ZstdCompressor(write_checksum=True).copy_stream(raw, out)
 
