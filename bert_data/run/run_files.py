@@ -543,9 +543,10 @@ def finalize(output: OutputSpec, staged: OutputSpec, places, shard_counts: Dict[
                     _publish(in_progress(path), path, size if path == final else None)
                 step()
             _sync_directory(directory)
+    uploaded = dataset_layout.in_progress if remote is not None else None  # hashed: the staged copies
     digests = {split: split_digests([shard_path(directory, staged, shard) for shard in range(shard_counts[split])],
-                                    staged.format, directory, dataset_layout.in_progress if remote else None)
-               for split, directory in staged.split_dirs().items()}  # the staged copies of uploaded files
+                                    staged.format, directory, uploaded)
+               for split, directory in staged.split_dirs().items()}
     manifests = make_manifests(sizes, digests)
     for split in sorted(manifests, key=lambda split: split == TRAIN):
         manifests[split].write(output.split_dirs()[split], manifest_name(output))
