@@ -294,7 +294,9 @@ class GeneratorConfig:
             high_ok = value < 1 if high_open else value <= 1
             if not (low_ok and high_ok):
                 interval = ("(" if low_open else "[") + "0, 1" + (")" if high_open else "]")
-                raise ConfigError(f"--{name} must be in {interval}, got {value}")
+                # 15 for 15%: say how a fraction is written.
+                percent = f" (a fraction: {value / 100:g} for {value:g}%)" if 1 < value <= 100 else ""
+                raise ConfigError(f"--{name} must be in {interval}, got {value}{percent}")
 
         probability("masked_lm_prob", low_open=True, high_open=False)
         probability("short_seq_prob", low_open=False, high_open=False)

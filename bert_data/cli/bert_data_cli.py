@@ -142,6 +142,13 @@ def _error(command: str, message: str) -> int:
     return 2
 
 
+def _count_records(shard: str, compression) -> int:
+    """How many records a shard holds, for the message when --start is past its end."""
+    from ..tools.inspect import inspect_records
+
+    return sum(1 for _ in inspect_records(shard, None, 1 << 62, 0, compression=compression))
+
+
 def _inspect(args) -> int:
     from ..tools.inspect import LEGEND, LEGEND_WITHOUT_VOCAB, format_record, inspect_records, record_json
     from ..format.tfrecord import CorruptRecordError
@@ -178,8 +185,9 @@ def _inspect(args) -> int:
                         print(LEGEND_WITHOUT_VOCAB if no_vocab else LEGEND)
                 print(format_record(rec))
             shown += 1
-        if shown == 0:
-            print(f"{args.shard}: no records from {args.start}", file=sys.stderr)
+        if shown == 0 and args.num_records > 0:
+            return _error("inspect", f"{shard}: no record at or after --start {args.start:,}; it holds "
+                          f"{_count_records(shard, _compression(args)):,} (inspect reads one shard)")
     except BrokenPipeError:
         raise  # piped into head: main stops quietly
     except (CorruptRecordError, VocabError, ValueError, OSError, ImportError) as error:

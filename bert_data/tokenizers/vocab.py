@@ -226,6 +226,30 @@ def load_vocab(path) -> Vocab:
     return vocab_from_tokens(tokens, path=path, sha256=sha256)
 
 
+# What the file of each tokenizer option is, for messages.
+KIND_OF_OPTION = {"--vocab_file": "BERT vocabulary (vocab.txt, one token a line)",
+                  "--tokenizer_file": "Hugging Face tokenizer.json",
+                  "--spm_model_file": "SentencePiece model"}
+
+
+def option_for_file(data: bytes) -> str | None:
+    """The tokenizer option a file's first bytes say it belongs to: ``--tokenizer_file`` (a
+    tokenizer.json), ``--spm_model_file`` (a SentencePiece model) or ``--vocab_file`` (text of one
+    token a line); None when they tell nothing."""
+    head = data[:4096]
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{") and b'"model"' in data[:1 << 20]:
+        return "--tokenizer_file"
+    if b"\x00" in head:
+        return "--spm_model_file" if head.startswith(b"\n") else None  # a ModelProto opens with its first piece
+    try:
+        lines = head.decode("utf-8-sig").split("\n")[:-1] or [head.decode("utf-8-sig")]
+    except UnicodeDecodeError:
+        return None
+    if lines and all(len(line.split()) <= 1 for line in lines):
+        return "--vocab_file"
+    return None
+
+
 def _another_kind_of_file(path: str, data: bytes) -> str | None:
     """What a file given as a vocab.txt is instead, with the option it belongs to: a Hugging Face
     tokenizer.json (``--tokenizer_file``), other JSON, or a binary file (a SentencePiece model:

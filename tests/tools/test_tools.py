@@ -139,9 +139,18 @@ def test_inspect_without_vocabulary_shows_ids(dataset, tmp_path, capsys):
     assert f"A: {vocab_ids.cls_id} " in out
 
 
-def test_inspect_errors(tmp_path, capsys):
+def test_inspect_errors(dataset, tmp_path, capsys):
     code, _, err = run(["inspect", tmp_path / "nope.tfrecords"], capsys)
     assert code == 2 and "nope.tfrecords" in err
+    # --start past the shard's end says how many it holds (it was "no records from N", exit 0).
+    shard = dataset / "val" / "examples-1.tfrecords"
+    held = sum(1 for _ in iter_records(shard))
+    code, out, err = run(["inspect", shard, "--start", held], capsys)
+    assert code == 2 and not out
+    assert err.strip() == (f"bert-data inspect: error: {shard}: no record at or after --start {held:,}; it holds "
+                           f"{held:,} (inspect reads one shard)")
+    code, out, _ = run(["inspect", shard, "--start", held - 1, "-n", "1"], capsys)
+    assert code == 0 and f"record {held - 1}:" in out
 
 
 def test_inspect_from_another_directory_finds_the_vocabulary_by_its_absolute_path(tmp_path, capsys, monkeypatch):
