@@ -13,10 +13,14 @@ from ..format.checksums import damage
 from ..format.dataset import ShardSet
 
 
-def shard_damage(path: str, shard_set: ShardSet) -> Optional[str]:
-    """What is wrong with a listed shard's bytes, or None (intact, or nothing recorded)."""
+def shard_damage(path: str, shard_set: ShardSet, size_said: bool = False) -> Optional[str]:
+    """What is wrong with a listed shard's bytes, or None (intact, or nothing recorded; or, with
+    ``size_said``, a size that differs from the manifest's: verify has said so in its words)."""
     manifest = shard_set.manifest
     if manifest is None or not manifest.sha256_per_file:
+        return None
+    recorded = manifest.bytes_per_file.get(os.path.basename(path))
+    if size_said and recorded is not None and recorded != os.path.getsize(path):
         return None
     return damage(path, manifest.sha256_per_file, manifest.bytes_per_file, shard_set.manifest_path)
 

@@ -477,7 +477,7 @@ def _verify_set(shard_set: ShardSet, report: VerifyReport, vocab_file, vocab_cac
                 checker.problem(None, f"{result.records} records, the manifest says {result.expected}")
             if base in sizes and sizes[base] != result.bytes:
                 checker.problem(None, f"{result.bytes} bytes, the manifest says {sizes[base]}")
-        damaged = shard_damage(path, shard_set)
+        damaged = shard_damage(path, shard_set, size_said=result.complete)  # (the size, said above if complete)
         if damaged is not None:
             checker.problem(None, damaged)
         report.files.append(result)
@@ -504,7 +504,7 @@ def _verify_corpus(shard_set: ShardSet, report: VerifyReport, on_file) -> None:
             problems.append((None, f"{result.records} sequences, the manifest says {result.expected}"))
         if base in manifest.bytes_per_file and manifest.bytes_per_file[base] != result.bytes:
             problems.append((None, f"{result.bytes} bytes, the manifest says {manifest.bytes_per_file[base]}"))
-        problems.extend((None, damaged) for damaged in [shard_damage(path, shard_set)] if damaged)
+        problems.extend((None, damaged) for damaged in [shard_damage(path, shard_set, size_said=True)] if damaged)
         for sequence, message in problems:
             result.problems += 1
             report.add(Problem(path, sequence, message))
