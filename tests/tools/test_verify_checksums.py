@@ -10,7 +10,7 @@ import pytest
 from bert_data.tools.verify import verify
 
 from tests.helpers.cli_runs import run_tools as run
-from tests.helpers.damage import DATASETS, damaged_copy, make_datasets, shard
+from tests.helpers.damage import DATASETS, damaged_copy, make_datasets
 
 
 @pytest.fixture(scope="module")
