@@ -134,7 +134,8 @@ def _run_locked(spec: RunSpec, staged: OutputSpec, places: RunLocations, remote:
         if skipped.undecoded.n_docs:  # on every run, resumed or not: text was lost
             warn(skipped.undecoded.describe(spec.inputs.reading.encoding))
         manifests = finalize(spec.output, staged, places, totals.shard_counts,
-                             lambda sizes: make_manifests(spec, plan, totals, skipped, sizes), remote)
+                             lambda sizes, digests: make_manifests(spec, plan, totals, skipped, sizes, digests),
+                             remote)
     except BaseException as error:
         remove_shards = assembler.remove if assembler is not None else (lambda: None)
         if assembler is not None:
