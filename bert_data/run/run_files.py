@@ -58,7 +58,10 @@ if TYPE_CHECKING:  # (annotations only: what the command line imports of this mo
 JOURNAL = "journal.json"
 # Tokenized slices, complete (written through a temporary and renamed): a resumed run keeps them.
 _SLICE_KINDS = {"tokens": ".tokens.npy", "docs": ".docs.npy", "sentences": ".sentences.npy", "summary": ".json"}
-_SLICE_FILE = re.compile(r"^slice-\d+(%s)$" % "|".join(re.escape(suffix) for suffix in _SLICE_KINDS.values()))
+# With --dedup or --decontaminate, a slice's signature table too (written before its summary).
+_SCREEN_SUFFIX = ".screen.npy"
+_SLICE_FILE = re.compile(r"^slice-\d+(%s)$" % "|".join(re.escape(suffix) for suffix in
+                                                        (*_SLICE_KINDS.values(), _SCREEN_SUFFIX)))
 
 
 class GenerationError(RuntimeError):
@@ -175,6 +178,12 @@ def slice_paths(work_dir: str, index: int) -> Dict[str, str]:
     ``summary`` (written last: a slice with a summary is complete)."""
     base = storage.join(work_dir, f"slice-{index:07d}")
     return {kind: base + suffix for kind, suffix in _SLICE_KINDS.items()}
+
+
+def screen_path(work_dir: str, index: int) -> str:
+    """A tokenized slice's signature table (``pipeline.screening``): kept until the run ends,
+    since the removals are decided from every slice's, again on ``--resume``."""
+    return storage.join(work_dir, f"slice-{index:07d}{_SCREEN_SUFFIX}")
 
 
 def pool_path(work_dir: str, unit_index: int) -> str:

@@ -1,0 +1,121 @@
+"""Decontamination's pure core (``--decontaminate``): the word n-grams of evaluation sets, as a
+sorted array of 64-bit hashes (memory: 16 bytes an n-gram, bounded by the evaluation sets'
+size), and a document's matches against them.
+
+Words are normalized as deduplication's are (:func:`~.dedup.normalized_words`).  An
+evaluation set is read as the generator reads inputs (text, JSON Lines with the text at
+``text``, Parquet with a ``text`` column; compressed or not), and each *line* of its texts is
+taken on its own: an n-gram never joins two evaluation examples, and a line shorter than ``n``
+words has no n-gram (it cannot match, as in GPT-3's filter).
+
+A document's n-grams run over all its words.  In ``passages`` mode a *passage* is a line of the
+document (in a raw corpus a paragraph, in a corpus of one sentence a line, a sentence): every
+line holding a word of a matching n-gram is removed, and the rest of the document kept.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from .dedup import ngram_hashes, normalized_words, word_hashes
+
+DOCUMENTS = "documents"
+PASSAGES = "passages"
+DECONTAMINATE_MODES = (DOCUMENTS, PASSAGES)
+MAX_EVAL_SETS = 64  # one bit each in a 64-bit mask
+
+
+@dataclass(frozen=True)
+class DecontaminationSpec:
+    """The evaluation sets (paths or URLs, their order the bits of a match), the n-gram length
+    in words, and whether whole documents or only the overlapping passages go."""
+
+    paths: Tuple[str, ...]
+    ngram: int = 13
+    passages: bool = False
+
+
+@dataclass
+class EvalNgrams:
+    """Every evaluation n-gram: ``hashes`` sorted and distinct (uint64), ``sets`` the bit mask
+    of the evaluation sets that hold each."""
+
+    hashes: np.ndarray
+    sets: np.ndarray
+
+    def matches(self, ngrams: np.ndarray) -> np.ndarray:
+        """For each n-gram hash: the mask of the evaluation sets holding it (0: none)."""
+        if not len(self.hashes) or not len(ngrams):
+            return np.zeros(len(ngrams), dtype=np.uint64)
+        at = np.minimum(np.searchsorted(self.hashes, ngrams), len(self.hashes) - 1)
+        return np.where(self.hashes[at] == ngrams, self.sets[at], np.uint64(0))
+
+
+def text_ngrams(text: str, n: int) -> np.ndarray:
+    """The n-gram hashes of every line of an evaluation text."""
+    parts = [ngram_hashes(word_hashes(normalized_words(line)), n) for line in text.split("\n")]
+    parts = [part for part in parts if len(part)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+
+
+def eval_texts(path: str):
+    """The texts of one evaluation set, read as inputs are (see the module's docstring)."""
+    from .documents.reading import DocumentTexts
+
+    return DocumentTexts([], input_files=[path], allow_outside_prefix=True)
+
+
+def build_eval_ngrams(paths: Tuple[str, ...], n: int) -> EvalNgrams:
+    hashes, sets = [], []
+    for number, path in enumerate(paths):
+        for text in eval_texts(path):
+            found = np.unique(text_ngrams(text, n))
+            hashes.append(found)
+            sets.append(np.full(len(found), np.uint64(1) << np.uint64(number), dtype=np.uint64))
+    if not hashes:
+        return EvalNgrams(np.zeros(0, np.uint64), np.zeros(0, np.uint64))
+    all_hashes, all_sets = np.concatenate(hashes), np.concatenate(sets)
+    order = np.argsort(all_hashes, kind="stable")
+    all_hashes, all_sets = all_hashes[order], all_sets[order]
+    firsts = np.flatnonzero(np.r_[True, all_hashes[1:] != all_hashes[:-1]]) if len(all_hashes) else order[:0]
+    if not len(firsts):
+        return EvalNgrams(all_hashes, all_sets)
+    return EvalNgrams(all_hashes[firsts], np.bitwise_or.reduceat(all_sets, firsts))
+
+
+@functools.lru_cache(maxsize=2)
+def eval_ngrams(spec: DecontaminationSpec) -> EvalNgrams:
+    """The evaluation sets' n-grams, read once a process (a worker screens many slices)."""
+    return build_eval_ngrams(spec.paths, spec.ngram)
+
+
+def document_matches(words: List[str], n: int, evaluation: EvalNgrams) -> int:
+    """The mask of the evaluation sets sharing an n-gram with these (normalized) words."""
+    found = evaluation.matches(ngram_hashes(word_hashes(words), n))
+    return int(np.bitwise_or.reduce(found)) if len(found) else 0
+
+
+def remove_passages(text: str, n: int, evaluation: EvalNgrams) -> Tuple[Optional[str], int, int]:
+    """``(text, sets, passages)``: the text without the lines that hold a word of an n-gram
+    shared with an evaluation set (None when nothing matched, the text unchanged), the mask of
+    the sets matched, and how many lines were removed."""
+    lines = text.split("\n")
+    words_of_lines = [normalized_words(line) for line in lines]
+    line_of_word = np.repeat(np.arange(len(lines)), [len(words) for words in words_of_lines])
+    words = [word for words in words_of_lines for word in words]
+    found = evaluation.matches(ngram_hashes(word_hashes(words), n))
+    hits = np.flatnonzero(found)
+    if not len(hits):
+        return None, 0, 0
+    # Every line from the one of an n-gram's first word to that of its last.
+    starts, ends = line_of_word[hits], line_of_word[hits + n - 1]
+    covered = np.zeros(len(lines) + 1, dtype=np.int64)
+    np.add.at(covered, starts, 1)
+    np.add.at(covered, ends + 1, -1)
+    removed = np.cumsum(covered[:-1]) > 0
+    kept = "\n".join(line for line, gone in zip(lines, removed.tolist()) if not gone)
+    return kept, int(np.bitwise_or.reduce(found[hits])), int(removed.sum())
