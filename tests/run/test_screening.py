@@ -1,0 +1,116 @@
+"""--dedup and --decontaminate end to end: planted duplicates and contaminated documents are
+removed and nothing else, the report names them per input file, and the bytes are the same for
+any number of workers and after --resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bert_data.pipeline.dedup import normalized_words
+from bert_data.run.resolve import generate
+
+from tests.helpers.corpus import corpus_config, file_hashes, make_corpus
+from tests.helpers.interruptions import interrupted_at_append
+
+N_DOCS = 24
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """A corpus of distinct documents, with copies planted: an exact one (case and punctuation
+    changed) of doc003, a near one (two words changed) of doc010, a blend of halves of doc012
+    and doc013 (distinct: kept), and a copy of doc020 listed first (the copy is kept, doc020
+    goes).  And evaluation sets: a 13-gram of doc005, a 12-gram of doc006."""
+    root = tmp_path_factory.mktemp("screening")
+    corpus = make_corpus(root / "corpus", n_docs=N_DOCS, min_sentences=40, max_sentences=50, words_per_doc=30)
+    docs = corpus.root / "docs"
+
+    def text(index: int) -> str:
+        return (docs / f"doc{index:03d}.txt").read_text()
+
+    (docs / "exact.txt").write_text(text(3).upper().replace(".", " !"))
+    near = text(10).split(" ")
+    near[20], near[200] = near[21], near[201]
+    (docs / "near.txt").write_text(" ".join(near))
+    lines12, lines13 = text(12).split("\n"), text(13).split("\n")
+    (docs / "blend.txt").write_text("\n".join(lines12[: len(lines12) // 2] + lines13[len(lines13) // 2:]))
+    (docs / "first.txt").write_text(text(20))
+    listed = corpus.metadata.read_text().split()
+    corpus.metadata.write_text("\n".join(["docs/first.txt"] + listed + ["docs/exact.txt", "docs/near.txt",
+                                                                          "docs/blend.txt"]) + "\n")
+    five, six = normalized_words(text(5)), normalized_words(text(6))
+    (root / "squad.txt").write_text("a question\n" + " ".join(five[100:113]) + "\n")
+    (root / "glue.jsonl").write_text(json.dumps({"text": " ".join(six[100:112])}) + "\n")
+    return corpus, root
+
+
+def run(corpus, output, **options):
+    summary = generate(corpus_config(corpus, output, split_num=4, **options), progress=False)
+    return summary.manifests["train"]
+
+
+def test_planted_duplicates_go_and_distinct_documents_stay(planted, tmp_path):
+    corpus, _ = planted
+    manifest = run(corpus, tmp_path / "near", dedup="near")
+    removed = manifest["documents_removed"]
+    assert (removed["documents"], removed["exact_duplicates"], removed["near_duplicates"]) == (3, 2, 1)
+    assert sorted(removed["by_file"]) == ["docs/doc020.txt", "docs/exact.txt", "docs/near.txt"]
+    assert removed["by_file"]["docs/near.txt"]["near_duplicates"] == 1
+    assert manifest["n_docs"] == N_DOCS + 4 - 3  # the blend and every distinct document stay
+    exact = run(corpus, tmp_path / "exact", dedup="exact")["documents_removed"]
+    assert sorted(exact["by_file"]) == ["docs/doc020.txt", "docs/exact.txt"]
+
+
+def test_a_13_gram_of_an_evaluation_set_removes_its_document_and_a_12_gram_does_not(planted, tmp_path):
+    corpus, root = planted
+    evaluation = [str(root / "squad.txt"), str(root / "glue.jsonl")]
+    manifest = run(corpus, tmp_path / "out", decontaminate=evaluation)
+    removed = manifest["documents_removed"]
+    assert removed["contaminated"] == {evaluation[0]: 1, evaluation[1]: 0}
+    assert list(removed["by_file"]) == ["docs/doc005.txt"]
+    assert manifest["n_docs"] == N_DOCS + 4 - 1
+    twelve = run(corpus, tmp_path / "twelve", decontaminate=evaluation, decontamination_ngram=12)
+    assert twelve["documents_removed"]["contaminated"] == {evaluation[0]: 1, evaluation[1]: 1}
+
+
+def test_passages_mode_removes_only_the_overlapping_lines(planted, tmp_path):
+    corpus, root = planted
+    plain = run(corpus, tmp_path / "plain")
+    manifest = run(corpus, tmp_path / "out", decontaminate=[str(root / "squad.txt")], decontaminate_mode="passages")
+    removed = manifest["documents_removed"]
+    lines = removed["contaminated_passages"][str(root / "squad.txt")]
+    # The lines of doc005 holding its words 100..112 (the planted 13-gram).
+    line_of_word = [number for number, line in enumerate((corpus.root / "docs" / "doc005.txt").read_text().split("\n"))
+                    for _ in normalized_words(line)]
+    expected = len(set(line_of_word[100:113]))
+    assert (lines["documents"], lines["passages"], lines["documents_emptied"]) == (1, expected, 0)
+    assert removed["documents"] == 0 and list(removed["by_file"]) == ["docs/doc005.txt"]
+    assert manifest["n_docs"] == plain["n_docs"]
+    # Only a few sentences' tokens went (a line of the synthetic corpus is one sentence).
+    assert 0 < plain["n_tokens"] - manifest["n_tokens"] < 15 * expected
+
+
+def test_the_bytes_do_not_depend_on_workers_and_survive_resume(planted, tmp_path):
+    corpus, root = planted
+    options = dict(dedup="near", decontaminate=[str(root / "squad.txt")])
+    run(corpus, tmp_path / "one", **options)
+    reference = file_hashes(tmp_path / "one")
+    plain = tmp_path / "plain"
+    run(corpus, plain)
+    assert reference and reference != file_hashes(plain)
+    run(corpus, tmp_path / "two", num_workers=2, **options)
+    assert file_hashes(tmp_path / "two") == reference
+    output = tmp_path / "resumed"
+    with interrupted_at_append(2), pytest.raises(KeyboardInterrupt):
+        run(corpus, output, **options)
+    manifest = run(corpus, output, resume=True, num_workers=2, **options)
+    assert file_hashes(output) == reference
+    assert manifest["documents_removed"]["documents"] == 4
+
+
+def test_the_megatron_corpus_leaves_removed_documents_out(planted, tmp_path):
+    corpus, _ = planted
+    manifest = run(corpus, tmp_path / "out", dedup="exact", output_format="megatron")
+    assert manifest["n_docs"] == N_DOCS + 4 - 2
