@@ -301,10 +301,10 @@ def describe_removed(split: str, removed: Dict[str, Any]) -> str:
             parts.append(f"{removed[key]:,} {name}")
     if removed.get("contaminated") is not None:
         parts.append("contaminated: " + ", ".join(f"{name} {count:,}" for name, count in removed["contaminated"].items()))
-    if removed.get("contaminated_passages") is not None:
-        parts.append("passages removed: " + ", ".join(
-            f"{name} {entry['passages']:,} lines of {entry['documents']:,} documents"
-            for name, entry in removed["contaminated_passages"].items()))
+    if removed.get("contaminated_lines") is not None:
+        parts.append("lines removed: " + ", ".join(
+            f"{name} {entry['lines']:,} lines of {entry['documents']:,} documents"
+            for name, entry in removed["contaminated_lines"].items()))
     return f"{split}: {removed.get('documents', 0):,} documents removed ({'; '.join(parts) or 'none found'})"
 
 

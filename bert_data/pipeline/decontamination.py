@@ -8,8 +8,8 @@ evaluation set is read as the generator reads inputs (text, JSON Lines with the 
 taken on its own: an n-gram never joins two evaluation examples, and a line shorter than ``n``
 words has no n-gram (it cannot match, as in GPT-3's filter).
 
-A document's n-grams run over all its words.  In ``passages`` mode a *passage* is a line of the
-document (in a raw corpus a paragraph, in a corpus of one sentence a line, a sentence): every
+A document's n-grams run over all its words.  With ``--decontaminate_mode passages``, a
+passage is a line of the document (in a raw corpus a paragraph, in a corpus of one sentence a line, a sentence): every
 line holding a word of a matching n-gram is removed, and the rest of the document kept.
 """
 
@@ -32,11 +32,12 @@ MAX_EVAL_SETS = 64  # one bit each in a 64-bit mask
 @dataclass(frozen=True)
 class DecontaminationSpec:
     """The evaluation sets (paths or URLs, their order the bits of a match), the n-gram length
-    in words, and whether whole documents or only the overlapping passages go."""
+    in words, and whether whole documents or only their overlapping lines go
+    (``--decontaminate_mode passages``)."""
 
     paths: Tuple[str, ...]
     ngram: int = 13
-    passages: bool = False
+    lines_only: bool = False
 
 
 @dataclass
@@ -99,8 +100,8 @@ def document_matches(words: List[str], n: int, evaluation: EvalNgrams) -> int:
     return int(np.bitwise_or.reduce(found)) if len(found) else 0
 
 
-def remove_passages(text: str, n: int, evaluation: EvalNgrams) -> Tuple[Optional[str], int, int]:
-    """``(text, sets, passages)``: the text without the lines that hold a word of an n-gram
+def remove_lines(text: str, n: int, evaluation: EvalNgrams) -> Tuple[Optional[str], int, int]:
+    """``(text, sets, lines)``: the text without the lines that hold a word of an n-gram
     shared with an evaluation set (None when nothing matched, the text unchanged), the mask of
     the sets matched, and how many lines were removed."""
     lines = text.split("\n")

@@ -32,10 +32,10 @@ def screen_corpus(plan: Plan, screening: ScreeningSpec, work_dir: str, summaries
         np.zeros((0, screening.columns), np.uint64)
     removals = decide_removals(table, screening.dedup, screening.removes_contaminated)
     decontamination = screening.decontamination
-    passages = sorted((removal for summary in summaries for removal in summary.passages),
+    lines_removed = sorted((removal for summary in summaries for removal in summary.lines_removed),
                       key=lambda removal: removal.position)
-    report = RemovalReport(removals, passages, decontamination.paths if decontamination else (),
-                           bool(decontamination and decontamination.passages))
+    report = RemovalReport(removals, lines_removed, decontamination.paths if decontamination else (),
+                           bool(decontamination and decontamination.lines_only))
     plan.removed = removals.positions
     plan.removal_report = report
     return report

@@ -41,7 +41,7 @@ from ..pipeline.documents.types import InputError, Skip, Slice
 from ..pipeline.instances import PairArrays, create_instances
 from ..pipeline.packing import PackingSpec, pack, row_members
 from ..pipeline.decontamination import eval_ngrams
-from ..pipeline.screening import DocumentScreen, PassageRemoval
+from ..pipeline.screening import DocumentScreen, LineRemoval
 from ..pipeline.sentences import SentenceSpec
 from ..pipeline.streams import MASKING, PACKING, PAIRING, SHUFFLING, python_random, random_streams
 from ..pipeline.tokens import DocumentTokenizer, id_dtype
@@ -101,19 +101,19 @@ class SliceSummary:
     skips: List[Skip] = field(default_factory=list)
     kept_in_parts: List[int] = field(default_factory=list)  # positions of kept documents read in parts
     undecoded: Undecoded = field(default_factory=Undecoded)  # documents with bytes not in their encoding
-    passages: List[PassageRemoval] = field(default_factory=list)  # --decontaminate_mode passages: lines removed
+    lines_removed: List[LineRemoval] = field(default_factory=list)  # --decontaminate_mode passages
 
     def to_json(self) -> dict:
         data = dataclasses.asdict(self)
         data["skips"] = [dataclasses.astuple(skip) for skip in self.skips]
-        data["passages"] = [removal.to_json() for removal in self.passages]
+        data["lines_removed"] = [removal.to_json() for removal in self.lines_removed]
         return data
 
     @classmethod
     def from_json(cls, data: dict) -> "SliceSummary":
         return cls(data["index"], data["n_tokens"], data["n_bytes"], [Skip(*skip) for skip in data["skips"]],
                    list(data["kept_in_parts"]), Undecoded(**data.get("undecoded", {})),
-                   [PassageRemoval(*removal) for removal in data.get("passages", [])])
+                   [LineRemoval(*removal) for removal in data.get("lines_removed", [])])
 
     @classmethod
     def load(cls, work_dir: str, index: int) -> Optional["SliceSummary"]:
@@ -151,7 +151,7 @@ def tokenize_slice(slice_: Slice, spec: TokenizeSpec, work_dir: str) -> SliceSum
     if screen is not None:
         save_array(screen.table(), screen_path(work_dir, slice_.index))
     summary = SliceSummary(slice_.index, len(tokenized.tokens), tokenized.n_chars, tokenized.skips,
-                           tokenized.kept_in_parts, undecoded, screen.passages if screen is not None else [])
+                           tokenized.kept_in_parts, undecoded, screen.lines_removed if screen is not None else [])
     save_json(summary.to_json(), paths["summary"])
     return summary
 

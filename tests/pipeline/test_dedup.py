@@ -1,5 +1,5 @@
 """Deduplication's and decontamination's pure cores: normalization, signatures, the global step
-in listed order, evaluation n-grams and passage removal."""
+in listed order, evaluation n-grams and the removal of overlapping lines."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 
 import numpy as np
 
-from bert_data.pipeline.decontamination import (EvalNgrams, build_eval_ngrams, document_matches, remove_passages,
+from bert_data.pipeline.decontamination import (EvalNgrams, build_eval_ngrams, document_matches, remove_lines,
                                                 text_ngrams)
 from bert_data.pipeline.dedup import (NUM_PERM, REMOVED_CONTAMINATED, REMOVED_EXACT, REMOVED_NEAR, DedupSpec,
                                       decide_removals, lsh_bands, minhash, normalized_words, shingle_hashes,
@@ -94,14 +94,14 @@ def test_an_evaluation_13_gram_matches_and_a_12_gram_does_not(tmp_path):
     assert document_matches(document, 13, build_eval_ngrams((str(split),), 13)) == 0
 
 
-def test_passages_mode_removes_only_the_lines_of_the_match():
+def test_lines_mode_removes_only_the_lines_of_the_match():
     lines = [" ".join(words(10, seed)) for seed in range(6)]
     text = "\n".join(lines)
     all_words = " ".join(lines).split()
     evaluation = EvalNgrams(np.unique(text_ngrams(" ".join(all_words[25:38]), 13)), None)
     evaluation.sets = np.ones(len(evaluation.hashes), dtype=np.uint64)
-    kept, sets, count = remove_passages(text, 13, evaluation)
+    kept, sets, count = remove_lines(text, 13, evaluation)
     # Words 25..37 lie in lines 2 and 3: those go, the others stay as they were.
     assert (sets, count) == (1, 2)
     assert kept == "\n".join(lines[:2] + lines[4:])
-    assert remove_passages("nothing to see here", 13, evaluation) == (None, 0, 0)
+    assert remove_lines("nothing to see here", 13, evaluation) == (None, 0, 0)

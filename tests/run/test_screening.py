@@ -80,12 +80,12 @@ def test_passages_mode_removes_only_the_overlapping_lines(planted, tmp_path):
     plain = run(corpus, tmp_path / "plain")
     manifest = run(corpus, tmp_path / "out", decontaminate=[str(root / "squad.txt")], decontaminate_mode="passages")
     removed = manifest["documents_removed"]
-    lines = removed["contaminated_passages"][str(root / "squad.txt")]
+    lines = removed["contaminated_lines"][str(root / "squad.txt")]
     # The lines of doc005 holding its words 100..112 (the planted 13-gram).
     line_of_word = [number for number, line in enumerate((corpus.root / "docs" / "doc005.txt").read_text().split("\n"))
                     for _ in normalized_words(line)]
     expected = len(set(line_of_word[100:113]))
-    assert (lines["documents"], lines["passages"], lines["documents_emptied"]) == (1, expected, 0)
+    assert (lines["documents"], lines["lines"], lines["documents_emptied"]) == (1, expected, 0)
     assert removed["documents"] == 0 and list(removed["by_file"]) == ["docs/doc005.txt"]
     assert manifest["n_docs"] == plain["n_docs"]
     # Only a few sentences' tokens went (a line of the synthetic corpus is one sentence).
