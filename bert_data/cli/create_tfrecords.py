@@ -380,7 +380,7 @@ def report(output, resumed_run: bool, summary) -> None:
         note = f" ({skipped:,} documents skipped, see {manifest_name(output)})" if skipped else ""
         print(f"{split}: {counts} {where}{note}", file=sys.stderr)
         if manifest.get("documents_removed") is not None:
-            print(describe_removed(split, manifest["documents_removed"]), file=sys.stderr)
+            print(f"{split}: {describe_removed(manifest['documents_removed'])}", file=sys.stderr)
         empty = sum(1 for count in manifest["examples_per_file"].values() if not count)
         if empty and manifest["n_examples"]:
             notices.warn(f"{split}: {empty:,} of {len(manifest['examples_per_file']):,} files hold no example "

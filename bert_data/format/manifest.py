@@ -292,8 +292,8 @@ class Manifest:
         return name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp")
 
 
-def describe_removed(split: str, removed: Dict[str, Any]) -> str:
-    """A manifest's ``documents_removed`` on one line: ``train: 14 documents removed (6 exact
+def describe_removed(removed: Dict[str, Any]) -> str:
+    """A manifest's ``documents_removed`` on one line: ``14 documents removed (6 exact
     duplicates; 5 near duplicates; contaminated: squad.jsonl 2, glue.jsonl 1)``."""
     parts = []
     for key, name in (("exact_duplicates", "exact duplicates"), ("near_duplicates", "near duplicates")):
@@ -305,7 +305,7 @@ def describe_removed(split: str, removed: Dict[str, Any]) -> str:
         parts.append("lines removed: " + ", ".join(
             f"{name} {entry['lines']:,} lines of {entry['documents']:,} documents"
             for name, entry in removed["contaminated_lines"].items()))
-    return f"{split}: {removed.get('documents', 0):,} documents removed ({'; '.join(parts) or 'none found'})"
+    return f"{removed.get('documents', 0):,} documents removed ({'; '.join(parts) or 'none found'})"
 
 
 def write_json_atomic(path: str, data: dict, sync: bool = True) -> None:
