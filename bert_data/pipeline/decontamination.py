@@ -2,7 +2,7 @@
 sorted array of 64-bit hashes (memory: 16 bytes an n-gram, bounded by the evaluation sets'
 size), and a document's matches against them.
 
-Words are normalized as deduplication's are (:func:`~.dedup.normalized_words`).  An
+Words are normalized as deduplication's are (:func:`~.dedup.normalized_text`).  An
 evaluation set is read as the generator reads inputs (text, JSON Lines with the text at
 ``text``, Parquet with a ``text`` column; compressed or not), and each *line* of its texts is
 taken on its own: an n-gram never joins two evaluation examples, and a line shorter than ``n``
@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
-from .dedup import ngram_hashes, normalized_words, word_hashes
+from .dedup import normalized_text, span_hashes
 
 DOCUMENTS = "documents"
 PASSAGES = "passages"
@@ -58,7 +58,7 @@ class EvalNgrams:
 
 def text_ngrams(text: str, n: int) -> np.ndarray:
     """The n-gram hashes of every line of an evaluation text."""
-    parts = [ngram_hashes(word_hashes(normalized_words(line)), n) for line in text.split("\n")]
+    parts = [span_hashes(normalized_text(line), n) for line in text.split("\n")]
     parts = [part for part in parts if len(part)]
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
 
@@ -94,9 +94,9 @@ def eval_ngrams(spec: DecontaminationSpec) -> EvalNgrams:
     return build_eval_ngrams(spec.paths, spec.ngram)
 
 
-def document_matches(words: List[str], n: int, evaluation: EvalNgrams) -> int:
-    """The mask of the evaluation sets sharing an n-gram with these (normalized) words."""
-    found = evaluation.matches(ngram_hashes(word_hashes(words), n))
+def document_matches(normalized: str, n: int, evaluation: EvalNgrams) -> int:
+    """The mask of the evaluation sets sharing an n-gram with a normalized text."""
+    found = evaluation.matches(span_hashes(normalized, n))
     return int(np.bitwise_or.reduce(found)) if len(found) else 0
 
 
@@ -105,10 +105,9 @@ def remove_lines(text: str, n: int, evaluation: EvalNgrams) -> Tuple[Optional[st
     shared with an evaluation set (None when nothing matched, the text unchanged), the mask of
     the sets matched, and how many lines were removed."""
     lines = text.split("\n")
-    words_of_lines = [normalized_words(line) for line in lines]
-    line_of_word = np.repeat(np.arange(len(lines)), [len(words) for words in words_of_lines])
-    words = [word for words in words_of_lines for word in words]
-    found = evaluation.matches(ngram_hashes(word_hashes(words), n))
+    normalized = [normalized_text(line) for line in lines]
+    line_of_word = np.repeat(np.arange(len(lines)), [line.count(" ") + 1 if line else 0 for line in normalized])
+    found = evaluation.matches(span_hashes(" ".join(line for line in normalized if line), n))
     hits = np.flatnonzero(found)
     if not len(hits):
         return None, 0, 0

@@ -27,7 +27,7 @@ import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -37,8 +37,6 @@ DEDUP_MODES = (EXACT, NEAR)
 NUM_PERM = 128  # MinHash values a document (uint32): 512 bytes
 _KEY = b"bert_data dedup v1"  # the hashes' key: fixed, so signatures never depend on the run
 _NOT_WORD = re.compile(r"[^\w\s]+")
-_WORD_CACHE_LIMIT = 1 << 20  # words whose hashes a process remembers (memory bounded)
-_MASK64 = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
@@ -64,35 +62,31 @@ class DedupSpec:
 SIGNATURE_POSITION, SIGNATURE_DIGEST, SIGNATURE_CONTAMINATION, SIGNATURE_MINHASH = range(4)
 
 
+# ASCII text (the common case) is normalized without NFKC (the identity there) or a regular
+# expression: the characters the expression removes are deleted by a table.
+_ASCII_NOT_WORD = {code: None for code in range(128)
+                   if not (chr(code).isalnum() or chr(code) == "_" or chr(code).isspace())}
+
+
+def normalized_text(text: str) -> str:
+    """The normalized words (see the module's docstring), one space between two."""
+    if text.isascii():
+        return " ".join(text.lower().translate(_ASCII_NOT_WORD).split())
+    return " ".join(_NOT_WORD.sub("", unicodedata.normalize("NFKC", text).casefold()).split())
+
+
 def normalized_words(text: str) -> List[str]:
-    """The words deduplication and decontamination compare (see the module's docstring)."""
-    return _NOT_WORD.sub("", unicodedata.normalize("NFKC", text).casefold()).split()
+    """The words deduplication and decontamination compare."""
+    return normalized_text(text).split()
 
 
 def digest64(data: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8, key=_KEY).digest(), "little")
 
 
-def exact_digest(words: Sequence[str]) -> int:
-    """A 64-bit digest of the normalized words (equal words, equal digest)."""
-    return digest64(" ".join(words).encode("utf-8"))
-
-
-_word_hashes: Dict[str, int] = {}
-
-
-def word_hashes(words: Sequence[str]) -> np.ndarray:
-    """A 64-bit hash of each word (uint64), remembered for the process's most common words."""
-    cache = _word_hashes
-    if len(cache) > _WORD_CACHE_LIMIT:
-        cache.clear()
-    out = np.empty(len(words), dtype=np.uint64)
-    for index, word in enumerate(words):
-        value = cache.get(word)
-        if value is None:
-            value = cache[word] = digest64(word.encode("utf-8"))
-        out[index] = value
-    return out
+def exact_digest(normalized: str) -> int:
+    """A 64-bit digest of the normalized text (equal words, equal digest)."""
+    return digest64(normalized.encode("utf-8"))
 
 
 def mix64(values: np.ndarray) -> np.ndarray:
@@ -107,24 +101,62 @@ def mix64(values: np.ndarray) -> np.ndarray:
         return z
 
 
-def ngram_hashes(hashes: np.ndarray, n: int) -> np.ndarray:
-    """A 64-bit hash of every run of ``n`` consecutive words (from their hashes; order counts)."""
-    count = len(hashes) - n + 1
+# A polynomial hash of byte ranges modulo 2**64 (an odd base, so it has an inverse): with the
+# prefix sums of b[j] * BASE**j, the hash of any range is one subtraction and one product, so
+# every n-gram of a document is hashed at once, in numpy, whatever n.
+_BASE = 0x9E3779B97F4A7C15
+_BASE_INVERSE = pow(_BASE, -1, 1 << 64)
+
+
+_POWERS_KEPT = 1 << 20  # powers a process keeps (2 x 8 MB at most; a chunk of runs needs about 0.5 MB)
+_powers_of: Dict[int, np.ndarray] = {}
+
+
+def _powers(base: int, count: int) -> np.ndarray:
+    """``base ** j`` (mod 2**64) for j < count, computed once a process up to ``_POWERS_KEPT``."""
+    kept = _powers_of.get(base)
+    if kept is None or len(kept) < count:
+        size = max(count, min(_POWERS_KEPT, 2 * len(kept) if kept is not None else 1 << 16))
+        with np.errstate(over="ignore"):
+            powers = np.full(size, base, dtype=np.uint64)
+            powers[0] = 1
+            kept = np.cumprod(powers, dtype=np.uint64)
+        if size <= _POWERS_KEPT:
+            _powers_of[base] = kept
+    return kept[:count]
+
+
+def span_hashes(normalized: str, n: int, chunk: int = 1 << 16) -> np.ndarray:
+    """A 64-bit hash of every run of ``n`` consecutive words of a normalized text (in order;
+    a hash of the run's bytes, wherever it is).  ``chunk`` runs at a time: a large document
+    never makes large temporary arrays (a few MB)."""
+    data = np.frombuffer(normalized.encode("utf-8"), dtype=np.uint8)
+    if not len(data) or n < 1:
+        return np.zeros(0, dtype=np.uint64)
+    spaces = np.flatnonzero(data == 32)
+    count = len(spaces) + 1 - n + 1
     if count <= 0:
         return np.zeros(0, dtype=np.uint64)
+    starts = np.r_[0, spaces + 1][:count]
+    ends = np.r_[spaces, len(data)][n - 1:]
+    spans = np.empty(count, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        combined = hashes[:count].copy()
-        for offset in range(1, n):
-            combined = mix64(combined * np.uint64(0x9E3779B97F4A7C15)) ^ hashes[offset:offset + count]
-        return mix64(combined ^ np.uint64(n))
+        for first in range(0, count, chunk):
+            last = min(count, first + chunk)
+            low = starts[first]
+            part = data[low:ends[last - 1]]
+            prefix = np.zeros(len(part) + 1, dtype=np.uint64)
+            np.cumsum(part.astype(np.uint64) * _powers(_BASE, len(part)), dtype=np.uint64, out=prefix[1:])
+            begin, end = starts[first:last] - low, ends[first:last] - low
+            spans[first:last] = (prefix[end] - prefix[begin]) * _powers(_BASE_INVERSE, len(part))[begin]
+        return mix64(spans ^ (ends - starts).astype(np.uint64))
 
 
-def shingle_hashes(words: Sequence[str], shingle_size: int) -> np.ndarray:
-    """The distinct shingles' hashes (a document shorter than a shingle is one)."""
-    hashes = word_hashes(words)
-    if 0 < len(hashes) < shingle_size:
-        return ngram_hashes(hashes, len(hashes))
-    return np.unique(ngram_hashes(hashes, shingle_size))
+def shingle_hashes(normalized: str, shingle_size: int) -> np.ndarray:
+    """The shingles' hashes, repeats included (a MinHash of a set does not change with
+    repeats: no sort); a document shorter than a shingle is one."""
+    n_words = normalized.count(" ") + 1 if normalized else 0
+    return span_hashes(normalized, min(shingle_size, n_words))
 
 
 def _permutations() -> Tuple[np.ndarray, np.ndarray]:
@@ -134,30 +166,33 @@ def _permutations() -> Tuple[np.ndarray, np.ndarray]:
 
 
 _MULTIPLIERS, _ADDENDS = _permutations()
-_EMPTY_MINHASH = np.full(NUM_PERM, np.iinfo(np.uint32).max, dtype=np.uint32)
 
 
-def minhash(shingles: np.ndarray, chunk: int = 4096) -> np.ndarray:
-    """``NUM_PERM`` MinHash values (uint32) of a set of shingle hashes: for each of the fixed
-    hash functions ``mix64(a * h + b)``, the least, top 32 bits.  In chunks of shingles, so a
-    huge document never makes a huge matrix."""
-    result = _EMPTY_MINHASH.copy()
+def minhash(shingles: np.ndarray, chunk: int = 2048) -> np.ndarray:
+    """``NUM_PERM`` MinHash values (uint32) of a set of (well mixed) shingle hashes: for each of
+    the fixed multiply-add hash functions ``a * h + b`` (mod 2**64), the top 32 bits of the
+    least.  In chunks of shingles, so a huge document never makes a huge matrix."""
+    least = np.full(NUM_PERM, np.iinfo(np.uint64).max, dtype=np.uint64)
+    values = np.empty((NUM_PERM, chunk), dtype=np.uint64)
     with np.errstate(over="ignore"):
         for start in range(0, len(shingles), chunk):
             part = shingles[start:start + chunk]
-            values = mix64(part[None, :] * _MULTIPLIERS[:, None] + _ADDENDS[:, None]) >> np.uint64(32)
-            np.minimum(result, values.min(axis=1).astype(np.uint32), out=result)
-    return result
+            out = values[:, : len(part)]
+            np.multiply(_MULTIPLIERS[:, None], part[None, :], out=out)
+            out += _ADDENDS[:, None]
+            np.minimum(least, out.min(axis=1), out=least)
+    return (least >> np.uint64(32)).astype(np.uint32)
 
 
-def signature_row(position: int, words: Sequence[str], spec: DedupSpec, contamination: int = 0) -> np.ndarray:
-    """A document's row of the signature table (or a part's: parts are merged by the global step)."""
+def signature_row(position: int, normalized: str, spec: DedupSpec, contamination: int = 0) -> np.ndarray:
+    """A document's row of the signature table (or a part's: parts are merged by the global
+    step), from its normalized text."""
     row = np.zeros(spec.columns, dtype=np.uint64)
     row[SIGNATURE_POSITION] = position
-    row[SIGNATURE_DIGEST] = exact_digest(words)
+    row[SIGNATURE_DIGEST] = exact_digest(normalized)
     row[SIGNATURE_CONTAMINATION] = contamination
     if spec.near:
-        row[SIGNATURE_MINHASH:] = minhash(shingle_hashes(words, spec.shingle_size)).view(np.uint64)
+        row[SIGNATURE_MINHASH:] = minhash(shingle_hashes(normalized, spec.shingle_size)).view(np.uint64)
     return row
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from .decontamination import DecontaminationSpec, EvalNgrams, document_matches, remove_lines
 from .dedup import (REMOVED_CONTAMINATED, REMOVED_EXACT, REMOVED_NEAR, SIGNATURE_CONTAMINATION, SIGNATURE_MINHASH,
-                    SIGNATURE_POSITION, DedupSpec, Removals, normalized_words, signature_row)
+                    SIGNATURE_POSITION, DedupSpec, Removals, normalized_text, signature_row)
 from .documents.types import Document
 
 
@@ -74,12 +74,12 @@ class DocumentScreen:
                     if emptied:
                         continue
                     document.text = kept
-            words = normalized_words(document.text)
+            normalized = normalized_text(document.text)
             if decontamination is not None and not decontamination.lines_only:
-                contamination = document_matches(words, decontamination.ngram, self.evaluation)
+                contamination = document_matches(normalized, decontamination.ngram, self.evaluation)
             if self.spec.dedup is not None:
-                if words:  # a document without words is skipped anyway: nothing to compare
-                    self.rows.append(signature_row(document.corpus_doc, words, self.spec.dedup, contamination))
+                if normalized:  # a document without words is skipped anyway: nothing to compare
+                    self.rows.append(signature_row(document.corpus_doc, normalized, self.spec.dedup, contamination))
             elif contamination:
                 row = np.zeros(self.spec.columns, dtype=np.uint64)
                 row[SIGNATURE_POSITION], row[SIGNATURE_CONTAMINATION] = document.corpus_doc, contamination

@@ -4,13 +4,15 @@ in listed order, evaluation n-grams and the removal of overlapping lines."""
 from __future__ import annotations
 
 import random
+import re
 
 import numpy as np
 
 from bert_data.pipeline.decontamination import (EvalNgrams, build_eval_ngrams, document_matches, remove_lines,
                                                 text_ngrams)
 from bert_data.pipeline.dedup import (NUM_PERM, REMOVED_CONTAMINATED, REMOVED_EXACT, REMOVED_NEAR, DedupSpec,
-                                      decide_removals, lsh_bands, minhash, normalized_words, shingle_hashes,
+                                      decide_removals, lsh_bands, minhash, normalized_text, normalized_words, span_hashes,
+                                      shingle_hashes,
                                       signature_row)
 
 
@@ -19,8 +21,15 @@ def words(n: int, seed: int):
     return [f"w{rng.randrange(100000)}" for _ in range(n)]
 
 
+PINNED = [326703081, 3210252150]
+
+
 def test_normalization_folds_width_case_and_punctuation():
     assert normalized_words("Ｆｕｌｌ-width  CAFÉ, Don't!\n\tstop ﬁne.") == ["fullwidth", "café", "dont", "stop", "fine"]
+    # ASCII text takes a faster path to the same words.
+    text = "".join(chr(code) for code in range(128)) + " Hello, World_1!\x1f(x)"
+    assert normalized_text(text) == " ".join(re.sub(r"[^\w\s]+", "", text.casefold()).split())
+    assert normalized_text(text) == "0123456789abcdefghijklmnopqrstuvwxyz_abcdefghijklmnopqrstuvwxyz hello world_1 x"
 
 
 def test_minhash_estimates_jaccard_and_is_the_same_in_every_process():
@@ -28,12 +37,12 @@ def test_minhash_estimates_jaccard_and_is_the_same_in_every_process():
     b = list(a)
     for at in range(0, 400, 40):  # 10 words changed: about 50 of ~400 shingles differ
         b[at] = "changed"
-    sa, sb = shingle_hashes(a, 5), shingle_hashes(b, 5)
+    sa, sb = shingle_hashes(" ".join(a), 5), shingle_hashes(" ".join(b), 5)
     true = len(set(sa.tolist()) & set(sb.tolist())) / len(set(sa.tolist()) | set(sb.tolist()))
     estimate = np.mean(minhash(sa) == minhash(sb))
     assert abs(estimate - true) < 0.12
     # Fixed keys: the same values in every process and run (never Python's salted hash()).
-    assert minhash(shingle_hashes(normalized_words("A b. c d E!"), 5))[:2].tolist() == [2924989609, 2010267828]
+    assert minhash(shingle_hashes(normalized_text("A b. c d E!"), 5))[:2].tolist() == PINNED
 
 
 def test_lsh_bands_fit_the_threshold():
@@ -44,7 +53,7 @@ def test_lsh_bands_fit_the_threshold():
 
 
 def table_of(texts, spec, contamination=None):
-    return np.stack([signature_row(position, text.split() if isinstance(text, str) else text, spec,
+    return np.stack([signature_row(position, " ".join(text), spec,
                                    (contamination or {}).get(position, 0))
                      for position, text in enumerate(texts)])
 
@@ -74,7 +83,8 @@ def test_a_contaminated_document_goes_and_does_not_keep_its_duplicates_out():
 def test_parts_of_a_document_are_merged_before_deciding():
     spec = DedupSpec("near")
     a, b = words(200, 1), words(200, 2)
-    table = np.stack([signature_row(0, a, spec), signature_row(0, b, spec), signature_row(1, a + b, spec)])
+    table = np.stack([signature_row(0, " ".join(a), spec), signature_row(0, " ".join(b), spec),
+                      signature_row(1, " ".join(a + b), spec)])
     removals = decide_removals(table, spec, False)
     # Document 0 read in two parts is near document 1 (the shingles across the cut differ).
     assert removals.positions.tolist() == [1] and removals.reasons.tolist() == [REMOVED_NEAR]
@@ -86,12 +96,12 @@ def test_an_evaluation_13_gram_matches_and_a_12_gram_does_not(tmp_path):
     thirteen.write_text(" ".join(document[50:63]).upper() + "\nunrelated words\n")
     twelve.write_text(" ".join(document[50:62]) + "\n")
     evaluation = build_eval_ngrams((str(thirteen), str(twelve)), 13)
-    assert document_matches(document, 13, evaluation) == 0b01
-    assert document_matches(words(200, 6), 13, evaluation) == 0
+    assert document_matches(" ".join(document), 13, evaluation) == 0b01
+    assert document_matches(" ".join(words(200, 6)), 13, evaluation) == 0
     # Lines are taken on their own: no n-gram joins two evaluation lines.
     split = tmp_path / "c.txt"
     split.write_text(" ".join(document[50:57]) + "\n" + " ".join(document[57:63]) + "\n")
-    assert document_matches(document, 13, build_eval_ngrams((str(split),), 13)) == 0
+    assert document_matches(" ".join(document), 13, build_eval_ngrams((str(split),), 13)) == 0
 
 
 def test_lines_mode_removes_only_the_lines_of_the_match():
@@ -105,3 +115,10 @@ def test_lines_mode_removes_only_the_lines_of_the_match():
     assert (sets, count) == (1, 2)
     assert kept == "\n".join(lines[:2] + lines[4:])
     assert remove_lines("nothing to see here", 13, evaluation) == (None, 0, 0)
+
+
+def test_runs_of_words_hash_the_same_in_chunks_and_anywhere_in_a_text():
+    text = " ".join(words(5000, 9))
+    assert np.array_equal(span_hashes(text, 5, chunk=333), span_hashes(text, 5))
+    # A run's hash is its words' alone: the same wherever it stands.
+    assert span_hashes(text, 13)[100] == span_hashes(" ".join(text.split()[100:113]), 13)[0]
