@@ -37,6 +37,7 @@ DEDUP_MODES = (EXACT, NEAR)
 NUM_PERM = 128  # MinHash values a document (uint32): 512 bytes
 _KEY = b"bert_data dedup v1"  # the hashes' key: fixed, so signatures never depend on the run
 _NOT_WORD = re.compile(r"[^\w\s]+")
+_SPACES = re.compile(r"\s+")
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,11 @@ _ASCII_NOT_WORD = {code: None for code in range(128)
 def normalized_text(text: str) -> str:
     """The normalized words (see the module's docstring), one space between two."""
     if text.isascii():
-        return " ".join(text.lower().translate(_ASCII_NOT_WORD).split())
-    return " ".join(_NOT_WORD.sub("", unicodedata.normalize("NFKC", text).casefold()).split())
+        text = text.lower().translate(_ASCII_NOT_WORD)
+    else:
+        text = _NOT_WORD.sub("", unicodedata.normalize("NFKC", text).casefold())
+    # (No list of words: a large document would cost some 50 bytes a word.)
+    return _SPACES.sub(" ", text).strip()
 
 
 def normalized_words(text: str) -> List[str]:
