@@ -21,7 +21,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .dedup import normalized_text, span_hashes
+from .dedup import normalized_text, span_hash_chunks, span_hashes
 
 DOCUMENTS = "documents"
 PASSAGES = "passages"
@@ -96,8 +96,11 @@ def eval_ngrams(spec: DecontaminationSpec) -> EvalNgrams:
 
 def document_matches(normalized: str, n: int, evaluation: EvalNgrams) -> int:
     """The mask of the evaluation sets sharing an n-gram with a normalized text."""
-    found = evaluation.matches(span_hashes(normalized, n))
-    return int(np.bitwise_or.reduce(found)) if len(found) else 0
+    sets = 0
+    for chunk in span_hash_chunks(normalized, n):
+        found = evaluation.matches(chunk)
+        sets |= int(np.bitwise_or.reduce(found)) if len(found) else 0
+    return sets
 
 
 def remove_lines(text: str, n: int, evaluation: EvalNgrams) -> Tuple[Optional[str], int, int]:

@@ -27,7 +27,7 @@ import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -65,14 +65,36 @@ SIGNATURE_POSITION, SIGNATURE_DIGEST, SIGNATURE_CONTAMINATION, SIGNATURE_MINHASH
 
 # ASCII text (the common case) is normalized without NFKC (the identity there) or a regular
 # expression: the characters the expression removes are deleted by a table.
-_ASCII_NOT_WORD = {code: None for code in range(128)
-                   if not (chr(code).isalnum() or chr(code) == "_" or chr(code).isspace())}
+_ASCII_DELETE = bytes(code for code in range(128)
+                      if not (chr(code).isalnum() or chr(code) == "_" or chr(code).isspace()))
+# Lower case, and the white space bytes.split() does not know (\x1c-\x1f) as a space.
+_ASCII_TABLE = bytes.maketrans(bytes(range(65, 91)) + bytes(range(0x1c, 0x20)), bytes(range(97, 123)) + b"    ")
+_ASCII_SPACES = re.compile(rb"[ \t\n\r\f\v]+")
+
+
+_PIECE = 1 << 16  # characters normalized at once: Python's string functions copy (4 bytes a character)
 
 
 def normalized_text(text: str) -> str:
-    """The normalized words (see the module's docstring), one space between two."""
-    if text.isascii():
-        text = text.lower().translate(_ASCII_NOT_WORD)
+    """The normalized words (see the module's docstring), one space between two.  A large text
+    is normalized in pieces cut at a space, so the copies made on the way stay small."""
+    if len(text) <= _PIECE:
+        return _normalized(text)
+    pieces, start = [], 0
+    while start < len(text):
+        end = min(len(text), start + _PIECE)
+        if end < len(text):
+            cut = text.rfind(" ", start, end)
+            end = cut if cut > start else end
+        pieces.append(_normalized(text[start:end]))
+        start = end
+    return " ".join(piece for piece in pieces if piece)
+
+
+def _normalized(text: str) -> str:
+    if text.isascii():  # in bytes: a byte a character, one table lower-cases and deletes
+        data = text.encode("ascii").translate(_ASCII_TABLE, _ASCII_DELETE)
+        return _ASCII_SPACES.sub(b" ", data).strip().decode("ascii")
     else:
         text = _NOT_WORD.sub("", unicodedata.normalize("NFKC", text).casefold())
     # (No list of words: a large document would cost some 50 bytes a word.)
@@ -112,7 +134,7 @@ _BASE = 0x9E3779B97F4A7C15
 _BASE_INVERSE = pow(_BASE, -1, 1 << 64)
 
 
-_POWERS_KEPT = 1 << 20  # powers a process keeps (2 x 8 MB at most; a chunk of runs needs about 0.5 MB)
+_POWERS_KEPT = 1 << 18  # powers a process keeps (2 x 2 MB at most; a chunk of runs needs some 0.1 MB)
 _powers_of: Dict[int, np.ndarray] = {}
 
 
@@ -130,37 +152,45 @@ def _powers(base: int, count: int) -> np.ndarray:
     return kept[:count]
 
 
-def span_hashes(normalized: str, n: int, chunk: int = 1 << 16) -> np.ndarray:
+def span_hash_chunks(normalized: str, n: int, chunk: int = 1 << 14) -> Iterator[np.ndarray]:
     """A 64-bit hash of every run of ``n`` consecutive words of a normalized text (in order;
-    a hash of the run's bytes, wherever it is).  ``chunk`` runs at a time: a large document
-    never makes large temporary arrays (a few MB)."""
+    a hash of the run's bytes, wherever it is), ``chunk`` runs at a time: a large document
+    never makes large arrays (the text's bytes and 4 bytes a word, besides a few MB)."""
     data = np.frombuffer(normalized.encode("utf-8"), dtype=np.uint8)
     if not len(data) or n < 1:
-        return np.zeros(0, dtype=np.uint64)
-    spaces = np.flatnonzero(data == 32)
+        return
+    position = np.int64 if len(data) >= 2**31 else np.int32
+    spaces = np.flatnonzero(data == 32).astype(position)
     count = len(spaces) + 1 - n + 1
-    if count <= 0:
-        return np.zeros(0, dtype=np.uint64)
-    starts = np.r_[0, spaces + 1][:count]
-    ends = np.r_[spaces, len(data)][n - 1:]
-    spans = np.empty(count, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        for first in range(0, count, chunk):
+        for first in range(0, max(count, 0), chunk):
             last = min(count, first + chunk)
-            low = starts[first]
-            part = data[low:ends[last - 1]]
+            # Run r starts after space r - 1 (or at 0) and ends at space r + n - 1 (or the end).
+            starts = np.zeros(last - first, dtype=np.int64)
+            starts[first == 0:] = spaces[max(first - 1, 0):last - 1] + 1
+            ends = np.full(last - first, len(data), dtype=np.int64)  # the last run ends with the text
+            within = spaces[first + n - 1:last + n - 1]
+            ends[:len(within)] = within
+            low = int(starts[0])
+            part = data[low:int(ends[-1])]
             prefix = np.zeros(len(part) + 1, dtype=np.uint64)
             np.cumsum(part.astype(np.uint64) * _powers(_BASE, len(part)), dtype=np.uint64, out=prefix[1:])
-            begin, end = starts[first:last] - low, ends[first:last] - low
-            spans[first:last] = (prefix[end] - prefix[begin]) * _powers(_BASE_INVERSE, len(part))[begin]
-        return mix64(spans ^ (ends - starts).astype(np.uint64))
+            begin = starts - low
+            spans = (prefix[ends - low] - prefix[begin]) * _powers(_BASE_INVERSE, len(part))[begin]
+            yield mix64(spans ^ (ends - starts).astype(np.uint64))
 
 
-def shingle_hashes(normalized: str, shingle_size: int) -> np.ndarray:
-    """The shingles' hashes, repeats included (a MinHash of a set does not change with
-    repeats: no sort); a document shorter than a shingle is one."""
+def span_hashes(normalized: str, n: int, chunk: int = 1 << 14) -> np.ndarray:
+    """:func:`span_hash_chunks` in one array."""
+    chunks = list(span_hash_chunks(normalized, n, chunk))
+    return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint64)
+
+
+def shingle_hashes(normalized: str, shingle_size: int) -> Iterator[np.ndarray]:
+    """The shingles' hashes, a chunk at a time, repeats included (a MinHash of a set does not
+    change with repeats: no sort); a document shorter than a shingle is one."""
     n_words = normalized.count(" ") + 1 if normalized else 0
-    return span_hashes(normalized, min(shingle_size, n_words))
+    return span_hash_chunks(normalized, min(shingle_size, n_words))
 
 
 def _permutations() -> Tuple[np.ndarray, np.ndarray]:
@@ -172,15 +202,16 @@ def _permutations() -> Tuple[np.ndarray, np.ndarray]:
 _MULTIPLIERS, _ADDENDS = _permutations()
 
 
-def minhash(shingles: np.ndarray, chunk: int = 2048) -> np.ndarray:
-    """``NUM_PERM`` MinHash values (uint32) of a set of (well mixed) shingle hashes: for each of
-    the fixed multiply-add hash functions ``a * h + b`` (mod 2**64), the top 32 bits of the
-    least.  In chunks of shingles, so a huge document never makes a huge matrix."""
+def minhash(shingles, chunk: int = 2048) -> np.ndarray:
+    """``NUM_PERM`` MinHash values (uint32) of a set of (well mixed) shingle hashes (an array,
+    or arrays of them): for each of the fixed multiply-add hash functions ``a * h + b`` (mod
+    2**64), the top 32 bits of the least.  In chunks of shingles, so a huge document never
+    makes a huge matrix."""
     least = np.full(NUM_PERM, np.iinfo(np.uint64).max, dtype=np.uint64)
     values = np.empty((NUM_PERM, chunk), dtype=np.uint64)
+    arrays = [shingles] if isinstance(shingles, np.ndarray) else shingles
     with np.errstate(over="ignore"):
-        for start in range(0, len(shingles), chunk):
-            part = shingles[start:start + chunk]
+        for part in (array[start:start + chunk] for array in arrays for start in range(0, len(array), chunk)):
             out = values[:, : len(part)]
             np.multiply(_MULTIPLIERS[:, None], part[None, :], out=out)
             out += _ADDENDS[:, None]

@@ -37,7 +37,7 @@ def test_minhash_estimates_jaccard_and_is_the_same_in_every_process():
     b = list(a)
     for at in range(0, 400, 40):  # 10 words changed: about 50 of ~400 shingles differ
         b[at] = "changed"
-    sa, sb = shingle_hashes(" ".join(a), 5), shingle_hashes(" ".join(b), 5)
+    sa, sb = span_hashes(" ".join(a), 5), span_hashes(" ".join(b), 5)
     true = len(set(sa.tolist()) & set(sb.tolist())) / len(set(sa.tolist()) | set(sb.tolist()))
     estimate = np.mean(minhash(sa) == minhash(sb))
     assert abs(estimate - true) < 0.12
@@ -119,6 +119,20 @@ def test_lines_mode_removes_only_the_lines_of_the_match():
 
 def test_runs_of_words_hash_the_same_in_chunks_and_anywhere_in_a_text():
     text = " ".join(words(5000, 9))
-    assert np.array_equal(span_hashes(text, 5, chunk=333), span_hashes(text, 5))
+    for n in (1, 5, 13):
+        assert np.array_equal(span_hashes(text, n, chunk=333), span_hashes(text, n))
+        assert len(span_hashes(text, n)) == 5000 - n + 1
+    assert np.array_equal(minhash(shingle_hashes(text, 5)), minhash(span_hashes(text, 5)))
     # A run's hash is its words' alone: the same wherever it stands.
     assert span_hashes(text, 13)[100] == span_hashes(" ".join(text.split()[100:113]), 13)[0]
+
+
+def test_a_large_text_is_normalized_in_pieces_to_the_same_words():
+    text = "Ünïcode, Text! " * 20000 + "ﬁnal."
+    assert normalized_text(text) == " ".join(re.sub(r"[^\w\s]+", "", unicodedata_nfkc(text).casefold()).split())
+
+
+def unicodedata_nfkc(text: str) -> str:
+    import unicodedata
+
+    return unicodedata.normalize("NFKC", text)
