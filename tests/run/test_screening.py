@@ -5,12 +5,14 @@ any number of workers and after --resume."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from bert_data.pipeline.dedup import normalized_words
 from bert_data.run.resolve import generate
 
+from tests.helpers.cli_runs import run_tools, small_run
 from tests.helpers.corpus import corpus_config, file_hashes, make_corpus
 from tests.helpers.interruptions import interrupted_at_append
 
@@ -114,3 +116,32 @@ def test_the_megatron_corpus_leaves_removed_documents_out(planted, tmp_path):
     corpus, _ = planted
     manifest = run(corpus, tmp_path / "out", dedup="exact", output_format="megatron")
     assert manifest["n_docs"] == N_DOCS + 4 - 2
+
+
+def test_the_console_and_bert_data_stats_say_what_was_removed(planted, tmp_path, capsys):
+    corpus, root = planted
+    output = tmp_path / "out"
+    code, err = small_run(capsys, corpus, output, "--dedup", "exact", "--decontaminate", root / "squad.txt")
+    assert code == 0
+    line = f"2 exact duplicates; contaminated: {root / 'squad.txt'} 1)"
+    assert f"train: 3 documents removed ({line}" in err
+    code, out, _ = run_tools(["stats", output], capsys)
+    assert code == 0 and f"removed before use    3 documents removed ({line}" in out
+    # A mistyped mode is one line naming the choices.
+    with pytest.raises(SystemExit) as exit_:
+        small_run(capsys, corpus, tmp_path / "bad", "--dedup", "fuzzy")
+    assert exit_.value.code == 2
+    assert "argument --dedup: invalid choice: 'fuzzy' (choose from exact, near)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("options,message", [
+    (dict(dedup="near", dedup_threshold=1.5), "--dedup_threshold must be a Jaccard similarity in (0, 1], got 1.5"),
+    (dict(dedup_shingle_size=0), "--dedup_shingle_size must be at least 1"),
+    (dict(decontaminate=["a.txt", "a.txt"]), "--decontaminate names an evaluation set twice"),
+    (dict(decontaminate_mode="sentences"), "--decontaminate_mode must be documents or passages"),
+])
+def test_bad_screening_options_are_one_line_naming_the_option(tmp_path, options, message):
+    from bert_data.config import ConfigError, GeneratorConfig
+
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        GeneratorConfig(metadata_files=["m.txt"], vocab_file="v.txt", **options).validate()
