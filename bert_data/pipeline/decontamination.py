@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 
 from .dedup import normalized_text, span_hash_chunks, span_hashes
+from .documents.types import one_line
 
 DOCUMENTS = "documents"
 PASSAGES = "passages"
@@ -86,6 +87,27 @@ def build_eval_ngrams(paths: Tuple[str, ...], n: int) -> EvalNgrams:
     if not len(firsts):
         return EvalNgrams(all_hashes, all_sets)
     return EvalNgrams(all_hashes[firsts], np.bitwise_or.reduceat(all_sets, firsts))
+
+
+def evaluation_digests(paths: Tuple[str, ...]) -> List[str]:
+    """The SHA-256 of each evaluation set's bytes (a ``--resume`` with other evaluation text
+    would remove other documents), read before any work: a missing set is one line here."""
+    import hashlib
+
+    from .. import storage
+    from .documents.types import InputError
+
+    digests = []
+    for path in paths:
+        digest = hashlib.sha256()
+        try:
+            with storage.open_read(path) as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        except (OSError, storage.StorageError) as error:
+            raise InputError(f"--decontaminate {path}: {one_line(error)}") from None
+        digests.append(digest.hexdigest())
+    return digests
 
 
 @functools.lru_cache(maxsize=2)

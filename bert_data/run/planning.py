@@ -16,6 +16,7 @@ import numpy as np
 
 from ..pipeline.documents import planner
 from ..pipeline.documents.listing import list_documents
+from ..pipeline.decontamination import evaluation_digests
 from ..pipeline.documents.reading import read_documents
 from ..format.dataset_layout import SPLIT_OF_CODE, TRAIN, TRAIN_CODE, VAL, VAL_CODE
 from ..pipeline.documents.types import CorpusPlan, InputError, ReadingSpec, Slice
@@ -125,7 +126,9 @@ def make_plan(spec: RunSpec, skip_missing: bool = False, check_case: bool = True
             unit.last_slice = len(corpus.slices) - 1
     n_listed = {split: len(docs) + sum(1 for *_, s in missing if s == split) for split, docs in split_docs.items()}
     excluded_docs = sum(corpus.docs_per_path.get(path, 0) for path in {entry.path for entry in excluded})
-    record = run_record(spec.options, vocab, entries + val_entries)
+    decontamination = spec.screening.decontamination if spec.screening is not None else None
+    record = run_record(spec.options, vocab, entries + val_entries,
+                        evaluation_digests(decontamination.paths) if decontamination is not None else None)
     return Plan(corpus, units, orders, split_docs, mixing.split_num, n_listed, missing, excluded_docs, vocab,
                 run_fingerprint(record), record)
 

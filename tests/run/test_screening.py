@@ -145,3 +145,20 @@ def test_bad_screening_options_are_one_line_naming_the_option(tmp_path, options,
 
     with pytest.raises(ConfigError, match=re.escape(message)):
         GeneratorConfig(metadata_files=["m.txt"], vocab_file="v.txt", **options).validate()
+
+
+def test_a_missing_evaluation_set_stops_before_any_work_and_a_changed_one_refuses_resume(planted, tmp_path):
+    from bert_data.pipeline.documents.types import InputError
+
+    corpus, root = planted
+    with pytest.raises(InputError, match=r"^--decontaminate .*missing\.txt: .*No such file"):
+        run(corpus, tmp_path / "missing", decontaminate=[str(root / "missing.txt")])
+    assert not (tmp_path / "missing").exists() or not any((tmp_path / "missing").glob("*.tfrecords*"))
+    evaluation = tmp_path / "eval.txt"
+    evaluation.write_text((root / "squad.txt").read_text())
+    output = tmp_path / "out"
+    with interrupted_at_append(2), pytest.raises(KeyboardInterrupt):
+        run(corpus, output, decontaminate=[str(evaluation)])
+    evaluation.write_text("other words entirely\n")
+    with pytest.raises(Exception, match="the content of an evaluation set \\(--decontaminate\\) changed"):
+        run(corpus, output, decontaminate=[str(evaluation)], resume=True)
