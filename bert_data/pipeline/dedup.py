@@ -4,7 +4,8 @@ which documents repeat one kept before them (``--dedup exact`` or ``near``).
 
 Normalization (shared with decontamination): Unicode NFKC, case folded (``str.casefold``),
 every character that is neither a word character nor white space removed (punctuation and
-symbols: ``"Don't!"`` -> ``dont``), then split on white space.  Two documents are *exact*
+symbols: ``"Don't!"`` -> ``dont``), white space collapsed to one space (a text of more than
+64K characters is normalized in pieces cut at a space).  Two documents are *exact*
 duplicates when their normalized words are equal (compared by a 64-bit keyed BLAKE2b digest).
 
 *Near* duplicates: each document's set of word shingles (``shingle_size`` consecutive
@@ -95,8 +96,7 @@ def _normalized(text: str) -> str:
     if text.isascii():  # in bytes: a byte a character, one table lower-cases and deletes
         data = text.encode("ascii").translate(_ASCII_TABLE, _ASCII_DELETE)
         return _ASCII_SPACES.sub(b" ", data).strip().decode("ascii")
-    else:
-        text = _NOT_WORD.sub("", unicodedata.normalize("NFKC", text).casefold())
+    text = _NOT_WORD.sub("", unicodedata.normalize("NFKC", text).casefold())
     # (No list of words: a large document would cost some 50 bytes a word.)
     return _SPACES.sub(" ", text).strip()
 
@@ -194,9 +194,11 @@ def shingle_hashes(normalized: str, shingle_size: int) -> Iterator[np.ndarray]:
 
 
 def _permutations() -> Tuple[np.ndarray, np.ndarray]:
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(0x5EED_DED0)))
-    multipliers = rng.integers(1, 2**63, NUM_PERM, dtype=np.uint64) * np.uint64(2) + np.uint64(1)  # odd
-    return multipliers, rng.integers(0, 2**63, NUM_PERM, dtype=np.uint64)
+    """The MinHash functions' constants, from keyed BLAKE2b (not numpy's generators, whose
+    streams may change between versions: every worker of a cluster must agree)."""
+    multipliers = [digest64(b"multiplier %d" % index) | 1 for index in range(NUM_PERM)]  # odd
+    addends = [digest64(b"addend %d" % index) for index in range(NUM_PERM)]
+    return np.asarray(multipliers, dtype=np.uint64), np.asarray(addends, dtype=np.uint64)
 
 
 _MULTIPLIERS, _ADDENDS = _permutations()
