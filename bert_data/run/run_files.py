@@ -58,10 +58,8 @@ if TYPE_CHECKING:  # (annotations only: what the command line imports of this mo
 JOURNAL = "journal.json"
 # Tokenized slices, complete (written through a temporary and renamed): a resumed run keeps them.
 _SLICE_KINDS = {"tokens": ".tokens.npy", "docs": ".docs.npy", "sentences": ".sentences.npy", "summary": ".json"}
-# With --dedup or --decontaminate, a slice's signature table too (written before its summary).
-_SCREEN_SUFFIX = ".screen.npy"
-_SLICE_FILE = re.compile(r"^slice-\d+(%s)$" % "|".join(re.escape(suffix) for suffix in
-                                                        (*_SLICE_KINDS.values(), _SCREEN_SUFFIX)))
+_SCREEN = ".screen.npy"  # with --dedup or --decontaminate, a slice's signature table (before its summary)
+_SLICE_FILE = re.compile(r"^slice-\d+(%s)$" % "|".join(map(re.escape, (*_SLICE_KINDS.values(), _SCREEN))))
 
 
 class GenerationError(RuntimeError):
@@ -180,10 +178,8 @@ def slice_paths(work_dir: str, index: int) -> Dict[str, str]:
     return {kind: base + suffix for kind, suffix in _SLICE_KINDS.items()}
 
 
-def screen_path(work_dir: str, index: int) -> str:
-    """A tokenized slice's signature table (``pipeline.screening``): kept until the run ends,
-    since the removals are decided from every slice's, again on ``--resume``."""
-    return storage.join(work_dir, f"slice-{index:07d}{_SCREEN_SUFFIX}")
+def screen_path(work_dir: str, index: int) -> str:  # kept to the end: a --resume decides the removals again
+    return storage.join(work_dir, f"slice-{index:07d}{_SCREEN}")
 
 
 def pool_path(work_dir: str, unit_index: int) -> str:
