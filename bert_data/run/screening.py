@@ -17,7 +17,7 @@ from ..format.dataset_layout import SPLIT_OF_CODE
 from ..pipeline.dedup import decide_removals
 from ..pipeline.screening import RemovalReport, ScreeningSpec
 from .planning import Plan
-from .run_files import screen_path
+from .run_files import slice_paths
 from .scratch import load_arrays
 
 BATCH = 256  # signature tables read at once (a URL answers a batch concurrently)
@@ -26,7 +26,7 @@ BATCH = 256  # signature tables read at once (a URL answers a batch concurrently
 def screen_corpus(plan: Plan, screening: ScreeningSpec, work_dir: str, summaries: Iterable) -> RemovalReport:
     """Decide the removals (``dedup.decide_removals``) and set them on ``plan`` (its units then
     leave the removed documents out).  ``summaries``: every slice's ``SliceSummary``."""
-    paths = [screen_path(work_dir, slice_.index) for slice_ in plan.slices]
+    paths = [slice_paths(work_dir, slice_.index)["screen"] for slice_ in plan.slices]
     tables = [table for first in range(0, len(paths), BATCH) for table in load_arrays(paths[first:first + BATCH])]
     table = np.concatenate([np.asarray(t).reshape(-1, screening.columns) for t in tables]) if tables else \
         np.zeros((0, screening.columns), np.uint64)

@@ -48,7 +48,7 @@ from ..pipeline.tokens import DocumentTokenizer, id_dtype
 from ..tokenizers import TokenizerSource, make_tokenizer
 from .locations import local_tokenizer
 from .pieces import Segment
-from .run_files import piece_path, pool_path, screen_path, slice_paths
+from .run_files import piece_path, pool_path, slice_paths
 from .scratch import PieceWriter, load_array, load_json, save_array, save_json
 from .specs import EncodeSpec, PairSpec, TokenizeSpec
 from .units import SliceTable, SplitPairs, UnitPairs, UnitWork, EncodeTask, record_slices, unit_pool
@@ -149,7 +149,7 @@ def tokenize_slice(slice_: Slice, spec: TokenizeSpec, work_dir: str) -> SliceSum
     save_array(tokenized.sentence_lengths, paths["sentences"])
     save_array(tokenized.table, paths["docs"])
     if screen is not None:
-        save_array(screen.table(), screen_path(work_dir, slice_.index))
+        save_array(screen.table(), paths["screen"])
     summary = SliceSummary(slice_.index, len(tokenized.tokens), tokenized.n_chars, tokenized.skips,
                            tokenized.kept_in_parts, undecoded, screen.lines_removed if screen is not None else [])
     save_json(summary.to_json(), paths["summary"])
