@@ -59,7 +59,8 @@ if TYPE_CHECKING:  # (annotations only: what the command line imports of this mo
 JOURNAL = "journal.json"
 # Tokenized slices, complete (written through a temporary and renamed): a resumed run keeps them.
 _SLICE_KINDS = {"tokens": ".tokens.npy", "docs": ".docs.npy", "sentences": ".sentences.npy", "summary": ".json"}
-_SLICE_FILE = re.compile(r"^slice-\d+(%s)$" % "|".join(re.escape(suffix) for suffix in _SLICE_KINDS.values()))
+_SCREEN = ".screen.npy"  # --dedup, --decontaminate: a slice's signature table (a --resume decides again)
+_SLICE_FILE = re.compile(r"^slice-\d+(%s)$" % "|".join(map(re.escape, (*_SLICE_KINDS.values(), _SCREEN))))
 
 
 class GenerationError(RuntimeError):
@@ -172,10 +173,10 @@ def run_dir_name(output: str) -> str:
 
 
 def slice_paths(work_dir: str, index: int) -> Dict[str, str]:
-    """A tokenized slice's files: ``tokens``, ``docs`` (its document table), ``sentences`` and
-    ``summary`` (written last: a slice with a summary is complete)."""
+    """A tokenized slice's files: ``tokens``, ``docs`` (its document table), ``sentences``, ``summary``
+    (written last: a slice with a summary is complete) and ``screen`` (see ``_SCREEN``, kept to the end)."""
     base = storage.join(work_dir, f"slice-{index:07d}")
-    return {kind: base + suffix for kind, suffix in _SLICE_KINDS.items()}
+    return {kind: base + suffix for kind, suffix in (*_SLICE_KINDS.items(), ("screen", _SCREEN))}
 
 
 def pool_path(work_dir: str, unit_index: int) -> str:

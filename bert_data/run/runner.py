@@ -48,6 +48,7 @@ from .planning import Plan, make_plan, some_of, warn
 from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pool_path,
                         prepare_output_dir, refuse_writing_over_inputs, remove_run_files, remove_shards_being_shuffled,
                         shard_in_progress, slice_paths, stopped, write_journal)
+from .screening import screen_corpus
 from .scheduler import Scheduler, ShardCounts, UnitResult, slices_still_needed
 from .scratch import finished_slices
 from .shard_shuffle import publish_shuffled, run_shuffle_task, shuffle_tasks, shuffled_size
@@ -133,6 +134,9 @@ def _run_locked(spec: RunSpec, staged: OutputSpec, places: RunLocations, remote:
         skipped.add_slices([SliceSummary.from_json(summaries[index]) for index in sorted(summaries)])
         if skipped.undecoded.n_docs:  # on every run, resumed or not: text was lost
             warn(skipped.undecoded.describe(spec.inputs.reading.encoding))
+        if spec.screening is not None and plan.removal_report is None:  # resumed when all was written
+            screen_corpus(plan, spec.screening, places.scratch,
+                          [SliceSummary.from_json(summaries[index]) for index in sorted(summaries)])
         manifests = finalize(spec.output, staged, places, totals.shard_counts,
                              lambda sizes, digests: make_manifests(spec, plan, totals, skipped, sizes, digests),
                              remote)
@@ -218,6 +222,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
             units_bar.set_postfix(instances=f"{first_records + scheduler.records_encoded:,}",
                                   MBps=f"{scheduler.bytes_done / 1e6 / elapsed:.1f}", refresh=False)
         if corpus:
+            scheduler.screened()  # (no unit was paired: the removals are decided here)
             record_totals(totals, write_corpus(plan, staged, work_dir, rename=False))  # published by finalize
         if not totals.n_examples:
             skipped = SkippedTotals(plan)

@@ -16,6 +16,7 @@ from ..pipeline.documents.reading import Undecoded
 from ..pipeline.documents.types import BINARY
 from ..version import __version__
 from .planning import Plan
+from .screening import split_report
 from .run_files import shard_path
 from .specs import RunSpec
 from .tasks import SliceSummary
@@ -169,6 +170,7 @@ def make_manifests(spec: RunSpec, plan: Plan, totals: RunTotals, skipped: Skippe
             tokenizer_path=tokenizer_path,
             vocab_size=plan.vocab.size,
             bert_data_version=__version__,
+            documents_removed=split_report(plan, split),
         )
         manifests[split] = manifest
     return manifests
