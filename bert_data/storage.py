@@ -247,7 +247,8 @@ def stat_files(paths: Sequence[str]) -> Dict[str, Optional[Dict]]:
                 entry = listing.get(inner.rstrip("/"))
                 # Else asked directly: a listing (an HTTP page's links) may be partial or lack sizes.
                 if entry is not None and entry.get("size") is not None:
-                    found[path] = {"type": entry.get("type", "file"), "size": int(entry["size"])}
+                    found[path] = {"type": entry.get("type", "file"), "size": int(entry["size"]),
+                                   "version": _version(entry)}
                     continue
             try:
                 found[path] = info(path)
