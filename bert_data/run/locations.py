@@ -190,6 +190,9 @@ class RemoteOutput:
                 storage.remove(self.lock_url)
         except (OSError, ValueError):
             pass
+        except Exception as error:  # noqa: BLE001 - storage gone: the lock stays, stale, and
+            if storage.unreachable(error) is None:  # the next run of this host takes it over
+                raise
         self.held = False
 
     # ------------------------------------------------------------------ earlier output

@@ -480,6 +480,11 @@ def stopped(error: BaseException, places, remove_shards: Callable[[], None], n_u
         advice = (" (the out-of-memory killer sends it: fewer --num_workers need less memory)"
                   if worker_signal == signal.SIGKILL else "")
         return GenerationError(f"a worker process {how}{advice}: {kept.describe()}")
+    url = storage.unreachable(error)
+    if url is not None:  # object storage gone (before the disk-fault branch: ConnectionError is an OSError)
+        return GenerationError(f"cannot reach {url}: " + kept.describe(
+            "when it is reachable again, run the same command with --resume",
+            "when it is reachable again, run the same command again"))
     if isinstance(error, OSError):
         where = os.path.dirname(error.filename) if isinstance(error.filename, str) else places.local_output
         if error.errno in (errno.ENOSPC, errno.EDQUOT) or is_short_write(error):

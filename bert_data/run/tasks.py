@@ -32,6 +32,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from .. import storage
 from ..format.dataset_layout import TRAIN
 from ..format.output_formats import get_format
 from ..format.tfrecord.splicing import SegmentCompressor
@@ -132,6 +133,9 @@ def tokenize_slice(slice_: Slice, spec: TokenizeSpec, work_dir: str) -> SliceSum
     except Exception as error:  # name the document: the first thing a user needs to know
         last = stage.last_read
         where = last.label if last is not None else (slice_.sources[0].label if slice_.sources else "?")
+        url = storage.unreachable(error)
+        if url is not None:  # storage gone, not the document's fault: the run keeps its work
+            raise storage.Unreachable(url) from None
         if isinstance(error, InputError):  # (its message names the file already)
             raise UnitError(str(error)) from error
         raise UnitError(f"{where}: {type(error).__name__}: {error}") from error
