@@ -219,7 +219,7 @@ def unreachable(error: Optional[BaseException]) -> Optional[str]:
                 found = re.search(r"(?:https?|s3|gs|az)://[^\s\"']+", str(error))
                 host = getattr(error, "host", None)  # (aiohttp's)
                 url = found.group(0) if found else (f"{host}:{getattr(error, 'port', '')}" if host else "object storage")
-            return redact(url)
+            return redact(url.split("?")[0])  # (a listing's query says nothing to the user)
         error = error.__cause__ or error.__context__
     return None
 

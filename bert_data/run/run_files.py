@@ -451,7 +451,12 @@ def keep_journaled(places, remove_shards: Callable[[], None]) -> Tuple[Optional[
     Returns the journal (None if never written) and the count of tokenized slices kept."""
     journal = read_journal(places.journal_dir)
     discard_unjournaled(places.journal_dir)
-    kept_slices = count_slices(places.scratch)
+    try:
+        kept_slices = count_slices(places.scratch)
+    except Exception as error:  # noqa: BLE001 - a work directory at a URL that is gone: what it
+        if storage.unreachable(error) is None:  # holds stays (a resumed run discards what it must)
+            raise
+        return journal, 0
     if not (journal and journal["totals"]["units_done"]) and not kept_slices:
         remove_shards()
         remove_run_files(places)
