@@ -22,9 +22,12 @@ so that many such runs can write their own files into one directory at once, as 
 Google's tool (one run per input shard); like Google's tool, such a run replaces the files it
 names.
 
-The journal, rewritten after each unit is appended to the shards, records the shards' sizes
-and zlib checksums and the run's totals, under the fingerprint of the run: a resumed run
-truncates the shards to those sizes and goes on from the next unit.  Tokenized slices are kept
+The journal, rewritten after each unit is appended to the shards (durably, the shards' new
+bytes first), records the shards' sizes and checksums (zlib's Adler-32 for its trailer, and a
+CRC-32C of the bytes, checked by ``--resume``) and the run's totals, under the fingerprint of
+the run, with a checksum of its own (``work_checks``): a resumed run checks the shards, truncates
+them to those sizes and goes on from the next unit.  Beside it, ``inputs.json``: the listed
+files' sizes and times when the run started, which name the file a refused ``--resume`` blames.  Tokenized slices are kept
 for a resumed run; every other work file of a unit the journal does not vouch for is discarded.
 """
 
