@@ -1,16 +1,13 @@
-"""The lock a run holds on its output directory (``run_files`` names the lock files)."""
+"""The lock a run holds on its output directory (``run_files`` names the lock files and takes
+them: ``locked_output``)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import Optional
 
 from ..config import ConfigError
 from ..format.dataset_layout import LOCK
-
-if TYPE_CHECKING:
-    from .specs import OutputSpec
 
 
 class OutputLock:
@@ -72,21 +69,3 @@ class OutputLock:
                 pass
         self.handle.close()
         self.handle = None
-
-
-@contextlib.contextmanager
-def locked_output(output: OutputSpec) -> Iterator[None]:
-    """The run's locks for its length (see :class:`OutputLock`)."""
-    from .run_files import lock_path
-
-    locks = [OutputLock(output.directory, shared=True)] if output.files else []
-    locks.append(OutputLock(output.directory, lock_path(output)))
-    held = []
-    try:
-        for lock in locks:
-            lock.acquire()
-            held.append(lock)
-        yield
-    finally:
-        for lock in reversed(held):
-            lock.release()

@@ -53,7 +53,7 @@ from ..format.dataset_layout import LOCK, TRAIN, WORK_DIR, in_progress, is_run_o
 from ..format.manifest import MANIFEST_NAME, Manifest
 from ..notices import warn
 from .fault_injection import FinalizeSteps as _Steps
-from .output_lock import OutputLock, locked_output  # noqa: F401 - (the run's lock files, named here)
+from .output_lock import OutputLock
 from .run_record import INPUTS_CHANGED, changed_inputs, differences
 from . import work_checks
 
@@ -292,6 +292,22 @@ def remove_outputs(paths: List[str]) -> None:
                 os.remove(path)
             except FileNotFoundError:
                 pass
+
+
+@contextlib.contextmanager
+def locked_output(output: OutputSpec) -> Iterator[None]:
+    """The run's locks for its length (see :class:`OutputLock`)."""
+    locks = [OutputLock(output.directory, shared=True)] if output.files else []
+    locks.append(OutputLock(output.directory, lock_path(output)))
+    held = []
+    try:
+        for lock in locks:
+            lock.acquire()
+            held.append(lock)
+        yield
+    finally:
+        for lock in reversed(held):
+            lock.release()
 
 
 def create_output_dir(output: OutputSpec) -> None:
