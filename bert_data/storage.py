@@ -186,6 +186,44 @@ def read_many(paths: Sequence[str], starts: Optional[Sequence[int]] = None,
     return fs.cat_ranges(inner, starts, ends, on_error="raise")
 
 
+class Unreachable(ConnectionError):
+    """Object storage that cannot be reached (its URL, redacted, in ``url``): raised in place of
+    the storage library's error where that would not cross a process boundary whole."""
+
+    def __init__(self, url: str):
+        super().__init__(f"cannot reach {url}")
+        self.url = url
+
+    def __reduce__(self):
+        return Unreachable, (self.url,)
+
+
+# Errors of the storage libraries (botocore, aiohttp, urllib3, requests) that say the endpoint
+# could not be reached or went away mid-request, by name: none of them need be installed.
+_UNREACHABLE = {"EndpointConnectionError", "ConnectTimeoutError", "ConnectionClosedError", "ReadTimeoutError",
+                "ClientConnectorError", "ServerDisconnectedError", "ClientOSError", "NewConnectionError",
+                "MaxRetryError", "ProxyConnectionError"}
+
+
+def unreachable(error: Optional[BaseException]) -> Optional[str]:
+    """If ``error`` (or one it was raised from or while handling) says object storage could not
+    be reached: its URL, redacted (the endpoint's, as the library names it), else None."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, Unreachable):
+            return error.url
+        if type(error).__name__ in _UNREACHABLE:
+            url = (getattr(error, "kwargs", None) or {}).get("endpoint_url")
+            if not url:
+                found = re.search(r"(?:https?|s3|gs|az)://[^\s\"']+", str(error))
+                host = getattr(error, "host", None)  # (aiohttp's)
+                url = found.group(0) if found else (f"{host}:{getattr(error, 'port', '')}" if host else "object storage")
+            return redact(url.split("?")[0])  # (a listing's query says nothing to the user)
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def info(path: str) -> Dict:
     """``{"type": "file"|"directory", "size": int}``; FileNotFoundError if absent."""
     if not is_url(path):
@@ -247,7 +285,8 @@ def stat_files(paths: Sequence[str]) -> Dict[str, Optional[Dict]]:
                 entry = listing.get(inner.rstrip("/"))
                 # Else asked directly: a listing (an HTTP page's links) may be partial or lack sizes.
                 if entry is not None and entry.get("size") is not None:
-                    found[path] = {"type": entry.get("type", "file"), "size": int(entry["size"])}
+                    found[path] = {"type": entry.get("type", "file"), "size": int(entry["size"]),
+                                   "version": _version(entry)}
                     continue
             try:
                 found[path] = info(path)

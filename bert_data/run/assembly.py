@@ -19,7 +19,7 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
-from typing import Dict, List, Optional
+from typing import Dict, Iterable, List, Optional
 
 from .. import storage
 from ..format.columns import iter_batches
@@ -30,6 +30,7 @@ from .run_files import GenerationError, shard_in_progress, shard_path
 from .scratch import fetch_piece
 from .shard_shuffle import shuffled_batches
 from .specs import OutputSpec
+from .work_checks import crc32c, crc32c_combine, file_crc32c, sync_directory
 
 
 def copy_range(source, offset: int, length: int, target, name: str) -> None:
@@ -67,14 +68,17 @@ class ShardAssembler:
 
     def __init__(self, output: OutputSpec, sizes: Optional[Dict[str, int]] = None,
                  checksums: Optional[Dict[str, list]] = None, shard_counts: Optional[Dict[str, int]] = None,
-                 fetch_dir: Optional[str] = None):
+                 fetch_dir: Optional[str] = None, rewritten: Iterable[str] = ()):
         self.output = output  # (staged, for an output at a URL)
         self.format, self.options = output.kind, output.shard_options
         self.fetch_dir = fetch_dir  # where pieces at a URL are downloaded to, to be appended
         self.dirs = output.split_dirs()
         # Shards shuffled at the end are kept uncompressed until then (see ``shard_shuffle``).
         self.zlib = output.segment_compression == "zlib"
-        self.checksums: Dict[str, list] = dict(checksums or {})  # key -> [adler32, raw length]
+        # key -> [Adler-32 and length of the raw bytes (zlib's trailer), CRC-32C of the bytes
+        # written (``--resume`` checks the kept ones; not for shards the final shuffle ``rewritten``)]
+        self.checksums: Dict[str, list] = dict(checksums or {})
+        self.rewritten = set(rewritten)
         self.lengths: Dict[str, int] = {}  # key ("split/shard") -> bytes written
         self.shard_counts: Dict[str, int] = {}  # per split, once known (see open_split)
         for split, count in (shard_counts or {}).items():
@@ -101,13 +105,30 @@ class ShardAssembler:
                     if self.zlib:
                         handle.write(ZLIB_HEADER)
                 self.lengths[key] = len(ZLIB_HEADER) if self.zlib else 0
-                self.checksums[key] = [1, 0]
+                self.checksums[key] = [1, 0, crc32c(ZLIB_HEADER) if self.zlib else 0]
             else:  # resume: drop whatever came after the last unit the journal vouches for
                 if not os.path.exists(path) or os.path.getsize(path) < sizes[key]:
                     raise GenerationError(f"--resume: {path} is missing or shorter than the journal says; "
-                                          "use --overwrite to start again")
+                                          "run without --resume, with --overwrite, to start again")
+                self._check_kept(key, path, sizes[key])
                 os.truncate(path, sizes[key])
                 self.lengths[key] = sizes[key]
+        for directory in {os.path.dirname(self.path(f"{split}/{shard}")) for shard in range(count)}:
+            sync_directory(directory)  # the shards' names, before a journal vouches for them
+
+    def _check_kept(self, key: str, path: str, size: int) -> None:
+        """The bytes of a shard the journal vouches for are those it was written with (a journal
+        of an earlier version keeps no CRC-32C: taken as is).  Every unit appends to every
+        shard, so a damaged one cannot be rebuilt short of redoing the run."""
+        kept = self.checksums.get(key) or []
+        if len(kept) < 3 or key in self.rewritten:
+            return
+        found = file_crc32c(path, size)
+        if found != kept[2]:
+            raise GenerationError(
+                f"--resume: {path} is damaged: its {size:,} journaled bytes have CRC-32C {found:08x}, they were written "
+                f"as {kept[2]:08x}; its units cannot be recovered from it: run without --resume, with --overwrite, "
+                "to start again")
 
     def append(self, segments: List[Segment]) -> None:
         """One unit's segments, in (split, shard) order; their piece files are removed after.
@@ -126,10 +147,11 @@ class ShardAssembler:
                     shard.seek(self.lengths[key])
                     copy_range(piece, segment.offset, segment.length, shard, segment.path)
                     shard.flush()
+                    os.fsync(shard.fileno())  # on disk before the journal vouches for it
                     self.lengths[key] = shard.tell()
-                adler, length = self.checksums[key]
+                adler, length, crc = (self.checksums[key] + [0])[:3]
                 self.checksums[key] = [adler32_combine(adler, segment.adler32, segment.raw_length),
-                                       length + segment.raw_length]
+                                       length + segment.raw_length, crc32c_combine(crc, segment.crc32c, segment.length)]
         finally:
             for piece in pieces.values():
                 piece.close()
@@ -153,7 +175,9 @@ class ShardAssembler:
             with open(self.path(key), "r+b") as shard:
                 shard.seek(self.lengths[key])
                 if self.zlib:
-                    shard.write(zlib_trailer(self.checksums[key][0]))
+                    trailer = zlib_trailer(self.checksums[key][0])
+                    shard.write(trailer)
+                    self.checksums[key][2:] = [crc32c(trailer, (self.checksums[key] + [0])[2])]
                 shard.flush()
                 if sync:
                     os.fsync(shard.fileno())

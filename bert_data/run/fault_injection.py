@@ -26,14 +26,23 @@ class FinalizeSteps:
 
 
 # Fault injection for the test suite only: after the N-th unit is journaled, say so on stderr and
-# wait for a signal, so that a test interrupts a run at a chosen unit (by work done, not by time).
+# wait for a signal, so that a test interrupts a run at a chosen unit (by work done, not by time),
+# or changes the world (stops a storage server) and lets it go on with SIGUSR1.
 # Read only when set.
 PAUSE_AFTER_UNIT = "BERT_DATA_TEST_PAUSE_AFTER_UNIT"
+GO_ON = signal.SIGUSR1
 
 
 def pause_if_chosen(units_done: int) -> None:
     chosen = os.environ.get(PAUSE_AFTER_UNIT)
     if chosen and int(chosen) == units_done:
-        print(f"bert_data: test: paused after unit {units_done}", file=sys.stderr, flush=True)
-        while True:  # only a signal (its handler raises, or it kills) ends the wait
-            signal.pause()
+        # SIGUSR1 blocked before the line is printed: one sent after it is never lost.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {GO_ON})
+        try:
+            print(f"bert_data: test: paused after unit {units_done}", file=sys.stderr, flush=True)
+            # Any other signal's handler (it raises, or it kills) ends the wait as well: it runs
+            # when the wait is interrupted, or between waits.
+            while signal.sigtimedwait({GO_ON}, 1.0) is None:
+                pass
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)

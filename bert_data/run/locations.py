@@ -190,6 +190,9 @@ class RemoteOutput:
                 storage.remove(self.lock_url)
         except (OSError, ValueError):
             pass
+        except Exception as error:  # noqa: BLE001 - storage gone: the lock stays, stale, and
+            if storage.unreachable(error) is None:  # the next run of this host takes it over
+                raise
         self.held = False
 
     # ------------------------------------------------------------------ earlier output
@@ -201,7 +204,8 @@ class RemoteOutput:
         raise ConfigError(f"--output_dir {self.places.output}: an interrupted run of it is staged in {staging}; "
                           "pass --resume to continue it or --overwrite to start again")
 
-    def prepare(self, staged: OutputSpec, fingerprint: str, record: Optional[dict] = None) -> Optional[dict]:
+    def prepare(self, staged: OutputSpec, fingerprint: str, record: Optional[dict] = None,
+                stamps: Optional[list] = None) -> Optional[dict]:
         """``run_files.prepare_output_dir`` for the staging directory (``staged``), then the
         URL's side: refuse to mix with an earlier run's files unless told (--overwrite: they go;
         --resume: a finished run has nothing to resume).  Returns the journal when resuming."""
@@ -210,7 +214,7 @@ class RemoteOutput:
                 not (read_journal(self.places.journal_dir) or {}).get("finished"):  # (else: finish it again)
             raise ConfigError(f"--resume: {output} holds a finished run; nothing to resume")
         try:
-            journal = prepare_output_dir(staged, fingerprint, control.resume, control.overwrite, record)
+            journal = prepare_output_dir(staged, fingerprint, control.resume, control.overwrite, record, stamps)
         except ConfigError as error:  # name the URL the user gave, and where its run is staged
             raise ConfigError(str(error).replace(staged.directory, f"{output} (staged in {staged.directory})")) \
                 from None

@@ -25,3 +25,6 @@ class Segment:
     # and length of what it holds to close the shard's single zlib stream.
     adler32: int = 1
     raw_length: int = 0
+    # The CRC-32C of the segment's bytes (``length`` of them) as written: the assembler combines
+    # them into each shard's, which the journal keeps and ``--resume`` checks.
+    crc32c: int = 0

@@ -21,7 +21,7 @@ from ..pipeline.documents.reading import read_documents
 from ..format.dataset_layout import SPLIT_OF_CODE, TRAIN, TRAIN_CODE, VAL, VAL_CODE
 from ..pipeline.documents.types import CorpusPlan, InputError, ReadingSpec, Slice
 from ..pipeline.mixing import CorpusOrder, region_size
-from .run_record import run_record
+from .run_record import input_stamps, run_record
 from .specs import RunSpec
 from .units import SliceTable, UnitWork
 
@@ -57,6 +57,7 @@ class Plan:
     # ``screening.screen_corpus`` once every slice is tokenized (None until then, or unscreened).
     removed: Optional[np.ndarray] = None
     removal_report: object = None
+    input_stamps: list = field(default_factory=list)  # each listed file's size and time (run_record.input_stamps)
 
     @property
     def slices(self) -> List[Slice]:
@@ -127,10 +128,11 @@ def make_plan(spec: RunSpec, skip_missing: bool = False, check_case: bool = True
     n_listed = {split: len(docs) + sum(1 for *_, s in missing if s == split) for split, docs in split_docs.items()}
     excluded_docs = sum(corpus.docs_per_path.get(path, 0) for path in {entry.path for entry in excluded})
     decontamination = spec.screening.decontamination if spec.screening is not None else None
-    record = run_record(spec.options, vocab, entries + val_entries,
+    stamps = input_stamps(entries + val_entries)
+    record = run_record(spec.options, vocab, entries + val_entries, stamps,
                         evaluation_digests(decontamination.paths) if decontamination is not None else None)
     return Plan(corpus, units, orders, split_docs, mixing.split_num, n_listed, missing, excluded_docs, vocab,
-                run_fingerprint(record), record)
+                run_fingerprint(record), record, stamps)
 
 
 def warn_about_split_sizes(inputs, n_train: int, n_val: int) -> None:

@@ -22,9 +22,12 @@ so that many such runs can write their own files into one directory at once, as 
 Google's tool (one run per input shard); like Google's tool, such a run replaces the files it
 names.
 
-The journal, rewritten after each unit is appended to the shards, records the shards' sizes
-and zlib checksums and the run's totals, under the fingerprint of the run: a resumed run
-truncates the shards to those sizes and goes on from the next unit.  Tokenized slices are kept
+The journal, rewritten after each unit is appended to the shards (durably, the shards' new
+bytes first), records the shards' sizes and checksums (zlib's Adler-32 for its trailer, and a
+CRC-32C of the bytes, checked by ``--resume``) and the run's totals, under the fingerprint of
+the run, with a checksum of its own (``work_checks``): a resumed run checks the shards, truncates
+them to those sizes and goes on from the next unit.  Beside it, ``inputs.json``: the listed
+files' sizes and times when the run started, which name the file a refused ``--resume`` blames.  Tokenized slices are kept
 for a resumed run; every other work file of a unit the journal does not vouch for is discarded.
 """
 
@@ -48,15 +51,18 @@ from ..config import ConfigError
 from ..format import dataset_layout
 from ..format.checksums import split_digests
 from ..format.dataset_layout import LOCK, TRAIN, WORK_DIR, in_progress, is_run_output_name
-from ..format.manifest import MANIFEST_NAME, Manifest, write_json_atomic
+from ..format.manifest import MANIFEST_NAME, Manifest
 from ..notices import warn
 from .fault_injection import FinalizeSteps as _Steps
-from .run_record import differences
+from .output_lock import OutputLock
+from .run_record import INPUTS_CHANGED, changed_inputs, differences
+from . import work_checks
 
 if TYPE_CHECKING:  # (annotations only: what the command line imports of this module stays light)
     from .specs import OutputSpec
 
 JOURNAL = "journal.json"
+INPUT_STAMPS = "inputs.json"  # each listed file's size and time when the run started (see run_record)
 # Tokenized slices, complete (written through a temporary and renamed): a resumed run keeps them.
 _SLICE_KINDS = {"tokens": ".tokens.npy", "docs": ".docs.npy", "sentences": ".sentences.npy", "summary": ".json"}
 _SCREEN = ".screen.npy"  # --dedup, --decontaminate: a slice's signature table (a --resume decides again)
@@ -290,67 +296,6 @@ def remove_outputs(paths: List[str]) -> None:
                 pass
 
 
-class OutputLock:
-    """A lock on the output directory for the length of a run (released by the OS if the
-    process dies, so a killed run never blocks the next one).
-
-    One lock file per directory (``dataset_layout.LOCK``): a run of the directory holds it
-    exclusively; runs writing named files there (Google's ``--output_file``) hold it shared, so
-    that many of them share a directory but none runs beside a run of the whole directory (whose
-    ``--overwrite`` could otherwise meet their files in progress), and each also holds its own
-    exclusively (``path``)."""
-
-    def __init__(self, output_dir: str, path: Optional[str] = None, shared: bool = False):
-        self.path = path or os.path.join(output_dir, LOCK)
-        self.shared = shared
-        self.handle = None
-
-    def acquire(self) -> None:
-        import fcntl
-
-        try:
-            self.handle = open(self.path, "a+")
-        except OSError as error:
-            raise ConfigError(f"--output_dir {os.path.dirname(self.path) or '.'} is not writable: "
-                              f"{error.strerror}") from None
-        try:
-            fcntl.flock(self.handle, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
-        except OSError:
-            self.handle.seek(0)
-            holder = self.handle.read().strip() or "runs writing --output_file files there"
-            self.handle.close()
-            self.handle = None
-            raise ConfigError(
-                f"--output_dir {os.path.dirname(self.path) or '.'} is in use by another run ({holder}); "
-                "wait for it to finish or choose another directory"
-            ) from None
-        if self.shared:
-            return  # (the holders of a shared lock name nobody: there may be many)
-        self.handle.seek(0)
-        self.handle.truncate()
-        self.handle.write(f"pid {os.getpid()} on {os.uname().nodename}\n")
-        self.handle.flush()
-
-    def release(self) -> None:
-        import fcntl
-
-        if self.handle is None:
-            return
-        last = True
-        if self.shared:  # the file goes with the last of the runs sharing it
-            try:
-                fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                last = False
-        if last:
-            try:
-                os.remove(self.path)
-            except FileNotFoundError:
-                pass
-        self.handle.close()
-        self.handle = None
-
-
 @contextlib.contextmanager
 def locked_output(output: OutputSpec) -> Iterator[None]:
     """The run's locks for its length (see :class:`OutputLock`)."""
@@ -377,10 +322,11 @@ def create_output_dir(output: OutputSpec) -> None:
 
 
 def prepare_output_dir(output: OutputSpec, fingerprint: str, resume: bool, overwrite: bool,
-                       record: Optional[dict] = None) -> Optional[dict]:
+                       record: Optional[dict] = None, stamps: Optional[list] = None) -> Optional[dict]:
     """Make the (locked) output directory ready: ``resume`` an interrupted run (returns its
     journal) or start one, removing an earlier run's files if ``overwrite``.  ``record``: this
-    run's ``run_record``, to say what changed when the fingerprint differs."""
+    run's ``run_record``, and ``stamps`` its inputs' (``run_record.input_stamps``), to say what
+    changed when the fingerprint differs."""
     if not os.access(output.directory, os.W_OK):
         raise ConfigError(f"--output_dir {output.directory} is not writable")
 
@@ -388,23 +334,14 @@ def prepare_output_dir(output: OutputSpec, fingerprint: str, resume: bool, overw
     journal = None
     found = existing_outputs(output)
     if resume:
-        journal = read_journal(work_dir)
+        journal = read_journal(work_dir, output.directory)
         # A run killed after its manifest but before its last clean-up finishes that on resume.
         if Manifest.exists_in(output.split_dirs()[TRAIN], manifest_name(output)) and not (journal or {}).get("finished"):
             raise ConfigError(f"--resume: {output.directory} holds a finished run; nothing to resume")
         if journal is None:
-            # Never start afresh silently under --resume: the user believes work is kept.
-            if found:
-                raise ConfigError(f"--resume: the run in {output.directory} stopped before it kept anything, so there "
-                                  "is nothing to resume; run without --resume, with --overwrite, to start again")
-            raise ConfigError(f"--resume: {output.directory} holds no interrupted run, so there is nothing to resume; "
-                              "run without --resume to start")
+            _refuse_without_journal(output, work_dir, found)
         if journal.get("fingerprint") != fingerprint:
-            changed = differences(journal.get("run"), record) if record else []
-            what = ("; ".join(changed) if changed else
-                    "other options, another vocabulary or other documents")
-            raise ConfigError(f"--resume: {output.directory} was started with {'other options: ' if changed else ''}"
-                              f"{what}; resume with the same ones, or use --overwrite to start again")
+            _refuse_other_run(output, work_dir, journal, record, stamps)
         discard_unjournaled(work_dir)
     elif found:
         # Named output files (--output_file) are replaced, as Google's tool replaces them.
@@ -423,33 +360,95 @@ def prepare_output_dir(output: OutputSpec, fingerprint: str, resume: bool, overw
     return journal
 
 
+def _refuse_without_journal(output: OutputSpec, work_dir: str, found: List[str]) -> None:
+    """--resume without a journal: never start afresh silently (the user believes work is
+    kept), and never call work files that are there nothing."""
+    names = [name for name in storage.listdir(work_dir) if name != INPUT_STAMPS] if os.path.isdir(work_dir) else []
+    kept = [name for name in names if _SLICE_FILE.match(name)]
+    shards = [path for path in found if path != work_dir]
+    if kept or shards:
+        what = ", ".join(part for part in (f"{len(kept):,} tokenized slice files" if kept else "",
+                                           f"{len(shards):,} shard files" if shards else "") if part)
+        raise ConfigError(f"--resume: the journal of the run in {output.directory} ({os.path.join(work_dir, JOURNAL)}) "
+                          f"is missing, so the work there ({what}) cannot be vouched for; restore the journal, or run "
+                          "without --resume, with --overwrite, to start again")
+    if found:
+        raise ConfigError(f"--resume: the run in {output.directory} stopped before it kept anything, so there "
+                          "is nothing to resume; run without --resume, with --overwrite, to start again")
+    raise ConfigError(f"--resume: {output.directory} holds no interrupted run, so there is nothing to resume; "
+                      "run without --resume to start")
+
+
+def _refuse_other_run(output: OutputSpec, work_dir: str, journal: dict, record: Optional[dict],
+                      stamps: Optional[list]) -> None:
+    changed = differences(journal.get("run"), record) if record else []
+    if changed and all(change == INPUTS_CHANGED for change in changed):
+        files = changed_inputs(read_input_stamps(work_dir), stamps or [])
+        first = files[0] if files else changed[0]
+        more = f" (and {len(files) - 1:,} more)" if len(files) > 1 else ""
+        raise ConfigError(f"--resume: {first}{more}: the work kept in {output.directory} was made from the file as it "
+                          "was; restore it, or run without --resume, with --overwrite, to start afresh")
+    changed = [change for change in changed if change != INPUTS_CHANGED]
+    what = "; ".join(changed) if changed else "other options, another vocabulary or other documents"
+    raise ConfigError(f"--resume: {output.directory} was started with {'other options: ' if changed else ''}"
+                      f"{what}; resume with the same ones, or use --overwrite to start again")
+
+
 # ---------------------------------------------------------------------------- journal
 
-def read_journal(work_dir: str) -> Optional[dict]:
+def read_journal(work_dir: str, output_dir: Optional[str] = None) -> Optional[dict]:
     """``{"fingerprint", "shard_sizes", "shard_checksums", "totals"}``, or None if the run never
     began writing (the journal is written before the first task).  ``shard_checksums`` is missing
-    from journals of earlier versions."""
+    from journals of earlier versions.  A journal that is empty, not JSON or not what its
+    checksum says is a ConfigError naming it (``output_dir``: the run's, for the message)."""
     path = os.path.join(work_dir, JOURNAL)
-    if not os.path.exists(path):
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read()
+    except FileNotFoundError:
         return None
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+    try:
+        return work_checks.loads_checked(text)
+    except work_checks.Damaged as damage:
+        raise ConfigError(f"--resume: the journal {path} is damaged ({damage}), so what the run in "
+                          f"{output_dir or os.path.dirname(work_dir)} kept cannot be vouched for; run without --resume, "
+                          "with --overwrite, to start again") from None
 
 
 def write_journal(work_dir: str, fingerprint: str, shard_sizes: Dict[str, int], shard_checksums: Dict[str, list],
                   totals: dict, finished: bool = False, record: Optional[dict] = None) -> None:
     """``finished``: every shard is complete (in progress still, or renamed since): what is left
     is ``finalize``, which a resumed run does again from the start.  ``record``: the run's
-    ``run_record`` (what a refused --resume names as changed)."""
+    ``run_record`` (what a refused --resume names as changed).  Checksummed (its own content),
+    and durable before it replaces the one before, as the bytes it vouches for are."""
     data = {"fingerprint": fingerprint, "shard_sizes": shard_sizes, "shard_checksums": shard_checksums,
             "totals": totals}
     if record:
         data["run"] = record
     if finished:
         data["finished"] = True
-    # Synced only when finished: before that it guards against a stopped process (whose writes
-    # the page cache keeps), and an fsync per unit would stall the parent.
-    write_json_atomic(os.path.join(work_dir, JOURNAL), data, sync=finished)
+    path = os.path.join(work_dir, JOURNAL)
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(work_checks.dumps_checked(data))
+        work_checks.replace_durably(temporary, path, handle)
+
+
+def write_input_stamps(work_dir: str, stamps: list) -> None:
+    """Each listed file's size and time as the run started (``run_record.input_stamps``; the
+    journal's record holds only their hash), written once, before the first journal."""
+    path = os.path.join(work_dir, INPUT_STAMPS)
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump(stamps, handle, separators=(",", ":"))
+        work_checks.replace_durably(path + ".tmp", path, handle)
+
+
+def read_input_stamps(work_dir: str) -> Optional[list]:
+    try:
+        with open(os.path.join(work_dir, INPUT_STAMPS), encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
 
 
 def count_slices(work_dir: str) -> int:
@@ -463,7 +462,7 @@ def discard_unjournaled(work_dir: str) -> None:
     them), and any temporary file; tokenized slices stay for the resumed run.  ``work_dir``: a
     local directory or a URL."""
     storage.remove_many([storage.join(work_dir, name) for name in storage.listdir(work_dir)
-                         if name != JOURNAL and not _SLICE_FILE.match(name)])
+                         if name not in (JOURNAL, INPUT_STAMPS) and not _SLICE_FILE.match(name)])
 
 
 def keep_journaled(places, remove_shards: Callable[[], None]) -> Tuple[Optional[dict], int]:
@@ -473,7 +472,12 @@ def keep_journaled(places, remove_shards: Callable[[], None]) -> Tuple[Optional[
     Returns the journal (None if never written) and the count of tokenized slices kept."""
     journal = read_journal(places.journal_dir)
     discard_unjournaled(places.journal_dir)
-    kept_slices = count_slices(places.scratch)
+    try:
+        kept_slices = count_slices(places.scratch)
+    except Exception as error:  # noqa: BLE001 - a work directory at a URL that is gone: what it
+        if storage.unreachable(error) is None:  # holds stays (a resumed run discards what it must)
+            raise
+        return journal, 0
     if not (journal and journal["totals"]["units_done"]) and not kept_slices:
         remove_shards()
         remove_run_files(places)
@@ -502,6 +506,11 @@ def stopped(error: BaseException, places, remove_shards: Callable[[], None], n_u
         advice = (" (the out-of-memory killer sends it: fewer --num_workers need less memory)"
                   if worker_signal == signal.SIGKILL else "")
         return GenerationError(f"a worker process {how}{advice}: {kept.describe()}")
+    url = storage.unreachable(error)
+    if url is not None:  # object storage gone (before the disk-fault branch: ConnectionError is an OSError)
+        return GenerationError(f"cannot reach {url}: " + kept.describe(
+            "when it is reachable again, run the same command with --resume",
+            "when it is reachable again, run the same command again"))
     if isinstance(error, OSError):
         where = os.path.dirname(error.filename) if isinstance(error.filename, str) else places.local_output
         if error.errno in (errno.ENOSPC, errno.EDQUOT) or is_short_write(error):
@@ -543,7 +552,7 @@ def finalize(output: OutputSpec, staged: OutputSpec, places, shard_counts: Dict[
                 for path in (final,) + dataset_layout.companion_paths(final, staged.format):  # Megatron's .idx
                     _publish(in_progress(path), path, size if path == final else None)
                 step()
-            _sync_directory(directory)
+            work_checks.sync_directory(directory)
     uploaded = dataset_layout.in_progress if remote is not None else None  # hashed: the staged copies
     digests = {split: split_digests([shard_path(directory, staged, shard) for shard in range(shard_counts[split])],
                                     staged.format, directory, uploaded)
@@ -568,20 +577,6 @@ def _publish(in_progress_path: str, final: str, size: Optional[int]) -> None:
     elif not os.path.exists(final) or (size is not None and os.path.getsize(final) != size):
         raise GenerationError(f"--resume: {final} is missing or not the size the journal says; "
                               "run with --overwrite to start again")
-
-
-def _sync_directory(directory: str) -> None:
-    """Make renames in ``directory`` durable before the manifest vouches for them."""
-    try:
-        handle = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(handle)
-    except OSError:
-        pass  # not every file system syncs a directory
-    finally:
-        os.close(handle)
 
 
 def remove_run_files(places) -> None:

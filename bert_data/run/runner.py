@@ -47,7 +47,7 @@ from .locations import RemoteOutput, RunLocations, prepare_work_dir, run_locatio
 from .planning import Plan, make_plan, some_of, warn
 from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pool_path,
                         prepare_output_dir, refuse_writing_over_inputs, remove_run_files, remove_shards_being_shuffled,
-                        shard_in_progress, slice_paths, stopped, write_journal)
+                        shard_in_progress, slice_paths, stopped, write_input_stamps, write_journal)
 from .screening import screen_corpus
 from .scheduler import Scheduler, ShardCounts, UnitResult, slices_still_needed
 from .scratch import finished_slices
@@ -116,8 +116,9 @@ def _run_locked(spec: RunSpec, staged: OutputSpec, places: RunLocations, remote:
     Whatever stops the run (Ctrl-C, a killed worker, a full disk, any failure but the input's
     own), what the journal vouches for stays for ``--resume`` (``run_files.stopped``)."""
     control = spec.control
-    journal = prepare_output_dir(staged, plan.fingerprint, control.resume, control.overwrite, plan.record) \
-        if remote is None else remote.prepare(staged, plan.fingerprint, plan.record)
+    journal = prepare_output_dir(staged, plan.fingerprint, control.resume, control.overwrite, plan.record,
+                                 plan.input_stamps) \
+        if remote is None else remote.prepare(staged, plan.fingerprint, plan.record, plan.input_stamps)
     prepare_work_dir(places, journal is not None, executor)
     totals = RunTotals.from_json(journal["totals"]) if journal else RunTotals()
     first_unit = totals.units_done
@@ -126,7 +127,8 @@ def _run_locked(spec: RunSpec, staged: OutputSpec, places: RunLocations, remote:
         if not (journal and journal.get("finished")):  # else killed while finalizing: finalize again
             assembler = ShardAssembler(staged, journal["shard_sizes"] if journal else None,
                                        journal.get("shard_checksums") if journal else None,
-                                       dict(totals.shard_counts), fetch_dir=places.journal_dir)
+                                       dict(totals.shard_counts), fetch_dir=places.journal_dir,
+                                       rewritten=totals.shuffled)
             _write_units(spec, staged, places, plan, executor, progress, started, parallelism, journal, totals,
                          assembler)
         summaries = finished_slices([slice_.index for slice_ in plan.slices], places.scratch, len(plan.slices))
@@ -169,8 +171,9 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
     still_needed = slices_still_needed(plan)
     done_slices = {index: SliceSummary.from_json(data) for index, data in
                    finished_slices([slice_.index for slice_ in plan.slices], work_dir,
-                                   0 if corpus else still_needed[first_unit]).items()}
+                                   0 if corpus else still_needed[first_unit], verify=journal is not None).items()}
     if not journal:  # from now on an interruption can be resumed, tokenized slices and all
+        write_input_stamps(journal_dir, plan.input_stamps)
         write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json(),
                       record=plan.record)
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import errno
 import io
-import json
 import os
 import tempfile
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -24,21 +23,39 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import storage
+from ..notices import warn
+from . import work_checks
 from .run_files import fetched_piece_path, private_temporary, slice_paths
 
 HEADER_PROBE = 1024  # bytes read to find an .npy header (ours are 128)
 
 
-def save_array(array: np.ndarray, path: str) -> None:
+class _Checksummed:
+    """A file object's ``write``, the CRC-32C of what went through it kept (numpy writes an
+    array to anything with ``write``, a chunk at a time)."""
+
+    def __init__(self, handle):
+        self.handle, self.crc32c = handle, 0
+
+    def write(self, data) -> int:
+        self.crc32c = work_checks.crc32c(data, self.crc32c)
+        return self.handle.write(data)
+
+
+def save_array(array: np.ndarray, path: str) -> int:
+    """Returns the file's CRC-32C (kept in the slice's summary: ``--resume`` checks it).  A local
+    file is durable (file and name) when this returns."""
     if storage.is_url(path):
         buffer = io.BytesIO()
         np.save(buffer, array, allow_pickle=False)
         storage.write_bytes(path, buffer.getvalue())
-        return
+        return work_checks.crc32c(buffer.getbuffer())
     temporary = private_temporary(path)
     with open(temporary, "wb") as handle:
-        np.save(handle, array, allow_pickle=False)
-    os.replace(temporary, path)
+        checksummed = _Checksummed(handle)
+        np.save(checksummed, array, allow_pickle=False)
+        work_checks.replace_durably(temporary, path, handle)
+    return checksummed.crc32c
 
 
 def new_array_file(path: str, dtype, size: int) -> np.ndarray:
@@ -74,37 +91,49 @@ def load_arrays(paths: Sequence[str]) -> List[np.ndarray]:
 
 
 def save_json(data: dict, path: str) -> None:
+    """With a checksum of its content (``work_checks.dumps_checked``); durable when local."""
+    text = work_checks.dumps_checked(data)
     if storage.is_url(path):
-        storage.write_bytes(path, json.dumps(data).encode("utf-8"))
+        storage.write_bytes(path, text.encode("utf-8"))
         return
     temporary = private_temporary(path)
     with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(data, handle)
-    os.replace(temporary, path)
+        handle.write(text)
+        work_checks.replace_durably(temporary, path, handle)
 
 
 def load_json(path: str) -> Optional[dict]:
-    """The object, or None if the file does not exist."""
+    """The object, or None if the file does not exist (``work_checks.Damaged`` if it is not
+    what it was written as)."""
     try:
-        return json.loads(storage.read_bytes(path))
+        return work_checks.loads_checked(storage.read_bytes(path))
     except FileNotFoundError:
         return None
 
 
-def load_jsons(paths: Sequence[str]) -> List[dict]:
-    """Several (existing) JSON files, read at once."""
-    return [json.loads(data) for data in storage.read_many(list(paths))]
+def load_jsons(paths: Sequence[str]) -> List[Optional[dict]]:
+    """Several (existing) JSON files, read at once; None for one that is damaged."""
+    found = []
+    for data in storage.read_many(list(paths)):
+        try:
+            found.append(work_checks.loads_checked(data))
+        except work_checks.Damaged:
+            found.append(None)
+    return found
 
 
 def listdir(work_dir: str) -> List[str]:
     return storage.listdir(work_dir)
 
 
-def finished_slices(slice_indices: Sequence[int], work_dir: str, first_needed: int) -> Dict[int, dict]:
+def finished_slices(slice_indices: Sequence[int], work_dir: str, first_needed: int,
+                    verify: bool = False) -> Dict[int, dict]:
     """Slices an interrupted run tokenized (a summary is written last), as their summaries' JSON:
     not tokenized again, unless a unit still to come needs tokens that were already freed.  One
     listing of the work directory, and the summaries read at once (a URL answers them
-    concurrently)."""
+    concurrently).  ``verify`` (a resumed run, before it reuses them): every file of each slice
+    is checked against the checksums of its summary; a damaged slice is named in a warning,
+    its files removed, and it is tokenized again (the same bytes: tokenizing is deterministic)."""
     names = set(listdir(work_dir))
     if not names:
         return {}
@@ -118,7 +147,33 @@ def finished_slices(slice_indices: Sequence[int], work_dir: str, first_needed: i
             continue
         candidates.append(index)
     summaries = load_jsons([slice_paths(work_dir, index)["summary"] for index in candidates])
-    return dict(zip(candidates, summaries))
+    found = {}
+    for index, summary in zip(candidates, summaries):
+        damage = "its summary is damaged" if summary is None else (
+            _slice_damage(slice_paths(work_dir, index), names, summary) if verify else None)
+        if damage is None:
+            found[index] = summary
+            continue
+        paths = slice_paths(work_dir, index)
+        warn(f"--resume: {damage}: tokenizing slice {index + 1:,} again")
+        storage.remove_many([path for path in paths.values() if storage.basename(path) in names])
+    return found
+
+
+def _slice_damage(paths: Dict[str, str], names, summary: dict) -> Optional[str]:
+    """What is wrong with a kept slice's files (None: each is as written).  A slice of an
+    earlier version carries no checksums: taken as is."""
+    for kind, expected in sorted((summary.get("checksums") or {}).items()):
+        path = paths[kind]
+        if storage.basename(path) not in names:
+            continue  # freed: no later unit reads it
+        try:
+            found = work_checks.file_crc32c(path)
+        except (OSError, work_checks.Damaged) as error:
+            return f"{path} cannot be read ({error})"
+        if found != expected:
+            return f"{path} is damaged (its CRC-32C is {found:08x}, it was written as {expected:08x})"
+    return None
 
 
 class _Ranges:

@@ -32,6 +32,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from .. import storage
 from ..format.dataset_layout import TRAIN
 from ..format.output_formats import get_format
 from ..format.tfrecord.splicing import SegmentCompressor
@@ -51,6 +52,7 @@ from .pieces import Segment
 from .run_files import piece_path, pool_path, slice_paths
 from .scratch import PieceWriter, load_array, load_json, save_array, save_json
 from .specs import EncodeSpec, PairSpec, TokenizeSpec
+from .work_checks import crc32c
 from .units import SliceTable, SplitPairs, UnitPairs, UnitWork, EncodeTask, record_slices, unit_pool
 
 # Rows masked and encoded together: large enough for numpy to pay, small enough to keep a
@@ -141,18 +143,23 @@ def tokenize_slice(slice_: Slice, spec: TokenizeSpec, work_dir: str) -> SliceSum
     except Exception as error:  # name the document: the first thing a user needs to know
         last = stage.last_read
         where = last.label if last is not None else (slice_.sources[0].label if slice_.sources else "?")
+        url = storage.unreachable(error)
+        if url is not None:  # storage gone, not the document's fault: the run keeps its work
+            raise storage.Unreachable(url) from None
         if isinstance(error, InputError):  # (its message names the file already)
             raise UnitError(str(error)) from error
         raise UnitError(f"{where}: {type(error).__name__}: {error}") from error
     paths = slice_paths(work_dir, slice_.index)
-    save_array(tokenized.tokens, paths["tokens"])
-    save_array(tokenized.sentence_lengths, paths["sentences"])
-    save_array(tokenized.table, paths["docs"])
+    checksums = {"tokens": save_array(tokenized.tokens, paths["tokens"]),
+                 "sentences": save_array(tokenized.sentence_lengths, paths["sentences"]),
+                 "docs": save_array(tokenized.table, paths["docs"])}
     if screen is not None:
-        save_array(screen.table(), paths["screen"])
+        checksums["screen"] = save_array(screen.table(), paths["screen"])
     summary = SliceSummary(slice_.index, len(tokenized.tokens), tokenized.n_chars, tokenized.skips,
                            tokenized.kept_in_parts, undecoded, screen.lines_removed if screen is not None else [])
-    save_json(summary.to_json(), paths["summary"])
+    # Written last (a slice with a summary is complete), with its files' checksums: ``--resume``
+    # checks them before it reuses the slice.
+    save_json(dict(summary.to_json(), checksums=checksums), paths["summary"])
     return summary
 
 
@@ -215,15 +222,19 @@ def encode_shards(task: EncodeTask, spec: EncodeSpec, work_dir: str) -> List[Seg
             masking_rng = np.random.default_rng(random_streams(spec.seed, task.unit_index, task.split, MASKING, shard))
             offset = piece_file.tell()
             compressor = SegmentCompressor(spec.segment_compression)
+            crc = 0
             for rows, pack_sizes in record_slices(task.pack_sizes, first_row, first_row + size, CHUNK_ROWS):
                 columns = instance_columns(tokens, task.pairs.take(rows), spec.instances, vocab, spec.masking,
                                            masking_rng, spec.packing, pack_sizes)
-                piece_file.write(compressor.compress(writer.encode_segment(columns)))
-            piece_file.write(compressor.flush())
+                data = compressor.compress(writer.encode_segment(columns))
+                crc = crc32c(data, crc)
+                piece_file.write(data)
+            data = compressor.flush()
+            piece_file.write(data)
             first_row += size
             if size:
                 segments.append(Segment(task.split, shard, path, offset, piece_file.tell() - offset, size,
-                                        compressor.adler32, compressor.raw_length))
+                                        compressor.adler32, compressor.raw_length, crc32c(data, crc)))
     return segments
 
 

@@ -240,7 +240,7 @@ def check_documents_exist(entries: Sequence[MetadataEntry], skip_missing: bool =
             elif found["type"] != "file":
                 reason = "not a regular file"
             else:
-                entry.size = found["size"]
+                entry.size, entry.version = found["size"], found.get("version", "")
         else:  # (os.stat only: a FIFO is never opened, so nothing hangs)
             reason = storage.not_a_regular_file(entry.path) or None
             if reason is None and not os.access(entry.path, os.R_OK):

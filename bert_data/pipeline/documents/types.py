@@ -74,6 +74,7 @@ class MetadataEntry:
     label: str  # as listed: names the document in messages and in the validation hash
     path: str  # as opened (prefix joined; absolute, or a URL)
     size: int = -1  # bytes, when known from listing a URL's folder (saves a request a file)
+    version: str = ""  # an object's ETag (or other version), when its listing gave one
 
 
 @dataclass(frozen=True)
