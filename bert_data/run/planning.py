@@ -132,7 +132,7 @@ def make_plan(spec: RunSpec, skip_missing: bool = False, check_case: bool = True
     record = run_record(spec.options, vocab, entries + val_entries, stamps,
                         evaluation_digests(decontamination.paths) if decontamination is not None else None)
     return Plan(corpus, units, orders, split_docs, mixing.split_num, n_listed, missing, excluded_docs, vocab,
-                run_fingerprint(record), record, stamps)
+                run_fingerprint(record), record, input_stamps=stamps)
 
 
 def warn_about_split_sizes(inputs, n_train: int, n_val: int) -> None:
