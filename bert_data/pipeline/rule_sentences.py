@@ -1,0 +1,275 @@
+"""spaCy's rule-based sentence boundaries, computed without building a spaCy ``Doc``.
+
+The built-in splitter is ``spacy.blank(lang)`` + ``sentencizer``.  Building a ``Doc`` for every
+passage is most of its cost, yet the sentencizer looks at very little of it.  Its state machine
+(``spacy/pipeline/sentencizer.pyx``, ``Sentencizer.predict``) walks the tokens with one flag,
+*seen_period*: a token whose text is one of ``punct_chars`` sets it; while it is set, the first
+token that is neither ``is_punct`` nor in ``punct_chars`` starts a sentence and clears it.
+
+spaCy's tokenizer cuts the text at whitespace into *chunks* (maximal runs of non-whitespace) and
+tokenizes each chunk on its own (prefixes, suffixes, infixes, special cases, URL and token
+matches).  Between two chunks, a whitespace run that is exactly ``" "`` makes no token; any other
+run makes whitespace token(s), which are not punctuation and so start a sentence if the flag is
+set.  Hence:
+
+* a chunk holding none of ``punct_chars`` never sets the flag; if the flag is set when it comes,
+  its first token starts a sentence unless that token is punctuation -- which, when the chunk's
+  first character is not Unicode punctuation (category P*), it cannot be (``is_punct`` is "every
+  character is P*"), so the sentence starts at the chunk;
+* every other chunk that matters (one holding a punctuation character, or one starting with P*
+  while the flag is set) is tokenized by the pipeline's own tokenizer, alone, and the state
+  machine is run over its tokens for both values of the flag; the result is cached per chunk.
+
+Tokenizing a chunk alone gives the tokens it gets in context, with one exception: after the
+chunks are tokenized, spaCy runs a matcher for special cases over the whole ``Doc``, and a match
+can span two chunks separated by one space (its text then holds a space, so it is no special case
+and changes nothing itself), but it could hide an overlapping match inside a chunk.  Such a match
+needs the last token of one chunk and the first of the next to be adjacent tokens of some special
+case's pattern; wherever a tokenized chunk has such a neighbour, ``boundaries`` returns None and
+the caller runs spaCy itself on that text.  ``RuleSentencizer.for_pipeline`` returns None for any
+pipeline whose behaviour these arguments do not cover, so spaCy stays the source of truth: the
+tokenizer's rules and the punctuation set are read from the loaded pipeline, and tests compare
+the result with the pipeline's on hostile text.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Callable, Optional
+
+__all__ = ["RuleSentencizer"]
+
+# Python's \s is str.isspace(), the test spaCy's tokenizer splits chunks with.
+_WHITESPACE = re.compile(r"\s+")
+_CHUNK = re.compile(r"\S+")
+# Cache entries: (starts if the flag is clear, flag after, starts if set, flag after, first
+# token, last token).  Bounded, for flat memory; chunks longer than this are not cached.
+_CACHE_LIMIT = 100_000
+_CACHED_CHUNK_CHARS = 200
+
+
+def _is_p(character: str) -> bool:
+    return unicodedata.category(character)[0] == "P"
+
+
+def _special_case_pairs(tokenizer) -> set[tuple[str, str]]:
+    """Adjacent token pairs of the patterns of the tokenizer's special-case matcher.
+
+    spaCy (``Tokenizer.add_special_case``) adds a special case to that matcher, with the tokens the
+    affix rules alone give its text, when the text has a prefix, suffix or infix or a space (or
+    always, without ``faster_heuristics``).  A tokenizer with the same affix rules and no special
+    cases gives those tokens.
+    """
+    from spacy.tokenizer import Tokenizer
+
+    bare = Tokenizer(
+        tokenizer.vocab,
+        rules={},
+        prefix_search=tokenizer.prefix_search,
+        suffix_search=tokenizer.suffix_search,
+        infix_finditer=tokenizer.infix_finditer,
+        token_match=tokenizer.token_match,
+        url_match=tokenizer.url_match,
+    )
+    pairs: set[tuple[str, str]] = set()
+    for text in tokenizer.rules or {}:
+        if not (
+            not tokenizer.faster_heuristics
+            or tokenizer.find_prefix(text)
+            or tokenizer.find_infix(text)
+            or tokenizer.find_suffix(text)
+            or " " in text
+        ):
+            continue
+        words = [token.text for token in bare(text)]
+        pairs.update(zip(words, words[1:]))
+    return pairs
+
+
+class _AskSpacy(Exception):
+    """A chunk at ``position`` could be tokenized differently in context."""
+
+    def __init__(self, position: int) -> None:
+        self.position = position
+
+
+class RuleSentencizer:
+    """Sentence starts of the rule-based sentencizer for texts as the splitter gives them to spaCy."""
+
+    def __init__(self, nlp, punct_chars) -> None:
+        self._tokenizer = nlp.tokenizer
+        self._punct = frozenset(punct_chars)
+        self._pairs = _special_case_pairs(nlp.tokenizer)
+        self._pair_heads = frozenset(first for first, _ in self._pairs)  # can end a chunk's tokens
+        self._pair_tails = frozenset(second for _, second in self._pairs)  # can start them
+        # One-token texts whose own special case changes their tokens: for a chunk of one token,
+        # only such a match could be hidden with an effect.
+        self._one_token_changes = frozenset(
+            text
+            for text in nlp.tokenizer.rules or {}
+            if [t.text for t in nlp.tokenizer(text)] != [text]
+        )
+        self._ascii_punct = sorted(c for c in self._punct if c.isascii())
+        # Passages with other characters: a cheap class (one range), the hits filtered after.
+        cheap = "".join(re.escape(c) for c in self._ascii_punct)
+        self._candidates = re.compile(rf"[{cheap}\x80-\U0010ffff]")
+        self._cache: dict[str, tuple] = {}
+
+    @classmethod
+    def for_pipeline(cls, nlp, first_component: str) -> Optional["RuleSentencizer"]:
+        """The rule sentencizer for ``nlp`` (``first_component`` + ``sentencizer``), or None when
+        the pipeline is not one whose sentences the arguments of the module docstring cover."""
+        from spacy.attrs import IS_PUNCT
+        from spacy.lang.lex_attrs import is_punct
+        from spacy.pipeline import Sentencizer
+        from spacy.tokenizer import Tokenizer
+
+        if nlp.pipe_names != [first_component, "sentencizer"]:
+            return None
+        sentencizer = nlp.get_pipe("sentencizer")
+        punct = getattr(sentencizer, "punct_chars", None)
+        if type(sentencizer) is not Sentencizer or not punct:
+            return None
+        if any(len(c) != 1 or c.isspace() for c in punct):
+            return None
+        if type(nlp.tokenizer) is not Tokenizer or nlp.vocab.lex_attr_getters.get(IS_PUNCT) is not is_punct:
+            return None
+        # Special cases holding whitespace could join chunks; whitespace-only ones (spaCy's own
+        # " ", "\t", "\n", "\xa0") only touch whitespace tokens.
+        for text in nlp.tokenizer.rules or {}:
+            if any(c.isspace() for c in text) and not text.isspace():
+                return None
+        return cls(nlp, punct)
+
+    def _entry(self, chunk: str) -> tuple:
+        """(starts if the flag is clear, flag after, starts if set, flag after, first token,
+        last token, number of tokens) for a chunk tokenized alone."""
+        entry = self._cache.get(chunk)
+        if entry is not None:
+            return entry
+        doc = self._tokenizer(chunk)
+        tokens = [(token.idx, token.text in self._punct, token.is_punct) for token in doc]
+        runs = []
+        for seen in (False, True):
+            starts = []
+            for idx, period, punct in tokens:
+                if seen and not punct and not period:
+                    starts.append(idx)
+                    seen = False
+                elif period:
+                    seen = True
+            runs += [tuple(starts), seen]
+        entry = (*runs, doc[0].text, doc[-1].text, len(tokens))
+        if len(chunk) <= _CACHED_CHUNK_CHARS:
+            if len(self._cache) >= _CACHE_LIMIT:
+                self._cache.clear()
+            self._cache[chunk] = entry
+        return entry
+
+    def _check_neighbours(self, text: str, start: int, end: int, entry: tuple) -> None:
+        """Raise _AskSpacy if a special-case match could span the chunk ``text[start:end]`` and a
+        neighbour and hide a match inside the chunk."""
+        first, last, n_tokens = entry[4], entry[5], entry[6]
+        if n_tokens == 1 and first not in self._one_token_changes:
+            return
+        if first in self._pair_tails and start >= 2 and text[start - 1] == " " and not text[start - 2].isspace():
+            begin = start - 1
+            while begin > 0 and not text[begin - 1].isspace():
+                begin -= 1
+            if (self._entry(text[begin : start - 1])[5], first) in self._pairs:
+                raise _AskSpacy(start)
+        if last in self._pair_heads and text[end : end + 1] == " ":
+            after = _CHUNK.match(text, end + 1)
+            if after is not None and (last, self._entry(after.group())[4]) in self._pairs:
+                raise _AskSpacy(start)
+
+    def _carry(self, text: str, pos: int, limit: int, starts: list[int]) -> bool:
+        """With the flag set after the chunk ending at ``pos``, walk the whitespace and the
+        chunks without punctuation characters up to ``limit`` (the next chunk holding one, or
+        the end); the flag afterwards."""
+        n = len(text)
+        while pos < n:
+            end = _WHITESPACE.match(text, pos).end()
+            if end - pos != 1 or text[pos] != " ":  # whitespace token(s): not punctuation
+                starts.append(end)
+                return False
+            pos = end
+            if pos >= limit:
+                return True
+            chunk = _CHUNK.match(text, pos)
+            word = chunk.group()
+            if not _is_p(word[0]):
+                starts.append(pos)
+                return False
+            entry = self._entry(word)
+            self._check_neighbours(text, pos, chunk.end(), entry)
+            starts.extend(pos + offset for offset in entry[2])
+            if not entry[3]:
+                return False
+            pos = chunk.end()
+        return True
+
+    def _punct_positions(self, text: str) -> list[int]:
+        if text.isascii():
+            found = []
+            for c in self._ascii_punct:
+                i = text.find(c)
+                while i >= 0:
+                    found.append(i)
+                    i = text.find(c, i + 1)
+            found.sort()
+            return found
+        punct = self._punct
+        return [m.start() for m in self._candidates.finditer(text) if m.group() in punct]
+
+    def boundaries(self, text: str, spacy_starts: Callable[[str], list[int]]) -> list[int]:
+        """Offsets in ``text`` where the sentencizer starts a sentence, in order (after whitespace
+        tokens, the offset of the next chunk: the same sentences once stripped).
+
+        ``text`` is a passage as the splitter gives it to spaCy: paragraphs joined by ``"\n\n"``,
+        where the flag is always clear.  A paragraph holding a chunk whose tokens could depend on
+        its neighbours gets ``spacy_starts(paragraph)`` (the pipeline's starts) instead.
+        """
+        starts: list[int] = []
+        seen = False
+        resume = 0  # the end of the last chunk looked at
+        for position in self._punct_positions(text):
+            if position < resume:
+                continue  # in a chunk already looked at
+            start = position
+            while start > resume and not text[start - 1].isspace():
+                start -= 1
+            end = _CHUNK.match(text, position).end()
+            try:
+                if seen:
+                    seen = self._carry(text, resume, start, starts)
+                entry = self._entry(text[start:end])
+                if entry[4] in self._pair_tails or entry[5] in self._pair_heads:
+                    self._check_neighbours(text, start, end, entry)
+            except _AskSpacy as ask:
+                resume = self._ask_spacy(text, ask.position, starts, spacy_starts)
+                seen = False
+                continue
+            found, seen = (entry[2], entry[3]) if seen else (entry[0], entry[1])
+            if found:
+                starts.extend(start + offset for offset in found)
+            resume = end
+        if seen:
+            try:
+                self._carry(text, resume, len(text), starts)
+            except _AskSpacy as ask:
+                self._ask_spacy(text, ask.position, starts, spacy_starts)
+        return starts
+
+    @staticmethod
+    def _ask_spacy(text: str, position: int, starts: list[int], spacy_starts) -> int:
+        """Replace the starts of the paragraph around ``position`` with spaCy's; its end."""
+        begin = text.rfind("\n\n", 0, position)
+        begin = 0 if begin < 0 else begin + 2
+        end = text.find("\n\n", position)
+        end = len(text) if end < 0 else end
+        while starts and starts[-1] >= begin:
+            starts.pop()
+        starts.extend(begin + offset for offset in spacy_starts(text[begin:end]))
+        return end
