@@ -53,8 +53,9 @@ def _is_p(character: str) -> bool:
     return unicodedata.category(character)[0] == "P"
 
 
-def _special_case_pairs(tokenizer) -> set[tuple[str, str]]:
-    """Adjacent token pairs of the patterns of the tokenizer's special-case matcher.
+def _special_case_patterns(tokenizer) -> tuple[set[tuple[str, str]], list[str]]:
+    """Adjacent token pairs of the patterns of the tokenizer's special-case matcher, and the
+    special cases whose tokens differ from their pattern's (applying them changes tokens).
 
     spaCy (``Tokenizer.add_special_case``) adds a special case to that matcher, with the tokens the
     affix rules alone give its text, when the text has a prefix, suffix or infix or a space (or
@@ -73,6 +74,7 @@ def _special_case_pairs(tokenizer) -> set[tuple[str, str]]:
         url_match=tokenizer.url_match,
     )
     pairs: set[tuple[str, str]] = set()
+    changing = []
     for text in tokenizer.rules or {}:
         if not (
             not tokenizer.faster_heuristics
@@ -84,7 +86,9 @@ def _special_case_pairs(tokenizer) -> set[tuple[str, str]]:
             continue
         words = [token.text for token in bare(text)]
         pairs.update(zip(words, words[1:]))
-    return pairs
+        if [token.text for token in tokenizer(text)] != words:
+            changing.append(text)
+    return pairs, changing
 
 
 class _AskSpacy(Exception):
@@ -100,9 +104,14 @@ class RuleSentencizer:
     def __init__(self, nlp, punct_chars) -> None:
         self._tokenizer = nlp.tokenizer
         self._punct = frozenset(punct_chars)
-        self._pairs = _special_case_pairs(nlp.tokenizer)
-        self._pair_heads = frozenset(first for first, _ in self._pairs)  # can end a chunk's tokens
-        self._pair_tails = frozenset(second for _, second in self._pairs)  # can start them
+        self._pairs, self._changing_cases = _special_case_patterns(nlp.tokenizer)
+        # For a token ending a chunk, the first characters of the tokens that can follow it in a
+        # pattern; for one starting a chunk, the last characters of those that can precede it.
+        self._next_chars: dict[str, set[str]] = {}
+        self._previous_chars: dict[str, set[str]] = {}
+        for first, second in self._pairs:
+            self._next_chars.setdefault(first, set()).add(second[0])
+            self._previous_chars.setdefault(second, set()).add(first[-1])
         # One-token texts whose own special case changes their tokens: for a chunk of one token,
         # only such a match could be hidden with an effect.
         self._one_token_changes = frozenset(
@@ -144,7 +153,7 @@ class RuleSentencizer:
 
     def _entry(self, chunk: str) -> tuple:
         """(starts if the flag is clear, flag after, starts if set, flag after, first token,
-        last token, number of tokens) for a chunk tokenized alone."""
+        last token, number of tokens, token offsets) for a chunk tokenized alone."""
         entry = self._cache.get(chunk)
         if entry is not None:
             return entry
@@ -160,7 +169,7 @@ class RuleSentencizer:
                 elif period:
                     seen = True
             runs += [tuple(starts), seen]
-        entry = (*runs, doc[0].text, doc[-1].text, len(tokens))
+        entry = (*runs, doc[0].text, doc[-1].text, len(tokens), tuple(idx for idx, _, _ in tokens))
         if len(chunk) <= _CACHED_CHUNK_CHARS:
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
@@ -173,16 +182,35 @@ class RuleSentencizer:
         first, last, n_tokens = entry[4], entry[5], entry[6]
         if n_tokens == 1 and first not in self._one_token_changes:
             return
-        if first in self._pair_tails and start >= 2 and text[start - 1] == " " and not text[start - 2].isspace():
-            begin = start - 1
+        joined = False
+        previous = self._previous_chars.get(first)
+        if previous and start >= 2 and text[start - 1] == " " and text[start - 2] in previous:
+            begin = start - 2
             while begin > 0 and not text[begin - 1].isspace():
                 begin -= 1
-            if (self._entry(text[begin : start - 1])[5], first) in self._pairs:
-                raise _AskSpacy(start)
-        if last in self._pair_heads and text[end : end + 1] == " ":
+            joined = (self._entry(text[begin : start - 1])[5], first) in self._pairs
+        following = self._next_chars.get(last)
+        if not joined and following and text[end : end + 1] == " " and text[end + 1 : end + 2] in following:
             after = _CHUNK.match(text, end + 1)
-            if after is not None and (last, self._entry(after.group())[4]) in self._pairs:
-                raise _AskSpacy(start)
+            joined = (last, self._entry(after.group())[4]) in self._pairs
+        if joined and self._holds_a_changing_case(text[start:end], entry[7]):
+            raise _AskSpacy(start)
+
+    def _holds_a_changing_case(self, chunk: str, token_starts: tuple) -> bool:
+        """Whether a special case that changes tokens spans whole tokens of ``chunk`` (alone).
+
+        A match spaCy would hide in context lies inside the chunk and matters only if it changes
+        tokens; its ends are token boundaries of the tokens before the matcher, which stay
+        boundaries unless they fall inside another token-changing match, itself found here.
+        """
+        bounds = {*token_starts, len(chunk)}
+        for case in self._changing_cases:
+            i = chunk.find(case)
+            while i >= 0:
+                if i in bounds and i + len(case) in bounds:
+                    return True
+                i = chunk.find(case, i + 1)
+        return False
 
     def _carry(self, text: str, pos: int, limit: int, starts: list[int]) -> bool:
         """With the flag set after the chunk ending at ``pos``, walk the whitespace and the
@@ -245,7 +273,7 @@ class RuleSentencizer:
                 if seen:
                     seen = self._carry(text, resume, start, starts)
                 entry = self._entry(text[start:end])
-                if entry[4] in self._pair_tails or entry[5] in self._pair_heads:
+                if entry[4] in self._previous_chars or entry[5] in self._next_chars:
                     self._check_neighbours(text, start, end, entry)
             except _AskSpacy as ask:
                 resume = self._ask_spacy(text, ask.position, starts, spacy_starts)
