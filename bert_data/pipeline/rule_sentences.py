@@ -103,22 +103,18 @@ class RuleSentencizer:
 
     def __init__(self, nlp, punct_chars) -> None:
         self._tokenizer = nlp.tokenizer
+        self._pipe_names = list(nlp.pipe_names)
+        self._sentencizer = nlp.get_pipe("sentencizer")
         self._punct = frozenset(punct_chars)
         self._pairs, self._changing_cases = _special_case_patterns(nlp.tokenizer)
-        # For a token ending a chunk, the first characters of the tokens that can follow it in a
-        # pattern; for one starting a chunk, the last characters of those that can precede it.
-        self._next_chars: dict[str, set[str]] = {}
-        self._previous_chars: dict[str, set[str]] = {}
+        # The pairs by the last character of their first token; tokens are those of the patterns
+        # (the tokens before the matcher), so pairs are tested on the chunks' text.
+        self._pairs_by_last_char: dict[str, list[tuple[str, str]]] = {}
         for first, second in self._pairs:
-            self._next_chars.setdefault(first, set()).add(second[0])
-            self._previous_chars.setdefault(second, set()).add(first[-1])
-        # One-token texts whose own special case changes their tokens: for a chunk of one token,
-        # only such a match could be hidden with an effect.
-        self._one_token_changes = frozenset(
-            text
-            for text in nlp.tokenizer.rules or {}
-            if [t.text for t in nlp.tokenizer(text)] != [text]
-        )
+            if not any(c.isspace() for c in first + second):
+                self._pairs_by_last_char.setdefault(first[-1], []).append((first, second))
+        self._changing_set = frozenset(self._changing_cases)
+        self._longest_change = max(map(len, self._changing_cases), default=0)
         self._ascii_punct = sorted(c for c in self._punct if c.isascii())
         # Passages with other characters: a cheap class (one range), the hits filtered after.
         cheap = "".join(re.escape(c) for c in self._ascii_punct)
@@ -151,9 +147,19 @@ class RuleSentencizer:
                 return None
         return cls(nlp, punct)
 
+    def serves(self, nlp) -> bool:
+        """Whether ``nlp`` is still the pipeline this was made from (its tokenizer, components
+        and punctuation characters unchanged since)."""
+        return (
+            nlp.tokenizer is self._tokenizer
+            and nlp.pipe_names == self._pipe_names
+            and nlp.get_pipe("sentencizer") is self._sentencizer
+            and frozenset(self._sentencizer.punct_chars) == self._punct
+        )
+
     def _entry(self, chunk: str) -> tuple:
-        """(starts if the flag is clear, flag after, starts if set, flag after, first token,
-        last token, number of tokens, token offsets) for a chunk tokenized alone."""
+        """(starts if the flag is clear, flag after, starts if set, flag after, token offsets)
+        for a chunk tokenized alone."""
         entry = self._cache.get(chunk)
         if entry is not None:
             return entry
@@ -169,7 +175,7 @@ class RuleSentencizer:
                 elif period:
                     seen = True
             runs += [tuple(starts), seen]
-        entry = (*runs, doc[0].text, doc[-1].text, len(tokens), tuple(idx for idx, _, _ in tokens))
+        entry = (*runs, tuple(idx for idx, _, _ in tokens))
         if len(chunk) <= _CACHED_CHUNK_CHARS:
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
@@ -178,38 +184,39 @@ class RuleSentencizer:
 
     def _check_neighbours(self, text: str, start: int, end: int, entry: tuple) -> None:
         """Raise _AskSpacy if a special-case match could span the chunk ``text[start:end]`` and a
-        neighbour and hide a match inside the chunk."""
-        first, last, n_tokens = entry[4], entry[5], entry[6]
-        if n_tokens == 1 and first not in self._one_token_changes:
-            return
+        neighbour and hide a match inside the chunk that changes its tokens.
+
+        Such a match needs, across the single space between the two chunks, adjacent tokens of a
+        pattern: the first a suffix of one chunk's text, the second a prefix of the other's.
+        """
         joined = False
-        previous = self._previous_chars.get(first)
-        if previous and start >= 2 and text[start - 1] == " " and text[start - 2] in previous:
-            begin = start - 2
-            while begin > 0 and not text[begin - 1].isspace():
-                begin -= 1
-            joined = (self._entry(text[begin : start - 1])[5], first) in self._pairs
-        following = self._next_chars.get(last)
-        if not joined and following and text[end : end + 1] == " " and text[end + 1 : end + 2] in following:
-            after = _CHUNK.match(text, end + 1)
-            joined = (last, self._entry(after.group())[4]) in self._pairs
-        if joined and self._holds_a_changing_case(text[start:end], entry[7]):
+        if start >= 2 and text[start - 1] == " ":
+            for first, second in self._pairs_by_last_char.get(text[start - 2], ()):
+                if text.startswith(second, start) and text.endswith(first, 0, start - 1):
+                    joined = True
+                    break
+        if not joined and text[end : end + 1] == " ":
+            for first, second in self._pairs_by_last_char.get(text[end - 1], ()):
+                if text.endswith(first, start, end) and text.startswith(second, end + 1):
+                    joined = True
+                    break
+        if joined and self._holds_a_changing_case(text[start:end], entry[4]):
             raise _AskSpacy(start)
 
     def _holds_a_changing_case(self, chunk: str, token_starts: tuple) -> bool:
         """Whether a special case that changes tokens spans whole tokens of ``chunk`` (alone).
 
         A match spaCy would hide in context lies inside the chunk and matters only if it changes
-        tokens; its ends are token boundaries of the tokens before the matcher, which stay
+        tokens; its ends are boundaries of the chunk's tokens before the matcher, which stay
         boundaries unless they fall inside another token-changing match, itself found here.
         """
-        bounds = {*token_starts, len(chunk)}
-        for case in self._changing_cases:
-            i = chunk.find(case)
-            while i >= 0:
-                if i in bounds and i + len(case) in bounds:
+        bounds = [*token_starts, len(chunk)]
+        for i, begin in enumerate(bounds):
+            for stop in bounds[i + 1 :]:
+                if stop - begin > self._longest_change:
+                    break
+                if chunk[begin:stop] in self._changing_set:
                     return True
-                i = chunk.find(case, i + 1)
         return False
 
     def _carry(self, text: str, pos: int, limit: int, starts: list[int]) -> bool:
@@ -273,12 +280,20 @@ class RuleSentencizer:
                 if seen:
                     seen = self._carry(text, resume, start, starts)
                 entry = self._entry(text[start:end])
-                if entry[4] in self._previous_chars or entry[5] in self._next_chars:
-                    self._check_neighbours(text, start, end, entry)
+                self._check_neighbours(text, start, end, entry)
             except _AskSpacy as ask:
                 resume = self._ask_spacy(text, ask.position, starts, spacy_starts)
                 seen = False
-                continue
+                if start < resume:
+                    continue
+                # spaCy took an earlier paragraph (the flag reached here from it): this chunk
+                # starts the next one, with the flag clear.
+                entry = self._entry(text[start:end])
+                try:
+                    self._check_neighbours(text, start, end, entry)
+                except _AskSpacy as again:
+                    resume = self._ask_spacy(text, again.position, starts, spacy_starts)
+                    continue
             found, seen = (entry[2], entry[3]) if seen else (entry[0], entry[1])
             if found:
                 starts.extend(start + offset for offset in found)

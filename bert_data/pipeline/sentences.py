@@ -410,7 +410,7 @@ class SpacySentenceSplitter:
 
     def split(self, texts: Iterable[str]) -> Iterator[list[str]]:
         """Yield the sentences of each document of ``texts``, in order, streaming."""
-        if self._rules is not None:
+        if self._rules is not None and self._rules.serves(self.nlp):
             yield from self._split_by_rules(texts)
             return
         sentences: list[str] = []
