@@ -6,30 +6,35 @@ passage is most of its cost, yet the sentencizer looks at very little of it.  It
 *seen_period*: a token whose text is one of ``punct_chars`` sets it; while it is set, the first
 token that is neither ``is_punct`` nor in ``punct_chars`` starts a sentence and clears it.
 
-spaCy's tokenizer cuts the text at whitespace into *chunks* (maximal runs of non-whitespace) and
-tokenizes each chunk on its own (prefixes, suffixes, infixes, special cases, URL and token
-matches).  Between two chunks, a whitespace run that is exactly ``" "`` makes no token; any other
+spaCy's tokenizer cuts the text at whitespace into *words* (maximal runs of non-whitespace) and
+tokenizes each word on its own (prefixes, suffixes, infixes, special cases, URL and token
+matches).  Between two words, a whitespace run that is exactly ``" "`` makes no token; any other
 run makes whitespace token(s), which are not punctuation and so start a sentence if the flag is
 set.  Hence:
 
-* a chunk holding none of ``punct_chars`` never sets the flag; if the flag is set when it comes,
-  its first token starts a sentence unless that token is punctuation -- which, when the chunk's
+* a word holding none of ``punct_chars`` never sets the flag; if the flag is set when it comes,
+  its first token starts a sentence unless that token is punctuation -- which, when the word's
   first character is not Unicode punctuation (category P*), it cannot be (``is_punct`` is "every
-  character is P*"), so the sentence starts at the chunk;
-* every other chunk that matters (one holding a punctuation character, or one starting with P*
+  character is P*"), so the sentence starts at the word;
+* every other word that matters (one holding a punctuation character, or one starting with P*
   while the flag is set) is tokenized by the pipeline's own tokenizer, alone, and the state
-  machine is run over its tokens for both values of the flag; the result is cached per chunk.
+  machine is run over its tokens for both values of the flag; the result is cached per word.
 
-Tokenizing a chunk alone gives the tokens it gets in context, with one exception: after the
-chunks are tokenized, spaCy runs a matcher for special cases over the whole ``Doc``, and a match
-can span two chunks separated by one space (its text then holds a space, so it is no special case
-and changes nothing itself), but it could hide an overlapping match inside a chunk.  Such a match
-needs the last token of one chunk and the first of the next to be adjacent tokens of some special
-case's pattern; wherever a tokenized chunk has such a neighbour, ``boundaries`` returns None and
-the caller runs spaCy itself on that text.  ``RuleSentencizer.for_pipeline`` returns None for any
-pipeline whose behaviour these arguments do not cover, so spaCy stays the source of truth: the
-tokenizer's rules and the punctuation set are read from the loaded pipeline, and tests compare
-the result with the pipeline's on hostile text.
+Tokenizing a word alone gives the tokens it gets in context, with one exception: after the
+words are tokenized, spaCy runs a matcher for special cases over the whole ``Doc``, and a match
+can span two words separated by one space (its text then holds a space, so it is no special case
+and changes nothing itself), but it can hide an overlapping match inside a word.  Such a match
+needs adjacent tokens of some special case's pattern on either side of the space, and it matters
+only if the word holds, on token boundaries, a special case that changes tokens; where a
+tokenized word could be so joined to a neighbour, the paragraph holding it is given to spaCy
+(paragraphs are independent: the paragraph separator is a whitespace token, which clears the
+flag).  ``RuleSentencizer.for_pipeline`` returns None for any pipeline whose behaviour these
+arguments do not cover, so spaCy stays the source of truth: the tokenizer's rules and the
+punctuation set are read from the loaded pipeline, and tests compare the result with the
+pipeline's on hostile text (tests/pipeline/test_sentence_rules.py; scripts/sentence_differential.py
+does it on a corpus).
+
+Here a *word* is a maximal run of non-whitespace characters (what ``str.split()`` returns).
 """
 
 from __future__ import annotations
@@ -40,13 +45,12 @@ from typing import Callable, Optional
 
 __all__ = ["RuleSentencizer"]
 
-# Python's \s is str.isspace(), the test spaCy's tokenizer splits chunks with.
+# Python's \s is str.isspace(), the test spaCy's tokenizer splits words with.
 _WHITESPACE = re.compile(r"\s+")
-_CHUNK = re.compile(r"\S+")
-# Cache entries: (starts if the flag is clear, flag after, starts if set, flag after, first
-# token, last token).  Bounded, for flat memory; chunks longer than this are not cached.
+_WORD = re.compile(r"\S+")
+# The cache of tokenized words is bounded, for flat memory; words longer than this are not cached.
 _CACHE_LIMIT = 100_000
-_CACHED_CHUNK_CHARS = 200
+_CACHED_WORD_CHARS = 200
 
 
 def _is_p(character: str) -> bool:
@@ -84,15 +88,15 @@ def _special_case_patterns(tokenizer) -> tuple[set[tuple[str, str]], list[str]]:
             or " " in text
         ):
             continue
-        words = [token.text for token in bare(text)]
-        pairs.update(zip(words, words[1:]))
-        if [token.text for token in tokenizer(text)] != words:
+        pattern = [token.text for token in bare(text)]
+        pairs.update(zip(pattern, pattern[1:]))
+        if [token.text for token in tokenizer(text)] != pattern:
             changing.append(text)
     return pairs, changing
 
 
 class _AskSpacy(Exception):
-    """A chunk at ``position`` could be tokenized differently in context."""
+    """A word at ``position`` could be tokenized differently in context."""
 
     def __init__(self, position: int) -> None:
         self.position = position
@@ -108,7 +112,7 @@ class RuleSentencizer:
         self._punct = frozenset(punct_chars)
         self._pairs, self._changing_cases = _special_case_patterns(nlp.tokenizer)
         # The pairs by the last character of their first token; tokens are those of the patterns
-        # (the tokens before the matcher), so pairs are tested on the chunks' text.
+        # (the tokens before the matcher), so pairs are tested on the words' text.
         self._pairs_by_last_char: dict[str, list[tuple[str, str]]] = {}
         for first, second in self._pairs:
             if not any(c.isspace() for c in first + second):
@@ -140,7 +144,7 @@ class RuleSentencizer:
             return None
         if type(nlp.tokenizer) is not Tokenizer or nlp.vocab.lex_attr_getters.get(IS_PUNCT) is not is_punct:
             return None
-        # Special cases holding whitespace could join chunks; whitespace-only ones (spaCy's own
+        # Special cases holding whitespace could join words; whitespace-only ones (spaCy's own
         # " ", "\t", "\n", "\xa0") only touch whitespace tokens.
         for text in nlp.tokenizer.rules or {}:
             if any(c.isspace() for c in text) and not text.isspace():
@@ -157,13 +161,13 @@ class RuleSentencizer:
             and frozenset(self._sentencizer.punct_chars) == self._punct
         )
 
-    def _entry(self, chunk: str) -> tuple:
+    def _entry(self, word: str) -> tuple:
         """(starts if the flag is clear, flag after, starts if set, flag after, token offsets)
-        for a chunk tokenized alone."""
-        entry = self._cache.get(chunk)
+        for a word tokenized alone."""
+        entry = self._cache.get(word)
         if entry is not None:
             return entry
-        doc = self._tokenizer(chunk)
+        doc = self._tokenizer(word)
         tokens = [(token.idx, token.text in self._punct, token.is_punct) for token in doc]
         runs = []
         for seen in (False, True):
@@ -176,18 +180,18 @@ class RuleSentencizer:
                     seen = True
             runs += [tuple(starts), seen]
         entry = (*runs, tuple(idx for idx, _, _ in tokens))
-        if len(chunk) <= _CACHED_CHUNK_CHARS:
+        if len(word) <= _CACHED_WORD_CHARS:
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
-            self._cache[chunk] = entry
+            self._cache[word] = entry
         return entry
 
     def _check_neighbours(self, text: str, start: int, end: int, entry: tuple) -> None:
-        """Raise _AskSpacy if a special-case match could span the chunk ``text[start:end]`` and a
-        neighbour and hide a match inside the chunk that changes its tokens.
+        """Raise _AskSpacy if a special-case match could span the word ``text[start:end]`` and a
+        neighbour and hide a match inside the word that changes its tokens.
 
-        Such a match needs, across the single space between the two chunks, adjacent tokens of a
-        pattern: the first a suffix of one chunk's text, the second a prefix of the other's.
+        Such a match needs, across the single space between the two words, adjacent tokens of a
+        pattern: the first a suffix of one word's text, the second a prefix of the other's.
         """
         joined = False
         if start >= 2 and text[start - 1] == " ":
@@ -203,25 +207,25 @@ class RuleSentencizer:
         if joined and self._holds_a_changing_case(text[start:end], entry[4]):
             raise _AskSpacy(start)
 
-    def _holds_a_changing_case(self, chunk: str, token_starts: tuple) -> bool:
-        """Whether a special case that changes tokens spans whole tokens of ``chunk`` (alone).
+    def _holds_a_changing_case(self, word: str, token_starts: tuple) -> bool:
+        """Whether a special case that changes tokens spans whole tokens of ``word`` (alone).
 
-        A match spaCy would hide in context lies inside the chunk and matters only if it changes
-        tokens; its ends are boundaries of the chunk's tokens before the matcher, which stay
+        A match spaCy would hide in context lies inside the word and matters only if it changes
+        tokens; its ends are boundaries of the word's tokens before the matcher, which stay
         boundaries unless they fall inside another token-changing match, itself found here.
         """
-        bounds = [*token_starts, len(chunk)]
+        bounds = [*token_starts, len(word)]
         for i, begin in enumerate(bounds):
             for stop in bounds[i + 1 :]:
                 if stop - begin > self._longest_change:
                     break
-                if chunk[begin:stop] in self._changing_set:
+                if word[begin:stop] in self._changing_set:
                     return True
         return False
 
     def _carry(self, text: str, pos: int, limit: int, starts: list[int]) -> bool:
-        """With the flag set after the chunk ending at ``pos``, walk the whitespace and the
-        chunks without punctuation characters up to ``limit`` (the next chunk holding one, or
+        """With the flag set after the word ending at ``pos``, walk the whitespace and the
+        words without punctuation characters up to ``limit`` (the next word holding one, or
         the end); the flag afterwards."""
         n = len(text)
         while pos < n:
@@ -232,17 +236,17 @@ class RuleSentencizer:
             pos = end
             if pos >= limit:
                 return True
-            chunk = _CHUNK.match(text, pos)
-            word = chunk.group()
+            match = _WORD.match(text, pos)
+            word = match.group()
             if not _is_p(word[0]):
                 starts.append(pos)
                 return False
             entry = self._entry(word)
-            self._check_neighbours(text, pos, chunk.end(), entry)
+            self._check_neighbours(text, pos, match.end(), entry)
             starts.extend(pos + offset for offset in entry[2])
             if not entry[3]:
                 return False
-            pos = chunk.end()
+            pos = match.end()
         return True
 
     def _punct_positions(self, text: str) -> list[int]:
@@ -260,22 +264,22 @@ class RuleSentencizer:
 
     def boundaries(self, text: str, spacy_starts: Callable[[str], list[int]]) -> list[int]:
         """Offsets in ``text`` where the sentencizer starts a sentence, in order (after whitespace
-        tokens, the offset of the next chunk: the same sentences once stripped).
+        tokens, the offset of the next word: the same sentences once stripped).
 
         ``text`` is a passage as the splitter gives it to spaCy: paragraphs joined by ``"\n\n"``,
-        where the flag is always clear.  A paragraph holding a chunk whose tokens could depend on
+        where the flag is always clear.  A paragraph holding a word whose tokens could depend on
         its neighbours gets ``spacy_starts(paragraph)`` (the pipeline's starts) instead.
         """
         starts: list[int] = []
         seen = False
-        resume = 0  # the end of the last chunk looked at
+        resume = 0  # the end of the last word looked at
         for position in self._punct_positions(text):
             if position < resume:
-                continue  # in a chunk already looked at
+                continue  # in a word already looked at
             start = position
             while start > resume and not text[start - 1].isspace():
                 start -= 1
-            end = _CHUNK.match(text, position).end()
+            end = _WORD.match(text, position).end()
             try:
                 if seen:
                     seen = self._carry(text, resume, start, starts)
@@ -286,7 +290,7 @@ class RuleSentencizer:
                 seen = False
                 if start < resume:
                     continue
-                # spaCy took an earlier paragraph (the flag reached here from it): this chunk
+                # spaCy took an earlier paragraph (the flag reached here from it): this word
                 # starts the next one, with the flag clear.
                 entry = self._entry(text[start:end])
                 try:

@@ -32,6 +32,12 @@ and, as a guarantee, a sentence text is also split at any separator left inside 
 texts are sliced from the passage by character offsets (``.strip()``-ed, empty ones dropped), which
 is the same text as ``Span.text.strip()`` but avoids building a Python object per token.
 
+The built-in sentencizer's sentences are computed without a spaCy ``Doc``: its boundaries depend
+only on spaCy's tokens of each whitespace-delimited word that holds sentence punctuation, which
+``rule_sentences.py`` gets from the pipeline's own tokenizer (cached) and runs the sentencizer's
+state machine over; a paragraph it cannot vouch for goes through the pipeline.  The sentences are
+the pipeline's (``force_spacy=True`` runs the pipeline itself: the oracle of the tests).
+
 Long documents: a document is fed to spaCy in *passages* of at most ``max_passage_chars`` characters
 (default 100,000, and never more than ``nlp.max_length``).  A passage ends after the last paragraph
 break that fits; failing that (one huge paragraph) after the last line break; failing that after
