@@ -359,8 +359,8 @@ class SpacySentenceSplitter:
     ``self.nlp`` is the spaCy pipeline (passages are also kept within ``nlp.max_length``).
 
     The built-in sentencizer's sentences are computed without building a spaCy ``Doc`` per passage
-    (``rule_sentences.py``: spaCy's tokenizer per whitespace chunk holding punctuation, cached;
-    spaCy itself for a passage that shortcut cannot vouch for); they are the pipeline's sentences.
+    (``rule_sentences.py``: spaCy's tokenizer per whitespace-delimited word holding punctuation,
+    cached; the pipeline for a paragraph that cannot be vouched for); they are the pipeline's.
     ``force_spacy=True`` runs the pipeline on every passage instead: the oracle tests compare with.
     """
 
@@ -435,7 +435,7 @@ class SpacySentenceSplitter:
 
     def _split_by_rules(self, texts: Iterable[str]) -> Iterator[list[str]]:
         """The built-in sentencizer's sentences without a spaCy ``Doc`` (rule_sentences.py), and
-        with one for a passage where that cannot be proved to agree."""
+        with one for a paragraph where that cannot be proved to agree."""
         sentences: list[str] = []
         for _, (passage, last, known) in self._passages(texts):
             if known is not None:
