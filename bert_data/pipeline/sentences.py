@@ -32,6 +32,12 @@ and, as a guarantee, a sentence text is also split at any separator left inside 
 texts are sliced from the passage by character offsets (``.strip()``-ed, empty ones dropped), which
 is the same text as ``Span.text.strip()`` but avoids building a Python object per token.
 
+The built-in sentencizer's sentences are computed without a spaCy ``Doc``: its boundaries depend
+only on spaCy's tokens of each whitespace-delimited word that holds sentence punctuation, which
+``rule_sentences.py`` gets from the pipeline's own tokenizer (cached) and runs the sentencizer's
+state machine over; a paragraph it cannot vouch for goes through the pipeline.  The sentences are
+the pipeline's (``force_spacy=True`` runs the pipeline itself: the oracle of the tests).
+
 Long documents: a document is fed to spaCy in *passages* of at most ``max_passage_chars`` characters
 (default 100,000, and never more than ``nlp.max_length``).  A passage ends after the last paragraph
 break that fits; failing that (one huge paragraph) after the last line break; failing that after
@@ -319,6 +325,31 @@ def _punctuation_free_test(nlp):
     return no_punctuation
 
 
+def _doc_starts(doc) -> list[int]:
+    """Character offsets of the tokens after the first that start a sentence, as in ``Doc.sents``."""
+    import numpy as np
+    from spacy.attrs import IDX, SENT_START
+
+    if not len(doc):
+        return []
+    arr = doc.to_array([IDX, SENT_START])
+    return arr[np.flatnonzero(arr[1:, 1] == 1) + 1, 0].tolist()
+
+
+def _slice_sentences(passage: str, starts: list[int], sentences: list[str]) -> None:
+    """Append the sentences of ``passage`` cut at ``starts`` (increasing offsets): each piece
+    stripped, empty ones dropped, and cut again at any paragraph separator left inside it."""
+    begin = 0
+    for end in (*starts, len(passage)):
+        s = passage[begin:end].strip()
+        begin = end
+        if s:
+            if "\n" in s:  # a paragraph separator inside a sentence: a boundary
+                sentences.extend(p for p in (p.strip() for p in s.split("\n")) if p)
+            else:
+                sentences.append(s)
+
+
 class SpacySentenceSplitter:
     """spaCy sentence splitter; see the module docstring for the semantics.
 
@@ -326,6 +357,11 @@ class SpacySentenceSplitter:
     (an installed package name or a pipeline directory).  ``batch_size`` is the number of passages
     per ``nlp.pipe`` batch, ``max_passage_chars`` the longest text given to spaCy at once.
     ``self.nlp`` is the spaCy pipeline (passages are also kept within ``nlp.max_length``).
+
+    The built-in sentencizer's sentences are computed without building a spaCy ``Doc`` per passage
+    (``rule_sentences.py``: spaCy's tokenizer per whitespace-delimited word holding punctuation,
+    cached; the pipeline for a paragraph that cannot be vouched for); they are the pipeline's.
+    ``force_spacy=True`` runs the pipeline on every passage instead: the oracle tests compare with.
     """
 
     def __init__(
@@ -333,6 +369,7 @@ class SpacySentenceSplitter:
         model: Optional[Union[str, os.PathLike]] = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         max_passage_chars: int = DEFAULT_MAX_PASSAGE_CHARS,
+        force_spacy: bool = False,
     ) -> None:
         if isinstance(model, os.PathLike):
             model = os.fspath(model)
@@ -343,8 +380,14 @@ class SpacySentenceSplitter:
         self.model = model
         self.batch_size = _check_positive_int("batch_size", batch_size)
         self.max_passage_chars = _check_positive_int("max_passage_chars", max_passage_chars)
+        self.force_spacy = bool(force_spacy)
         self.nlp = _build_nlp(model)
         self._no_boundary_possible = _punctuation_free_test(self.nlp) if model is None else None
+        self._rules = None
+        if model is None and not self.force_spacy:
+            from .rule_sentences import RuleSentencizer
+
+            self._rules = RuleSentencizer.for_pipeline(self.nlp, _COMPONENT_NAME)
 
     def _passages(self, texts: Iterable[str]) -> Iterator[tuple[str, tuple[str, bool, Optional[list]]]]:
         """``(text for spaCy, (passage, is_last_passage_of_its_document, sentences or None))``; each
@@ -373,28 +416,32 @@ class SpacySentenceSplitter:
 
     def split(self, texts: Iterable[str]) -> Iterator[list[str]]:
         """Yield the sentences of each document of ``texts``, in order, streaming."""
-        import numpy as np
-        from spacy.attrs import IDX, SENT_START
-
+        if self._rules is not None and self._rules.serves(self.nlp):
+            yield from self._split_by_rules(texts)
+            return
         sentences: list[str] = []
         docs = self.nlp.pipe(self._passages(texts), as_tuples=True, batch_size=self.batch_size)
         for doc, (passage, last, known) in docs:
             if known is not None:
                 sentences.extend(known)
-            elif len(doc):
-                arr = doc.to_array([IDX, SENT_START])
-                # Token i > 0 starts a sentence iff SENT_START == 1, exactly as in Doc.sents.
-                starts = arr[np.flatnonzero(arr[1:, 1] == 1) + 1, 0].tolist()
-                starts.append(len(passage))
-                begin = 0
-                for end in starts:
-                    s = passage[begin:end].strip()
-                    begin = end
-                    if s:
-                        if "\n" in s:  # a paragraph separator inside a sentence: a boundary
-                            sentences.extend(p for p in (p.strip() for p in s.split("\n")) if p)
-                        else:
-                            sentences.append(s)
+            else:
+                _slice_sentences(passage, _doc_starts(doc), sentences)
+            if last:
+                yield sentences
+                sentences = []
+
+    def _pipeline_starts(self, text: str) -> list[int]:
+        return _doc_starts(self.nlp(text))
+
+    def _split_by_rules(self, texts: Iterable[str]) -> Iterator[list[str]]:
+        """The built-in sentencizer's sentences without a spaCy ``Doc`` (rule_sentences.py), and
+        with one for a paragraph where that cannot be proved to agree."""
+        sentences: list[str] = []
+        for _, (passage, last, known) in self._passages(texts):
+            if known is not None:
+                sentences.extend(known)
+            else:
+                _slice_sentences(passage, self._rules.boundaries(passage, self._pipeline_starts), sentences)
             if last:
                 yield sentences
                 sentences = []
@@ -405,12 +452,13 @@ class SpacySentenceSplitter:
 
     # Pickling rebuilds from the constructor arguments; the spaCy object is never pickled.
     def __reduce__(self):
-        return (type(self), (self.model, self.batch_size, self.max_passage_chars))
+        return (type(self), (self.model, self.batch_size, self.max_passage_chars, self.force_spacy))
 
     def __repr__(self) -> str:
         return (
             f"SpacySentenceSplitter(model={self.model!r}, batch_size={self.batch_size}, "
-            f"max_passage_chars={self.max_passage_chars})"
+            f"max_passage_chars={self.max_passage_chars}"
+            + (", force_spacy=True)" if self.force_spacy else ")")
         )
 
 

@@ -356,7 +356,7 @@ def test_text_without_punctuation_skips_spacy_with_the_same_result():
     rng = random.Random(0)
     words = ["alpha", "beta", "gamma", "delta", "\n", "\n\n", "  ", "\t"]
     splitter = SpacySentenceSplitter(max_passage_chars=300)
-    slow = SpacySentenceSplitter(max_passage_chars=300)
+    slow = SpacySentenceSplitter(max_passage_chars=300, force_spacy=True)
     slow._no_boundary_possible = None
     texts = ["".join(rng.choice(words) + " " for _ in range(rng.randint(0, 400))) for _ in range(60)]
     texts += ["One sentence. And another one", "no punctuation here\n\nsecond paragraph"]

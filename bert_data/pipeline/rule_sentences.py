@@ -1,0 +1,322 @@
+"""spaCy's rule-based sentence boundaries, computed without building a spaCy ``Doc``.
+
+The built-in splitter is ``spacy.blank(lang)`` + ``sentencizer``.  Building a ``Doc`` for every
+passage is most of its cost, yet the sentencizer looks at very little of it.  Its state machine
+(``spacy/pipeline/sentencizer.pyx``, ``Sentencizer.predict``) walks the tokens with one flag,
+*seen_period*: a token whose text is one of ``punct_chars`` sets it; while it is set, the first
+token that is neither ``is_punct`` nor in ``punct_chars`` starts a sentence and clears it.
+
+spaCy's tokenizer cuts the text at whitespace into *words* (maximal runs of non-whitespace) and
+tokenizes each word on its own (prefixes, suffixes, infixes, special cases, URL and token
+matches).  Between two words, a whitespace run that is exactly ``" "`` makes no token; any other
+run makes whitespace token(s), which are not punctuation and so start a sentence if the flag is
+set.  Hence:
+
+* a word holding none of ``punct_chars`` never sets the flag; if the flag is set when it comes,
+  its first token starts a sentence unless that token is punctuation -- which, when the word's
+  first character is not Unicode punctuation (category P*), it cannot be (``is_punct`` is "every
+  character is P*"), so the sentence starts at the word;
+* every other word that matters (one holding a punctuation character, or one starting with P*
+  while the flag is set) is tokenized by the pipeline's own tokenizer, alone, and the state
+  machine is run over its tokens for both values of the flag; the result is cached per word.
+
+Tokenizing a word alone gives the tokens it gets in context, with one exception: after the
+words are tokenized, spaCy runs a matcher for special cases over the whole ``Doc``, and a match
+can span two words separated by one space (its text then holds a space, so it is no special case
+and changes nothing itself), but it can hide an overlapping match inside a word.  Such a match
+needs adjacent tokens of some special case's pattern on either side of the space, and it matters
+only if the word holds, on token boundaries, a special case that changes tokens; where a
+tokenized word could be so joined to a neighbour, the paragraph holding it is given to spaCy
+(paragraphs are independent: the paragraph separator is a whitespace token, which clears the
+flag).  ``RuleSentencizer.for_pipeline`` returns None for any pipeline whose behaviour these
+arguments do not cover, so spaCy stays the source of truth: the tokenizer's rules and the
+punctuation set are read from the loaded pipeline, and tests compare the result with the
+pipeline's on hostile text (tests/pipeline/test_sentence_rules.py; scripts/sentence_differential.py
+does it on a corpus).
+
+Here a *word* is a maximal run of non-whitespace characters (what ``str.split()`` returns).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Callable, Optional
+
+__all__ = ["RuleSentencizer"]
+
+# Python's \s is str.isspace(), the test spaCy's tokenizer splits words with.
+_WHITESPACE = re.compile(r"\s+")
+_WORD = re.compile(r"\S+")
+# The cache of tokenized words is bounded, for flat memory; words longer than this are not cached.
+_CACHE_LIMIT = 100_000
+_CACHED_WORD_CHARS = 200
+
+
+def _is_p(character: str) -> bool:
+    return unicodedata.category(character)[0] == "P"
+
+
+def _special_case_patterns(tokenizer) -> tuple[set[tuple[str, str]], list[str]]:
+    """Adjacent token pairs of the patterns of the tokenizer's special-case matcher, and the
+    special cases whose tokens differ from their pattern's (applying them changes tokens).
+
+    spaCy (``Tokenizer.add_special_case``) adds a special case to that matcher, with the tokens the
+    affix rules alone give its text, when the text has a prefix, suffix or infix or a space (or
+    always, without ``faster_heuristics``).  A tokenizer with the same affix rules and no special
+    cases gives those tokens.
+    """
+    from spacy.tokenizer import Tokenizer
+
+    bare = Tokenizer(
+        tokenizer.vocab,
+        rules={},
+        prefix_search=tokenizer.prefix_search,
+        suffix_search=tokenizer.suffix_search,
+        infix_finditer=tokenizer.infix_finditer,
+        token_match=tokenizer.token_match,
+        url_match=tokenizer.url_match,
+    )
+    pairs: set[tuple[str, str]] = set()
+    changing = []
+    for text in tokenizer.rules or {}:
+        if not (
+            not tokenizer.faster_heuristics
+            or tokenizer.find_prefix(text)
+            or tokenizer.find_infix(text)
+            or tokenizer.find_suffix(text)
+            or " " in text
+        ):
+            continue
+        pattern = [token.text for token in bare(text)]
+        pairs.update(zip(pattern, pattern[1:]))
+        if [token.text for token in tokenizer(text)] != pattern:
+            changing.append(text)
+    return pairs, changing
+
+
+class _AskSpacy(Exception):
+    """A word at ``position`` could be tokenized differently in context."""
+
+    def __init__(self, position: int) -> None:
+        self.position = position
+
+
+class RuleSentencizer:
+    """Sentence starts of the rule-based sentencizer for texts as the splitter gives them to spaCy."""
+
+    def __init__(self, nlp, punct_chars) -> None:
+        self._tokenizer = nlp.tokenizer
+        self._pipe_names = list(nlp.pipe_names)
+        self._sentencizer = nlp.get_pipe("sentencizer")
+        self._punct = frozenset(punct_chars)
+        self._pairs, self._changing_cases = _special_case_patterns(nlp.tokenizer)
+        # The pairs by the last character of their first token; tokens are those of the patterns
+        # (the tokens before the matcher), so pairs are tested on the words' text.
+        self._pairs_by_last_char: dict[str, list[tuple[str, str]]] = {}
+        for first, second in self._pairs:
+            if not any(c.isspace() for c in first + second):
+                self._pairs_by_last_char.setdefault(first[-1], []).append((first, second))
+        self._changing_set = frozenset(self._changing_cases)
+        self._longest_change = max(map(len, self._changing_cases), default=0)
+        self._ascii_punct = sorted(c for c in self._punct if c.isascii())
+        # Passages with other characters: a cheap class (one range), the hits filtered after.
+        cheap = "".join(re.escape(c) for c in self._ascii_punct)
+        self._candidates = re.compile(rf"[{cheap}\x80-\U0010ffff]")
+        self._cache: dict[str, tuple] = {}
+
+    @classmethod
+    def for_pipeline(cls, nlp, first_component: str) -> Optional["RuleSentencizer"]:
+        """The rule sentencizer for ``nlp`` (``first_component`` + ``sentencizer``), or None when
+        the pipeline is not one whose sentences the arguments of the module docstring cover."""
+        from spacy.attrs import IS_PUNCT
+        from spacy.lang.lex_attrs import is_punct
+        from spacy.pipeline import Sentencizer
+        from spacy.tokenizer import Tokenizer
+
+        if nlp.pipe_names != [first_component, "sentencizer"]:
+            return None
+        sentencizer = nlp.get_pipe("sentencizer")
+        punct = getattr(sentencizer, "punct_chars", None)
+        if type(sentencizer) is not Sentencizer or not punct:
+            return None
+        if any(len(c) != 1 or c.isspace() for c in punct):
+            return None
+        if type(nlp.tokenizer) is not Tokenizer or nlp.vocab.lex_attr_getters.get(IS_PUNCT) is not is_punct:
+            return None
+        # Special cases holding whitespace could join words; whitespace-only ones (spaCy's own
+        # " ", "\t", "\n", "\xa0") only touch whitespace tokens.
+        for text in nlp.tokenizer.rules or {}:
+            if any(c.isspace() for c in text) and not text.isspace():
+                return None
+        return cls(nlp, punct)
+
+    def serves(self, nlp) -> bool:
+        """Whether ``nlp`` is still the pipeline this was made from (its tokenizer, components
+        and punctuation characters unchanged since)."""
+        return (
+            nlp.tokenizer is self._tokenizer
+            and nlp.pipe_names == self._pipe_names
+            and nlp.get_pipe("sentencizer") is self._sentencizer
+            and frozenset(self._sentencizer.punct_chars) == self._punct
+        )
+
+    def _entry(self, word: str) -> tuple:
+        """(starts if the flag is clear, flag after, starts if set, flag after, token offsets)
+        for a word tokenized alone."""
+        entry = self._cache.get(word)
+        if entry is not None:
+            return entry
+        doc = self._tokenizer(word)
+        tokens = [(token.idx, token.text in self._punct, token.is_punct) for token in doc]
+        runs = []
+        for seen in (False, True):
+            starts = []
+            for idx, period, punct in tokens:
+                if seen and not punct and not period:
+                    starts.append(idx)
+                    seen = False
+                elif period:
+                    seen = True
+            runs += [tuple(starts), seen]
+        entry = (*runs, tuple(idx for idx, _, _ in tokens))
+        if len(word) <= _CACHED_WORD_CHARS:
+            if len(self._cache) >= _CACHE_LIMIT:
+                self._cache.clear()
+            self._cache[word] = entry
+        return entry
+
+    def _check_neighbours(self, text: str, start: int, end: int, entry: tuple) -> None:
+        """Raise _AskSpacy if a special-case match could span the word ``text[start:end]`` and a
+        neighbour and hide a match inside the word that changes its tokens.
+
+        Such a match needs, across the single space between the two words, adjacent tokens of a
+        pattern: the first a suffix of one word's text, the second a prefix of the other's.
+        """
+        joined = False
+        if start >= 2 and text[start - 1] == " ":
+            for first, second in self._pairs_by_last_char.get(text[start - 2], ()):
+                if text.startswith(second, start) and text.endswith(first, 0, start - 1):
+                    joined = True
+                    break
+        if not joined and text[end : end + 1] == " ":
+            for first, second in self._pairs_by_last_char.get(text[end - 1], ()):
+                if text.endswith(first, start, end) and text.startswith(second, end + 1):
+                    joined = True
+                    break
+        if joined and self._holds_a_changing_case(text[start:end], entry[4]):
+            raise _AskSpacy(start)
+
+    def _holds_a_changing_case(self, word: str, token_starts: tuple) -> bool:
+        """Whether a special case that changes tokens spans whole tokens of ``word`` (alone).
+
+        A match spaCy would hide in context lies inside the word and matters only if it changes
+        tokens; its ends are boundaries of the word's tokens before the matcher, which stay
+        boundaries unless they fall inside another token-changing match, itself found here.
+        """
+        bounds = [*token_starts, len(word)]
+        for i, begin in enumerate(bounds):
+            for stop in bounds[i + 1 :]:
+                if stop - begin > self._longest_change:
+                    break
+                if word[begin:stop] in self._changing_set:
+                    return True
+        return False
+
+    def _carry(self, text: str, pos: int, limit: int, starts: list[int]) -> bool:
+        """With the flag set after the word ending at ``pos``, walk the whitespace and the
+        words without punctuation characters up to ``limit`` (the next word holding one, or
+        the end); the flag afterwards."""
+        n = len(text)
+        while pos < n:
+            end = _WHITESPACE.match(text, pos).end()
+            if end - pos != 1 or text[pos] != " ":  # whitespace token(s): not punctuation
+                starts.append(end)
+                return False
+            pos = end
+            if pos >= limit:
+                return True
+            match = _WORD.match(text, pos)
+            word = match.group()
+            if not _is_p(word[0]):
+                starts.append(pos)
+                return False
+            entry = self._entry(word)
+            self._check_neighbours(text, pos, match.end(), entry)
+            starts.extend(pos + offset for offset in entry[2])
+            if not entry[3]:
+                return False
+            pos = match.end()
+        return True
+
+    def _punct_positions(self, text: str) -> list[int]:
+        if text.isascii():
+            found = []
+            for c in self._ascii_punct:
+                i = text.find(c)
+                while i >= 0:
+                    found.append(i)
+                    i = text.find(c, i + 1)
+            found.sort()
+            return found
+        punct = self._punct
+        return [m.start() for m in self._candidates.finditer(text) if m.group() in punct]
+
+    def boundaries(self, text: str, spacy_starts: Callable[[str], list[int]]) -> list[int]:
+        """Offsets in ``text`` where the sentencizer starts a sentence, in order (after whitespace
+        tokens, the offset of the next word: the same sentences once stripped).
+
+        ``text`` is a passage as the splitter gives it to spaCy: paragraphs joined by ``"\n\n"``,
+        where the flag is always clear.  A paragraph holding a word whose tokens could depend on
+        its neighbours gets ``spacy_starts(paragraph)`` (the pipeline's starts) instead.
+        """
+        starts: list[int] = []
+        seen = False
+        resume = 0  # the end of the last word looked at
+        for position in self._punct_positions(text):
+            if position < resume:
+                continue  # in a word already looked at
+            start = position
+            while start > resume and not text[start - 1].isspace():
+                start -= 1
+            end = _WORD.match(text, position).end()
+            try:
+                if seen:
+                    seen = self._carry(text, resume, start, starts)
+                entry = self._entry(text[start:end])
+                self._check_neighbours(text, start, end, entry)
+            except _AskSpacy as ask:
+                resume = self._ask_spacy(text, ask.position, starts, spacy_starts)
+                seen = False
+                if start < resume:
+                    continue
+                # spaCy took an earlier paragraph (the flag reached here from it): this word
+                # starts the next one, with the flag clear.
+                entry = self._entry(text[start:end])
+                try:
+                    self._check_neighbours(text, start, end, entry)
+                except _AskSpacy as again:
+                    resume = self._ask_spacy(text, again.position, starts, spacy_starts)
+                    continue
+            found, seen = (entry[2], entry[3]) if seen else (entry[0], entry[1])
+            if found:
+                starts.extend(start + offset for offset in found)
+            resume = end
+        if seen:
+            try:
+                self._carry(text, resume, len(text), starts)
+            except _AskSpacy as ask:
+                self._ask_spacy(text, ask.position, starts, spacy_starts)
+        return starts
+
+    @staticmethod
+    def _ask_spacy(text: str, position: int, starts: list[int], spacy_starts) -> int:
+        """Replace the starts of the paragraph around ``position`` with spaCy's; its end."""
+        begin = text.rfind("\n\n", 0, position)
+        begin = 0 if begin < 0 else begin + 2
+        end = text.find("\n\n", position)
+        end = len(text) if end < 0 else end
+        while starts and starts[-1] >= begin:
+            starts.pop()
+        starts.extend(begin + offset for offset in spacy_starts(text[begin:end]))
+        return end

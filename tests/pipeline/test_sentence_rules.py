@@ -1,0 +1,145 @@
+"""The built-in splitter's sentences without spaCy Docs (bert_data/pipeline/rule_sentences.py) are
+the spaCy pipeline's: a differential test on generated hostile text, with the pipeline
+(``force_spacy=True``) as the oracle."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from bert_data.pipeline.sentences import SpacySentenceSplitter
+
+
+@pytest.fixture(scope="module")
+def splitters() -> tuple[SpacySentenceSplitter, SpacySentenceSplitter]:
+    fast = SpacySentenceSplitter(max_passage_chars=3000)
+    oracle = SpacySentenceSplitter(max_passage_chars=3000, force_spacy=True)
+    assert fast._rules is not None and oracle._rules is None
+    return fast, oracle
+
+
+def _punct_chars() -> list[str]:
+    from spacy.pipeline import Sentencizer
+
+    return sorted(Sentencizer.default_punct_chars)
+
+
+WORDS = [
+    "the", "The", "cat", "Sat", "a", "I", "O", "x", "s", "vs", "Mr", "Dr", "it", "He", "that",
+    "3.14", "1,000", "10.5%", "$4.99", "2:30", "1990s", "No.", "no.", "p.m.", "a.m.", "10a.m.",
+    "e.g.", "i.e.", "E.g.", "U.S.", "U.S.A.", "Mr.", "Mrs.", "St.", "Jan.", "etc.", "vs.", "v.s.",
+    "Ph.D.", "Inc.", "Jr.", "a.", "b.", "z.", "ä.", "l.a.", "u.s",
+    "http://example.com/a.b?c=d.", "www.example.org.", "https://x.y/z!", "mail@example.com.",
+    "a.b@c.d", "file.txt", "3.", "4!", "v2.0.1", "...", "..", ". . .", "?!", "!?", "!!", "??",
+    "'s", "'S", "'re", "'d", "'em", "'bout", "'nuff", "'cause", "'Cause", "''", "``", "'", "’", "‘",
+    "it's", "It's", "he's", "don't", "can't", "gonna", "y'all", "ma'am", "o'clock", "_", "_word_",
+    "_beloved_'s", "*bold*", "--", "-", "—", "–", "/", "and/or", "w/", "w/o", "<3", "</3", ":)",
+    ":-)", ";)", ":(", "(._.)", "(-_-)", "^_^", "o.O", "O.o", "(:", ":'-(", ">:(", "=)", ":D",
+    ":-D", "xD", "(╯°□°）╯︵┻━┻", "¯\\_(ツ)_/¯", "°C.", "°F", "☺", "😀", "👍🏽", "🇺🇸", "❤️",
+    "日本語", "東京。", "中文！", "한국어.", "Привет.", "мир!", "مرحبا؟", "سلام۔", "नमस्ते।", "हिंदी॥",
+    "ሰላም።", "Ελλάδα;", "ɪpa", "ﬁne", "Ⅻ", "½", "x²", "Straße.", "naïve", "café.", "İ.",
+]
+PUNCT_AROUND = ['"', "'", "(", ")", "[", "]", "{", "}", "«", "»", "“", "”", "‘", "’", "„", "¿", "¡",
+                "*", "_", "-", ",", ";", ":", "/", "\\", "…", "·", "§", "†", "‼", "⁉", "%", "#", "&"]
+SEPARATORS = [" "] * 12 + ["  ", "   ", "\t", " \t ", "\n", "\n\n", " \n \n ", "\n \n", "\r\n", "\r\n\r\n",
+                           "\xa0", " \xa0", "\u3000", "\u2009", "\x0c", "\x0b", "\u2028", "\u2029",
+                           "\x85", "\x1c", "\n\t\n", " \n"]
+
+
+def _hostile_text(rng: random.Random, n_items: int) -> str:
+    punct = _punct_chars()
+    parts = []
+    for _ in range(n_items):
+        kind = rng.random()
+        if kind < 0.45:
+            item = rng.choice(WORDS)
+        elif kind < 0.6:
+            item = rng.choice(WORDS) + rng.choice(punct)
+        elif kind < 0.7:
+            item = rng.choice(punct) * rng.randint(1, 3)
+        elif kind < 0.8:
+            # stops followed by quotes and brackets, and the reverse
+            item = rng.choice(WORDS) + rng.choice(".!?…") + "".join(rng.choices(PUNCT_AROUND, k=rng.randint(1, 3)))
+        elif kind < 0.9:
+            item = "".join(rng.choices(PUNCT_AROUND, k=rng.randint(1, 2))) + rng.choice(WORDS)
+        else:
+            item = "".join(rng.choices(WORDS + punct + PUNCT_AROUND, k=rng.randint(2, 4)))  # glued
+        parts.append(item)
+        parts.append(rng.choice(SEPARATORS) if rng.random() < 0.9 else "")
+    return "".join(parts)
+
+
+def test_python_whitespace_is_spacy_whitespace():
+    """rule_sentences finds chunks with re's \\s; spaCy's tokenizer splits at str.isspace()."""
+    space = re.compile(r"\s")
+    wrong = [hex(c) for c in range(0x110000) if bool(space.match(chr(c))) != chr(c).isspace()]
+    assert wrong == []
+
+
+def test_every_sentencizer_punctuation_character(splitters):
+    fast, oracle = splitters
+    texts = []
+    for c in _punct_chars():
+        texts += [f"One{c} Two", f"One {c} Two", f"One{c}{c} two", f"One{c}\" Two", f"One{c}) two",
+                  f"One{c}  \" two", f"{c}", f"{c} {c}", f"a{c}b c", f"One{c}\n\nTwo{c}"]
+    assert list(fast.split(texts)) == list(oracle.split(texts))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_hostile_text_gives_the_pipelines_sentences(splitters, seed):
+    fast, oracle = splitters
+    rng = random.Random(seed)
+    texts = [_hostile_text(rng, rng.randint(0, 300)) for _ in range(40)]
+    got, expected = list(fast.split(texts)), list(oracle.split(texts))
+    for text, a, b in zip(texts, got, expected):
+        assert a == b, text
+
+
+def test_long_documents_cut_into_passages():
+    """Documents over max_passage_chars (100,000 by default): cut at paragraph breaks, line
+    breaks, whitespace or hard, the same way on both paths."""
+    rng = random.Random(7)
+    fast = SpacySentenceSplitter()
+    oracle = SpacySentenceSplitter(force_spacy=True)
+    one_paragraph = " ".join(rng.choice(WORDS) for _ in range(30_000))  # > 100,000 characters
+    texts = [
+        _hostile_text(rng, 30_000),
+        one_paragraph,
+        one_paragraph.replace(" ", "\n", 5000),
+        "x." * 60_000,  # no whitespace: cut hard
+    ]
+    assert min(len(t) for t in texts) > 100_000
+    assert list(fast.split(texts)) == list(oracle.split(texts))
+
+
+def test_a_special_case_that_could_span_chunks_goes_to_spacy(splitters):
+    """"'s" inside "_beloved_'s" is a special case; after " . " a matcher match for "._" could
+    span the two chunks: that paragraph is given to spaCy (and only that one)."""
+    fast, oracle = splitters
+    asked = []
+    pipeline_starts = fast._pipeline_starts
+
+    def recording(text):
+        asked.append(text)
+        return pipeline_starts(text)
+
+    fast._pipeline_starts = recording
+    try:
+        text = "First paragraph. Fine.\n\nfor the benefit . _beloved_'s most. Next one"
+        assert fast.split_text(text) == oracle.split_text(text)
+    finally:
+        del fast._pipeline_starts
+    assert asked == ["for the benefit . _beloved_'s most. Next one"]
+
+
+def test_whitespace_runs_are_tokens(splitters):
+    """A run of whitespace other than one space is a token that is not punctuation: after a
+    stop it starts the sentence, so a quote after it opens the next sentence."""
+    fast, oracle = splitters
+    texts = ['He said "Hi." "Then"', 'He said "Hi."  "Then"', 'He said "Hi."\t"Then"',
+             'He said "Hi." \xa0"Then"', "Hi.  ) there", "Hi. ) there"]
+    got = list(fast.split(texts))
+    assert got == list(oracle.split(texts))
+    assert got[0] == ['He said "Hi." "', 'Then"'] and got[1] == ['He said "Hi."', '"Then"']
