@@ -64,6 +64,9 @@ class Manifest:
     # records' tokens that are not padding over all their slots (max_seq_length a record).
     n_instances: Optional[int] = None
     fill_rate: Optional[float] = None
+    # With --sources: each source's request and what was made of it (documents, tokens and
+    # instances requested, listed and realized; run/source_plan.py); absent otherwise.
+    per_source: Optional[List[dict]] = None
 
     # ------------------------------------------------------------------ options readers use
     def option(self, name: str, default=None):
@@ -203,7 +206,7 @@ class Manifest:
     def to_json(self) -> dict:
         data = dict(self.options)  # as the run records them (run/resolve.py: recorded_options)
         for item in fields(self):
-            if item.name == "options":
+            if item.name == "options" or (item.name == "per_source" and self.per_source is None):
                 continue
             value = getattr(self, item.name)
             if item.name == "features":

@@ -37,6 +37,7 @@ class SplitTotals:
     n_sentences: int = 0
     n_tokens: int = 0
     invalid_utf8_replaced: int = 0
+    source_instances: List[int] = field(default_factory=list)  # with --sources: instances a source
 
 
 @dataclass
@@ -61,6 +62,10 @@ class RunTotals:
         totals.n_sentences += pairs.n_sentences
         totals.n_tokens += pairs.n_tokens
         totals.invalid_utf8_replaced += pairs.n_replaced
+        for index, count in enumerate(pairs.source_instances or []):
+            if index >= len(totals.source_instances):
+                totals.source_instances.append(0)
+            totals.source_instances[index] += count
         for segment in result.segments:
             key = f"{segment.split}/{segment.shard}"
             self.records_per_shard[key] = self.records_per_shard.get(key, 0) + segment.n_records
@@ -127,11 +132,13 @@ class SkippedTotals:
 
 
 def make_manifests(spec: RunSpec, plan: Plan, totals: RunTotals, skipped: SkippedTotals,
-                   sizes: Optional[Dict[str, int]] = None) -> Dict[str, Manifest]:
+                   sizes: Optional[Dict[str, int]] = None,
+                   per_source: Optional[List[dict]] = None) -> Dict[str, Manifest]:
     """Each split's manifest (``run_files.finalize`` writes them, last).  Each describes its own
     split: its counts, and the options it was made with (``spec.options``: with the effective
     values of options left to their defaults).  ``sizes``: shard path -> bytes, for shards that
-    are not local files (uploaded from staging)."""
+    are not local files (uploaded from staging); ``per_source``: with --sources, each source's
+    request and realization (``SourcePlan.report``), in every split's manifest."""
     output = spec.output
     manifests = {}
     vocab_path, tokenizer_path = spec.tokenizer.recorded_paths()
@@ -166,6 +173,7 @@ def make_manifests(spec: RunSpec, plan: Plan, totals: RunTotals, skipped: Skippe
             tokenizer_path=tokenizer_path,
             vocab_size=plan.vocab.size,
             bert_data_version=__version__,
+            per_source=per_source,
         )
         manifests[split] = manifest
     return manifests
