@@ -138,7 +138,8 @@ def layout_options(names: Iterable[str], pack_slots: Optional[int] = None) -> di
     canonical = {canonical_name(name) for name in names}
     return {"mlm_only": "segment_ids" not in canonical, "masked": "masked_lm_positions" in canonical,
             "v2_feature_names": V2_NAMES["input_ids"] in names,
-            "max_sequences_per_pack": (pack_slots or 1) if "positions" in canonical else 0}
+            "max_sequences_per_pack": (pack_slots or 1) if "positions" in canonical else 0,
+            "provenance": PROVENANCE_FEATURE_NAMES[0] in canonical}
 
 
 _CANONICAL_NAMES = {v2: canonical for canonical, v2 in V2_NAMES.items()}

@@ -171,7 +171,8 @@ class Manifest:
         k = self.max_sequences_per_pack if self.packed else 0
         predictions = packed_predictions(self.max_predictions_per_seq, k) if k else self.max_predictions_per_seq
         return feature_specs(self.max_seq_length, predictions, mlm_only=self.mlm_only, masked=self.masked,
-                             v2_feature_names=self.v2_feature_names, max_sequences_per_pack=k)
+                             v2_feature_names=self.v2_feature_names, max_sequences_per_pack=k,
+                             provenance=bool(self.option("record_provenance", False)))
 
     def find_vocab_file(self, manifest_path: Optional[str] = None) -> Optional[str]:
         """The vocabulary file this manifest names, if it exists: its absolute path
