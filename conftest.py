@@ -39,6 +39,6 @@ pytest_collect_file = Sybil(
     parsers=[PythonCodeBlockParser(doctest_optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE),
              BashParser(), parse_outputs, SkipParser()],
     # The pages whose blocks run so far; the others' blocks are still to be made runnable (issue 33).
-    patterns=["README.md", "docs/google-compat.md", "docs/inputs.md", "docs/loading.md"],
+    patterns=["README.md", "docs/google-compat.md", "docs/inputs.md", "docs/loading.md", "docs/recipes.md"],
     fixtures=["docs_workdir"],
 ).pytest()

@@ -66,9 +66,9 @@ class SourcePlan:
                 requested_tokens = source.amount * float(tokens[train].sum()) if source.request == "weight" else None
             requested_docs = source.amount * int(np.sum(train & with_text)) if source.request == "weight" else None
             report.append({
-                "name": source.name, "index": index, "requested": {source.request: source.amount,
-                                                                  "documents": requested_docs,
-                                                                  "tokens": requested_tokens},
+                "name": source.name, "index": index,
+                "requested": {"by": source.request, source.request: source.amount, "documents": requested_docs,
+                              "tokens": requested_tokens},
                 "listed": {"documents": b - a, "train_documents": int(train.sum()),
                            "val_documents": int(val.sum()), "train_tokens": int(tokens[train].sum())},
                 "realized": {"documents": int(copies[train & with_text].sum()),

@@ -198,7 +198,10 @@ def _sources_dict(st: DatasetStats) -> Optional[List[dict]]:
         entry = {"name": source.get("name"), "index": source.get("index", index)}
         if "realized" in source:
             realized = source["realized"]
-            entry["requested"] = source["requested"]
+            if not val:
+                entry["requested"] = source["requested"]
+            else:
+                entry["requested"] = None  # (validation documents are made once)
             entry["realized"] = ({"documents": realized["val_documents"], "tokens": realized["val_tokens"],
                                   "instances": realized["val_instances"]} if val else
                                  {key: realized[key] for key in ("documents", "tokens", "instances")})
@@ -439,17 +442,22 @@ def format_stats(st: DatasetStats, top: int = 20) -> str:
 def _format_sources(sources: Optional[List[dict]]) -> List[str]:
     if not sources:
         return []
-    lines = ["  sources (requested -> realized; records counted here by source_index):"]
+    lines = ["  sources (requested -> realized; records counted here by source_index):" if sources[0].get("requested")
+             else "  sources (validation: each document once; records counted here by source_index):"]
     for source in sources:
         name = f"{source['index']} {source['name']}" if source.get("name") else f"{source['index']}"
         text = f"    {name}:"
-        if "requested" in source:
+        if "realized" in source and source.get("requested") is None:  # validation: each document once
+            realized = source["realized"]
+            text += (f" {realized['documents']:,} documents, {realized['tokens']:,} tokens, "
+                     f"{realized['instances']:,} instances")
+        elif "requested" in source:
             requested = source["requested"]
-            kind = next(key for key in ("weight", "tokens", "share") if key in requested)
+            kind = requested["by"]
             asked = [f"{kind} {requested[kind]:,g}"]
             if requested.get("documents") is not None:
                 asked.append(f"{requested['documents']:,.1f} documents")
-            if requested.get("tokens") is not None:
+            if requested.get("tokens") is not None and kind != "tokens":
                 asked.append(f"{requested['tokens']:,.0f} tokens")
             realized = source["realized"]
             text += (f" {', '.join(asked)} -> {realized['documents']:,} documents, {realized['tokens']:,} tokens, "
