@@ -133,3 +133,33 @@ def test_dask_gives_the_bytes_of_a_local_run(corpus, tmp_path):
                  parallelism=2, progress=False)
     assert file_hashes(tmp_path / "dask") == file_hashes(tmp_path / "local")
     assert np.all([len(name) for name in file_hashes(tmp_path / "local")])
+
+
+def test_a_run_stopped_after_tokenizing_resumes_to_the_same_bytes(corpus, tmp_path, monkeypatch):
+    """Budgets wait for every slice to be tokenized; stopped there (before any unit is dealt),
+    the resumed run reuses the slices and gives the bytes of an uninterrupted run."""
+    import bert_data.run.runner as runner
+
+    synthetic, lists = corpus
+    path = sources_file(tmp_path / "sources.toml", synthetic, lists, {"tokens": 2000}, {"share": 0.5})
+    generate(source_config(corpus, path, tmp_path / "whole"), progress=False)
+    real_deal = runner.deal_units
+
+    def stopped(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "deal_units", stopped)
+    with pytest.raises(Interrupted):
+        generate(source_config(corpus, path, tmp_path / "resumed"), progress=False)
+    monkeypatch.setattr(runner, "deal_units", real_deal)
+    generate(source_config(corpus, path, tmp_path / "resumed", resume=True), progress=False)
+    assert file_hashes(tmp_path / "resumed") == file_hashes(tmp_path / "whole")
+
+
+def test_shards_sized_by_records_count_repeated_documents(corpus, tmp_path):
+    synthetic, lists = corpus
+    path = sources_file(tmp_path / "sources.toml", synthetic, lists, {"weight": 3.0}, {"weight": 3.0})
+    summary = generate(source_config(corpus, path, tmp_path / "out", num_output_files=10, records_per_file=100),
+                       progress=False)
+    records = summary.manifests["train"]["examples_per_file"].values()
+    assert 60 <= sum(records) / len(records) <= 160  # about 100 a shard, the copies counted
