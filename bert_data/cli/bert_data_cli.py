@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mask_seed", type=int, default=None, metavar="SEED",
                    help="unmasked (--disable_masking) records: preview the masks load-time masking would draw "
                         "with this seed (the manifest's masking options)")
-    p.add_argument("--show-document", "--show_document", dest="show_document", action="store_true",
+    p.add_argument("--show_document", "--show-document", dest="show_document", action="store_true",
                    help="records made with --record_provenance: also print the document each came from, read "
                         "again from the inputs the manifest records (run it where the run ran)")
     _add_compression(p)
