@@ -182,6 +182,11 @@ class GeneratorConfig:
     decontaminate: List[str] = field(default_factory=list)
     decontamination_ngram: int = 13
     decontaminate_mode: str = "documents"
+    # Corpus recipes (issue 29): a TOML or JSON file of sources, each with its inputs and a
+    # weight, a token budget or a share of the run's tokens (see run/sources_file.py), instead of
+    # --metadata_files/--input_files; and every record's source and document (provenance).
+    sources: Optional[str] = None
+    record_provenance: bool = False
     # The former name of text_field, still accepted by the constructor.
     jsonl_text_key: InitVar[Optional[str]] = None
 
@@ -246,7 +251,8 @@ class GeneratorConfig:
             predictions = layout.packed_predictions(predictions, self.sequences_per_pack)
         return layout.feature_specs(self.max_seq_length, predictions, mlm_only=self.mlm_only,
                                     masked=not self.disable_masking, v2_feature_names=self.v2_feature_names,
-                                    max_sequences_per_pack=self.sequences_per_pack)
+                                    max_sequences_per_pack=self.sequences_per_pack,
+                                    provenance=self.record_provenance)
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> "GeneratorConfig":
@@ -255,9 +261,15 @@ class GeneratorConfig:
         for name in ("metadata_files", "val_metadata_files", "input_files", "output_files", "decontaminate"):
             if isinstance(getattr(self, name), str):
                 setattr(self, name, [getattr(self, name)])
-        if not self.metadata_files and not self.input_files:
+        if self.sources is not None:
+            if not isinstance(self.sources, str) or not self.sources:
+                raise ConfigError(f"--sources must name a TOML or JSON file, got {self.sources!r}")
+            if self.metadata_files or self.input_files or self.val_metadata_files:
+                raise ConfigError("--sources lists the documents: give the inputs in the sources file, not also "
+                                  "--metadata_files, --input_files or --val_metadata_files")
+        elif not self.metadata_files and not self.input_files:
             raise ConfigError("no documents: give --metadata_files (files listing them), --input_files (paths or "
-                              "globs) or Google's --input_file")
+                              "globs), Google's --input_file or --sources (a file of sources)")
         self._validate_tokenizer()
 
         def integer(name, minimum, maximum=None, why=""):
@@ -426,6 +438,13 @@ class GeneratorConfig:
         if self.pack_sequences and not fmt.instances:
             raise ConfigError(f"--pack_sequences packs instances (TFRecord, HDF5, Parquet, MDS); --output_format "
                               f"{self.output_format} holds the tokenized corpus")
+        if self.record_provenance and not fmt.instances:
+            raise ConfigError(f"--record_provenance marks records; --output_format {self.output_format} holds the "
+                              "tokenized corpus, its documents in listed order (the manifest's sources give each "
+                              "source's range): drop --record_provenance")
+        if self.record_provenance and self.pack_sequences:
+            raise ConfigError("--record_provenance marks each record with one document, and a packed row holds "
+                              "several: drop --pack_sequences or --record_provenance")
         if self.output_files and not fmt.single_file_shards:
             raise ConfigError(f"--output_file names single files: --output_format {self.output_format} writes a "
                               "directory (use --output_dir)")

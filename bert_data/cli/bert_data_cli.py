@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mask_seed", type=int, default=None, metavar="SEED",
                    help="unmasked (--disable_masking) records: preview the masks load-time masking would draw "
                         "with this seed (the manifest's masking options)")
+    p.add_argument("--show_document", "--show-document", dest="show_document", action="store_true",
+                   help="records made with --record_provenance: also print the document each came from, read "
+                        "again from the inputs the manifest records (run it where the run ran)")
     _add_compression(p)
 
     p = sub.add_parser("verify", allow_abbrev=False, help="check every record (exit status 0 only if all is well)",
@@ -187,8 +190,20 @@ def _inspect(args) -> int:
             return 0
         for rec in inspect_records(args.shard, args.vocab_file, args.num_records, args.start,
                                    compression=_compression(args), mask_seed=args.mask_seed):
+            document = None
+            if args.show_document:
+                if rec.origin is None:
+                    return _error("inspect", f"{args.shard}: the records hold no provenance (source_index, "
+                                             "document_index): make them with --record_provenance")
+                from ..format.dataset import dataset_info
+                from ..tools.provenance import find_document
+
+                document = find_document(dataset_info([shard]).manifest, rec.origin)
             if args.json:
-                print(json.dumps(record_json(rec)))
+                data = record_json(rec)
+                if document is not None:
+                    data["document"] = {"label": document.label, "text": document.text}
+                print(json.dumps(data))
             else:
                 if shown == 0:
                     no_vocab = not rec.tokens or rec.tokens[0].isdigit()
@@ -199,6 +214,9 @@ def _inspect(args) -> int:
                     if rec.has_masks:
                         print(LEGEND_WITHOUT_VOCAB if no_vocab else LEGEND)
                 print(format_record(rec))
+                if document is not None:
+                    print(f"  document {document.label}:\n" + "\n".join("    " + line
+                                                                       for line in document.text.splitlines()))
             shown += 1
         if shown == 0 and args.num_records > 0:
             return _error("inspect", f"{shard}: no record at or after --start {args.start:,}; it holds "

@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     inputs = parser.add_argument_group(
-        "input", "one of --metadata_files, --input_files or --input_file (Google's) names the documents")
+        "input", "one of --metadata_files, --input_files, --input_file (Google's) or --sources names the documents")
     add_document_arguments(inputs)
     add_bool(inputs, "--single_sentence_per_line",
              help="input is already one sentence per line (no spaCy); with --multiple_docs_in_single_file "
@@ -127,6 +127,17 @@ def build_parser() -> argparse.ArgumentParser:
     inputs.add_argument("--spacy_model", default=None, metavar="NAME_OR_PATH",
                         help="installed spaCy pipeline for sentence splitting (default: built-in "
                              "rule-based sentencizer, no download needed)")
+    inputs.add_argument("--sources", default=None, metavar="FILE",
+                        help="a TOML or JSON file of [[source]] tables instead of --metadata_files/--input_files: "
+                             "each with a name, its inputs (metadata_files and input_files_prefix, or input_files "
+                             "globs: text, JSON Lines, Parquet, URLs) and one of weight (repeat factor: 2.0 takes "
+                             "every document twice, 0.2 a seeded fifth), tokens (a token budget) or share (a share "
+                             "of the run's tokens); realized to the document, and reported per source in the "
+                             "manifest (docs/recipes.md)")
+    add_bool(inputs, "--record_provenance",
+             help="add to every record its source_index (place in --sources, 0 without it) and document_index "
+                  "(the document's place in its source's listing): an int64 feature or column that Google's "
+                  "run_pretraining.py and other readers ignore; bert-data inspect shows it")
 
     tokens = parser.add_argument_group("tokens")
     tokens.add_argument("--vocab_file", default=default_of("vocab_file"), metavar="FILE",

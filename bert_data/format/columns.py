@@ -25,6 +25,8 @@ from typing import BinaryIO, Dict, Iterator, List, Optional
 
 import numpy as np
 
+from .layout import PROVENANCE_FEATURE_NAMES
+
 # transformers' ignore index: CrossEntropyLoss skips these labels.
 IGNORE_INDEX = -100
 _HEADER = struct.Struct("<I")
@@ -94,6 +96,9 @@ def to_rows(columns: Dict[str, np.ndarray], sentence_order: bool = False) -> Dic
         rows["labels"] = labels_of(columns)[keep]
     if "next_sentence_labels" in columns:
         rows[pair_label_name(sentence_order)] = columns["next_sentence_labels"].reshape(-1).astype(np.int64)
+    for name in PROVENANCE_FEATURE_NAMES:  # --record_provenance: one value a row
+        if name in columns:
+            rows[name] = columns[name].reshape(-1).astype(np.int64)
     return rows
 
 
@@ -135,4 +140,7 @@ def from_rows(lists: Dict[str, List[np.ndarray]], max_seq_length: int,
     for label in (pair_label_name(False), pair_label_name(True)):
         if label in lists:
             columns["next_sentence_labels"] = np.asarray(lists[label], dtype=np.int64).reshape(-1, 1)
+    for name in PROVENANCE_FEATURE_NAMES:
+        if name in lists:
+            columns[name] = np.asarray(lists[name], dtype=np.int64).reshape(-1, 1)
     return columns

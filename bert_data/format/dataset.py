@@ -511,7 +511,8 @@ def _hdf5_specs(shard: str) -> Optional[List[FeatureSpec]]:
     for columns in format_of_path(shard).make_reader(verify_checksums=False).read_columns(shard, 1):
         masked = "masked_lm_ids" in columns
         return feature_specs(columns["input_ids"].shape[1], columns["masked_lm_ids"].shape[1] if masked else 0,
-                             mlm_only="segment_ids" not in columns, masked=masked)
+                             mlm_only="segment_ids" not in columns, masked=masked,
+                             provenance="source_index" in columns)
     return None
 
 

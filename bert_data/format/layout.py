@@ -70,6 +70,10 @@ FEATURE_NAMES = (
 )
 # The features only packed rows have.
 PACKED_FEATURE_NAMES = ("positions", "next_sentence_positions", "next_sentence_weights")
+# Where a record came from (``--record_provenance``): the source's place in the sources file (0
+# without one) and the document's position in its source's listing; one int64 each, after the
+# layout's features (Google's run_pretraining.py parses the features it names and ignores these).
+PROVENANCE_FEATURE_NAMES = ("source_index", "document_index")
 
 
 V2_NAMES = {"input_ids": "input_word_ids", "segment_ids": "input_type_ids"}
@@ -82,6 +86,7 @@ def feature_specs(
     masked: bool = True,
     v2_feature_names: bool = False,
     max_sequences_per_pack: int = 0,
+    provenance: bool = False,
 ) -> List[FeatureSpec]:
     """The features of one record, in the order the writer emits them.
 
@@ -95,6 +100,8 @@ def feature_specs(
     of a *row* (the generator's per-instance budget + k), and the pair task has ``k`` of
     ``next_sentence_positions``, ``next_sentence_labels`` and ``next_sentence_weights``.  An
     MLM-only packed layout is the same for every k.
+
+    ``provenance``: ``source_index`` and ``document_index`` last (``PROVENANCE_FEATURE_NAMES``).
     """
     packed = max_sequences_per_pack > 0
     specs = [FeatureSpec("input_ids", INT64, max_seq_length), FeatureSpec("input_mask", INT64, max_seq_length)]
@@ -114,6 +121,8 @@ def feature_specs(
                   FeatureSpec("next_sentence_weights", FLOAT32, max_sequences_per_pack)]
     elif not mlm_only:
         specs.append(FeatureSpec("next_sentence_labels", INT64, 1))
+    if provenance:
+        specs += [FeatureSpec(name, INT64, 1) for name in PROVENANCE_FEATURE_NAMES]
     if v2_feature_names:
         specs = [FeatureSpec(V2_NAMES.get(spec.name, spec.name), spec.dtype, spec.length) for spec in specs]
     return specs
@@ -129,7 +138,8 @@ def layout_options(names: Iterable[str], pack_slots: Optional[int] = None) -> di
     canonical = {canonical_name(name) for name in names}
     return {"mlm_only": "segment_ids" not in canonical, "masked": "masked_lm_positions" in canonical,
             "v2_feature_names": V2_NAMES["input_ids"] in names,
-            "max_sequences_per_pack": (pack_slots or 1) if "positions" in canonical else 0}
+            "max_sequences_per_pack": (pack_slots or 1) if "positions" in canonical else 0,
+            "provenance": PROVENANCE_FEATURE_NAMES[0] in canonical}
 
 
 _CANONICAL_NAMES = {v2: canonical for canonical, v2 in V2_NAMES.items()}

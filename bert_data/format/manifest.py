@@ -71,6 +71,9 @@ class Manifest:
     # --dedup / --decontaminate (None without them): the split's documents removed, by reason, per
     # evaluation set and per input file ("by_file"); see run/screening.py and describe_removed.
     documents_removed: Optional[Dict[str, Any]] = None
+    # With --sources: each source's request and what was made of it (documents, tokens and
+    # instances requested, listed and realized; run/source_plan.py); absent otherwise.
+    per_source: Optional[List[dict]] = None
 
     # ------------------------------------------------------------------ options readers use
     def option(self, name: str, default=None):
@@ -175,7 +178,8 @@ class Manifest:
         k = self.max_sequences_per_pack if self.packed else 0
         predictions = packed_predictions(self.max_predictions_per_seq, k) if k else self.max_predictions_per_seq
         return feature_specs(self.max_seq_length, predictions, mlm_only=self.mlm_only, masked=self.masked,
-                             v2_feature_names=self.v2_feature_names, max_sequences_per_pack=k)
+                             v2_feature_names=self.v2_feature_names, max_sequences_per_pack=k,
+                             provenance=bool(self.option("record_provenance", False)))
 
     def find_vocab_file(self, manifest_path: Optional[str] = None) -> Optional[str]:
         """The vocabulary file this manifest names, if it exists: its absolute path
@@ -210,7 +214,7 @@ class Manifest:
     def to_json(self) -> dict:
         data = dict(self.options)  # as the run records them (run/resolve.py: recorded_options)
         for item in fields(self):
-            if item.name == "options":
+            if item.name == "options" or (item.name == "per_source" and self.per_source is None):
                 continue
             value = getattr(self, item.name)
             if item.name == "features":

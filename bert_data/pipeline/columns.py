@@ -15,16 +15,21 @@ from .packing import PackingSpec, pack_columns
 
 def instance_columns(tokens: np.ndarray, pairs: PairArrays, instances: InstanceSpec, vocab,
                      masking: Optional[MaskingSpec], rng: np.random.Generator,
-                     packing: Optional[PackingSpec] = None, pack_sizes: Optional[np.ndarray] = None) -> dict:
+                     packing: Optional[PackingSpec] = None, pack_sizes: Optional[np.ndarray] = None,
+                     provenance: bool = False) -> dict:
     """A chunk of pairs (token ranges into ``tokens``) -> masked, padded canonical columns (with
     ``pack_sizes``: instances masked one by one, then packed as ``packing`` says, that many a
-    record)."""
+    record; with ``provenance``: each instance's ``source_index`` and ``document_index``, from
+    the pairs' origins)."""
     gathered = gather_instances(tokens, pairs, instances.max_seq_length, vocab.cls_id, vocab.sep_id,
                                 single_segment=instances.mlm_only)
     columns = record_columns(gathered, instances.mlm_only, vocab, masking, rng)
     if pack_sizes is not None:
         columns = pack_columns(columns, gathered.lengths, pack_sizes, packing.max_seq_length,
                                packing.max_sequences_per_pack, packing.prediction_slots)
+    if provenance:
+        columns["source_index"] = pairs.origin[:, :1].astype(np.int64)
+        columns["document_index"] = pairs.origin[:, 1:].astype(np.int64)
     return columns
 
 

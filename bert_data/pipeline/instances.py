@@ -121,13 +121,24 @@ class PairArrays:
     b_start: np.ndarray
     b_length: np.ndarray
     is_random_next: np.ndarray
+    # Each instance's document's origin, (source index, place in its source's listing), when the
+    # run keeps it (sources, --record_provenance): the document segment A comes from.
+    origin: Optional[np.ndarray] = None
 
     def __len__(self) -> int:
         return len(self.a_start)
 
     def take(self, rows) -> "PairArrays":
         return PairArrays(self.a_start[rows], self.a_length[rows], self.b_start[rows], self.b_length[rows],
-                          self.is_random_next[rows])
+                          self.is_random_next[rows], None if self.origin is None else self.origin[rows])
+
+    def with_origins(self, pool: "TokenPool", doc_origins: np.ndarray) -> "PairArrays":
+        """The pairs with each one's origin: that of the pool document segment A starts in
+        (``doc_origins``: a row a document of the pool, in the pool's order)."""
+        starts = np.asarray([bounds[0] for bounds in pool.bounds], dtype=np.int64)
+        documents = np.searchsorted(starts, self.a_start, side="right") - 1
+        return PairArrays(self.a_start, self.a_length, self.b_start, self.b_length, self.is_random_next,
+                          np.asarray(doc_origins, dtype=np.int64)[documents])
 
 
 def truncation_counts(len_a: int, len_b: int, max_num_tokens: int):

@@ -23,3 +23,13 @@ def python_random(sequence: np.random.SeedSequence) -> random.Random:
     """A ``random.Random`` seeded from a stream (the pairing loop follows Google's, which draws
     from Python's generator)."""
     return random.Random(int.from_bytes(sequence.generate_state(4, np.uint32).tobytes(), "little"))
+
+
+# Keys a source's subset stream apart from every unit's (a unit's sequence starts with the seed,
+# then the unit's index; this one with the seed, then this tag, which no unit index reaches).
+_SOURCE_TAG = 0x736F75726365  # "source"
+
+
+def source_rng(seed: int, source_index: int) -> np.random.Generator:
+    """The stream that chooses a source's subset of documents (``pipeline.sources``)."""
+    return np.random.default_rng(np.random.SeedSequence([seed, _SOURCE_TAG, source_index]))

@@ -19,9 +19,10 @@ from ..pipeline.documents.listing import list_documents
 from ..pipeline.decontamination import evaluation_digests
 from ..pipeline.documents.reading import read_documents
 from ..format.dataset_layout import SPLIT_OF_CODE, TRAIN, TRAIN_CODE, VAL, VAL_CODE
-from ..pipeline.documents.types import CorpusPlan, InputError, ReadingSpec, Slice
+from ..pipeline.documents.types import CorpusPlan, InputError, InputSpec, ReadingSpec, Slice
 from ..pipeline.mixing import CorpusOrder, region_size
 from .run_record import input_stamps, run_record
+from .source_plan import SourcePlan, document_origins
 from .specs import RunSpec
 from .units import SliceTable, UnitWork
 
@@ -58,6 +59,13 @@ class Plan:
     removed: Optional[np.ndarray] = None
     removal_report: object = None
     input_stamps: list = field(default_factory=list)  # each listed file's size and time (run_record.input_stamps)
+    sources: Optional[SourcePlan] = None  # --sources: where each source's documents are, their copies
+    provenance: bool = False  # units carry each document's source and place (--record_provenance)
+
+    @property
+    def units_pending(self) -> bool:
+        """Budgets and shares wait for every document's tokens: the units are dealt then."""
+        return self.sources is not None and self.sources.copies is None
 
     @property
     def slices(self) -> List[Slice]:
@@ -68,7 +76,11 @@ class Plan:
         docs = self.split_docs[unit.split][places]
         if self.removed is not None and len(self.removed):  # left out as documents without text are
             docs = docs[~np.isin(docs, self.removed)]
-        return UnitWork(unit.index, unit.split, docs)
+        origins = None
+        if self.sources is not None or self.provenance:
+            starts = self.sources.starts if self.sources is not None else np.asarray([0, self.corpus.n_docs])
+            origins = document_origins(starts, docs)
+        return UnitWork(unit.index, unit.split, docs, origins)
 
 
 def make_plan(spec: RunSpec, skip_missing: bool = False, check_case: bool = True,
@@ -83,8 +95,61 @@ def make_plan(spec: RunSpec, skip_missing: bool = False, check_case: bool = True
 
     inputs, mixing, vocab = spec.inputs, spec.mixing, spec.vocab
     outside = spec.control.allow_paths_outside_prefix
+    source_inputs = [source.inputs for source in spec.sources.sources] if spec.sources else [inputs]
+    groups, listed_entries, missing, excluded = [], [], [], []
+    for source_input in source_inputs:
+        entries, val_entries, source_missing, source_excluded, split_code = list_inputs(
+            source_input, skip_missing, outside, spec.control.read_path_lists_as_text)
+        groups.append((entries, split_code, val_entries, source_input.reading.text_field))
+        listed_entries += entries + val_entries
+        missing += source_missing
+        excluded += source_excluded
+    for entry, reason, _ in missing:
+        warn(f"{entry.metadata_file}:{entry.line_number}: skipped: {reason}: {entry.path}")
+
+    reading = inputs.reading
+    if spec.sources is None:
+        entries, split_code, val_entries, _ = groups[0]
+        corpus = planner.plan_corpus(entries, split_code, val_entries,
+                                     multiple_docs_in_single_file=reading.multiple_docs_in_single_file,
+                                     separator_line=reading.separator_line, text_field=reading.text_field,
+                                     encoding=reading.encoding)
+        starts = [0, corpus.n_docs]
+    else:
+        corpus, starts = planner.plan_corpus_groups(groups, reading.multiple_docs_in_single_file,
+                                                    reading.separator_line, reading.encoding)
+    if not corpus.n_docs or not corpus.n_bytes:
+        listed = [entry.label for entry in listed_entries]
+        named = [name for source_input in source_inputs for name in source_input.named_files]
+        raise InputError(f"no document with any text in {', '.join(named)}: "
+                         f"{some_of(listed)} {'is' if len(listed) == 1 else 'are'} empty or white space only; "
+                         "name files that hold text")
+    if check_case and spec.tokenizer.kind == WORDPIECE:  # the check measures WordPiece's [UNK] rate
+        check_vocabulary_case(spec.tokenizer.do_lower_case, inputs.reading, vocab, corpus.slices, allow_case_mismatch)
+    split_docs = {split: np.flatnonzero(corpus.doc_splits == code)
+                  for code, split in SPLIT_OF_CODE.items()}
+    for index, source_input in enumerate(source_inputs):  # each source's split (without sources: the corpus)
+        codes = corpus.doc_splits[starts[index]:starts[index + 1]]
+        warn_about_split_sizes(source_input, int(np.sum(codes == TRAIN_CODE)), int(np.sum(codes == VAL_CODE)))
+    n_listed = {split: len(docs) + sum(1 for *_, s in missing if s == split) for split, docs in split_docs.items()}
+    excluded_docs = sum(corpus.docs_per_path.get(path, 0) for path in {entry.path for entry in excluded})
+    decontamination = spec.screening.decontamination if spec.screening is not None else None
+    stamps = input_stamps(listed_entries)
+    record = run_record(spec.options, vocab, listed_entries, stamps,
+                        evaluation_digests(decontamination.paths) if decontamination is not None else None)
+    sources = SourcePlan(spec.sources, np.asarray(starts, dtype=np.int64)) if spec.sources is not None else None
+    plan = Plan(corpus, [], {}, split_docs, mixing.split_num, n_listed, missing, excluded_docs, vocab,
+                run_fingerprint(record), record, input_stamps=stamps, sources=sources, provenance=spec.provenance)
+    if sources is None or not sources.spec.needs_token_counts:
+        deal_units(plan, spec, None)  # else once every document's tokens are counted (runner)
+    return plan
+
+
+def list_inputs(inputs: InputSpec, skip_missing: bool, outside: bool, read_as_text: bool):
+    """One source's documents: (training entries, validation entries, [(entry, reason, split)]
+    missing, entries left out of training because validation names them, split_code)."""
     entries, missing = list_documents(inputs.metadata_files, inputs.input_files, inputs.prefix, skip_missing, outside,
-                                      spec.control.read_path_lists_as_text)
+                                      read_as_text)
     val_entries, val_missing = [], []
     if inputs.val_metadata_files:
         val_entries, val_missing = list_documents(inputs.val_metadata_files, [], inputs.prefix, skip_missing, outside)
@@ -100,39 +165,27 @@ def make_plan(spec: RunSpec, skip_missing: bool = False, check_case: bool = True
 
     missing = [(entry, reason, SPLIT_OF_CODE[split_code(entry.label, -1)]) for entry, reason in missing]
     missing += [(entry, reason, VAL) for entry, reason in val_missing]
-    for entry, reason, _ in missing:
-        warn(f"{entry.metadata_file}:{entry.line_number}: skipped: {reason}: {entry.path}")
+    return entries, val_entries, missing, excluded, split_code
 
-    corpus = planner.plan_corpus(entries, split_code, val_entries,
-                                 multiple_docs_in_single_file=inputs.reading.multiple_docs_in_single_file,
-                                 separator_line=inputs.reading.separator_line, text_field=inputs.reading.text_field,
-                                 encoding=inputs.reading.encoding)
-    if not corpus.n_docs or not corpus.n_bytes:
-        listed = [entry.label for entry in entries + val_entries]
-        raise InputError(f"no document with any text in {', '.join(inputs.named_files)}: "
-                         f"{some_of(listed)} {'is' if len(listed) == 1 else 'are'} empty or white space only; "
-                         "name files that hold text")
-    if check_case and spec.tokenizer.kind == WORDPIECE:  # the check measures WordPiece's [UNK] rate
-        check_vocabulary_case(spec.tokenizer.do_lower_case, inputs.reading, vocab, corpus.slices, allow_case_mismatch)
-    split_docs = {split: np.flatnonzero(corpus.doc_splits == code)
-                  for code, split in SPLIT_OF_CODE.items()}
-    warn_about_split_sizes(inputs, len(split_docs[TRAIN]), len(split_docs[VAL]))
-    orders = {split: CorpusOrder(len(docs), mixing.seed, shuffle=not mixing.keep_corpus_order,
-                                 region_size=region_size(mixing.split_num))
-              for split, docs in split_docs.items()}
-    units = plan_units(corpus, split_docs, orders, mixing.split_num)
-    # A split's size is known once every slice is tokenized; the removals are decided then.
+
+def deal_units(plan: Plan, spec: RunSpec, doc_tokens: Optional[np.ndarray]) -> None:
+    """The documents dealt into units: each split's list (with sources, the training list holds
+    each document as many times as its source's request gives it copies: ``pipeline.sources``),
+    its seeded order, and the units.  ``doc_tokens``: every document's tokens (budgets and shares
+    need them; None before tokenizing)."""
+    mixing = spec.mixing
+    if plan.sources is not None:
+        plan.sources.realize(plan.corpus.doc_splits, doc_tokens)
+        plan.split_docs[TRAIN] = plan.sources.training_list(plan.corpus.doc_splits)
+    plan.orders = {split: CorpusOrder(len(docs), mixing.seed, shuffle=not mixing.keep_corpus_order,
+                                      region_size=region_size(mixing.split_num))
+                   for split, docs in plan.split_docs.items()}
+    plan.units = plan_units(plan.corpus, plan.split_docs, plan.orders, mixing.split_num)
+    # A split's size is known once every slice is tokenized; the removals (--dedup,
+    # --decontaminate) are decided then.
     if spec.output.sizes_shards or spec.screening is not None:
-        for unit in units:
-            unit.last_slice = len(corpus.slices) - 1
-    n_listed = {split: len(docs) + sum(1 for *_, s in missing if s == split) for split, docs in split_docs.items()}
-    excluded_docs = sum(corpus.docs_per_path.get(path, 0) for path in {entry.path for entry in excluded})
-    decontamination = spec.screening.decontamination if spec.screening is not None else None
-    stamps = input_stamps(entries + val_entries)
-    record = run_record(spec.options, vocab, entries + val_entries, stamps,
-                        evaluation_digests(decontamination.paths) if decontamination is not None else None)
-    return Plan(corpus, units, orders, split_docs, mixing.split_num, n_listed, missing, excluded_docs, vocab,
-                run_fingerprint(record), record, input_stamps=stamps)
+        for unit in plan.units:
+            unit.last_slice = len(plan.corpus.slices) - 1
 
 
 def warn_about_split_sizes(inputs, n_train: int, n_val: int) -> None:

@@ -29,9 +29,11 @@ from ..pipeline.dedup import DedupSpec
 from ..pipeline.packing import PackingSpec
 from ..pipeline.screening import ScreeningSpec
 from ..pipeline.sentences import SentenceSpec
+from ..pipeline.sources import WEIGHT, SourceSpec, SourcesSpec
 from ..tokenizers import HUGGINGFACE, SENTENCEPIECE, SPECIAL_ROLES, WORDPIECE, TokenizerSource, load_vocabulary
 from .locations import check_output_url, forget_local_copies, local_tokenizer
 from .runner import RunSummary, run
+from .sources_file import load_sources, request_of
 from .specs import OutputSpec, RunControl, RunSpec
 
 
@@ -95,13 +97,18 @@ def resolve(config: GeneratorConfig) -> RunSpec:
                           config.input_encoding)
     inputs = InputSpec(tuple(config.metadata_files), tuple(config.input_files), config.input_files_prefix,
                        tuple(config.val_metadata_files), config.val_fraction, config.val_seed, reading)
+    sources_file = load_sources(config.sources) if config.sources is not None else None
+    sources = sources_spec(config, sources_file, reading) if sources_file is not None else None
+    options = recorded_options(config)
+    if sources_file is not None:  # the file's content, not only its name: it shapes the output
+        options["sources"] = {"path": config.sources, **sources_file}
     return RunSpec(
-        inputs=inputs, tokenizer=source,
+        inputs=inputs, sources=sources, provenance=config.record_provenance, tokenizer=source,
         sentences=SentenceSpec(config.single_sentence_per_line, config.spacy_model),
         mixing=MixingSpec(config.seed, config.split_num, config.keep_corpus_order),
-        instances=instances, masking=masking, packing=packing, output=output_spec(config),
+        instances=instances, masking=masking, packing=packing, output=output_spec(config, sources),
         control=RunControl(**{name: getattr(config, name) for name in RUN_CONTROL_OPTIONS}),
-        options=recorded_options(config), vocab=vocab, screening=screening_spec(config))
+        options=options, vocab=vocab, screening=screening_spec(config))
 
 
 def screening_spec(config: GeneratorConfig) -> Optional[ScreeningSpec]:
@@ -115,12 +122,47 @@ def screening_spec(config: GeneratorConfig) -> Optional[ScreeningSpec]:
     return ScreeningSpec(dedup, decontamination)
 
 
-def output_spec(config: GeneratorConfig) -> OutputSpec:
+
+
+def sources_spec(config: GeneratorConfig, sources_file: dict, reading: ReadingSpec) -> SourcesSpec:
+    """The checked sources file (``sources_file.load_sources``) as the planner takes it: each
+    source's inputs an ``InputSpec`` (the run's reading options, its own text field and
+    validation options where it gives them)."""
+    specs = []
+    for source in sources_file["source"]:
+        request, amount = request_of(source)
+        if request != WEIGHT or amount != 1:
+            if not config.output_format or not _holds_instances(config.output_format):
+                raise ConfigError(f"--sources {config.sources}: source {source['name']!r}: --output_format "
+                                  f"{config.output_format} writes the tokenized corpus once, in listed order; give "
+                                  "every source weight = 1")
+        own_reading = ReadingSpec(reading.multiple_docs_in_single_file, reading.separator_line,
+                                  source.get("text_field", reading.text_field), reading.encoding)
+        if own_reading.text_field is not None and reading.multiple_docs_in_single_file:
+            raise ConfigError(f"--sources {config.sources}: source {source['name']!r}: text_field reads JSON Lines, "
+                              "one document a line; drop --multiple_docs_in_single_file or the text_field")
+        inputs = InputSpec(tuple(source["metadata_files"]), tuple(source["input_files"]),
+                           source["input_files_prefix"], tuple(source["val_metadata_files"]),
+                           source.get("val_fraction", config.val_fraction), source.get("val_seed", config.val_seed),
+                           own_reading)
+        specs.append(SourceSpec(source["name"], inputs, request, amount))
+    return SourcesSpec(tuple(specs), sources_file["total_tokens"], config.seed)
+
+
+def _holds_instances(output_format: str) -> bool:
+    from ..format.output_formats import get_format
+
+    return get_format(output_format).instances
+
+
+def output_spec(config: GeneratorConfig, sources: Optional[SourcesSpec] = None) -> OutputSpec:
+    source_validation = sources is not None and any(
+        source.inputs.val_fraction > 0 or source.inputs.val_metadata_files for source in sources.sources)
     return OutputSpec(
         directory=config.output_dir, files=tuple(config.output_files), name=config.name,
         format=config.output_format, compression=config.compression, num_output_files=config.num_output_files,
         records_per_file=config.records_per_file, megabytes_per_file=config.megabytes_per_file,
-        has_validation=config.has_validation, features=tuple(config.feature_specs()),
+        has_validation=config.has_validation or source_validation, features=tuple(config.feature_specs()),
         sentence_order=config.sentence_order_prediction,
         shuffle_seed=None if config.keep_corpus_order else config.seed)
 

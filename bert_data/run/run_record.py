@@ -104,7 +104,9 @@ def differences(before: Optional[dict], now: dict) -> List[str]:
     found = []
     old, new = before.get("options", {}), now["options"]
     for key in sorted(set(old) | set(new)):
-        if old.get(key) != new.get(key):
+        if key == "sources" and isinstance(old.get(key), dict) and isinstance(new.get(key), dict):
+            found += _source_differences(old[key], new[key])
+        elif old.get(key) != new.get(key):
             found.append(f"--{_OPTION_NAMES.get(key, key)} was {_shown(old.get(key))}, now {_shown(new.get(key))}")
     if before.get("vocab_sha256") != now["vocab_sha256"]:
         where = new.get("vocab_file") or new.get("tokenizer_file") or new.get("spm_model_file") or "the vocabulary"
@@ -121,6 +123,23 @@ def differences(before: Optional[dict], now: dict) -> List[str]:
         found.append(INPUTS_CHANGED)
     if before.get("version") != now["version"]:
         found.append(f"bert_data was {before.get('version')}, now {now['version']}")
+    return found
+
+
+def _source_differences(before: dict, now: dict) -> List[str]:
+    """What changed in the sources file, key by key ("--sources: source 2 (web) weight was 1, now 2")."""
+    found = []
+    if before.get("total_tokens") != now.get("total_tokens"):
+        found.append(f"--sources: total_tokens was {_shown(before.get('total_tokens'))}, now "
+                     f"{_shown(now.get('total_tokens'))}")
+    old, new = before.get("source") or [], now.get("source") or []
+    if len(old) != len(new):
+        return found + [f"--sources: {len(old)} sources were given, now {len(new)}"]
+    for number, (a, b) in enumerate(zip(old, new), 1):
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                found.append(f"--sources: source {number} ({b.get('name')}) {key} was {_shown(a.get(key))}, now "
+                             f"{_shown(b.get(key))}")
     return found
 
 

@@ -44,13 +44,14 @@ from .corpus_output import record_totals, write_corpus
 from .executors import dead_worker_signal, default_executor, local_workers, shares_local_files, stop_executor, wait_first
 from .fault_injection import pause_if_chosen
 from .locations import RemoteOutput, RunLocations, prepare_work_dir, run_locations
-from .planning import Plan, make_plan, some_of, warn
+from .planning import Plan, deal_units, make_plan, some_of, warn
 from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pool_path,
                         prepare_output_dir, refuse_writing_over_inputs, remove_run_files, remove_shards_being_shuffled,
                         shard_in_progress, slice_paths, stopped, write_input_stamps, write_journal)
 from .screening import screen_corpus
 from .scheduler import Scheduler, ShardCounts, UnitResult, slices_still_needed
 from .scratch import finished_slices
+from .source_plan import document_tokens
 from .shard_shuffle import publish_shuffled, run_shuffle_task, shuffle_tasks, shuffled_size
 from .specs import OutputSpec, RunSpec
 from .tasks import SliceSummary, UnitError
@@ -139,9 +140,16 @@ def _run_locked(spec: RunSpec, staged: OutputSpec, places: RunLocations, remote:
         if spec.screening is not None and plan.removal_report is None:  # resumed when all was written
             screen_corpus(plan, spec.screening, places.scratch,
                           [SliceSummary.from_json(summaries[index]) for index in sorted(summaries)])
+        per_source = None
+        if plan.sources is not None:  # each source's request and realization, from the slices' tables
+            doc_tokens = document_tokens(plan.corpus.n_docs, len(plan.slices), places.scratch)
+            if plan.units_pending:  # (finishing a run that was stopped while finalizing)
+                deal_units(plan, spec, doc_tokens)
+            per_source = plan.sources.report(plan.corpus.doc_splits, doc_tokens,
+                                             {split: counts.source_instances for split, counts in totals.splits.items()})
         manifests = finalize(spec.output, staged, places, totals.shard_counts,
-                             lambda sizes, digests: make_manifests(spec, plan, totals, skipped, sizes, digests),
-                             remote)
+                             lambda sizes, digests: make_manifests(spec, plan, totals, skipped, sizes, digests,
+                                                                   per_source), remote)
     except BaseException as error:
         remove_shards = assembler.remove if assembler is not None else (lambda: None)
         if assembler is not None:
@@ -166,6 +174,15 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
     shards completed and the journal marked finished (what is left is ``run_files.finalize``)."""
     work_dir, journal_dir = places.scratch, places.journal_dir
     corpus = not staged.kind.instances  # megatron: no unit is paired (see corpus_output)
+    own_executor = executor is None
+    if plan.units_pending:  # budgets and shares: every document's tokens are counted, then the units dealt
+        if not journal:  # an interruption while tokenizing can be resumed (no shard is open yet)
+            write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json(),
+                          record=plan.record)
+        if own_executor:
+            executor = default_executor(max(1, min(parallelism, len(plan.slices))))
+        _tokenize_all(spec, plan, executor, work_dir, parallelism, progress, own_executor)
+        deal_units(plan, spec, document_tokens(plan.corpus.n_docs, len(plan.slices), work_dir))
     first_unit = len(plan.units) if corpus else totals.units_done
     shards = ShardCounts(plan, staged, spec.encoding, spec.vocab, assembler, totals.shard_counts, work_dir)
     still_needed = slices_still_needed(plan)
@@ -177,8 +194,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
         write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json(),
                       record=plan.record)
 
-    own_executor = executor is None
-    if own_executor:
+    if own_executor and executor is None:
         executor = default_executor(max(1, min(parallelism, len(plan.slices) + len(plan.units))))
     scheduler = Scheduler(plan, spec, executor, work_dir, first_unit, parallelism, done_slices, shards,
                           {split: counts.n_examples for split, counts in totals.splits.items()})
@@ -259,6 +275,27 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
             signal.signal(signal.SIGTERM, previous_term)
     if own_executor:
         executor.shutdown()
+
+
+def _tokenize_all(spec: RunSpec, plan: Plan, executor, work_dir: str, parallelism: int, progress: bool,
+                  own_executor: bool) -> None:
+    """Every slice not yet tokenized, tokenized (sources asked by budget or share are realized
+    from every document's tokens, before any unit is dealt)."""
+    done = {index: SliceSummary.from_json(data) for index, data in
+            finished_slices([slice_.index for slice_ in plan.slices], work_dir, len(plan.slices)).items()}
+    scheduler = Scheduler(plan, spec, executor, work_dir, 0, parallelism, done, None)
+    bar = _progress(plan.corpus.n_docs, progress, "tokenized", "doc", scheduler.docs_tokenized)
+    try:
+        while scheduler.to_tokenize or scheduler.in_flight:
+            scheduler.fill()
+            for _ in scheduler.finished_units():  # (no unit is dealt yet: only slices finish)
+                pass
+            bar.update(scheduler.docs_tokenized - bar.n)
+    except BaseException:
+        _stop_work(executor, own_executor, scheduler)
+        raise
+    finally:
+        bar.close()
 
 
 def _shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Dict[str, int],

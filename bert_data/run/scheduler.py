@@ -230,7 +230,8 @@ class ShardCounts:
 
 
 def split_token_counts(plan: Plan, work_dir: str) -> Dict[str, int]:
-    """Tokens of each split, from the tokenized slices' document tables."""
+    """Tokens of each split, from the tokenized slices' document tables (with --sources, each
+    training document's as many times as it has copies)."""
     counts = {TRAIN: 0, VAL: 0}
     paths = [slice_paths(work_dir, slice_.index)["docs"] for slice_ in plan.slices]
     # A batch at a time: a URL answers a batch's requests concurrently, and memory stays bounded.
@@ -242,6 +243,8 @@ def split_token_counts(plan: Plan, work_dir: str) -> Dict[str, int]:
             rows = rows[~np.isin(rows[:, DOC_POSITION], plan.removed)]
         tokens = rows[:, TOKEN_END] - rows[:, TOKEN_START]
         codes = plan.corpus.doc_splits[rows[:, DOC_POSITION]]
+        if plan.sources is not None:  # a document repeated by its source's request counts each time
+            tokens = tokens * plan.sources.copies[rows[:, DOC_POSITION]]
         for code, split in SPLIT_OF_CODE.items():
             counts[split] += int(tokens[codes == code].sum())
     return counts

@@ -27,6 +27,7 @@ from ..pipeline.mixing import MixingSpec
 from ..pipeline.packing import PackingSpec
 from ..pipeline.screening import ScreeningSpec
 from ..pipeline.sentences import SentenceSpec
+from ..pipeline.sources import SourcesSpec
 from ..tokenizers import TokenizerSource
 
 
@@ -136,6 +137,7 @@ class PairSpec:
     instances: InstanceSpec
     packing: Optional[PackingSpec]
     seed: int
+    origins: bool = False  # each instance's source and document are kept (sources, provenance)
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,7 @@ class EncodeSpec:
     format: str
     shard_options: ShardOptions
     segment_compression: Optional[str]
+    provenance: bool = False  # --record_provenance: each record's source_index and document_index
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,8 @@ class RunSpec:
     options: Dict[str, object] = field(hash=False)
     vocab: object = field(default=None, compare=False, repr=False)
     screening: Optional[ScreeningSpec] = None  # --dedup, --decontaminate (None: neither)
+    sources: Optional[SourcesSpec] = None  # --sources: the corpus as several sources (else ``inputs``)
+    provenance: bool = False  # --record_provenance
 
     @property
     def tokenizing(self) -> TokenizeSpec:
@@ -182,12 +187,14 @@ class RunSpec:
 
     @property
     def pairing(self) -> PairSpec:
-        return PairSpec(self.instances, self.packing, self.mixing.seed)
+        return PairSpec(self.instances, self.packing, self.mixing.seed,
+                        origins=self.sources is not None or self.provenance)
 
     @property
     def encoding(self) -> EncodeSpec:
         return EncodeSpec(self.tokenizer, self.instances, self.masking, self.packing, self.mixing.seed,
-                          self.output.format, self.output.shard_options, self.output.segment_compression)
+                          self.output.format, self.output.shard_options, self.output.segment_compression,
+                          self.provenance)
 
     def __getstate__(self):
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "vocab"}

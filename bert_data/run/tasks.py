@@ -171,7 +171,8 @@ def pair_unit(unit: UnitWork, table: SliceTable, spec: PairSpec, work_dir: str) 
     instances = spec.instances
     result = UnitPairs(unit.index, unit.split)
     path = pool_path(work_dir, unit.index)
-    pool, result.n_replaced = unit_pool(unit, table, work_dir, path, instances.separator_id)
+    kept: List[int] = []
+    pool, result.n_replaced = unit_pool(unit, table, work_dir, path, instances.separator_id, kept)
     result.n_docs = len(pool)
     if not len(pool):
         return result
@@ -181,6 +182,10 @@ def pair_unit(unit: UnitWork, table: SliceTable, spec: PairSpec, work_dir: str) 
     passes = instances.dupe_factor if unit.split == TRAIN else 1
     pairs = create_instances(pool, passes, instances,
                              python_random(random_streams(spec.seed, unit.index, unit.split, PAIRING)))
+    if spec.origins and unit.origins is not None:  # each instance's source and document travel with it
+        pairs = pairs.with_origins(pool, unit.origins[kept])
+        counts = np.bincount(pairs.origin[:, 0], minlength=int(unit.origins[:, 0].max()) + 1)
+        result.source_instances = counts.tolist()
     # Instances are shuffled within a unit, itself a sample of the whole corpus (the reference
     # shuffles all instances at the end, in memory).
     shuffling = np.random.default_rng(random_streams(spec.seed, unit.index, unit.split, SHUFFLING))
@@ -225,7 +230,7 @@ def encode_shards(task: EncodeTask, spec: EncodeSpec, work_dir: str) -> List[Seg
             crc = 0
             for rows, pack_sizes in record_slices(task.pack_sizes, first_row, first_row + size, CHUNK_ROWS):
                 columns = instance_columns(tokens, task.pairs.take(rows), spec.instances, vocab, spec.masking,
-                                           masking_rng, spec.packing, pack_sizes)
+                                           masking_rng, spec.packing, pack_sizes, spec.provenance)
                 data = compressor.compress(writer.encode_segment(columns))
                 crc = crc32c(data, crc)
                 piece_file.write(data)
@@ -254,7 +259,7 @@ def record_bytes(pairs: SplitPairs, spec: EncodeSpec, vocab, compression: Option
     writer = fmt.make_writer(spec.shard_options)
     rows, pack_sizes = next(record_slices(pairs.pack_sizes, 0, n, n))
     columns = instance_columns(load_array(pairs.tokens_path), pairs.pairs.take(rows), spec.instances, vocab,
-                               spec.masking, np.random.default_rng(0), spec.packing, pack_sizes)
+                               spec.masking, np.random.default_rng(0), spec.packing, pack_sizes, spec.provenance)
     if not fmt.appendable:  # HDF5, Parquet, MDS: a sample shard, written (and compressed) as theirs are
         with tempfile.TemporaryDirectory() as directory:
             written = os.path.join(directory, "sample")

@@ -38,6 +38,7 @@ class SplitTotals:
     n_sentences: int = 0
     n_tokens: int = 0
     invalid_utf8_replaced: int = 0
+    source_instances: List[int] = field(default_factory=list)  # with --sources: instances a source
 
 
 @dataclass
@@ -62,6 +63,10 @@ class RunTotals:
         totals.n_sentences += pairs.n_sentences
         totals.n_tokens += pairs.n_tokens
         totals.invalid_utf8_replaced += pairs.n_replaced
+        for index, count in enumerate(pairs.source_instances or []):
+            if index >= len(totals.source_instances):
+                totals.source_instances.append(0)
+            totals.source_instances[index] += count
         for segment in result.segments:
             key = f"{segment.split}/{segment.shard}"
             self.records_per_shard[key] = self.records_per_shard.get(key, 0) + segment.n_records
@@ -129,12 +134,14 @@ class SkippedTotals:
 
 def make_manifests(spec: RunSpec, plan: Plan, totals: RunTotals, skipped: SkippedTotals,
                    sizes: Optional[Dict[str, int]] = None,
-                   digests: Optional[Dict[str, Dict[str, str]]] = None) -> Dict[str, Manifest]:
+                   digests: Optional[Dict[str, Dict[str, str]]] = None,
+                   per_source: Optional[List[dict]] = None) -> Dict[str, Manifest]:
     """Each split's manifest (``run_files.finalize`` writes them, last).  Each describes its own
     split: its counts, and the options it was made with (``spec.options``: with the effective
     values of options left to their defaults).  ``sizes``: shard path -> bytes, for shards that
     are not local files (uploaded from staging); ``digests``: split -> the SHA-256 of each of its
-    files (``format.checksums.split_digests``)."""
+    files (``format.checksums.split_digests``); ``per_source``: with --sources, each source's
+    request and realization (``SourcePlan.report``), in every split's manifest."""
     output = spec.output
     manifests = {}
     vocab_path, tokenizer_path = spec.tokenizer.recorded_paths()
@@ -171,6 +178,7 @@ def make_manifests(spec: RunSpec, plan: Plan, totals: RunTotals, skipped: Skippe
             vocab_size=plan.vocab.size,
             bert_data_version=__version__,
             documents_removed=split_report(plan, split),
+            per_source=per_source,
         )
         manifests[split] = manifest
     return manifests

@@ -57,6 +57,7 @@ class UnitWork:
     index: int
     split: str
     docs: np.ndarray
+    origins: Optional[np.ndarray] = None  # (source index, place in its listing) a document (sources, provenance)
 
 
 @dataclass
@@ -85,15 +86,17 @@ class UnitPairs:
     n_sentences: int = 0
     n_tokens: int = 0
     n_replaced: int = 0
+    source_instances: Optional[List[int]] = None  # instances made from each source's documents (sources)
 
 
 def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
-              separator_id: Optional[int] = None) -> Tuple[TokenPool, int]:
+              separator_id: Optional[int] = None, kept: Optional[List[int]] = None) -> Tuple[TokenPool, int]:
     """The unit's documents, gathered from the tokenized slices in the unit's order, as one token
     pool written to ``path`` and memory-mapped from there.  A document read in parts is joined
     again; a skipped document has no rows and is left out.  With ``separator_id`` (MLM-only
     windows that cross documents) that token stands between documents.  Also returns the count
-    of characters of the documents that replaced invalid UTF-8."""
+    of characters of the documents that replaced invalid UTF-8.  ``kept``, when given, receives
+    the place in ``unit.docs`` of each document of the pool."""
     first, last = table.slices_of(unit.docs)
     wanted = np.unique(unit.docs)
     rows: Dict[int, List[Tuple[int, np.ndarray]]] = {}  # position -> [(slice, row)] in slice order
@@ -110,9 +113,11 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
             rows.setdefault(int(row[DOC_POSITION]), []).append((number, row))
 
     size, bounds, copies, replaced = 0, [], [], 0
-    for position in unit.docs.tolist():
+    for place, position in enumerate(unit.docs.tolist()):
         if position not in rows:
             continue
+        if kept is not None:
+            kept.append(place)
         if separator_id is not None and bounds:
             copies.append((-1, 0, 1))  # the separator, between two documents
             size += 1

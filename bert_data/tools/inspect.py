@@ -47,6 +47,7 @@ class InspectedRecord:
     # A packed row (--pack_sequences): its instances, each as an unpacked record (None: not packed).
     instances: Optional[List["InspectedRecord"]] = None
     row_start: int = 0  # an instance of a packed row: where in the row it starts
+    origin: Optional[object] = None  # --record_provenance: where it came from (tools.provenance.Origin)
 
 
 def _resolve_shard(path: str) -> str:
@@ -69,6 +70,7 @@ def inspect_records(shard: str, vocab_file: Optional[str] = None, n: int = 5,
     from ..format.tfrecord import iter_records
     from ..load.dynamic_masks import dynamic_masking
     from ..tokenizers import load_vocabulary
+    from .provenance import origin_of
 
     shard = _resolve_shard(shard)
     info = dataset_info([shard], compression=compression)
@@ -104,6 +106,7 @@ def inspect_records(shard: str, vocab_file: Optional[str] = None, n: int = 5,
         else:
             record = _inspect_one(shard, start + j, stored, feats, vocab, mask_id, preview)
         record.sentence_order = sentence_order
+        record.origin = origin_of(stored, info.manifest)
         yield record
 
 
@@ -206,6 +209,8 @@ def format_record(rec: InspectedRecord) -> str:
     else:
         parts.append("unmasked (masks are drawn at load time)")
     head = ", ".join(parts)
+    if rec.origin is not None:
+        head += f"\n  from: {rec.origin.describe()}"
     if not rec.has_segments:
         return f"{head}\n  tokens: {' '.join(shown)}"
     a = " ".join(shown[:rec.b_start])
@@ -238,6 +243,9 @@ def record_json(rec: InspectedRecord) -> dict:
     out["masked"] = [{k: m[k] for k in ("position", "shown", "original", "kind")} for m in rec.masked]
     if rec.preview:
         out["masks_previewed"] = True
+    if rec.origin is not None:
+        out["source_index"], out["document_index"] = rec.origin.source_index, rec.origin.document_index
+        out["source"] = rec.origin.source
     out["features"] = {name: value.tolist() for name, value in rec.features.items()}
     return out
 

@@ -86,6 +86,13 @@ class DatasetStats:
     row_tokens: int = 0  # tokens of the records that are not padding
     instances_hist: np.ndarray = None  # [k + 1] records by instances held (packed)
     documents_removed: Optional[dict] = None  # the manifest's (--dedup, --decontaminate)
+    # --sources: each source's request and realization (the manifest's), the split's own figures.
+    split: str = "train"
+    per_source: Optional[List[dict]] = None
+    source_records: Optional[np.ndarray] = None  # --record_provenance: records counted by source_index
+
+    def sources_dict(self) -> Optional[List[dict]]:
+        return _sources_dict(self)
 
     @property
     def fill_rate(self) -> float:
@@ -177,8 +184,34 @@ class DatasetStats:
                            for i, t, c, f in self.top_tokens(top)],
             "mixing": self.mixing.to_dict() if self.mixing is not None else None,
             "documents_removed": self.documents_removed,
+            "sources": self.sources_dict(),
             "notes": self.notes,
         }
+
+
+def _sources_dict(st: DatasetStats) -> Optional[List[dict]]:
+    """Per source: requested and realized documents and tokens, instances made (the manifest's,
+    for the split) and records counted here by their ``source_index`` (with provenance)."""
+    if st.per_source is None and st.source_records is None:
+        return None
+    val = st.split == "val"
+    entries = []
+    for index, source in enumerate(st.per_source or [{"name": None, "index": i} for i in
+                                                     range(len(st.source_records))]):
+        entry = {"name": source.get("name"), "index": source.get("index", index)}
+        if "realized" in source:
+            realized = source["realized"]
+            if not val:
+                entry["requested"] = source["requested"]
+            else:
+                entry["requested"] = None  # (validation documents are made once)
+            entry["realized"] = ({"documents": realized["val_documents"], "tokens": realized["val_tokens"],
+                                  "instances": realized["val_instances"]} if val else
+                                 {key: realized[key] for key in ("documents", "tokens", "instances")})
+        if st.source_records is not None:
+            entry["records_counted"] = int(st.source_records[index]) if index < len(st.source_records) else 0
+        entries.append(entry)
+    return entries
 
 
 def _accumulate(st: DatasetStats, cols: Dict[str, np.ndarray]) -> None:
@@ -265,6 +298,8 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
         st.has_segments = st.has_nsp = not flags["mlm_only"]
         st.sentence_order = shard_set.manifest is not None and shard_set.manifest.sentence_order_prediction
         st.documents_removed = shard_set.manifest.documents_removed if shard_set.manifest is not None else None
+        if shard_set.manifest is not None:
+            st.split, st.per_source = shard_set.manifest.split, shard_set.manifest.per_source
         st.compression = next(iter(set(compressions.values())), None) if len(set(compressions.values())) == 1 else "mixed"
         st.layout = describe_layout(specs)
         st.length_hist = np.zeros(msl + 1, np.int64)
@@ -314,6 +349,13 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
                     st.instances_hist += np.bincount(per_row, minlength=width + 1)[: width + 1]
                     cols = instance_rows(cols, np.arange(len(per_row)))[0]
                 _accumulate(st, cols)
+                if "source_index" in cols:  # --record_provenance: records by source
+                    counts = np.bincount(cols["source_index"].reshape(-1), minlength=len(st.per_source or ()))
+                    if st.source_records is None:
+                        st.source_records = np.zeros(0, np.int64)
+                    width = max(len(counts), len(st.source_records))
+                    st.source_records = np.pad(st.source_records, (0, width - len(st.source_records))) + \
+                        np.pad(counts, (0, width - len(counts)))
                 if mixing_ids is not None:
                     holding.append(records_holding([cols], mixing_ids))
             if mixing_ids is not None and holding:
@@ -395,11 +437,41 @@ def format_stats(st: DatasetStats, top: int = 20) -> str:
             lines.append("    " + "   ".join(cells[i:i + 5]))
     if st.mixing is not None:
         lines.extend(format_mixing(st.mixing))
+    lines.extend(_format_sources(d["sources"]))
     if st.documents_removed is not None:
         lines.append(f"  removed before use    {describe_removed(st.documents_removed)}")
     for note in st.notes:
         lines.append(f"  note: {note}")
     return "\n".join(lines)
+
+
+def _format_sources(sources: Optional[List[dict]]) -> List[str]:
+    if not sources:
+        return []
+    lines = ["  sources (requested -> realized; records counted here by source_index):" if sources[0].get("requested")
+             else "  sources (validation: each document once; records counted here by source_index):"]
+    for source in sources:
+        name = f"{source['index']} {source['name']}" if source.get("name") else f"{source['index']}"
+        text = f"    {name}:"
+        if "realized" in source and source.get("requested") is None:  # validation: each document once
+            realized = source["realized"]
+            text += (f" {realized['documents']:,} documents, {realized['tokens']:,} tokens, "
+                     f"{realized['instances']:,} instances")
+        elif "requested" in source:
+            requested = source["requested"]
+            kind = requested["by"]
+            asked = [f"{kind} {requested[kind]:,g}"]
+            if requested.get("documents") is not None:
+                asked.append(f"{requested['documents']:,.1f} documents")
+            if requested.get("tokens") is not None and kind != "tokens":
+                asked.append(f"{requested['tokens']:,.0f} tokens")
+            realized = source["realized"]
+            text += (f" {', '.join(asked)} -> {realized['documents']:,} documents, {realized['tokens']:,} tokens, "
+                     f"{realized['instances']:,} instances")
+        if "records_counted" in source:
+            text += f"; {source['records_counted']:,} records"
+        lines.append(text)
+    return lines
 
 
 def _text_histogram(hist: np.ndarray, bins: int = 8, width: int = 40) -> List[str]:

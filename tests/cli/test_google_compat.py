@@ -221,7 +221,7 @@ def test_no_documents_is_one_clear_message(tmp_path, capsys):
     assert main(["--vocab_file", str(VOCAB), "--output_dir", str(tmp_path / "o"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert err.strip() == ("create_tfrecords: error: no documents: give --metadata_files (files listing them), "
-                           "--input_files (paths or globs) or Google's --input_file")
+                           "--input_files (paths or globs), Google's --input_file or --sources (a file of sources)")
     assert main([f"--input_file={SAMPLE}", f"--output_file={tmp_path / 'x'}"]) == 2
     assert "--vocab_file is required" in capsys.readouterr().err
 

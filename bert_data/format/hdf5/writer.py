@@ -27,6 +27,8 @@ NVIDIA_DTYPES: Dict[str, str] = {
     "masked_lm_ids": "i4",
     "next_sentence_labels": "i1",
 }
+# --record_provenance's datasets (not NVIDIA's: their reader never asks for them).
+PROVENANCE_DTYPES: Dict[str, str] = {"source_index": "i4", "document_index": "i8"}
 CHUNK_ROWS = 1024  # rows per HDF5 chunk: what a reader decompresses at a time
 DERIVED = ("masked_lm_weights",)  # NVIDIA's reader derives it: a prediction slot at position 0 is padding
 
@@ -51,7 +53,7 @@ def _write(batches, path: str, name: str, options) -> dict:
         for column, width in widths.items():
             shape = (0,) if width == 1 else (0, width)
             datasets[column] = out.create_dataset(
-                column, shape=shape, maxshape=(None,) + shape[1:], dtype=NVIDIA_DTYPES.get(column, "f4" if column == "masked_lm_weights" else "i4"),
+                column, shape=shape, maxshape=(None,) + shape[1:], dtype=NVIDIA_DTYPES.get(column) or PROVENANCE_DTYPES.get(column) or ("f4" if column == "masked_lm_weights" else "i4"),
                 chunks=(CHUNK_ROWS,) + shape[1:], compression="gzip" if options.compression == "gzip" else None,
                 fletcher32=True, track_times=False)
         for batch in batches:

@@ -16,7 +16,7 @@ from ..columns import from_rows
 from ..output_formats import UnpaddedRowsReader
 from ..packed_rows import packed_from_rows
 
-_VALUE_TYPES = {"ndarray:int32": np.int32, "ndarray:uint8": np.uint8, "int32": np.int32}
+_VALUE_TYPES = {"ndarray:int32": np.int32, "ndarray:uint8": np.uint8, "int32": np.int32, "int64": np.int64}
 _SHAPE_TYPES = {0: np.uint8, 1: np.uint16, 2: np.uint32, 3: np.uint64}
 
 

@@ -5,7 +5,8 @@ A sample is one instance in ``transformers``' names (the Parquet rows, less ``at
 which a padding collator makes): ``input_ids`` (``ndarray:int32``, unpadded, masked as the run
 masks; with ``--disable_masking`` the plain tokens, for masking at load time as ModernBERT
 trains), ``token_type_ids`` (``ndarray:uint8``, pairs), ``labels`` (``ndarray:int32``, -100 but
-at masked positions) and ``next_sentence_label`` / ``sentence_order_label`` (``int32``).
+at masked positions) and ``next_sentence_label`` / ``sentence_order_label`` (``int32``); with
+``--record_provenance``, ``source_index`` and ``document_index`` (``int64``).
 
 The shard file (MDS version 2): uint32 sample count, uint32 offsets of each sample and of the
 end (n + 1, from the file's start), the writer's configuration as JSON, then the samples; a
@@ -35,6 +36,7 @@ import numpy as np
 
 from ..checksums import ALGORITHM, file_digest
 from ..columns import pair_label_name, to_rows
+from ..layout import PROVENANCE_FEATURE_NAMES
 from ..output_formats import MDS_INDEX, Writer
 from ..packed_rows import packed_to_rows
 
@@ -43,6 +45,7 @@ _SHAPE_BYTE = {np.dtype(np.uint8): 0, np.dtype(np.uint16): 1, np.dtype(np.uint32
 _VALUE_TYPES = {"input_ids": np.int32, "token_type_ids": np.uint8, "labels": np.int32, "position_ids": np.int32}
 _ENCODINGS = {"input_ids": "ndarray:int32", "token_type_ids": "ndarray:uint8", "labels": "ndarray:int32",
               "position_ids": "ndarray:int32"}
+_SCALAR_SIZES = {"int32": 4, "int64": 8}
 _INSTANCE_COLUMNS = ("next_sentence_positions",)  # packed rows: one value an instance, with the pair label
 
 
@@ -61,6 +64,9 @@ def column_encodings(options) -> Dict[str, str]:
             columns["next_sentence_positions"] = "ndarray:int32"
         else:
             columns[pair_label_name(options.sentence_order)] = "int32"
+    for name in PROVENANCE_FEATURE_NAMES:  # --record_provenance
+        if name in widths:
+            columns[name] = "int64"
     return dict(sorted(columns.items()))
 
 
@@ -68,7 +74,8 @@ def shard_config(options) -> dict:
     """What ``MDSWriter.get_config`` says of its shards (in each shard file and index entry)."""
     encodings = column_encodings(options)
     return {"column_encodings": list(encodings.values()), "column_names": list(encodings),
-            "column_sizes": [None if encoding.startswith("ndarray") else 4 for encoding in encodings.values()],
+            "column_sizes": [None if encoding.startswith("ndarray") else _SCALAR_SIZES[encoding]
+                             for encoding in encodings.values()],
             "compression": COMPRESSION_EXTENSIONS.get(options.compression) if options.compression else None,
             "format": "mds", "hashes": [ALGORITHM], "size_limit": None, "version": 2}
 
@@ -100,6 +107,8 @@ def encode_samples(batch, options) -> List[bytes]:
                 cut = rows["instance_offsets"]
                 datum = _array_bytes(rows[name][cut[i]:cut[i + 1]].astype(np.int32))
                 sizes.append(len(datum))
+            elif name in PROVENANCE_FEATURE_NAMES:
+                datum = np.int64(rows[name][i]).tobytes()
             else:
                 datum = np.int32(rows[name][i]).tobytes()
             data.append(datum)

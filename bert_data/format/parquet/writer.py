@@ -10,6 +10,8 @@ labels                     list<int64>     the original token at each masked pos
                                            elsewhere (masked data)
 next_sentence_label        int64           1 when B is a random next sentence (BERT)
 sentence_order_label       int64           1 when A and B are swapped (ALBERT's SOP)
+source_index               int64           with --record_provenance: the source's place in --sources
+document_index             int64           with --record_provenance: the document's place in its source
 =========================  ==============  ================================================
 
 MLM-only data has no ``token_type_ids`` and no pair label, unmasked data (``--disable_masking``,
@@ -32,6 +34,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..columns import pair_label_name, to_rows
+from ..layout import PROVENANCE_FEATURE_NAMES
 from ..output_formats import Writer
 from ..packed_rows import packed_to_rows
 
@@ -58,6 +61,7 @@ def schema_for(options):
             fields += [pa.field(label, pa.list_(pa.int64())), pa.field("next_sentence_positions", pa.list_(pa.int64()))]
         else:
             fields.append(pa.field(label, pa.int64()))
+    fields += [pa.field(name, pa.int64()) for name in PROVENANCE_FEATURE_NAMES if name in widths]
     return pa.schema(fields)
 
 

@@ -69,6 +69,33 @@ def plan_corpus(
     return planner.plan()
 
 
+def plan_corpus_groups(
+    groups: Sequence[Tuple[Sequence[MetadataEntry], SplitCode, Sequence[MetadataEntry], Optional[str]]],
+    multiple_docs_in_single_file: bool = False,
+    separator_line: Optional[str] = None,
+    encoding: str = UTF8,
+    **sizes,
+) -> Tuple[CorpusPlan, List[int]]:
+    """As :func:`plan_corpus`, for a corpus of several sources (``--sources``), one after the
+    other: each group is a source's ``(entries, split_of, val_entries, text_field)``.  Also
+    returns where each source's documents start in the corpus, and its end (n + 1 positions)."""
+    check_codecs([entry for entries, _, val_entries, _ in groups for entry in list(entries) + list(val_entries)])
+    planner = CorpusPlanner(sizes.get("slice_docs", 1 << 14), sizes.get("slice_bytes", 1 << 20),
+                            sizes.get("part_bytes", 1 << 22), multiple_docs_in_single_file, separator_line,
+                            None, encoding)
+    starts = []
+    for entries, split_of, val_entries, text_field in groups:
+        starts.append(planner.next_doc)
+        planner.every_file_json_lines = text_field is not None
+        planner.text_field = text_field or DEFAULT_TEXT_FIELD
+        for entry in entries:
+            planner.plan_file(entry, split_of)
+        for entry in val_entries:
+            planner.plan_file(entry, lambda label, position: VAL_CODE)
+    starts.append(planner.next_doc)
+    return planner.plan(), starts
+
+
 def group_spans(spans: Iterable[Tuple[int, int]], max_docs: int,
                 max_bytes: int) -> Iterator[Tuple[int, int, int, int]]:
     """(number of the first document, documents, start, end) of runs of consecutive documents,
