@@ -13,7 +13,6 @@ dropped, and a document left with no sentence is skipped (and recorded as such).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import chain
 from typing import Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -104,10 +103,9 @@ class DocumentTokenizer:
             while end < len(batch) and end - start < TOKENIZE_BATCH and chars < TOKENIZE_CHARS:
                 chars += len(batch[end])
                 end += 1
-            ids = self.tokenizer.encode_ids(batch[start:end])
-            per_sentence = [len(sentence) for sentence in ids]
-            lengths[start:end] = per_sentence
-            parts.append(np.fromiter(chain.from_iterable(ids), dtype=self.dtype, count=sum(per_sentence)))
+            ids, counts = self.tokenizer.encode_flat(batch[start:end])
+            lengths[start:end] = counts
+            parts.append(ids.astype(self.dtype, copy=False))
             del ids
             start = end
         return (np.concatenate(parts) if parts else np.zeros(0, dtype=self.dtype)), lengths

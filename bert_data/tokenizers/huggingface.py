@@ -33,6 +33,7 @@ import json
 from typing import List, Optional, Sequence
 
 from .base import SourceTokenizer
+from .native import native_wordpiece
 from .vocab import SPECIAL_TOKENS, VocabError, vocab_from_tokens
 
 __all__ = ["HuggingFaceTokenizer", "load_hf_vocabulary", "word_boundary_of"]
@@ -154,8 +155,9 @@ class HuggingFaceTokenizer(SourceTokenizer):
     """A ``tokenizer.json``, for the generator (see the module docstring).  Picklable: the
     receiving process reads the file again."""
 
-    def __init__(self, source):
+    def __init__(self, source, native: bool = True):
         self.source = source
+        self.native = native  # False: always Hugging Face's own (the benchmark's floor, the tests' oracle)
         self._init()
 
     def _init(self) -> None:
@@ -166,12 +168,27 @@ class HuggingFaceTokenizer(SourceTokenizer):
         tokenizer.encode_special_tokens = True
         self._tk = tokenizer
         self._encode_batch = getattr(tokenizer, "encode_batch_fast", None) or tokenizer.encode_batch
+        # A WordPiece file runs natively when nanotoken is there (the same ids, checked when built).
+        native = (parsed.get("model") or {}).get("type") == "WordPiece" and getattr(self, "native", True)
+        self._native = native_wordpiece(tokenizer) if native else None
+
+    @property
+    def is_native(self) -> bool:
+        """Whether batches go through the native tokenizer (``nanotoken``)."""
+        return self._native is not None
 
     def encode_ids(self, texts: Sequence[str]) -> List[List[int]]:
         """Token ids of each text (batched; no special tokens)."""
         if not texts:
             return []
+        if self._native is not None:
+            return self._native.encode_ids(list(texts))
         return [encoding.ids for encoding in self._encode_batch(list(texts), add_special_tokens=False)]
+
+    def encode_flat(self, texts: Sequence[str]):
+        if self._native is not None:
+            return self._native.encode_flat(list(texts))
+        return super().encode_flat(texts)
 
     def encode_one(self, text: str) -> List[int]:
         return self._tk.encode(text, add_special_tokens=False).ids
