@@ -35,7 +35,7 @@ from .. import storage
 from .vocab import SPECIAL_TOKENS, VocabError
 
 __all__ = ["WORDPIECE", "HUGGINGFACE", "SENTENCEPIECE", "SPECIAL_ROLES", "TokenizerSource", "load_vocabulary",
-           "make_tokenizer", "detect_kind"]
+           "make_tokenizer", "detect_kind", "native_note"]
 
 WORDPIECE, HUGGINGFACE, SENTENCEPIECE = "wordpiece", "huggingface", "sentencepiece"
 #: The special tokens' roles, in ``SPECIAL_TOKENS``' order (options ``--pad_token`` ...).
@@ -166,6 +166,16 @@ def make_tokenizer(source: TokenizerSource, native: bool = True):
     from .sentencepiece import SentencePieceTokenizer
 
     return SentencePieceTokenizer(source)
+
+
+def native_note(source: TokenizerSource) -> Optional[str]:
+    """One line for a WordPiece run without the native tokenizer installed (the ids are the same,
+    the tokenizing slower): how to get it.  None otherwise."""
+    if source.kind != WORDPIECE:
+        return None
+    from .native import native_missing_note
+
+    return native_missing_note()
 
 
 def _with_defaults(specials) -> tuple:

@@ -166,3 +166,44 @@ def test_the_probe_covers_what_the_hostile_text_covers():
     for needed in ("\x00", "\u200b", "\u0301", "\x0b", "\x0c", "\u3000", "[MASK]", "[SEP]", "𠀀", "Σ", "\ufffd",
                    "\ue000", "e" * 201, "🙂", "\u202e", "שלום"):
         assert needed in probe, repr(needed)
+
+
+def _hostile_run(tmp_path, name, progress):
+    from bert_data.config import GeneratorConfig
+    from bert_data.run.resolve import generate
+
+    corpus = tmp_path / "corpus"
+    if not corpus.exists():
+        corpus.mkdir()
+        for number in range(12):
+            text = "\n".join(TEXTS[number * 20:(number + 1) * 20])
+            (corpus / f"doc{number}.txt").write_bytes(text.encode("utf-8", errors="surrogatepass"))
+        (corpus / "metadata.txt").write_text("".join(f"doc{number}.txt\n" for number in range(12)))
+    out = tmp_path / name
+    generate(GeneratorConfig(metadata_files=[str(corpus / "metadata.txt")], input_files_prefix=str(corpus),
+                             vocab_file=str(PROJECT_VOCAB), do_lower_case=True, max_seq_length=48,
+                             max_predictions_per_seq=6, dupe_factor=2, split_num=4, num_output_files=2,
+                             output_dir=str(out), num_workers=1, seed=3, single_sentence_per_line=True),
+             progress=progress)
+    return out
+
+
+def test_a_run_makes_the_same_bytes_without_nanotoken_and_says_so_once(tmp_path, monkeypatch, capsys):
+    from tests.helpers.corpus import file_hashes
+
+    native_out = _hostile_run(tmp_path, "native", progress=True)
+    assert "note:" not in capsys.readouterr().err
+    monkeypatch.setattr(native, "_importable", lambda: False)
+
+    def not_here(*_):
+        raise AssertionError("the native tokenizer ran without nanotoken")
+
+    monkeypatch.setattr(native.NativeWordPiece, "encode_flat", not_here)
+    from bert_data.run import tasks
+
+    monkeypatch.setattr(tasks, "_tokenizers", {})  # the first run's tokenizer, cached in this process
+    reference_out = _hostile_run(tmp_path, "reference", progress=True)
+    notes = [line for line in capsys.readouterr().err.splitlines() if "note:" in line]
+    assert len(notes) == 1 and 'pip install "bert_data[native]"' in notes[0]
+    hashes = file_hashes(native_out)
+    assert len(hashes) == 2 and hashes == file_hashes(reference_out)
