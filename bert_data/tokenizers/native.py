@@ -22,6 +22,7 @@ generator's parallelism is its worker processes).
 from __future__ import annotations
 
 import json
+import os
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -31,6 +32,11 @@ from ..notices import warn
 __all__ = ["NativeWordPiece", "native_wordpiece", "native_missing_note", "PROBE_TEXTS"]
 
 PACKAGE = "nanotoken"
+# nanotoken caches the ids of the chunks it has seen, by default up to 2**20 entries a level: about
+# 240 MB more per worker once a corpus has shown it millions of distinct words (a large one does).
+# 2**16 entries keep that to about 45 MB, at the same speed on ../shared/corpus.  The environment
+# variable NANOTOKEN_CACHE_ENTRIES, when set, decides instead.
+CACHE_ENTRIES = 1 << 16
 
 # One text per class of input where a native WordPiece could part from Hugging Face's: checked at
 # every construction (about a millisecond).
@@ -94,18 +100,20 @@ def _as_generator_runs_it(tokenizer_json: str) -> str:
     return json.dumps(parsed, ensure_ascii=False)
 
 
-def native_wordpiece(hf_tokenizer, tokenizer_json: Optional[str] = None) -> Optional[NativeWordPiece]:
+def native_wordpiece(hf_tokenizer) -> Optional[NativeWordPiece]:
     """The native twin of ``hf_tokenizer`` (a ``tokenizers.Tokenizer`` set up as the generator
     runs it: special tokens as text, no truncation or padding), or None: ``nanotoken`` missing, a
     tokenizer it does not run (not WordPiece, a normaliser it lacks), or one whose ids differ from
-    ``hf_tokenizer``'s on :data:`PROBE_TEXTS` (warned about: a ``nanotoken`` release that changed).
-    ``tokenizer_json``: the JSON to build from, if not ``hf_tokenizer``'s own."""
+    ``hf_tokenizer``'s on :data:`PROBE_TEXTS` (warned about: a ``nanotoken`` release that changed)."""
     if not _importable():
         return None
+    import nanotoken
     from nanotoken.nanotoken_rs import WordPieceTokenizer
 
+    if "NANOTOKEN_CACHE_ENTRIES" not in os.environ:
+        nanotoken.set_cache_entries(CACHE_ENTRIES)
     try:
-        backend = WordPieceTokenizer.from_json(_as_generator_runs_it(tokenizer_json or hf_tokenizer.to_str()))
+        backend = WordPieceTokenizer.from_json(_as_generator_runs_it(hf_tokenizer.to_str()))
     except Exception:  # UnsupportedTokenizerError, or a file nanotoken reads otherwise: Hugging Face runs it
         return None
     native = NativeWordPiece(backend)
