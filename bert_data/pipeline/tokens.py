@@ -3,8 +3,9 @@
 The result is three arrays, what the work directory keeps of a tokenized slice: the token ids of
 every kept sentence end to end, each sentence's length, and a table with a row per kept
 document (where its tokens and sentences lie, and how much of its text replaced invalid
-UTF-8).  Sentences are tokenized in bounded batches: a tokenizer returns Python lists (a few
-hundred bytes a token), so a huge document must never become one huge list.
+UTF-8).  Sentences are tokenized in bounded batches (``encode_flat``: arrays from the native
+WordPiece; a tokenizer that builds Python lists, a few hundred bytes a token, must never be given
+a huge document as one huge batch).
 
 As in Google's reference, a sentence with no token (only characters the normaliser drops) is
 dropped, and a document left with no sentence is skipped (and recorded as such).

@@ -6,6 +6,9 @@ matching of special tokens in the text (``encode_special_tokens``), so that a do
 contains the text "[MASK]" gets the pieces of that text, as Google's tokenizer gives, never the
 [MASK] id.
 
+A WordPiece file runs on the native ``nanotoken`` when it is installed, with the same ids
+(:mod:`bert_data.tokenizers.native`); any other model on ``tokenizers``.
+
 Special tokens: the ``--cls_token`` ... options when given; else the tokenizer's own (the
 ``[CLS]``/``[SEP]`` of its post-processor, its model's unknown token, its padding token, an
 added ``<mask>`` special token when there is no ``[MASK]``); else BERT's names.  A missing one is a

@@ -17,6 +17,11 @@ algorithm, so the output is exactly Google's. The table of such characters was d
 for Python 3.11 (Unicode 14) and tokenizers 0.23 by running every code point through both
 tokenizers; ``tests/pipeline/test_tokenization.py`` re-checks a sample of all code points.
 
+Native speed: with ``nanotoken`` installed (the ``[native]`` extra), batches go through a Rust
+WordPiece built from the same Hugging Face tokenizer and checked against it when built
+(:mod:`bert_data.tokenizers.native`); it has Hugging Face's tables, so the same texts take the
+Google fallback, and the ids are the same either way.  ``native=False`` keeps Hugging Face's.
+
 Threads: Hugging Face ``encode_batch*`` runs on a Rayon thread pool sized to all CPUs
 unless the environment variable ``TOKENIZERS_PARALLELISM`` is ``false``. The pipeline runs
 one tokenizer per worker process and wants one thread each: call ``force_single_thread()``
