@@ -23,3 +23,8 @@ def use_program_name(name: str) -> None:
 def warn(message: str) -> None:
     """(Credentials of URLs in the message are redacted.)"""
     print(storage.redact(f"{_program}: warning: {message}"), file=sys.stderr)
+
+
+def note(message: str) -> None:
+    """Something worth knowing that changes nothing in the output (e.g. a faster way to run)."""
+    print(storage.redact(f"{_program}: note: {message}"), file=sys.stderr)

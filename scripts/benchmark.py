@@ -30,7 +30,9 @@ measured in the same invocation, in a separate single-threaded process: the same
 over the same sentences (ids only, batched), plus, for raw input, spaCy's blank("en")
 + sentencizer over the same documents (its pipeline, a Doc per passage: ``time_over_spacy``;
 the sentence stage, the built-in splitter that gives the same sentences without Docs, is timed
-against it too).  ``time/floor`` stays comparable across machines.
+against it too).  ``time/floor`` stays comparable across machines.  Each tokenizer floor is also
+reported alone: Hugging Face ``tokenizers`` (``over_tokenizers``, the reference path) and the
+native WordPiece, ``nanotoken`` (``over_native``, when it runs the tokenizer).
 
 The tokenizer is BERT's WordPiece (``--vocab_file``, default the shared BERT-uncased vocabulary),
 a Hugging Face ``--tokenizer_file tokenizer.json`` or a ``--spm_model_file`` SentencePiece model
@@ -65,7 +67,6 @@ metadata, raw, source, documents = json.load(open(sys.argv[1]))
 from bert_data.config import separator_line_of
 from bert_data.pipeline.documents.reading import DocumentTexts
 from bert_data.tokenizers import TokenizerSource, make_tokenizer
-tokenizer = make_tokenizer(TokenizerSource(*source))
 # The documents as the generator reads them (many a file, JSON Lines, compressed), read before timing.
 texts = list(DocumentTexts([metadata], "", multiple_docs_in_single_file=documents["multiple_docs_in_single_file"],
                            separator_line=separator_line_of(documents["multiple_docs_separator"]),
@@ -85,13 +86,22 @@ if raw:
         sys.exit("the sentence stage's sentences differ from spaCy's pipeline's")
 else:
     sentences = [line.strip() for text in texts for line in text.split("\n") if line.strip()]
-started = time.perf_counter()
-n_tokens = 0
-for start in range(0, len(sentences), 4096):
-    n_tokens += sum(len(ids) for ids in tokenizer.encode_ids(sentences[start:start + 4096]))
-tokenizer_seconds = time.perf_counter() - started
+def tokenizer_floor(encode, count):
+    started, n_tokens = time.perf_counter(), 0
+    for start in range(0, len(sentences), 4096):
+        n_tokens += count(encode(sentences[start:start + 4096]))
+    return time.perf_counter() - started, n_tokens
+# The `tokenizers` floor (Hugging Face's lists of ids: the reference path) and the native one
+# (nanotoken's arrays), when the tokenizer runs on it.
+reference = make_tokenizer(TokenizerSource(*source), native=False)
+tokenizer_seconds, n_tokens = tokenizer_floor(reference.encode_ids, lambda ids: sum(map(len, ids)))
+native = make_tokenizer(TokenizerSource(*source))
+native_seconds = None
+if getattr(native, "is_native", False):
+    native_seconds = tokenizer_floor(native.encode_flat, lambda flat: len(flat[0]))[0]
 print(json.dumps({"sentences": len(sentences), "tokens": n_tokens, "tokenizer_seconds": tokenizer_seconds,
-                  "spacy_seconds": spacy_seconds, "sentences_seconds": sentences_seconds}))
+                  "native_seconds": native_seconds, "spacy_seconds": spacy_seconds,
+                  "sentences_seconds": sentences_seconds}))
 """
 
 
@@ -323,6 +333,10 @@ def main(argv=None) -> int:
                 row["time_over_floor"] = round(seconds / floor["seconds"], 2)
                 if floor["spacy_seconds"]:
                     row["time_over_spacy"] = round(seconds / (args.repeat * floor["spacy_seconds"]), 2)
+                # Over each tokenizer floor alone (one pass of the corpus per --repeat).
+                row["over_tokenizers"] = round(seconds / (args.repeat * floor["tokenizer_seconds"]), 2)
+                if floor["native_seconds"]:
+                    row["over_native"] = round(seconds / (args.repeat * floor["native_seconds"]), 2)
             runs.append(row)
             shutil.rmtree(output)
         if len(args.num_workers) > 1:
@@ -365,8 +379,10 @@ def main(argv=None) -> int:
         if floor["spacy_seconds"]:
             print(f"sentence stage (the built-in splitter, same sentences): {floor['sentences_seconds']:.2f} s, "
                   f"{floor['sentences_seconds'] / floor['spacy_seconds']:.2f} x spaCy's pipeline")
+        native = f"{floor['native_seconds']:.2f} s" if floor["native_seconds"] else "none (nanotoken not installed)"
+        print(f"tokenizer floors, one pass: tokenizers {floor['tokenizer_seconds']:.2f} s, native {native}")
     columns = ["num_workers", "order", "code", "wall_seconds", "cpu_seconds", "docs_per_s", "input_mb_per_s", "instances_per_s", "output_mb",
-               "peak_rss_mb", "time_over_floor", "time_over_spacy", "speedup_vs_first",
+               "peak_rss_mb", "time_over_floor", "time_over_spacy", "over_tokenizers", "over_native", "speedup_vs_first",
                "mixed_over_kept", "cpu_mixed_over_kept", "over_baseline", "cpu_over_baseline"]
     columns = [c for c in columns if any(c in r for r in runs)]
     widths = [max(len(c), *(len(str(r.get(c, ""))) for r in runs)) for c in columns]

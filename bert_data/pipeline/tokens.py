@@ -3,8 +3,9 @@
 The result is three arrays, what the work directory keeps of a tokenized slice: the token ids of
 every kept sentence end to end, each sentence's length, and a table with a row per kept
 document (where its tokens and sentences lie, and how much of its text replaced invalid
-UTF-8).  Sentences are tokenized in bounded batches: a tokenizer returns Python lists (a few
-hundred bytes a token), so a huge document must never become one huge list.
+UTF-8).  Sentences are tokenized in bounded batches (``encode_flat``: arrays from the native
+WordPiece; a tokenizer that builds Python lists, a few hundred bytes a token, must never be given
+a huge document as one huge batch).
 
 As in Google's reference, a sentence with no token (only characters the normaliser drops) is
 dropped, and a document left with no sentence is skipped (and recorded as such).
@@ -13,7 +14,6 @@ dropped, and a document left with no sentence is skipped (and recorded as such).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import chain
 from typing import Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -104,10 +104,9 @@ class DocumentTokenizer:
             while end < len(batch) and end - start < TOKENIZE_BATCH and chars < TOKENIZE_CHARS:
                 chars += len(batch[end])
                 end += 1
-            ids = self.tokenizer.encode_ids(batch[start:end])
-            per_sentence = [len(sentence) for sentence in ids]
-            lengths[start:end] = per_sentence
-            parts.append(np.fromiter(chain.from_iterable(ids), dtype=self.dtype, count=sum(per_sentence)))
+            ids, counts = self.tokenizer.encode_flat(batch[start:end])
+            lengths[start:end] = counts
+            parts.append(ids.astype(self.dtype, copy=False))
             del ids
             start = end
         return (np.concatenate(parts) if parts else np.zeros(0, dtype=self.dtype)), lengths

@@ -17,7 +17,10 @@ is rebuilt at load time.  :func:`load_vocabulary` gives its :class:`~bert_data.t
 (ids, special tokens, word boundaries for whole-word masking, ordinary tokens for random
 replacement); :func:`make_tokenizer` the tokenizer itself.  Every tokenizer has ``vocab``,
 ``encode_ids(texts)`` (batched, no special tokens added), ``encode_one(text)`` and
-``tokenize(text)`` (pieces in the tokenizer's own form), and pickles cheaply.
+``tokenize(text)`` (pieces in the tokenizer's own form), ``encode_flat(texts)`` (the ids end to end
+and each text's count, as arrays), and pickles cheaply.  WordPiece (a ``vocab.txt`` or a WordPiece
+``tokenizer.json``) runs on the native ``nanotoken`` when it is installed, with the same ids
+(:mod:`.native`).
 
 This package must not import TensorFlow or spaCy.
 """
@@ -32,7 +35,7 @@ from .. import storage
 from .vocab import SPECIAL_TOKENS, VocabError
 
 __all__ = ["WORDPIECE", "HUGGINGFACE", "SENTENCEPIECE", "SPECIAL_ROLES", "TokenizerSource", "load_vocabulary",
-           "make_tokenizer", "detect_kind"]
+           "make_tokenizer", "detect_kind", "native_note"]
 
 WORDPIECE, HUGGINGFACE, SENTENCEPIECE = "wordpiece", "huggingface", "sentencepiece"
 #: The special tokens' roles, in ``SPECIAL_TOKENS``' order (options ``--pad_token`` ...).
@@ -147,20 +150,32 @@ def load_vocabulary(source: TokenizerSource):
     return load_spm_vocabulary(source)
 
 
-def make_tokenizer(source: TokenizerSource):
-    """The tokenizer ``source`` names (see the module docstring for the interface)."""
+def make_tokenizer(source: TokenizerSource, native: bool = True):
+    """The tokenizer ``source`` names (see the module docstring for the interface).  ``native``:
+    WordPiece through ``nanotoken`` when it is installed (the same ids; False: Hugging Face's
+    ``tokenizers`` always, the reference the benchmark's floor and the tests compare with)."""
     if source.kind == WORDPIECE:
         from .wordpiece import WordPieceTokenizer
 
-        return WordPieceTokenizer(load_vocabulary(source), source.do_lower_case)
+        return WordPieceTokenizer(load_vocabulary(source), source.do_lower_case, native=native)
     _check_readable(source)
     if source.kind == HUGGINGFACE:
         from .huggingface import HuggingFaceTokenizer
 
-        return HuggingFaceTokenizer(source)
+        return HuggingFaceTokenizer(source, native=native)
     from .sentencepiece import SentencePieceTokenizer
 
     return SentencePieceTokenizer(source)
+
+
+def native_note(source: TokenizerSource) -> Optional[str]:
+    """One line for a WordPiece run without the native tokenizer installed (the ids are the same,
+    the tokenizing slower): how to get it.  None otherwise."""
+    if source.kind != WORDPIECE:
+        return None
+    from .native import native_missing_note
+
+    return native_missing_note()
 
 
 def _with_defaults(specials) -> tuple:

@@ -6,6 +6,9 @@ matching of special tokens in the text (``encode_special_tokens``), so that a do
 contains the text "[MASK]" gets the pieces of that text, as Google's tokenizer gives, never the
 [MASK] id.
 
+A WordPiece file runs on the native ``nanotoken`` when it is installed, with the same ids
+(:mod:`bert_data.tokenizers.native`); any other model on ``tokenizers``.
+
 Special tokens: the ``--cls_token`` ... options when given; else the tokenizer's own (the
 ``[CLS]``/``[SEP]`` of its post-processor, its model's unknown token, its padding token, an
 added ``<mask>`` special token when there is no ``[MASK]``); else BERT's names.  A missing one is a
@@ -33,6 +36,7 @@ import json
 from typing import List, Optional, Sequence
 
 from .base import SourceTokenizer
+from .native import native_wordpiece
 from .vocab import KIND_OF_OPTION, SPECIAL_TOKENS, VocabError, option_for_file, vocab_from_tokens
 
 __all__ = ["HuggingFaceTokenizer", "load_hf_vocabulary", "word_boundary_of"]
@@ -158,8 +162,9 @@ class HuggingFaceTokenizer(SourceTokenizer):
     """A ``tokenizer.json``, for the generator (see the module docstring).  Picklable: the
     receiving process reads the file again."""
 
-    def __init__(self, source):
+    def __init__(self, source, native: bool = True):
         self.source = source
+        self.native = native  # False: always Hugging Face's own (the benchmark's floor, the tests' oracle)
         self._init()
 
     def _init(self) -> None:
@@ -170,12 +175,27 @@ class HuggingFaceTokenizer(SourceTokenizer):
         tokenizer.encode_special_tokens = True
         self._tk = tokenizer
         self._encode_batch = getattr(tokenizer, "encode_batch_fast", None) or tokenizer.encode_batch
+        # A WordPiece file runs natively when nanotoken is there (the same ids, checked when built).
+        native = (parsed.get("model") or {}).get("type") == "WordPiece" and getattr(self, "native", True)
+        self._native = native_wordpiece(tokenizer) if native else None
+
+    @property
+    def is_native(self) -> bool:
+        """Whether batches go through the native tokenizer (``nanotoken``)."""
+        return self._native is not None
 
     def encode_ids(self, texts: Sequence[str]) -> List[List[int]]:
         """Token ids of each text (batched; no special tokens)."""
         if not texts:
             return []
+        if self._native is not None:
+            return self._native.encode_ids(list(texts))
         return [encoding.ids for encoding in self._encode_batch(list(texts), add_special_tokens=False)]
+
+    def encode_flat(self, texts: Sequence[str]):
+        if self._native is not None:
+            return self._native.encode_flat(list(texts))
+        return super().encode_flat(texts)
 
     def encode_one(self, text: str) -> List[int]:
         return self._tk.encode(text, add_special_tokens=False).ids

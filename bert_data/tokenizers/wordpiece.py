@@ -17,6 +17,11 @@ algorithm, so the output is exactly Google's. The table of such characters was d
 for Python 3.11 (Unicode 14) and tokenizers 0.23 by running every code point through both
 tokenizers; ``tests/pipeline/test_tokenization.py`` re-checks a sample of all code points.
 
+Native speed: with ``nanotoken`` installed (the ``[native]`` extra), batches go through a Rust
+WordPiece built from the same Hugging Face tokenizer and checked against it when built
+(:mod:`bert_data.tokenizers.native`); it has Hugging Face's tables, so the same texts take the
+Google fallback, and the ids are the same either way.  ``native=False`` keeps Hugging Face's.
+
 Threads: Hugging Face ``encode_batch*`` runs on a Rayon thread pool sized to all CPUs
 unless the environment variable ``TOKENIZERS_PARALLELISM`` is ``false``. The pipeline runs
 one tokenizer per worker process and wants one thread each: call ``force_single_thread()``
@@ -35,6 +40,10 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+import numpy as np
+
+from .base import flatten
+from .native import native_wordpiece
 from .vocab import Vocab, load_vocab, unk_rate
 
 __all__ = [
@@ -218,11 +227,12 @@ class WordPieceTokenizer:
 
     def __init__(self, vocab_file, do_lower_case: bool = True,
                  max_input_chars_per_word: int = GOOGLE_MAX_INPUT_CHARS_PER_WORD,
-                 google_fallback: bool = True):
+                 google_fallback: bool = True, native: bool = True):
         self.vocab: Vocab = vocab_file if isinstance(vocab_file, Vocab) else load_vocab(vocab_file)
         self.do_lower_case = bool(do_lower_case)
         self.max_input_chars_per_word = int(max_input_chars_per_word)
         self.google_fallback = bool(google_fallback)
+        self.native = bool(native)
         self._init_hf()
 
     def _init_hf(self) -> None:
@@ -232,10 +242,26 @@ class WordPieceTokenizer:
         if self.google_fallback:
             regex = _FALLBACK_RE_UNCASED if self.do_lower_case else _FALLBACK_RE_CASED
             self._needs_fallback = regex.search
+        # The same ids as self._tk (checked when built), natively; None without nanotoken.
+        self._native = native_wordpiece(self._tk) if self.native else None
+
+    @property
+    def is_native(self) -> bool:
+        """Whether batches go through the native tokenizer (``nanotoken``)."""
+        return self._native is not None
 
     def _google_ids(self, text: str) -> list[int]:
         words = _google_basic_tokenize(text, self.do_lower_case)
         return _google_wordpiece_ids(words, self.vocab, self.max_input_chars_per_word)
+
+    def _fallback_rows(self, texts: list[str]) -> list[int]:
+        """The texts holding a character on which Hugging Face's normaliser (and so the native
+        tokenizer, which has its tables) parts from Google's: usually none, seen at once when the
+        whole batch is ASCII."""
+        search = self._needs_fallback
+        if search is None or "".join(texts).isascii():
+            return []
+        return [i for i, text in enumerate(texts) if not text.isascii() and search(text)]
 
     def encode_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids of each text (batched; no special tokens)."""
@@ -243,13 +269,37 @@ class WordPieceTokenizer:
             return []
         if not isinstance(texts, list):
             texts = list(texts)
-        out = [enc.ids for enc in self._encode_batch(texts, add_special_tokens=False)]
-        search = self._needs_fallback
-        if search is not None:
-            for i, text in enumerate(texts):
-                if not text.isascii() and search(text):
-                    out[i] = self._google_ids(text)
+        if self._native is not None:
+            out = self._native.encode_ids(texts)
+        else:
+            out = [enc.ids for enc in self._encode_batch(texts, add_special_tokens=False)]
+        for i in self._fallback_rows(texts):
+            out[i] = self._google_ids(texts[i])
         return out
+
+    def encode_flat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, lengths)``: the ids of every text end to end and each text's count, as arrays
+        (what the generator keeps; no Python list per token on the native path)."""
+        if not isinstance(texts, list):
+            texts = list(texts)
+        if self._native is None:
+            return flatten(self.encode_ids(texts))
+        rows = self._fallback_rows(texts)
+        if not rows:
+            return self._native.encode_flat(texts)
+        native_texts = list(texts)
+        for i in rows:
+            native_texts[i] = ""  # no ids: Google's go in their place
+        ids, lengths = self._native.encode_flat(native_texts)
+        starts = np.concatenate([[0], np.cumsum(lengths)])
+        parts, done = [], 0
+        for i in rows:
+            google = self._google_ids(texts[i])
+            lengths[i] = len(google)
+            parts += [ids[done:starts[i]], np.asarray(google, dtype=ids.dtype)]
+            done = starts[i]
+        parts.append(ids[done:])
+        return np.concatenate(parts), lengths
 
     def encode_one(self, text: str) -> list[int]:
         """Token ids of one text (no special tokens): public API, the single-text form of
@@ -273,13 +323,14 @@ class WordPieceTokenizer:
     def __getstate__(self):
         return {"vocab": self.vocab, "do_lower_case": self.do_lower_case,
                 "max_input_chars_per_word": self.max_input_chars_per_word,
-                "google_fallback": self.google_fallback}
+                "google_fallback": self.google_fallback, "native": self.native}
 
     def __setstate__(self, state) -> None:
         self.vocab = state["vocab"]
         self.do_lower_case = state["do_lower_case"]
         self.max_input_chars_per_word = state["max_input_chars_per_word"]
         self.google_fallback = state.get("google_fallback", True)
+        self.native = state.get("native", True)
         self._init_hf()
 
     def __repr__(self) -> str:

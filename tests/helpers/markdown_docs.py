@@ -49,9 +49,10 @@ def link_sample(directory: Path) -> None:
 
 
 def quick_start() -> list:
-    """The README's quick-start command (after its ``pip install -e . &&``)."""
+    """The README's quick-start command (after its ``pip install -e ".[native]" &&``)."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    return shlex.split(re.search(r"^pip install -e \. && (create_tfrecords .*)$", readme, re.MULTILINE).group(1))
+    command = re.search(r'^pip install -e (?:\.|"\.\[native\]") && (create_tfrecords .*)$', readme, re.MULTILINE)
+    return shlex.split(command.group(1))
 
 
 def make_sample(directory: Path) -> Path:
