@@ -107,6 +107,11 @@ class ReaderPosition:
         self.epoch = 0
         self.origin = 0  # records consumed before step 0
         self.steps = 0  # steps (of every rank) consumed since the origin
+        # Worker w of W takes the steps s with s - phase = w (mod W): phase is the first step of
+        # the pass, which a DataLoader's round robin gives to worker 0.
+        self.phase = 0
+        self.worker: Optional[int] = None  # the DataLoader worker reading (None: the main process)
+        self.workers = 1
 
     @property
     def consumed(self) -> int:
@@ -115,13 +120,21 @@ class ReaderPosition:
     def restart(self, epoch: Optional[int] = None) -> None:
         if epoch is not None:
             self.epoch = int(epoch)
-        self.origin = self.steps = 0
+        self.origin = self.steps = self.phase = 0
+
+    def begin(self, worker: Optional[int], workers: int) -> None:
+        """A pass starts in DataLoader worker ``worker`` of ``workers``.  Unless this worker saved
+        the state it resumes from (StatefulDataLoader gives each worker its own, and restores whose
+        turn it is), the next step goes to worker 0, as a new DataLoader's round robin starts."""
+        if (self.worker, self.workers) != (worker, workers):
+            self.phase = self.steps
+            self.worker, self.workers = worker, int(workers)
 
     def state_dict(self) -> dict:
         return {"version": STATE_VERSION, "epoch": self.epoch, "seed": self.seed,
                 "shuffle_buffer": self.shuffle_buffer, "records": self.total, "consumed": self.consumed,
                 "origin": self.origin, "steps": self.steps, "world_size": self.world_size,
-                "batch_size": self.batch_size}
+                "batch_size": self.batch_size, "phase": self.phase, "worker": self.worker, "workers": self.workers}
 
     def load_state_dict(self, state: dict) -> None:
         if state.get("version") != STATE_VERSION:
@@ -136,20 +149,37 @@ class ReaderPosition:
         if (int(state["world_size"]), int(state["batch_size"])) == (self.world_size, self.batch_size):
             # Same step size: keep the numbering, so that each DataLoader worker's own state (as
             # StatefulDataLoader keeps them) resumes right after that worker's last batch.
-            self.origin, self.steps = int(state["origin"]), int(state["steps"])
+            self.origin, self.steps, self.phase = int(state["origin"]), int(state["steps"]), int(state["phase"])
         else:
-            self.origin, self.steps = int(state["consumed"]), 0
+            self.origin, self.steps, self.phase = int(state["consumed"]), 0, 0
+        self.worker, self.workers = state["worker"], int(state["workers"])
 
     def step_range(self, step: int, rank: int) -> Tuple[int, int]:
         lo = self.origin + (step * self.world_size + rank) * self.batch_size
         return min(lo, self.total), min(lo + self.batch_size, self.total)
 
 
-def merged_state(states: Sequence[dict]) -> dict:
-    """One state from the states of a rank's DataLoader workers (as ``StatefulDataLoader`` keeps
-    them): the furthest, since the round robin hands out steps in order, all before it were
-    consumed.  Load it into a reader with another number of workers."""
-    return max(states, key=lambda state: (state["consumed"], state["steps"]))
+def merged_state(states) -> dict:
+    """One reader state from the states of a rank's DataLoader workers: a list of them, or a
+    ``StatefulDataLoader.state_dict()`` (which keeps one per worker).  The furthest: the round
+    robin hands out steps in order, so every step before it was consumed.  Load it into a reader
+    with another number of workers (or world size, or batch size)."""
+    found = list(_reader_states(states))
+    if not found:
+        raise ValueError("no bert_data reader state in the states given")
+    # No worker's own any more: whichever reads it hands out the next step first.
+    return dict(max(found, key=lambda state: (state["consumed"], state["steps"])), worker=None)
+
+
+def _reader_states(value):
+    if isinstance(value, dict) and "version" in value and "consumed" in value:
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _reader_states(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _reader_states(item)
 
 
 class _Cursor:
@@ -206,7 +236,8 @@ def resumable_batches(info, order: EpochOrder, position: ReaderPosition, rank: i
     canonical names, masked with ``masker`` per record; ``position.steps`` advances as each batch
     is handed out (so that ``state_dict()`` after a batch resumes after it)."""
     cursor = _Cursor(info, verify_crc)
-    step = position.steps + (worker - position.steps) % workers
+    position.begin(worker if workers > 1 else None, workers)
+    step = position.steps + (position.phase + worker - position.steps) % workers
     size = order.window
     loaded: Dict[int, Tuple[np.ndarray, Batch]] = {}  # window -> (its positions this reader takes, rows)
     while True:
