@@ -201,3 +201,29 @@ def test_refuses_another_order(dataset):
         TorchDataset(dataset, batch_size=6).state_dict()
     with pytest.raises(ValueError, match="batch_size"):
         TorchDataset(dataset, resumable=True)
+
+
+@pytest.fixture(scope="module")
+def packed_parquet(tmp_path_factory):
+    """Packed rows in Parquet: shards read as columns (not framed records), masked instance by instance."""
+    from bert_data.run.resolve import generate
+
+    root = tmp_path_factory.mktemp("resume-parquet")
+    corpus = make_corpus(root / "corpus", n_docs=16, seed=2)
+    generate(corpus_config(corpus, root / "out", output_format="parquet", pack_sequences=True, num_output_files=2),
+             progress=False)
+    return str(root / "out")
+
+
+def test_resume_packed_parquet(packed_parquet):
+    assert rows(read_batches(packed_parquet, 5, resumable=True)) == rows(read_batches(packed_parquet, 5))
+    whole = rows(numpy_reader(packed_parquet, 4, shuffle_buffer=16))
+    assert len(set(whole)) == len(whole) > 20
+    stop = int(np.random.default_rng(17).integers(1, len(whole) // 4))
+    reader = numpy_reader(packed_parquet, 4, shuffle_buffer=16)
+    seen = rows([next(reader) for _ in range(stop)])
+    state = reader.state_dict()
+    assert seen + rows(numpy_reader(packed_parquet, 4, shuffle_buffer=16, state=state)) == whole
+    rest, _ = run_ranks(lambda rank: numpy_reader(packed_parquet, 3, shuffle_buffer=16, rank=rank, world_size=2,
+                                                  state=state), 2, None)
+    assert Counter(seen + rest) == Counter(whole)
