@@ -145,6 +145,16 @@ def _torch_dataset_class():
             batches this object handed out (``num_workers=0``)."""
             return self._position().state_dict()
 
+        def state_after(self, batches: int) -> dict:
+            """The state after this rank consumed ``batches`` batches of a pass begun from this
+            object's place (its start, or the state loaded): for a plain DataLoader with workers,
+            whose progress this main-process object does not see (it hands out the steps in order)."""
+            position = self._position()
+            state = dict(position.state_dict(), steps=position.steps + int(batches), worker=None)
+            state["consumed"] = min(position.total, position.origin
+                                    + state["steps"] * position.world_size * position.batch_size)
+            return state
+
         def load_state_dict(self, state: dict) -> None:
             """Continue from ``state`` (of :meth:`state_dict`): the next iteration yields the records
             of the epoch not yet consumed, each once, under this reader's rank, world size, batch

@@ -227,3 +227,19 @@ def test_resume_packed_parquet(packed_parquet):
     rest, _ = run_ranks(lambda rank: numpy_reader(packed_parquet, 3, shuffle_buffer=16, rank=rank, world_size=2,
                                                   state=state), 2, None)
     assert Counter(seen + rest) == Counter(whole)
+
+
+def test_state_after_batches_of_a_plain_dataloader(dataset, epoch):
+    """A plain DataLoader's workers keep their places to themselves: the main process's dataset
+    gives the state after the batches the trainer counted."""
+    options = dict(batch_size=6, shuffle_buffer=SHUFFLE, seed=5, mask=MASK, resumable=True)
+    stop = int(np.random.default_rng(19).integers(1, len(epoch) // 6))
+    first = TorchDataset(dataset, **options)
+    batches = iter(DataLoader(first, batch_size=None, num_workers=2))
+    seen = torch_rows(next(batches) for _ in range(stop))
+    del batches
+    state = first.state_after(stop)
+    assert state["consumed"] == stop * 6
+    second = TorchDataset(dataset, **options)
+    second.load_state_dict(state)
+    assert seen + torch_rows(DataLoader(second, batch_size=None, num_workers=0)) == epoch
