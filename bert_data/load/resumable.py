@@ -222,11 +222,11 @@ class _Cursor:
 
 
 def _record_masked(batch: Batch, masker, epoch: int, indices: np.ndarray) -> Batch:
-    """Each record masked on its own, keyed by ``(epoch, record index)``: the same mask whatever
-    the batch, the reader or the point of resumption holds it."""
-    rows = [masker({name: value[i:i + 1] for name, value in batch.items()},
-                   key=(_RECORD_MASK_STREAM, epoch, int(index))) for i, index in enumerate(indices)]
-    return {name: np.concatenate([row[name] for row in rows]) for name in rows[0]}
+    """The records masked, each from ``(epoch, record index)`` alone (:class:`RecordKeys`): the
+    same mask whatever the batch, the reader or the point of resumption holds it."""
+    from .dynamic_masks import RecordKeys
+
+    return masker(batch, key=RecordKeys((_RECORD_MASK_STREAM, epoch, int(index)) for index in indices))
 
 
 def resumable_batches(info, order: EpochOrder, position: ReaderPosition, rank: int, worker: int = 0,
