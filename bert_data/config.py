@@ -172,6 +172,16 @@ class GeneratorConfig:
     # (default: the output directory's work directory, see run.run_files; with a Dask cluster
     # and a URL output, the output's).
     work_dir: Optional[str] = None
+    # Corpus recipes (issue 29): documents repeating one listed before them removed (exact: equal
+    # normalized text; near: MinHash/LSH Jaccard similarity of word shingles at least the
+    # threshold), and documents (or with decontaminate_mode passages, lines) sharing a word n-gram
+    # with an evaluation set (see bert_data.pipeline.dedup and .decontamination).
+    dedup: Optional[str] = None
+    dedup_threshold: float = 0.8
+    dedup_shingle_size: int = 5
+    decontaminate: List[str] = field(default_factory=list)
+    decontamination_ngram: int = 13
+    decontaminate_mode: str = "documents"
     # The former name of text_field, still accepted by the constructor.
     jsonl_text_key: InitVar[Optional[str]] = None
 
@@ -242,7 +252,7 @@ class GeneratorConfig:
     def validate(self) -> "GeneratorConfig":
         """Check every option on its own and against the others; raise ConfigError on the first
         problem.  Files are checked later, by the planner, which can name the metadata line."""
-        for name in ("metadata_files", "val_metadata_files", "input_files", "output_files"):
+        for name in ("metadata_files", "val_metadata_files", "input_files", "output_files", "decontaminate"):
             if isinstance(getattr(self, name), str):
                 setattr(self, name, [getattr(self, name)])
         if not self.metadata_files and not self.input_files:
@@ -314,6 +324,7 @@ class GeneratorConfig:
             raise ConfigError(f"--name must be a plain file name prefix, got {self.name!r}")
         self._validate_recipes(integer)
         self._validate_packing(integer)
+        self._validate_screening(integer)
         if self.overwrite and self.resume:
             raise ConfigError("--overwrite and --resume contradict each other: start again or continue, not both")
         if any("://" in path for path in self.output_files):  # (issue 14) a URL output is a directory
@@ -341,6 +352,26 @@ class GeneratorConfig:
                 raise ConfigError(f"--{role}_token must be a token of the vocabulary, got {value!r}")
         if self.sentence_order_prediction and self.mlm_only:
             raise ConfigError("--sentence_order_prediction needs sentence pairs: drop --mlm_only or it")
+
+    def _validate_screening(self, integer) -> None:
+        from .pipeline.decontamination import DECONTAMINATE_MODES, MAX_EVAL_SETS
+        from .pipeline.dedup import DEDUP_MODES
+
+        if self.dedup is not None and self.dedup not in DEDUP_MODES:
+            raise ConfigError(f"--dedup must be {' or '.join(DEDUP_MODES)}, got {self.dedup!r}")
+        threshold = self.dedup_threshold
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
+            raise ConfigError(f"--dedup_threshold must be a Jaccard similarity in (0, 1], got {threshold!r}")
+        integer("dedup_shingle_size", 1, 64)
+        integer("decontamination_ngram", 1, 1000)
+        if self.decontaminate_mode not in DECONTAMINATE_MODES:
+            raise ConfigError(f"--decontaminate_mode must be {' or '.join(DECONTAMINATE_MODES)}, got "
+                              f"{self.decontaminate_mode!r}")
+        if len(self.decontaminate) > MAX_EVAL_SETS:
+            raise ConfigError(f"--decontaminate takes at most {MAX_EVAL_SETS} evaluation sets, got "
+                              f"{len(self.decontaminate)}; join some into one file")
+        if len(set(self.decontaminate)) != len(self.decontaminate):
+            raise ConfigError("--decontaminate names an evaluation set twice")
 
     def _validate_packing(self, integer) -> None:
         if self.max_sequences_per_pack is None:

@@ -210,6 +210,33 @@ def build_parser() -> argparse.ArgumentParser:
                               "tf.data.TFRecordDataset(compression_type='GZIP' or 'ZLIB')), hdf5 gzip (as NVIDIA's "
                               "files), parquet snappy, zstd or gzip, mds zstd or gzip (default: none)")
 
+    screening = parser.add_argument_group(
+        "deduplication and decontamination (docs/recipes.md)",
+        "words are compared normalized: NFKC, case folded, punctuation and symbols removed")
+    screening.add_argument("--dedup", choices=["exact", "near"], default=default_of("dedup"),
+                           help="remove documents that repeat one listed before them (the first is kept): exact "
+                                "(equal normalized text) or near (MinHash with locality-sensitive hashing over word "
+                                "shingles: Jaccard similarity at least --dedup_threshold; exact duplicates too); "
+                                "default: none")
+    screening.add_argument("--dedup_threshold", type=float, default=default_of("dedup_threshold"), metavar="J",
+                           help="with --dedup near: the Jaccard similarity of two documents' shingle sets from "
+                                f"which the later one goes (default {default_of('dedup_threshold')})")
+    screening.add_argument("--dedup_shingle_size", type=int, default=default_of("dedup_shingle_size"),
+                           metavar="WORDS",
+                           help=f"with --dedup near: words a shingle (default {default_of('dedup_shingle_size')})")
+    screening.add_argument("--decontaminate", nargs="+", default=[], metavar="PATH",
+                           help="evaluation sets (text, JSON Lines with the text at 'text', Parquet with a 'text' "
+                                "column; compressed or not; URLs too): remove documents that share an n-gram of "
+                                "--decontamination_ngram words with any line of them; reported per set")
+    screening.add_argument("--decontamination_ngram", type=int, default=default_of("decontamination_ngram"),
+                           metavar="N",
+                           help=f"words of a shared n-gram (default {default_of('decontamination_ngram')}, as GPT-3 "
+                                "and NeMo Curator)")
+    screening.add_argument("--decontaminate_mode", choices=["documents", "passages"],
+                           default=default_of("decontaminate_mode"),
+                           help="documents (default): a document sharing an n-gram goes whole; passages: only its "
+                                "lines holding a word of a shared n-gram go")
+
     output = parser.add_argument_group("output")
     output.add_argument("--output_format", choices=list(FORMATS), default=default_of("output_format"),
                         help=f"the trainer's own format (default {default_of('output_format')}): "
@@ -341,6 +368,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def report(output, resumed_run: bool, summary) -> None:
     """``output``: the run's ``OutputSpec``; ``resumed_run``: it ran with --resume."""
+    from ..format.manifest import describe_removed
     from ..run.run_files import manifest_name
 
     for split, manifest in summary.manifests.items():
@@ -354,6 +382,8 @@ def report(output, resumed_run: bool, summary) -> None:
             where = f"in {len(manifest['examples_per_file']):,} files under {directory}"
         note = f" ({skipped:,} documents skipped, see {manifest_name(output)})" if skipped else ""
         print(f"{split}: {counts} {where}{note}", file=sys.stderr)
+        if manifest.get("documents_removed") is not None:
+            print(f"{split}: {describe_removed(manifest['documents_removed'])}", file=sys.stderr)
         empty = sum(1 for count in manifest["examples_per_file"].values() if not count)
         if empty and manifest["n_examples"]:
             notices.warn(f"{split}: {empty:,} of {len(manifest['examples_per_file']):,} files hold no example "

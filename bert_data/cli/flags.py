@@ -192,7 +192,7 @@ class Parser(argparse.ArgumentParser):
 # list of them: ``expand_home`` expands a leading ``~`` in their values.
 PATH_OPTIONS = ("metadata_files", "input_files", "input_files_prefix", "val_metadata_files", "vocab_file",
                 "tokenizer_file", "spm_model_file", "spacy_model", "output_dir", "work_dir", "input_file",
-                "output_file", "out", "shard", "paths", "plot")
+                "output_file", "out", "shard", "paths", "plot", "decontaminate")
 
 
 def expand_home(args: argparse.Namespace) -> argparse.Namespace:

@@ -43,6 +43,10 @@ class Manifest:
     split: str = "train"  # (the fields' order is the JSON's: as the writer has always written it)
     examples_per_file: Dict[str, int] = field(default_factory=dict)  # shard name -> records, in order
     bytes_per_file: Dict[str, int] = field(default_factory=dict)
+    # Every file of the split (shards, their companions, files beside them such as MDS's
+    # index.json) -> the SHA-256 of its bytes (format/checksums.py); empty in manifests of
+    # versions before it was recorded.
+    sha256_per_file: Dict[str, str] = field(default_factory=dict)
     features: List[FeatureSpec] = field(default_factory=list)
     n_docs_listed: Optional[int] = None
     n_sentences: Optional[int] = None
@@ -64,6 +68,9 @@ class Manifest:
     # records' tokens that are not padding over all their slots (max_seq_length a record).
     n_instances: Optional[int] = None
     fill_rate: Optional[float] = None
+    # --dedup / --decontaminate (None without them): the split's documents removed, by reason, per
+    # evaluation set and per input file ("by_file"); see run/screening.py and describe_removed.
+    documents_removed: Optional[Dict[str, Any]] = None
 
     # ------------------------------------------------------------------ options readers use
     def option(self, name: str, default=None):
@@ -287,6 +294,22 @@ class Manifest:
     def is_manifest_file(name: str) -> bool:
         """``data_params.json`` or its temporary: files of a run's output."""
         return name in (MANIFEST_NAME, MANIFEST_NAME + ".tmp")
+
+
+def describe_removed(removed: Dict[str, Any]) -> str:
+    """A manifest's ``documents_removed`` on one line: ``14 documents removed (6 exact
+    duplicates; 5 near duplicates; contaminated: squad.jsonl 2, glue.jsonl 1)``."""
+    parts = []
+    for key, name in (("exact_duplicates", "exact duplicates"), ("near_duplicates", "near duplicates")):
+        if removed.get(key):
+            parts.append(f"{removed[key]:,} {name}")
+    if removed.get("contaminated") is not None:
+        parts.append("contaminated: " + ", ".join(f"{name} {count:,}" for name, count in removed["contaminated"].items()))
+    if removed.get("contaminated_lines") is not None:
+        parts.append("lines removed: " + ", ".join(
+            f"{name} {entry['lines']:,} lines of {entry['documents']:,} documents"
+            for name, entry in removed["contaminated_lines"].items()))
+    return f"{removed.get('documents', 0):,} documents removed ({'; '.join(parts) or 'none found'})"
 
 
 def write_json_atomic(path: str, data: dict, sync: bool = True) -> None:

@@ -18,9 +18,9 @@ def read_batches(paths: Paths, batch_size: int = DEFAULT_CHUNK, max_seq_length: 
                  verify_crc: bool = True, int32: bool = False,
                  invert_input_mask: bool = False, compression="auto", mask=None,
                  canonical_names: bool = False, format: str = "google",
-                 packed_attention: str = "block_diagonal", resumable: bool = False, rank: int = 0,
-                 world_size: int = 1, shuffle_buffer: int = 0, seed: int = 0, epoch: int = 0,
-                 state: Optional[dict] = None) -> Iterator[Dict[str, "np.ndarray"]]:
+                 packed_attention: str = "block_diagonal", verify_checksums: bool = True,
+                 resumable: bool = False, rank: int = 0, world_size: int = 1, shuffle_buffer: int = 0,
+                 seed: int = 0, epoch: int = 0, state: Optional[dict] = None) -> Iterator[Dict[str, "np.ndarray"]]:
     """Yield ``{feature: (batch, length) array}`` over the shards in order, without TensorFlow.
 
     The features are the dataset's (its manifest's ``"features"``, else the first record's):
@@ -35,6 +35,11 @@ def read_batches(paths: Paths, batch_size: int = DEFAULT_CHUNK, max_seq_length: 
     manifest, random seed), a dict of :func:`dynamic_masking` options (e.g. ``{"seed": 0}``) or a
     :class:`DynamicMasking`; batch number ``k`` (from 0) is masked with ``key=(k,)``.  Truncated
     or corrupt files raise :class:`bert_data.format.tfrecord.CorruptRecordError`.
+
+    ``verify_checksums`` (default True): before the first record of a shard, its bytes are checked
+    against the SHA-256 its manifest records; a damaged shard raises
+    :class:`bert_data.format.checksums.ChecksumError` naming it, and none of its records is
+    returned.  Each file is hashed once per process (again if it changes on disk); False skips it.
 
     ``format="transformers"``: the inputs of Hugging Face transformers' models instead
     (``input_ids``, ``attention_mask``, ``token_type_ids``, ``labels`` with -100 where nothing
@@ -57,22 +62,24 @@ def read_batches(paths: Paths, batch_size: int = DEFAULT_CHUNK, max_seq_length: 
     if resumable:
         return ResumableBatches(paths, batch_size, max_seq_length, max_predictions_per_seq, drop_remainder,
                                 verify_crc, int32, invert_input_mask, compression, mask, canonical_names, format,
-                                packed_attention, rank, world_size, shuffle_buffer, seed, epoch, state)
+                                packed_attention, rank, world_size, shuffle_buffer, seed, epoch, state,
+                                verify_checksums)
     if state is not None:
         raise ValueError("state= resumes a resumable reader: add resumable=True")
     return _batches(paths, batch_size, max_seq_length, max_predictions_per_seq, drop_remainder, verify_crc, int32,
-                    invert_input_mask, compression, mask, canonical_names, format, packed_attention)
+                    invert_input_mask, compression, mask, canonical_names, format, packed_attention, verify_checksums)
 
 
 def _batches(paths, batch_size, max_seq_length, max_predictions_per_seq, drop_remainder, verify_crc, int32,
-             invert_input_mask, compression, mask, canonical_names, format, packed_attention):
+             invert_input_mask, compression, mask, canonical_names, format, packed_attention, verify_checksums):
     # A generator: as before resumable readers, the options are checked on the first next().
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     info = dataset_info(paths, max_seq_length, max_predictions_per_seq, compression)
     masker = masker_for(mask, info)
     check_format(format, info, masker is not None, int32, invert_input_mask, packed_attention)
-    chunks = decoded_chunks(info.files, info.specs, max(batch_size, DEFAULT_CHUNK), verify_crc, info.compressions)
+    chunks = decoded_chunks(info.files, info.specs, max(batch_size, DEFAULT_CHUNK), verify_crc, info.compressions,
+                            verify_checksums=verify_checksums)
     batches = masked(rebatched(chunks, batch_size, drop_remainder), masker)
     yield from formatted(batches, format, info, int32, invert_input_mask, canonical_names, packed_attention)
 
@@ -86,7 +93,7 @@ class ResumableBatches:
 
     def __init__(self, paths, batch_size, max_seq_length, max_predictions_per_seq, drop_remainder, verify_crc,
                  int32, invert_input_mask, compression, mask, canonical_names, format, packed_attention, rank,
-                 world_size, shuffle_buffer, seed, epoch, state):
+                 world_size, shuffle_buffer, seed, epoch, state, verify_checksums=True):
         from .resumable import ReaderPosition, shard_counts
 
         if batch_size < 1:
@@ -98,6 +105,7 @@ class ResumableBatches:
         check_format(format, self.info, self.masker is not None, int32, invert_input_mask, packed_attention)
         self.options = (format, self.info, int32, invert_input_mask, canonical_names, packed_attention)
         self.rank, self.drop_remainder, self.verify_crc = int(rank), drop_remainder, verify_crc
+        self.verify_checksums = verify_checksums
         self.counts = shard_counts(self.info)  # from the manifest: skipping never decodes
         self.position = ReaderPosition(seed, shuffle_buffer, sum(self.counts), world_size, batch_size)
         self.position.restart(epoch)
@@ -129,7 +137,7 @@ class ResumableBatches:
         if self._batches is None:
             order = EpochOrder(self.counts, self.position.seed, self.position.epoch, self.position.shuffle_buffer)
             batches = resumable_batches(self.info, order, self.position, self.rank, 0, 1, self.drop_remainder,
-                                        self.masker, self.verify_crc)
+                                        self.masker, self.verify_crc, self.verify_checksums)
             self._batches = formatted(batches, *self.options)
         return next(self._batches)
 
@@ -138,7 +146,7 @@ def read_examples(paths: Paths, max_seq_length: Optional[int] = None,
                   max_predictions_per_seq: Optional[int] = None, verify_crc: bool = True,
                   int32: bool = False, invert_input_mask: bool = False, compression="auto",
                   mask=None, canonical_names: bool = False,
-                  format: str = "google") -> Iterator[Dict[str, "np.ndarray"]]:
+                  format: str = "google", verify_checksums: bool = True) -> Iterator[Dict[str, "np.ndarray"]]:
     """Yield one ``{feature: 1-D numpy array}`` dict per record, in file order, without TensorFlow.
 
     The layout comes from the manifest next to the shards, else from the first record (else the
@@ -156,4 +164,4 @@ def read_examples(paths: Paths, max_seq_length: Optional[int] = None,
     yield from unbatched(read_batches(paths, batch_size, max_seq_length, max_predictions_per_seq,
                                       verify_crc=verify_crc, int32=int32, invert_input_mask=invert_input_mask,
                                       compression=compression, mask=mask, canonical_names=canonical_names,
-                                      format=format))
+                                      format=format, verify_checksums=verify_checksums))

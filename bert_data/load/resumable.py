@@ -185,23 +185,26 @@ def _reader_states(value):
 class _Cursor:
     """Reads chosen rows of the shards, moving forward only (a file is opened once per pass)."""
 
-    def __init__(self, info, verify_crc: bool):
-        self.info, self.verify_crc = info, verify_crc
+    def __init__(self, info, verify_crc: bool, verify_checksums: bool = True):
+        self.info, self.verify_crc, self.verify_checksums = info, verify_crc, verify_checksums
         self.path: Optional[str] = None
 
     def take(self, path: str, rows: np.ndarray) -> Batch:
+        from ..format.checksums import check_shard
         from ..format.dataset import decode_records, read_instance_columns
         from ..format.output_formats import format_of_path
         from ..format.tfrecord import iter_records
 
         if self.path != path or (len(rows) and rows[0] < self.position):
+            if self.path != path:  # a shard's bytes checked before its first record, as every reader does
+                check_shard(path, self.verify_checksums)
             self.path, self.position, self.batch = path, 0, None
             if format_of_path(path).framed_records:
                 self.records = iter_records(path, verify_crc=self.verify_crc,
                                             compression=self.info.compressions.get(path))
                 self.batches = None
             else:
-                self.batches = read_instance_columns(path, self.info.specs, DEFAULT_CHUNK)
+                self.batches = read_instance_columns(path, self.info.specs, DEFAULT_CHUNK, verify_checksums=False)
         if self.batches is None:
             kept = []
             for row in rows:
@@ -231,11 +234,11 @@ def _record_masked(batch: Batch, masker, epoch: int, indices: np.ndarray) -> Bat
 
 def resumable_batches(info, order: EpochOrder, position: ReaderPosition, rank: int, worker: int = 0,
                       workers: int = 1, drop_remainder: bool = False, masker=None,
-                      verify_crc: bool = True) -> Iterator[Batch]:
+                      verify_crc: bool = True, verify_checksums: bool = True) -> Iterator[Batch]:
     """The batches of ``rank``'s steps ``s = worker (mod workers)`` from ``position.steps`` on, in
     canonical names, masked with ``masker`` per record; ``position.steps`` advances as each batch
     is handed out (so that ``state_dict()`` after a batch resumes after it)."""
-    cursor = _Cursor(info, verify_crc)
+    cursor = _Cursor(info, verify_crc, verify_checksums)
     position.begin(worker if workers > 1 else None, workers)
     step = position.steps + (position.phase + worker - position.steps) % workers
     size = order.window

@@ -53,7 +53,10 @@ def _documents(plan: Plan, work_dir: str) -> List[_Document]:
     last_position = -1
     for first in range(0, len(paths), 256):  # a batch of tables at a time: bounded memory
         for number, rows in enumerate(load_arrays(paths[first:first + 256]), first):
-            for row in np.asarray(rows):
+            rows = np.asarray(rows)
+            if plan.removed is not None and len(plan.removed):  # --dedup, --decontaminate
+                rows = rows[~np.isin(rows[:, DOC_POSITION], plan.removed)]
+            for row in rows:
                 position = int(row[DOC_POSITION])
                 if position != last_position:  # a later part of a document joins its first
                     split = SPLIT_OF_CODE[int(plan.corpus.doc_splits[position])]

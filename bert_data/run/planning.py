@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from ..config import ConfigError
 from ..notices import warn
@@ -16,6 +16,7 @@ import numpy as np
 
 from ..pipeline.documents import planner
 from ..pipeline.documents.listing import list_documents
+from ..pipeline.decontamination import evaluation_digests
 from ..pipeline.documents.reading import read_documents
 from ..format.dataset_layout import SPLIT_OF_CODE, TRAIN, TRAIN_CODE, VAL, VAL_CODE
 from ..pipeline.documents.types import CorpusPlan, InputError, ReadingSpec, Slice
@@ -52,6 +53,10 @@ class Plan:
     vocab: object = None
     fingerprint: str = ""
     record: dict = field(default_factory=dict)  # what the run was started with (run_record): explains the fingerprint
+    # --dedup / --decontaminate: the corpus positions removed (ascending) and the report, set by
+    # ``screening.screen_corpus`` once every slice is tokenized (None until then, or unscreened).
+    removed: Optional[np.ndarray] = None
+    removal_report: object = None
 
     @property
     def slices(self) -> List[Slice]:
@@ -59,7 +64,10 @@ class Plan:
 
     def unit_work(self, unit: PlannedUnit) -> UnitWork:
         places = self.orders[unit.split].unit_documents(unit.local_index, self.split_num)
-        return UnitWork(unit.index, unit.split, self.split_docs[unit.split][places])
+        docs = self.split_docs[unit.split][places]
+        if self.removed is not None and len(self.removed):  # left out as documents without text are
+            docs = docs[~np.isin(docs, self.removed)]
+        return UnitWork(unit.index, unit.split, docs)
 
 
 def make_plan(spec: RunSpec, skip_missing: bool = False, check_case: bool = True,
@@ -112,12 +120,15 @@ def make_plan(spec: RunSpec, skip_missing: bool = False, check_case: bool = True
                                  region_size=region_size(mixing.split_num))
               for split, docs in split_docs.items()}
     units = plan_units(corpus, split_docs, orders, mixing.split_num)
-    if spec.output.sizes_shards:  # a split's size is known once every slice is tokenized
+    # A split's size is known once every slice is tokenized; the removals are decided then.
+    if spec.output.sizes_shards or spec.screening is not None:
         for unit in units:
             unit.last_slice = len(corpus.slices) - 1
     n_listed = {split: len(docs) + sum(1 for *_, s in missing if s == split) for split, docs in split_docs.items()}
     excluded_docs = sum(corpus.docs_per_path.get(path, 0) for path in {entry.path for entry in excluded})
-    record = run_record(spec.options, vocab, entries + val_entries)
+    decontamination = spec.screening.decontamination if spec.screening is not None else None
+    record = run_record(spec.options, vocab, entries + val_entries,
+                        evaluation_digests(decontamination.paths) if decontamination is not None else None)
     return Plan(corpus, units, orders, split_docs, mixing.split_num, n_listed, missing, excluded_docs, vocab,
                 run_fingerprint(record), record)
 

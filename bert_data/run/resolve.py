@@ -24,7 +24,10 @@ from ..pipeline.documents.types import InputSpec, ReadingSpec
 from ..pipeline.instances import InstanceSpec
 from ..pipeline.masking import MaskingSpec, separator_token
 from ..pipeline.mixing import MixingSpec
+from ..pipeline.decontamination import PASSAGES, DecontaminationSpec
+from ..pipeline.dedup import DedupSpec
 from ..pipeline.packing import PackingSpec
+from ..pipeline.screening import ScreeningSpec
 from ..pipeline.sentences import SentenceSpec
 from ..tokenizers import HUGGINGFACE, SENTENCEPIECE, SPECIAL_ROLES, WORDPIECE, TokenizerSource, load_vocabulary
 from .locations import check_output_url, forget_local_copies, local_tokenizer
@@ -98,7 +101,18 @@ def resolve(config: GeneratorConfig) -> RunSpec:
         mixing=MixingSpec(config.seed, config.split_num, config.keep_corpus_order),
         instances=instances, masking=masking, packing=packing, output=output_spec(config),
         control=RunControl(**{name: getattr(config, name) for name in RUN_CONTROL_OPTIONS}),
-        options=recorded_options(config), vocab=vocab)
+        options=recorded_options(config), vocab=vocab, screening=screening_spec(config))
+
+
+def screening_spec(config: GeneratorConfig) -> Optional[ScreeningSpec]:
+    """--dedup and --decontaminate, or None when neither is asked for (the run is then as
+    before: no signature is computed)."""
+    dedup = DedupSpec(config.dedup, float(config.dedup_threshold), config.dedup_shingle_size) if config.dedup else None
+    decontamination = DecontaminationSpec(tuple(config.decontaminate), config.decontamination_ngram,
+                                          config.decontaminate_mode == PASSAGES) if config.decontaminate else None
+    if dedup is None and decontamination is None:
+        return None
+    return ScreeningSpec(dedup, decontamination)
 
 
 def output_spec(config: GeneratorConfig) -> OutputSpec:

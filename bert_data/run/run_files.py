@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Opti
 from .. import storage
 from ..config import ConfigError
 from ..format import dataset_layout
+from ..format.checksums import split_digests
 from ..format.dataset_layout import LOCK, TRAIN, WORK_DIR, in_progress, is_run_output_name
 from ..format.manifest import MANIFEST_NAME, Manifest, write_json_atomic
 from ..notices import warn
@@ -58,7 +59,8 @@ if TYPE_CHECKING:  # (annotations only: what the command line imports of this mo
 JOURNAL = "journal.json"
 # Tokenized slices, complete (written through a temporary and renamed): a resumed run keeps them.
 _SLICE_KINDS = {"tokens": ".tokens.npy", "docs": ".docs.npy", "sentences": ".sentences.npy", "summary": ".json"}
-_SLICE_FILE = re.compile(r"^slice-\d+(%s)$" % "|".join(re.escape(suffix) for suffix in _SLICE_KINDS.values()))
+_SCREEN = ".screen.npy"  # --dedup, --decontaminate: a slice's signature table (a --resume decides again)
+_SLICE_FILE = re.compile(r"^slice-\d+(%s)$" % "|".join(map(re.escape, (*_SLICE_KINDS.values(), _SCREEN))))
 
 
 class GenerationError(RuntimeError):
@@ -171,10 +173,10 @@ def run_dir_name(output: str) -> str:
 
 
 def slice_paths(work_dir: str, index: int) -> Dict[str, str]:
-    """A tokenized slice's files: ``tokens``, ``docs`` (its document table), ``sentences`` and
-    ``summary`` (written last: a slice with a summary is complete)."""
+    """A tokenized slice's files: ``tokens``, ``docs`` (its document table), ``sentences``, ``summary``
+    (written last: a slice with a summary is complete) and ``screen`` (see ``_SCREEN``, kept to the end)."""
     base = storage.join(work_dir, f"slice-{index:07d}")
-    return {kind: base + suffix for kind, suffix in _SLICE_KINDS.items()}
+    return {kind: base + suffix for kind, suffix in (*_SLICE_KINDS.items(), ("screen", _SCREEN))}
 
 
 def pool_path(work_dir: str, unit_index: int) -> str:
@@ -521,13 +523,14 @@ def is_short_write(error: OSError) -> bool:
 # ---------------------------------------------------------------------------- finalize, discard
 
 def finalize(output: OutputSpec, staged: OutputSpec, places, shard_counts: Dict[str, int],
-             make_manifests: Callable[[Optional[Dict[str, int]]], Dict[str, Manifest]], remote=None) -> Dict[str, Manifest]:
+             make_manifests: Callable[[Optional[Dict[str, int]], Dict[str, Dict[str, str]]], Dict[str, Manifest]],
+             remote=None) -> Dict[str, Manifest]:
     """Publish a run whose journal says every shard is complete, as one recoverable step: each
     shard to its final name (``remote``: uploaded from staging, a ``locations.RemoteOutput``),
     then the manifests, the commit point (train's last: it is what marks the run finished),
     then the work files go.  Every step may be done again, so a run killed at any of them is
-    finished by ``--resume``.  ``make_manifests(sizes)``: sizes of shards that are not local
-    files (uploaded), else None."""
+    finished by ``--resume``.  ``make_manifests(sizes, digests)``: sizes of shards that are not
+    local files (uploaded), else None; each split's files' SHA-256 (``format.checksums``)."""
     step = _Steps()
     journal = read_journal(places.journal_dir) or {}
     if remote is not None:
@@ -541,7 +544,11 @@ def finalize(output: OutputSpec, staged: OutputSpec, places, shard_counts: Dict[
                     _publish(in_progress(path), path, size if path == final else None)
                 step()
             _sync_directory(directory)
-    manifests = make_manifests(sizes)
+    uploaded = dataset_layout.in_progress if remote is not None else None  # hashed: the staged copies
+    digests = {split: split_digests([shard_path(directory, staged, shard) for shard in range(shard_counts[split])],
+                                    staged.format, directory, uploaded)
+               for split, directory in staged.split_dirs().items()}
+    manifests = make_manifests(sizes, digests)
     for split in sorted(manifests, key=lambda split: split == TRAIN):
         manifests[split].write(output.split_dirs()[split], manifest_name(output))
         step()

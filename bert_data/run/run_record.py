@@ -16,15 +16,19 @@ from ..version import __version__
 _OPTION_NAMES = {"output_files": "output_file"}
 
 
-def run_record(recorded_options: dict, vocab, entries) -> dict:
+def run_record(recorded_options: dict, vocab, entries, evaluation_sha256: Optional[List[str]] = None) -> dict:
     """The options (``RunSpec.options``), the vocabulary's hash, the package version and the list
-    of documents (its length and hash) of a run, as JSON."""
+    of documents (its length and hash) of a run, as JSON; with ``--decontaminate``, the
+    evaluation sets' hashes too."""
     digest = hashlib.sha256()
     for entry in entries:
         digest.update(entry.label.encode("utf-8", "surrogateescape") + b"\0")
-    return {"options": {key: storage.redact_data(value) for key, value in recorded_options.items()},
-            "vocab_sha256": vocab.sha256, "version": __version__,
-            "n_listed": len(entries), "listed_sha256": digest.hexdigest()}
+    record = {"options": {key: storage.redact_data(value) for key, value in recorded_options.items()},
+              "vocab_sha256": vocab.sha256, "version": __version__,
+              "n_listed": len(entries), "listed_sha256": digest.hexdigest()}
+    if evaluation_sha256:
+        record["evaluation_sha256"] = list(evaluation_sha256)
+    return record
 
 
 def differences(before: Optional[dict], now: dict) -> List[str]:
@@ -45,6 +49,9 @@ def differences(before: Optional[dict], now: dict) -> List[str]:
         found.append(f"{before.get('n_listed')} document files were listed, now {now['n_listed']}")
     elif before.get("listed_sha256") != now["listed_sha256"]:
         found.append(f"the list of document files changed (as many, {now['n_listed']}, other paths)")
+    if before.get("evaluation_sha256") != now.get("evaluation_sha256") and \
+            old.get("decontaminate") == new.get("decontaminate"):
+        found.append("the content of an evaluation set (--decontaminate) changed")
     if before.get("version") != now["version"]:
         found.append(f"bert_data was {before.get('version')}, now {now['version']}")
     return found

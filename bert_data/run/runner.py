@@ -38,7 +38,7 @@ from typing import Dict, Optional
 
 from .. import storage
 from ..format.dataset_layout import SPLIT_CODES
-from ..pipeline.documents.types import BINARY
+from ..pipeline.documents.types import BINARY, DEFAULT_TEXT_FIELD, MISSING_KEY
 from .assembly import ShardAssembler
 from .corpus_output import record_totals, write_corpus
 from .executors import dead_worker_signal, default_executor, local_workers, shares_local_files, stop_executor, wait_first
@@ -48,6 +48,7 @@ from .planning import Plan, make_plan, some_of, warn
 from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pool_path,
                         prepare_output_dir, refuse_writing_over_inputs, remove_run_files, remove_shards_being_shuffled,
                         shard_in_progress, slice_paths, stopped, write_journal)
+from .screening import screen_corpus
 from .scheduler import Scheduler, ShardCounts, UnitResult, slices_still_needed
 from .scratch import finished_slices
 from .shard_shuffle import publish_shuffled, run_shuffle_task, shuffle_tasks, shuffled_size
@@ -133,8 +134,12 @@ def _run_locked(spec: RunSpec, staged: OutputSpec, places: RunLocations, remote:
         skipped.add_slices([SliceSummary.from_json(summaries[index]) for index in sorted(summaries)])
         if skipped.undecoded.n_docs:  # on every run, resumed or not: text was lost
             warn(skipped.undecoded.describe(spec.inputs.reading.encoding))
+        if spec.screening is not None and plan.removal_report is None:  # resumed when all was written
+            screen_corpus(plan, spec.screening, places.scratch,
+                          [SliceSummary.from_json(summaries[index]) for index in sorted(summaries)])
         manifests = finalize(spec.output, staged, places, totals.shard_counts,
-                             lambda sizes: make_manifests(spec, plan, totals, skipped, sizes), remote)
+                             lambda sizes, digests: make_manifests(spec, plan, totals, skipped, sizes, digests),
+                             remote)
     except BaseException as error:
         remove_shards = assembler.remove if assembler is not None else (lambda: None)
         if assembler is not None:
@@ -217,14 +222,19 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
             units_bar.set_postfix(instances=f"{first_records + scheduler.records_encoded:,}",
                                   MBps=f"{scheduler.bytes_done / 1e6 / elapsed:.1f}", refresh=False)
         if corpus:
+            scheduler.screened()  # (no unit was paired: the removals are decided here)
             record_totals(totals, write_corpus(plan, staged, work_dir, rename=False))  # published by finalize
         if not totals.n_examples:
             skipped = SkippedTotals(plan)
             skipped.add_slices(list(scheduler.summaries.values()))
             first = [item["path"] for split in skipped.by_split.values() for item in split.first]
+            reasons = skipped.reasons()
+            # JSON Lines whose text is under another key: name the option that says which.
+            fix = (f"name the key of the documents' text with --text_field (looked for "
+                   f"{spec.inputs.reading.text_field or DEFAULT_TEXT_FIELD!r})" if MISSING_KEY in reasons
+                   else "name files that hold text")
             raise NoText("no document with any text: every listed document was skipped "
-                         f"({', '.join(f'{n:,} {r}' for r, n in skipped.reasons().items())}: {some_of(first)}); "
-                         "name files that hold text")
+                         f"({', '.join(f'{n:,} {r}' for r, n in reasons.items())}: {some_of(first)}); {fix}")
         shards.finish()
         if staged.shuffles_shards:
             sizes = assembler.finish(sync=False)  # written again, durably, by the final shuffle

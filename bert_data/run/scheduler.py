@@ -8,6 +8,8 @@ import concurrent.futures as cf
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+import numpy as np
+
 from ..format.dataset_layout import TRAIN, VAL
 from ..format.dataset_layout import SPLIT_OF_CODE
 from ..pipeline.documents.types import BINARY, COMPRESSED_UNNAMED, Skip
@@ -18,6 +20,7 @@ from .pieces import Segment
 from .planning import Plan
 from .run_files import slice_paths
 from .scratch import load_arrays
+from .screening import screen_corpus
 from .specs import EncodeSpec, OutputSpec, RunSpec
 from .tasks import SliceSummary, encode_shards, pair_unit, record_bytes, tokenize_slice
 from .units import SliceTable, UnitPairs, make_encode_tasks
@@ -51,6 +54,7 @@ class Scheduler:
         self.plan, self.executor, self.work_dir = plan, executor, work_dir
         # What each kind of task receives (made once: the same small objects for every task).
         self.tokenizing, self.pairing, self.encoding = spec.tokenizing, spec.pairing, spec.encoding
+        self.screening = spec.screening
         self.named_files = bool(spec.output.files)  # Google's --output_file (see records_before)
         self.shards = shards
         self.waiting_for_count: Dict[int, UnitPairs] = {}  # paired units of splits not yet sized
@@ -92,7 +96,7 @@ class Scheduler:
                 continue
             units = self.plan.units
             if (self.next_unit < len(units) and self.unmerged_units < self.open_units
-                    and units[self.next_unit].last_slice < self.tokenized_prefix):
+                    and units[self.next_unit].last_slice < self.tokenized_prefix and self.screened()):
                 unit = units[self.next_unit]
                 work = self.plan.unit_work(unit)
                 future = self.executor.submit(pair_unit, work, self.table, self.pairing, self.work_dir)
@@ -105,6 +109,16 @@ class Scheduler:
             index = self.to_tokenize.pop(0)
             future = self.executor.submit(tokenize_slice, self.plan.slices[index], self.tokenizing, self.work_dir)
             self.in_flight[future] = ("tokenize", index, None)
+
+    def screened(self) -> bool:
+        """With --dedup or --decontaminate: every slice is tokenized and the removals are decided
+        (here, once, in the parent; every unit waits for every slice, see ``make_plan``)."""
+        if self.screening is None or self.plan.removal_report is not None:
+            return True
+        if self.tokenized_prefix < len(self.plan.slices):
+            return False
+        screen_corpus(self.plan, self.screening, self.work_dir, self.summaries.values())
+        return True
 
     def finished_units(self):
         """Wait for some tasks; yield the units whose output is all written."""
@@ -224,6 +238,8 @@ def split_token_counts(plan: Plan, work_dir: str) -> Dict[str, int]:
     for rows in tables:
         if not len(rows):
             continue
+        if plan.removed is not None and len(plan.removed):  # removed documents are not written
+            rows = rows[~np.isin(rows[:, DOC_POSITION], plan.removed)]
         tokens = rows[:, TOKEN_END] - rows[:, TOKEN_START]
         codes = plan.corpus.doc_splits[rows[:, DOC_POSITION]]
         for code, split in SPLIT_OF_CODE.items():

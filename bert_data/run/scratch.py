@@ -113,7 +113,8 @@ def finished_slices(slice_indices: Sequence[int], work_dir: str, first_needed: i
         paths = slice_paths(work_dir, index)
         if storage.basename(paths["summary"]) not in names:
             continue
-        if index >= first_needed and not all(storage.basename(path) in names for path in paths.values()):
+        needed = [path for kind, path in paths.items() if kind != "screen"]  # (none without screening)
+        if index >= first_needed and not all(storage.basename(path) in names for path in needed):
             continue
         candidates.append(index)
     summaries = load_jsons([slice_paths(work_dir, index)["summary"] for index in candidates])

@@ -25,6 +25,7 @@ from ..pipeline.instances import InstanceSpec
 from ..pipeline.masking import MaskingSpec
 from ..pipeline.mixing import MixingSpec
 from ..pipeline.packing import PackingSpec
+from ..pipeline.screening import ScreeningSpec
 from ..pipeline.sentences import SentenceSpec
 from ..tokenizers import TokenizerSource
 
@@ -119,11 +120,13 @@ class RunControl:
 
 @dataclass(frozen=True)
 class TokenizeSpec:
-    """What a ``tokenize_slice`` task needs: how to read, split and tokenize documents."""
+    """What a ``tokenize_slice`` task needs: how to read, split and tokenize documents, and how
+    to screen them (deduplication and decontamination; None: not at all)."""
 
     tokenizer: TokenizerSource
     sentences: SentenceSpec
     reading: ReadingSpec
+    screening: Optional[ScreeningSpec] = None
 
 
 @dataclass(frozen=True)
@@ -171,10 +174,11 @@ class RunSpec:
     control: RunControl
     options: Dict[str, object] = field(hash=False)
     vocab: object = field(default=None, compare=False, repr=False)
+    screening: Optional[ScreeningSpec] = None  # --dedup, --decontaminate (None: neither)
 
     @property
     def tokenizing(self) -> TokenizeSpec:
-        return TokenizeSpec(self.tokenizer, self.sentences, self.inputs.reading)
+        return TokenizeSpec(self.tokenizer, self.sentences, self.inputs.reading, self.screening)
 
     @property
     def pairing(self) -> PairSpec:

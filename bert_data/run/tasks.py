@@ -40,6 +40,8 @@ from ..pipeline.documents.reading import Undecoded, read_documents
 from ..pipeline.documents.types import InputError, Skip, Slice
 from ..pipeline.instances import PairArrays, create_instances
 from ..pipeline.packing import PackingSpec, pack, row_members
+from ..pipeline.decontamination import eval_ngrams
+from ..pipeline.screening import DocumentScreen, LineRemoval
 from ..pipeline.sentences import SentenceSpec
 from ..pipeline.streams import MASKING, PACKING, PAIRING, SHUFFLING, python_random, random_streams
 from ..pipeline.tokens import DocumentTokenizer, id_dtype
@@ -99,16 +101,19 @@ class SliceSummary:
     skips: List[Skip] = field(default_factory=list)
     kept_in_parts: List[int] = field(default_factory=list)  # positions of kept documents read in parts
     undecoded: Undecoded = field(default_factory=Undecoded)  # documents with bytes not in their encoding
+    lines_removed: List[LineRemoval] = field(default_factory=list)  # --decontaminate_mode passages
 
     def to_json(self) -> dict:
         data = dataclasses.asdict(self)
         data["skips"] = [dataclasses.astuple(skip) for skip in self.skips]
+        data["lines_removed"] = [removal.to_json() for removal in self.lines_removed]
         return data
 
     @classmethod
     def from_json(cls, data: dict) -> "SliceSummary":
         return cls(data["index"], data["n_tokens"], data["n_bytes"], [Skip(*skip) for skip in data["skips"]],
-                   list(data["kept_in_parts"]), Undecoded(**data.get("undecoded", {})))
+                   list(data["kept_in_parts"]), Undecoded(**data.get("undecoded", {})),
+                   [LineRemoval(*removal) for removal in data.get("lines_removed", [])])
 
     @classmethod
     def load(cls, work_dir: str, index: int) -> Optional["SliceSummary"]:
@@ -124,10 +129,15 @@ def tokenize_slice(slice_: Slice, spec: TokenizeSpec, work_dir: str) -> SliceSum
     skips: List[Skip] = []
     reading = spec.reading
     undecoded = Undecoded()
+    screen = None
     try:
-        tokenized = stage.tokenize(undecoded.counted(read_documents(slice_.sources, reading.separator_line,
-                                                                    reading.multiple_docs_in_single_file, skips)),
-                                   skips)
+        documents = undecoded.counted(read_documents(slice_.sources, reading.separator_line,
+                                                     reading.multiple_docs_in_single_file, skips))
+        if spec.screening is not None:
+            decontamination = spec.screening.decontamination
+            screen = DocumentScreen(spec.screening, eval_ngrams(decontamination) if decontamination else None)
+            documents = screen.screen(documents)
+        tokenized = stage.tokenize(documents, skips)
     except Exception as error:  # name the document: the first thing a user needs to know
         last = stage.last_read
         where = last.label if last is not None else (slice_.sources[0].label if slice_.sources else "?")
@@ -138,8 +148,10 @@ def tokenize_slice(slice_: Slice, spec: TokenizeSpec, work_dir: str) -> SliceSum
     save_array(tokenized.tokens, paths["tokens"])
     save_array(tokenized.sentence_lengths, paths["sentences"])
     save_array(tokenized.table, paths["docs"])
+    if screen is not None:
+        save_array(screen.table(), paths["screen"])
     summary = SliceSummary(slice_.index, len(tokenized.tokens), tokenized.n_chars, tokenized.skips,
-                           tokenized.kept_in_parts, undecoded)
+                           tokenized.kept_in_parts, undecoded, screen.lines_removed if screen is not None else [])
     save_json(summary.to_json(), paths["summary"])
     return summary
 

@@ -31,6 +31,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from ..format.dataset import describe_layout, shard_set_info, shard_sets
+from ..format.manifest import describe_removed
 from ..format.output_formats import format_of_path
 from ..load.stages import decoded_chunks
 from ._common import guess_cls_sep
@@ -84,6 +85,7 @@ class DatasetStats:
     n_rows: int = 0
     row_tokens: int = 0  # tokens of the records that are not padding
     instances_hist: np.ndarray = None  # [k + 1] records by instances held (packed)
+    documents_removed: Optional[dict] = None  # the manifest's (--dedup, --decontaminate)
 
     @property
     def fill_rate(self) -> float:
@@ -174,6 +176,7 @@ class DatasetStats:
             "top_tokens": [{"id": i, "token": t, "count": c, "fraction": float(f)}
                            for i, t, c, f in self.top_tokens(top)],
             "mixing": self.mixing.to_dict() if self.mixing is not None else None,
+            "documents_removed": self.documents_removed,
             "notes": self.notes,
         }
 
@@ -261,6 +264,7 @@ def compute_stats(paths, vocab_file: Optional[str] = None, limit: Optional[int] 
         st.mlm_only, st.masked, st.v2_feature_names = flags["mlm_only"], flags["masked"], flags["v2_feature_names"]
         st.has_segments = st.has_nsp = not flags["mlm_only"]
         st.sentence_order = shard_set.manifest is not None and shard_set.manifest.sentence_order_prediction
+        st.documents_removed = shard_set.manifest.documents_removed if shard_set.manifest is not None else None
         st.compression = next(iter(set(compressions.values())), None) if len(set(compressions.values())) == 1 else "mixed"
         st.layout = describe_layout(specs)
         st.length_hist = np.zeros(msl + 1, np.int64)
@@ -391,6 +395,8 @@ def format_stats(st: DatasetStats, top: int = 20) -> str:
             lines.append("    " + "   ".join(cells[i:i + 5]))
     if st.mixing is not None:
         lines.extend(format_mixing(st.mixing))
+    if st.documents_removed is not None:
+        lines.append(f"  removed before use    {describe_removed(st.documents_removed)}")
     for note in st.notes:
         lines.append(f"  note: {note}")
     return "\n".join(lines)

@@ -220,3 +220,18 @@ def test_a_percentage_given_as_a_probability_names_the_fraction(capsys, corpus, 
     assert code == 2
     assert one_error_line(err) == ("create_tfrecords: error: --masked_lm_prob must be in (0, 1], got 15.0 (a fraction: "
                                    "0.15 for 15%)")
+
+
+def test_json_lines_with_their_text_under_another_key_name_text_field(capsys, corpus, tmp_path):
+    lines = tmp_path / "c.jsonl"
+    lines.write_text("".join(json.dumps({"content": "Birds fly south. They come back in spring.", "id": i}) + "\n"
+                             for i in range(5)))
+    code, err = cli(capsys, "--input_files", lines, *base(corpus, tmp_path / "out"))
+    assert code == 2
+    line = one_error_line(err)
+    assert line.startswith("create_tfrecords: error: no document with any text: every listed document was skipped "
+                           "(5 missing text key: ")
+    assert line.endswith("name the key of the documents' text with --text_field (looked for 'text')")
+    code, err = cli(capsys, "--input_files", lines, *base(corpus, tmp_path / "fixed"), "--text_field", "content",
+                    "--allow_case_mismatch")
+    assert code == 0, err

@@ -125,3 +125,22 @@ def test_other_formats_on_the_cluster_are_a_local_runs_files(corpus_and_referenc
         return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in directory.iterdir() if p.suffix != ".json"}
 
     assert hashes(tmp_path / "out") == hashes(tmp_path / "local") and len(hashes(tmp_path / "local")) >= 4
+
+
+def test_dask_with_dedup_and_decontamination_gives_the_bytes_of_a_local_run(cluster, tmp_path):
+    from bert_data.pipeline.dedup import normalized_words
+
+    corpus = make_corpus(tmp_path / "corpus", n_docs=30, min_sentences=15, max_sentences=30, words_per_doc=30)
+    (corpus.root / "docs" / "copy.txt").write_text((corpus.root / "docs" / "doc001.txt").read_text().upper())
+    with open(corpus.metadata, "a") as metadata:
+        metadata.write("docs/copy.txt\n")
+    evaluation = tmp_path / "eval.txt"
+    evaluation.write_text(" ".join(normalized_words((corpus.root / "docs" / "doc007.txt").read_text())[5:20]) + "\n")
+    options = dict(dedup="near", decontaminate=[str(evaluation)])
+    local = generate(config_for(corpus, tmp_path / "local", **options), progress=False)
+    assert local.manifests["train"]["documents_removed"]["documents"] == 2
+    _, client = cluster
+    summary = generate(config_for(corpus, tmp_path / "out", **options), executor=client.get_executor(pure=False),
+                       parallelism=2, progress=False)
+    assert file_hashes(tmp_path / "out") == file_hashes(tmp_path / "local")
+    assert summary.manifests["train"]["documents_removed"] == local.manifests["train"]["documents_removed"]

@@ -75,6 +75,7 @@ def test_inputs_and_output_in_a_bucket_give_the_bytes_of_a_local_run(s3, corpus_
     written = Manifest.read(f"{BUCKET}/out")
     assert written.n_examples == manifest["n_examples"] == summary.manifests["train"]["n_examples"]
     assert written.bytes_per_file == manifest["bytes_per_file"]
+    assert written.sha256_per_file == manifest["sha256_per_file"] and written.sha256_per_file  # of the staged copies
     assert written.options["vocab_file"] == f"{BUCKET}/corpus/vocab.txt"
     # Nothing else is left: no temporary shard, lock or work files, and no local staging.
     s3.invalidate_cache()

@@ -6,6 +6,7 @@ made per test (flipped bytes, truncation, records re-encoded with wrong contents
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -72,12 +73,14 @@ def write_manifest(directory, data):
 
 
 def rewrite_shard(directory, name, cols, specs=None, fix_size=True):
-    """Replace a shard by the re-encoded ``cols``; keep the manifest's byte count in step."""
+    """Replace a shard by the re-encoded ``cols``; keep the manifest's byte count and hash in
+    step (a dataset made with these records, not one damaged after it was made)."""
     path = Path(directory) / name
     path.write_bytes(frame_records(encode_examples(cols, specs or feature_specs(MSL, MPP))))
     if fix_size:
         data = manifest(directory)
         data["bytes_per_file"][name] = path.stat().st_size
+        data["sha256_per_file"][name] = hashlib.sha256(path.read_bytes()).hexdigest()
         write_manifest(directory, data)
     return path
 
@@ -210,7 +213,9 @@ def test_verify_flipped_byte_in_data(train_copy, capsys):
     assert code == 1
     lines = out.splitlines()
     assert lines[0] == f"{shard}: record 7: data CRC mismatch, record at byte {offsets[7]}; record skipped"
-    assert lines[-1].startswith("FAILED: 1 problem(s)")  # reading went on: counts still match
+    # Reading went on: counts still match; the file's bytes are not the manifest's (issue 28).
+    assert lines[1].startswith(f"{shard}: damaged: its sha256 is ")
+    assert lines[-1].startswith("FAILED: 2 problem(s)")
 
 
 def test_verify_flipped_byte_in_length_header(train_copy, capsys):
@@ -235,9 +240,12 @@ def test_verify_truncated_file(train_copy, capsys):
     code, out, _ = run(["verify", train_copy], capsys)
     assert code == 1
     problems = [line for line in out.splitlines() if line.startswith(str(shard))]
-    assert len(problems) == 1  # no count/size complaints on top of the truncation
+    # No count/size complaints on top of the truncation, but the verdict on the file's bytes (issue 28).
+    assert len(problems) == 2
     assert problems[0].startswith(f"{shard}: record {last}: truncated record data")
     assert problems[0].endswith("the rest of the file is unreadable")
+    assert problems[1] == (f"{shard}: damaged: {size - 100:,} bytes where {train_copy / 'data_params.json'} records "
+                           f"{size:,} (cut short or added to); regenerate the dataset or restore this file from a copy")
 
 
 def test_verify_checks_record_contents(train_copy, synthetic_corpus, capsys):
@@ -320,6 +328,7 @@ def test_verify_rejects_wrong_feature_layout(train_copy, capsys, kind):
     path.write_bytes(frame_records(good[:5] + [bad] + good[6:]))
     data = manifest(train_copy)
     data["bytes_per_file"][name] = path.stat().st_size
+    data["sha256_per_file"][name] = hashlib.sha256(path.read_bytes()).hexdigest()  # made so, not damaged
     write_manifest(train_copy, data)
     code, out, _ = run(["verify", train_copy], capsys)
     assert code == 1
