@@ -243,3 +243,22 @@ def test_state_after_batches_of_a_plain_dataloader(dataset, epoch):
     second = TorchDataset(dataset, **options)
     second.load_state_dict(state)
     assert seen + torch_rows(DataLoader(second, batch_size=None, num_workers=0)) == epoch
+
+
+def test_resumed_reader_checks_shard_checksums(dataset, tmp_path):
+    """A damaged shard is refused by a resumed reader too, before any of its records."""
+    import shutil
+
+    from bert_data.format.checksums import ChecksumError
+
+    copy = tmp_path / "copy"
+    shutil.copytree(dataset, copy)
+    reader = read_batches(str(copy), 6, resumable=True)
+    next(reader)
+    state = reader.state_dict()
+    last = sorted(copy.glob("*.tfrecord*"))[-1]
+    data = bytearray(last.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    last.write_bytes(bytes(data))
+    with pytest.raises(ChecksumError):
+        list(read_batches(str(copy), 6, resumable=True, state=state))
