@@ -5,7 +5,8 @@ which the module would shadow as an attribute of this package).  Each name is im
 use, so that TensorFlow and torch are imported only by the reader that needs them."""
 
 # TorchDataset is not in __all__: `from bert_data.load import *` must work without torch.
-__all__ = ["load_dataset", "read_examples", "read_batches", "DynamicMasking", "dynamic_masking"]
+__all__ = ["load_dataset", "read_examples", "read_batches", "DynamicMasking", "dynamic_masking",
+           "merged_state"]
 
 _HOMES = {
     "read_batches": "arrays",
@@ -14,6 +15,7 @@ _HOMES = {
     "TorchDataset": "torch_data",
     "DynamicMasking": "dynamic_masks",
     "dynamic_masking": "dynamic_masks",
+    "merged_state": "resumable",
 }
 
 

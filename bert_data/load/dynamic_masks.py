@@ -17,7 +17,8 @@ from ..config import default_of
 # The generator's default, for data whose manifest does not say.
 SEPARATOR = default_of("document_separator_token")
 
-__all__ = ["DynamicMasking", "dynamic_masking", "masker_for", "original_tokens", "Remasking", "STRATEGIES"]
+__all__ = ["DynamicMasking", "dynamic_masking", "masker_for", "original_tokens", "Remasking", "STRATEGIES",
+           "RecordKeys", "RowStreams"]
 
 MASK_OUTPUTS = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 
@@ -80,6 +81,8 @@ class DynamicMasking:
     def rng(self, key: Sequence[int]):
         import numpy as np
 
+        if isinstance(key, RecordKeys):
+            return RowStreams([np.random.default_rng([self.seed, *(int(k) for k in row)]) for row in key])
         return np.random.default_rng([self.seed, *(int(k) for k in key)])
 
     def arrays(self, input_ids, input_mask, key: Sequence[int]):
@@ -123,7 +126,10 @@ class DynamicMasking:
         inside = columns < lengths[:, None]
         source = np.where(inside, offsets[:, None] + columns, 0)
         ids = np.where(inside, input_ids[rows[:, None], source], 0)
-        out = mask_tokens(ids, lengths, self.spec, self.vocab, self.rng(key))
+        rng = self.rng(key)
+        if isinstance(rng, RowStreams):  # each instance draws from its record's stream, in order
+            rng = rng.rows(rows)
+        out = mask_tokens(ids, lengths, self.spec, self.vocab, rng)
         packed = pack_columns({"input_ids": out.input_ids, "masked_lm_positions": out.masked_lm_positions,
                                "masked_lm_ids": out.masked_lm_ids, "masked_lm_weights": out.masked_lm_weights},
                               lengths, sizes, width, self.max_sequences_per_pack, self.prediction_slots)
@@ -145,6 +151,37 @@ class DynamicMasking:
         out[name] = ids
         out.update(masked_lm_positions=positions, masked_lm_ids=labels, masked_lm_weights=weights)
         return out
+
+
+class RecordKeys(tuple):
+    """A ``key=`` of one key per row: row ``i`` is masked from ``(seed, *keys[i])`` alone, whatever
+    else the batch holds (the resumable readers key each record by its epoch and index)."""
+
+
+class RowStreams:
+    """The random draws of :func:`bert_data.pipeline.masking.mask_tokens` (every one shaped
+    ``(rows, ...)``) taken row by row, each row from its own generator: a row's masks do not depend
+    on the rows beside it, and the batch is still masked in one vectorised call."""
+
+    def __init__(self, generators):
+        self.generators = list(generators)
+
+    def rows(self, owners) -> "RowStreams":
+        """Rows drawing from the generators of ``owners`` (shared: a record's instances draw in turn)."""
+        return RowStreams([self.generators[int(i)] for i in owners])
+
+    def _stacked(self, draw, shape, dtype):
+        import numpy as np
+
+        if not self.generators:
+            return np.zeros(shape, dtype=dtype)
+        return np.stack([draw(g) for g in self.generators])
+
+    def random(self, shape):
+        return self._stacked(lambda g: g.random(tuple(shape[1:])), shape, "float64")
+
+    def integers(self, low, high, size):
+        return self._stacked(lambda g: g.integers(low, high, size=tuple(size[1:])), size, "int64")
 
 
 def _manifest_of(dataset):

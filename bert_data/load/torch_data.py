@@ -29,6 +29,7 @@ def _torch_dataset_class():
 
     from ..format.dataset import dataset_info
     from .dynamic_masks import masker_for
+    from .resumable import EpochOrder, ReaderPosition, resumable_batches, shard_counts
     from .stages import check_format, decoded_chunks, formatted, masked, reader_share, rebatched, shuffled, unbatched
 
     def tensor(value):
@@ -70,6 +71,15 @@ def _torch_dataset_class():
         load time, per decoded chunk of records before shuffling, keyed by ``(epoch, g, chunk)``:
         new masks every epoch, different ones in every reader, reproducible for a seed.
 
+        ``resumable=True`` (with a ``batch_size``): one record order per ``(seed, epoch)`` whatever
+        the layout (the shards, in a seeded order when shuffling, then a seeded permutation within
+        each window of ``shuffle_buffer`` positions), handed out by step (rank ``r``'s batch of
+        step ``s`` is positions ``[(s*R + r)*B, +B)``, DataLoader worker ``w`` of ``W`` takes steps
+        ``s = w (mod W)``), load-time masks drawn per record keyed by ``(epoch, record)``, and
+        :meth:`state_dict` / :meth:`load_state_dict` (the ``StatefulDataLoader`` protocol):
+        resuming yields the records of the epoch not yet consumed, each once, with the same masks,
+        under any world size, batch size or number of workers (see ``docs/loading.md``).
+
         ``format="transformers"``: items are the inputs of Hugging Face transformers' models
         (``input_ids``, ``attention_mask``, ``token_type_ids``, ``labels``, ``next_sentence_label``
         or ``sentence_order_label``; see ``bert_data.read_batches``), all ``torch.long``, so
@@ -88,7 +98,7 @@ def _torch_dataset_class():
                      drop_remainder: bool = False, int32: bool = False, invert_input_mask: bool = False,
                      rank: Optional[int] = None, world_size: Optional[int] = None, verify_crc: bool = True,
                      compression="auto", mask=None, canonical_names: bool = False, format: str = "google",
-                     verify_checksums: bool = True):
+                     verify_checksums: bool = True, resumable: bool = False):
             super().__init__()
             if split_by not in ("auto", "file", "record"):
                 raise ValueError(f"split_by must be 'auto', 'file' or 'record', got {split_by!r}")
@@ -118,9 +128,54 @@ def _torch_dataset_class():
             self.world_size = int(world_size or 1)
             if not 0 <= self.rank < self.world_size:
                 raise ValueError(f"rank {self.rank} is not in [0, world_size={self.world_size})")
+            self.position = None
+            if resumable:
+                if batch_size is None:
+                    raise ValueError("resumable=True needs batch_size (items that are batches, with "
+                                     "DataLoader(ds, batch_size=None)): a step is one batch of each rank")
+                if split_by != "auto":
+                    raise ValueError("resumable=True splits the records by step; leave split_by='auto'")
+                self.counts = shard_counts(info)  # from the manifest: skipping never decodes
+                self.position = ReaderPosition(self.seed, self.shuffle_buffer, sum(self.counts),
+                                               self.world_size, int(batch_size))
+
+        @property
+        def resumable(self) -> bool:
+            return self.position is not None
+
+        def state_dict(self) -> dict:
+            """Where this reader stands in the epoch (``resumable=True``): the records consumed by
+            every rank, the epoch and seed.  Called in a DataLoader worker (as torchdata's
+            ``StatefulDataLoader`` does), the worker's own place; in the main process, after the
+            batches this object handed out (``num_workers=0``)."""
+            return self._position().state_dict()
+
+        def state_after(self, batches: int) -> dict:
+            """The state after this rank consumed ``batches`` batches of a pass begun from this
+            object's place (its start, or the state loaded): for a plain DataLoader with workers,
+            whose progress this main-process object does not see (it hands out the steps in order)."""
+            position = self._position()
+            state = dict(position.state_dict(), steps=position.steps + int(batches), worker=None)
+            state["consumed"] = min(position.total, position.origin
+                                    + state["steps"] * position.world_size * position.batch_size)
+            return state
+
+        def load_state_dict(self, state: dict) -> None:
+            """Continue from ``state`` (of :meth:`state_dict`): the next iteration yields the records
+            of the epoch not yet consumed, each once, under this reader's rank, world size, batch
+            size and number of DataLoader workers, whatever they were when the state was saved."""
+            self._position().load_state_dict(state)
+            self.epoch = self.position.epoch
 
         def set_epoch(self, epoch: int) -> None:
             self.epoch = int(epoch)
+            if self.position is not None:
+                self.position.restart(self.epoch)
+
+        def _position(self):
+            if self.position is None:
+                raise ValueError("state_dict()/load_state_dict() need TorchDataset(..., resumable=True, batch_size=...)")
+            return self.position
 
         def reader(self):
             """``(g, G)`` for the calling worker."""
@@ -155,7 +210,20 @@ def _torch_dataset_class():
             return formatted(batches, self.format, self.info, self.int32, self.invert_input_mask,
                              self.canonical_names)
 
+        def _resumed(self):
+            """The batches of a resumable reader, from its position on; at the end of the epoch the
+            position goes back to its start (iterating again repeats the epoch, as without resuming)."""
+            worker = get_worker_info()
+            worker_id, num_workers = (worker.id, worker.num_workers) if worker else (0, 1)
+            order = EpochOrder(self.counts, self.seed, self.epoch,
+                               self.shuffle_buffer)
+            yield from resumable_batches(self.info, order, self.position, self.rank, worker_id, num_workers,
+                                         self.drop_remainder, self.masker, self.verify_crc, self.verify_checksums)
+            self.position.restart()
+
         def __iter__(self):
+            if self.position is not None:
+                return (tensors(batch) for batch in self._formatted(self._resumed()))
             if self.batch_size is None:
                 rows = rebatched(self._chunks(), RECORD_BATCH)
                 return (tensors(row) for row in unbatched(self._formatted(rows)))
