@@ -339,8 +339,8 @@ class InstanceArrays:
     """Pairs as padded ``[CLS] A [SEP] B [SEP]`` rows (before masking)."""
 
     input_ids: np.ndarray  # (n, max_seq_length) int32, 0-padded
-    lengths: np.ndarray  # (n,) int64, tokens including the three specials
-    a_lengths: np.ndarray  # (n,) int64
+    lengths: np.ndarray  # (n,) tokens including the three specials (int32, as the pairs)
+    a_lengths: np.ndarray  # (n,)
     is_random_next: np.ndarray  # (n,)
 
     def __len__(self) -> int:
@@ -361,27 +361,25 @@ def gather_instances(pool_tokens: np.ndarray, pairs: PairArrays, max_seq_length:
                      sep_id: int, single_segment: bool = False) -> InstanceArrays:
     """Lay out ``[CLS] A [SEP] B [SEP]`` (or, ``single_segment``, ``[CLS] A [SEP]``) for a batch
     of pairs with one gather."""
-    if single_segment:
-        column = np.arange(max_seq_length)[None, :]
-        a_length = pairs.a_length[:, None]
-        in_a = (column >= 1) & (column <= a_length)
-        source = np.where(in_a, pairs.a_start[:, None] + column - 1, 0)
-        input_ids = np.where(in_a, pool_tokens[source] if len(pool_tokens) else 0, 0).astype(np.int32)
-        input_ids[:, 0] = cls_id
-        input_ids[np.arange(len(pairs)), pairs.a_length + 1] = sep_id
-        return InstanceArrays(input_ids, pairs.a_length + 2, pairs.a_length, pairs.is_random_next)
+    # Every position first reads the pool as if A ran on to the row's end; B's positions are moved
+    # to B's start; reads past the pool are clipped (those positions are overwritten below).
     n = len(pairs)
-    column = np.arange(max_seq_length)[None, :]
-    a_length = pairs.a_length[:, None]
-    b_first = a_length + 2
-    b_end = b_first + pairs.b_length[:, None]
-    in_a = (column >= 1) & (column <= a_length)
-    in_b = (column >= b_first) & (column < b_end)
-    source = np.where(in_a, pairs.a_start[:, None] + column - 1, pairs.b_start[:, None] + column - b_first)
-    source = np.where(in_a | in_b, source, 0)
-    input_ids = np.where(in_a | in_b, pool_tokens[source] if len(pool_tokens) else 0, 0).astype(np.int32)
     rows = np.arange(n)
+    column = np.arange(max_seq_length, dtype=np.int32)[None, :]
+    a_length = pairs.a_length
+    source = column + (pairs.a_start - 1)[:, None]
+    if single_segment:
+        end = a_length + 1  # the [SEP]
+    else:
+        b_first = a_length + 2
+        end = b_first + pairs.b_length
+        source = source + (column >= b_first[:, None]) * (pairs.b_start - pairs.a_start - a_length - 1)[:, None]
+    if len(pool_tokens):
+        input_ids = np.take(pool_tokens, source, mode="clip").astype(np.int32, copy=False)
+        input_ids *= column <= end[:, None]  # padding: 0
+    else:
+        input_ids = np.zeros(source.shape, dtype=np.int32)
     input_ids[:, 0] = cls_id
-    input_ids[rows, pairs.a_length + 1] = sep_id
-    input_ids[rows, b_end[:, 0]] = sep_id
-    return InstanceArrays(input_ids, b_end[:, 0] + 1, pairs.a_length, pairs.is_random_next)
+    input_ids[rows, a_length + 1] = sep_id
+    input_ids[rows, end] = sep_id
+    return InstanceArrays(input_ids, end + 1, pairs.a_length, pairs.is_random_next)
