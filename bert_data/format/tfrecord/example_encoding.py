@@ -11,15 +11,10 @@ Messages involved::
 
 A record is a fixed sequence of *blocks*: constant bytes (tags, feature names), the varints of
 the lengths of its nested messages, and each feature's packed payload.  A batch is one uint8
-matrix, a row a record, its blocks side by side; a block whose bytes vary in number from row to
-row (varints) is written *left-aligned* in its columns, its row's spare columns after it.  One
-boolean selection then keeps each row's bytes: a few long runs a row (one a variable block),
-which numpy copies run by run, not byte by byte.
-
-Varints of a payload (token ids: 1 to 3 bytes each) are left-aligned by scattering their bytes,
-highest byte first, to ``row start + bytes of the values before it + k``: a value's spare
-high bytes land on bytes of later values, which a later (lower) byte layer overwrites, so no
-per-byte mask is needed.  The bytes of each value below 2**21 come from one table lookup.
+matrix, a row a record, its blocks side by side, and a boolean matrix of the bytes each row
+uses; one selection keeps them (numpy copies runs of used bytes, so blocks every row uses in
+full cost a copy).  The varint bytes of a value below 2**21 (token ids) and which of its 4
+columns it uses come from two 1-D table lookups (``np.take``), not from arithmetic per byte.
 
 :func:`encode_framed` also frames the records for a TFRecord file (length, CRCs) in the same
 matrix: a segment of a shard in one call.
@@ -75,54 +70,43 @@ def _varint_lengths(x: np.ndarray) -> np.ndarray:
 
 @lru_cache(maxsize=4)
 def _varint_table(size: int) -> Tuple[np.ndarray, np.ndarray]:
-    """Varint bytes (``(size, 3)`` uint8, unused bytes 0) and lengths (uint8) of 0 .. size - 1."""
+    """Varint bytes of 0 .. size - 1 (at most 3, little-endian in a uint32; unused bytes 0) and
+    which of those 4 bytes are used (a uint32 of 0xFF bytes, read as 4 booleans): 1-D tables,
+    which ``np.take`` reads fastest."""
     values = np.arange(size, dtype=np.uint32)
-    lengths = (1 + (values >= 1 << 7) + (values >= 1 << 14)).astype(np.uint8)
-    table = np.empty((size, 3), dtype=np.uint8)
+    lengths = 1 + (values >= 1 << 7) + (values >= 1 << 14)
+    codes = np.zeros(size, dtype="<u4")
     for k in range(3):
-        table[:, k] = ((values >> (7 * k)) & 0x7F) | ((lengths > k + 1).astype(np.uint32) << 7)
-    return table, lengths
+        codes |= (((values >> (7 * k)) & 0x7F) | ((lengths > k + 1).astype(np.uint32) << 7)) << (8 * k)
+    used = np.array([0, 0x01, 0x0101, 0x010101], dtype="<u4")[lengths]
+    return codes, used
 
 
-def _varint_layers(col: np.ndarray, width: int):
-    """The varints of an ``(n, L)`` column: ``(layers, lengths)`` where ``layers[k]`` is the
-    ``(n, L)`` matrix of every value's byte ``k`` (continuation bit set when more follow; bytes
-    past a value's length are whatever: they are overwritten, see the module's docstring) and
-    ``lengths`` each value's byte count."""
+def _varints(col: np.ndarray):
+    """The varints of an ``(n, L)`` column as ``(data, used)``: ``(n, L * w)`` uint8 and bool,
+    each value's bytes in ``w`` columns of its own, ``used`` marking those of its varint."""
+    n, length = col.shape
     vmax = int(col.max())
     if vmax < _TABLE_LIMIT:
-        size = 1 << max(7, vmax.bit_length())
-        table, table_lengths = _varint_table(size)
+        codes, used = _varint_table(1 << max(7, vmax.bit_length()))
         index = col if col.dtype.kind in "iu" else col.astype(np.int64)
-        codes = table[index]  # (n, L, 3)
-        return [codes[..., k] for k in range(width)], table_lengths[index].astype(np.int64)
+        return (np.take(codes, index).view(np.uint8).reshape(n, 4 * length),
+                np.take(used, index).view(np.bool_).reshape(n, 4 * length))
     v = col.astype(np.uint64, copy=False)
+    width = _max_varint_len(vmax)
     lengths = _varint_lengths(v)
-    layers = []
+    data = np.empty((n, length, width), dtype=np.uint8)
     for k in range(width):
-        group = ((v >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
-        layers.append(group | ((lengths > k + 1).view(np.uint8) << 7))
-    return layers, lengths
-
-
-def _left_aligned_varints(col: np.ndarray):
-    """``(block, row_bytes)``: the varints of an ``(n, L)`` column, each row's packed to the left
-    of an ``(n, L * width)`` uint8 block, and each row's byte count."""
-    n, length = col.shape
-    width = _max_varint_len(int(col.max()))
-    layers, lengths = _varint_layers(col, width)
-    block = np.zeros((n, length * width), dtype=np.uint8)
-    before = np.cumsum(lengths, axis=1) - lengths  # bytes of the values before each, in its row
-    target = before + (np.arange(n, dtype=np.int64) * (length * width))[:, None]
-    flat = block.reshape(-1)
-    for k in range(width - 1, -1, -1):  # highest bytes first: lower layers overwrite spare bytes
-        flat[target + k if k else target] = layers[k]
-    return block, lengths.sum(axis=1)
+        data[:, :, k] = ((v >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8) | (
+            (lengths > k + 1).view(np.uint8) << 7)
+    used = np.arange(width) < lengths[:, :, None]
+    return data.reshape(n, length * width), used.reshape(n, length * width)
 
 
 class _Blocks:
-    """The blocks of a batch's records, left to right: ``(data (n, w) uint8, row_bytes or None)``
-    (None: all ``w`` bytes of every row are used); constant bytes are merged into one block."""
+    """The blocks of a batch's records, left to right: ``(data (n, w) uint8, used)``, ``used``
+    an ``(n, w)`` bool matrix of the bytes a row uses, or None when it uses all ``w``; constant
+    bytes are merged into one block."""
 
     def __init__(self, n: int):
         self.n = n
@@ -138,9 +122,9 @@ class _Blocks:
             self.blocks.append((np.broadcast_to(row, (self.n, row.size)), None))
             self._const = bytearray()
 
-    def block(self, data: np.ndarray, row_bytes=None) -> None:
+    def block(self, data: np.ndarray, used=None) -> None:
         self._flush_const()
-        self.blocks.append((data, row_bytes))
+        self.blocks.append((data, used))
 
     def varint(self, x: np.ndarray) -> None:
         """Per-row varint of the (n,) non-negative int64 array ``x``."""
@@ -148,18 +132,26 @@ class _Blocks:
         if lo == hi:
             self.const(_varint_bytes(lo))
             return
-        data, row_bytes = _left_aligned_varints(x.reshape(self.n, 1))
-        same_width = _max_varint_len(lo) == data.shape[1]
-        self.block(data, None if same_width else row_bytes)
+        data, used = _varints(x.reshape(self.n, 1))
+        width = _max_varint_len(hi)
+        if _max_varint_len(lo) == width:  # the same length in every row: all its bytes
+            self.block(np.ascontiguousarray(data[:, :width]))
+        else:
+            self.block(data, used)
 
     def selected(self) -> np.ndarray:
         """The used bytes of every row, rows one after another (1-D uint8)."""
         self._flush_const()
         data = np.concatenate([d for d, _ in self.blocks], axis=1)
-        if all(r is None for _, r in self.blocks):
+        if all(u is None for _, u in self.blocks):
             return data.reshape(-1)
-        keep = np.concatenate([np.ones(d.shape, dtype=bool) if r is None else
-                               np.arange(d.shape[1]) < np.asarray(r)[:, None] for d, r in self.blocks], axis=1)
+        keep = np.ones(data.shape, dtype=bool)
+        first = 0
+        for block, used in self.blocks:
+            width = block.shape[1]
+            if used is not None:
+                keep[:, first:first + width] = used
+            first += width
         return data[keep]
 
 
@@ -216,7 +208,7 @@ def _encode_chunk(prepared, n: int, framed: bool) -> Tuple[np.ndarray, np.ndarra
     total = np.zeros(n, dtype=np.int64)  # length of the Features message per row
     for spec, col in prepared:
         prefix = _feature_prefix(spec.name)
-        payload, payload_bytes = None, None
+        payload, payload_used = None, None
         if spec.dtype == INT64:
             kind_tag = b"\x1a"
             if spec.length == 0:
@@ -224,8 +216,8 @@ def _encode_chunk(prepared, n: int, framed: bool) -> Tuple[np.ndarray, np.ndarra
             elif int(col.max()) < 0x80:  # one byte a value: the values are the bytes
                 payload, p = col.astype(np.uint8), np.full(n, spec.length, dtype=np.int64)
             else:
-                payload, p = _left_aligned_varints(col)
-                payload_bytes = p
+                payload, payload_used = _varints(col)
+                p = payload_used.sum(axis=1, dtype=np.int64)
         else:
             kind_tag = b"\x12"
             if spec.length:
@@ -238,7 +230,7 @@ def _encode_chunk(prepared, n: int, framed: bool) -> Tuple[np.ndarray, np.ndarra
         fl = 1 + _varint_lengths(il) + il
         me = len(prefix) + _varint_lengths(fl) + fl
         total += 1 + _varint_lengths(me) + me
-        feats.append((prefix, kind_tag, payload, payload_bytes, p, il, fl, me))
+        feats.append((prefix, kind_tag, payload, payload_used, p, il, fl, me))
 
     sizes = 1 + _varint_lengths(total) + total
     blocks = _Blocks(n)
@@ -246,7 +238,7 @@ def _encode_chunk(prepared, n: int, framed: bool) -> Tuple[np.ndarray, np.ndarra
         blocks.block(frame_header(sizes))
     blocks.const(b"\x0a")
     blocks.varint(total)
-    for prefix, kind_tag, payload, payload_bytes, p, il, fl, me in feats:
+    for prefix, kind_tag, payload, payload_used, p, il, fl, me in feats:
         blocks.const(b"\x0a")
         blocks.varint(me)
         blocks.const(prefix)
@@ -256,7 +248,7 @@ def _encode_chunk(prepared, n: int, framed: bool) -> Tuple[np.ndarray, np.ndarra
         if payload is not None:
             blocks.const(b"\x0a")
             blocks.varint(p)
-            blocks.block(payload, payload_bytes)
+            blocks.block(payload, payload_used)
     if framed:
         blocks.const(bytes(_FRAME_FOOTER))  # the data's CRC, written below
     flat = blocks.selected()
