@@ -142,6 +142,8 @@ class GeneratorConfig:
     overlap_size: Optional[int] = None
     disable_masking: bool = False
     max_ngram_size: int = 1
+    # SpanBERT's span masking: geometric spans of whole words (bert_data.pipeline.span_masking).
+    span_masking: bool = False
     v2_feature_names: bool = False
     compression: Optional[str] = None
     # The trainer's own format (issue 20): tfrecord, hdf5, parquet, mds or megatron (see
@@ -294,7 +296,9 @@ class GeneratorConfig:
             high_ok = value < 1 if high_open else value <= 1
             if not (low_ok and high_ok):
                 interval = ("(" if low_open else "[") + "0, 1" + (")" if high_open else "]")
-                raise ConfigError(f"--{name} must be in {interval}, got {value}")
+                # 15 for 15%: say how a fraction is written.
+                percent = f" (a fraction: {value / 100:g} for {value:g}%)" if 1 < value <= 100 else ""
+                raise ConfigError(f"--{name} must be in {interval}, got {value}{percent}")
 
         probability("masked_lm_prob", low_open=True, high_open=False)
         probability("short_seq_prob", low_open=False, high_open=False)
@@ -397,6 +401,8 @@ class GeneratorConfig:
 
     def _validate_recipes(self, integer) -> None:
         integer("max_ngram_size", 1, 10)
+        if self.span_masking and self.max_ngram_size > 1:
+            raise ConfigError("--span_masking and --max_ngram_size are two ways of masking spans: choose one")
         self._validate_output_format()
         if not self.mlm_only:
             for flag, value in (("--allow_cross_document_examples", self.allow_cross_document_examples),
@@ -419,8 +425,9 @@ class GeneratorConfig:
             if self.dupe_factor != 1:
                 raise ConfigError("--disable_masking writes unmasked records (masks are drawn at load time): "
                                   "use --dupe_factor 1")
-            if self.mask_whole_word or self.max_ngram_size > 1:
-                raise ConfigError("--mask_whole_word and --max_ngram_size choose masks: with --disable_masking "
+            if self.mask_whole_word or self.max_ngram_size > 1 or self.span_masking:
+                raise ConfigError("--mask_whole_word, --max_ngram_size and --span_masking choose masks: with "
+                                  "--disable_masking "
                                   "they belong to the loader's masking function")
 
 

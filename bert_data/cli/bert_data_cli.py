@@ -8,6 +8,7 @@ instant.  The work is done by ``bert_data.tools.inspect``, ``bert_data.tools.ver
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import List, Optional
 
@@ -126,11 +127,25 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    manifest_given = _manifest_given(args)
+    if manifest_given:
+        return _error(args.command, manifest_given)
     try:
         return {"inspect": _inspect, "verify": _verify, "stats": _stats}[args.command](args)
     except BrokenPipeError:  # e.g. piped into head
         sys.stderr.close()
         return 0
+
+
+def _manifest_given(args) -> str:
+    """The dataset's manifest given where its shards are expected (the one file of a dataset anyone
+    opens by hand): what to give instead, or ""."""
+    from ..format.manifest import MANIFEST_NAME
+
+    for path in [args.shard] if args.command == "inspect" else args.paths:
+        if os.path.basename(str(path).rstrip("/")) == MANIFEST_NAME:
+            return f"{path} is the dataset's manifest, not a shard: give its directory, {os.path.dirname(path) or '.'}"
+    return ""
 
 
 def _compression(args):
@@ -140,6 +155,13 @@ def _compression(args):
 def _error(command: str, message: str) -> int:
     print(f"bert-data {command}: error: {message}", file=sys.stderr)
     return 2
+
+
+def _count_records(shard: str, compression) -> int:
+    """How many records a shard holds, for the message when --start is past its end."""
+    from ..tools.inspect import inspect_records
+
+    return sum(1 for _ in inspect_records(shard, None, 1 << 62, 0, compression=compression))
 
 
 def _inspect(args) -> int:
@@ -178,8 +200,9 @@ def _inspect(args) -> int:
                         print(LEGEND_WITHOUT_VOCAB if no_vocab else LEGEND)
                 print(format_record(rec))
             shown += 1
-        if shown == 0:
-            print(f"{args.shard}: no records from {args.start}", file=sys.stderr)
+        if shown == 0 and args.num_records > 0:
+            return _error("inspect", f"{shard}: no record at or after --start {args.start:,}; it holds "
+                          f"{_count_records(shard, _compression(args)):,} (inspect reads one shard)")
     except BrokenPipeError:
         raise  # piped into head: main stops quietly
     except (CorruptRecordError, VocabError, ValueError, OSError, ImportError) as error:

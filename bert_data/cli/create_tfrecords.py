@@ -192,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="n-gram (span) masking as in TF Model Garden and ALBERT (--ngram): spans of 1..N "
                               f"whole words, shorter spans likelier (default {default_of('max_ngram_size')}: single "
                               "tokens, or words with --mask_whole_word)")
+    add_bool(recipes, "--span_masking",
+             help="SpanBERT's span masking: spans of whole words, lengths geometric (p 0.2, at most 10 words, "
+                  "mean 3.8), until masked_lm_prob of the tokens are chosen")
     add_bool(recipes, "--v2_feature_names",
              help="name features input_word_ids and input_type_ids (TF Model Garden's BERT)")
     add_bool(recipes, "--pack_sequences",

@@ -507,20 +507,23 @@ def shard_set_info(shard_set: ShardSet, compression="auto") -> DatasetInfo:
 
 
 def _hdf5_specs(shard: str) -> Optional[List[FeatureSpec]]:
-    for columns in format_of_path(shard).make_reader().read_columns(shard, 1):
+    # (only the datasets' shapes are read here: whoever reads the records checks the file)
+    for columns in format_of_path(shard).make_reader(verify_checksums=False).read_columns(shard, 1):
         masked = "masked_lm_ids" in columns
         return feature_specs(columns["input_ids"].shape[1], columns["masked_lm_ids"].shape[1] if masked else 0,
                              mlm_only="segment_ids" not in columns, masked=masked)
     return None
 
 
-def read_instance_columns(path: str, specs: Sequence[FeatureSpec], batch_size: int = 1024):
+def read_instance_columns(path: str, specs: Sequence[FeatureSpec], batch_size: int = 1024,
+                          verify_checksums: bool = True):
     """The instances of a shard in any instance format other than TFRecord (HDF5, Parquet, MDS),
-    in batches of padded canonical columns, as ``decode_records`` gives TFRecord's."""
+    in batches of padded canonical columns, as ``decode_records`` gives TFRecord's; the shard's
+    bytes are checked against its manifest's SHA-256 first, unless ``verify_checksums`` is False."""
     fmt = format_of_path(path)
     if not fmt.instances:
         raise ValueError(f"{path}: a {fmt.name} file holds the tokenized corpus, not instances")
-    return fmt.make_reader(ShardOptions(tuple(specs))).read_columns(path, batch_size)
+    return fmt.make_reader(ShardOptions(tuple(specs)), verify_checksums).read_columns(path, batch_size)
 
 _RECORD_PREFIX = re.compile(r"^record (\d+): ")
 

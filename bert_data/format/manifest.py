@@ -43,6 +43,10 @@ class Manifest:
     split: str = "train"  # (the fields' order is the JSON's: as the writer has always written it)
     examples_per_file: Dict[str, int] = field(default_factory=dict)  # shard name -> records, in order
     bytes_per_file: Dict[str, int] = field(default_factory=dict)
+    # Every file of the split (shards, their companions, files beside them such as MDS's
+    # index.json) -> the SHA-256 of its bytes (format/checksums.py); empty in manifests of
+    # versions before it was recorded.
+    sha256_per_file: Dict[str, str] = field(default_factory=dict)
     features: List[FeatureSpec] = field(default_factory=list)
     n_docs_listed: Optional[int] = None
     n_sentences: Optional[int] = None

@@ -109,10 +109,14 @@ class Writer(ABC):
 
 class Reader(ABC):
     """Reads shards of one format back, given the run's ``options`` (a writer's options are
-    its reader's; None when the file itself tells the layout, as HDF5's and TFRecord's do)."""
+    its reader's; None when the file itself tells the layout, as HDF5's and TFRecord's do).
+    Before it returns a record of a shard, a reader checks the shard's bytes against the
+    SHA-256 its manifest records (``format.checksums.check_shard``), unless
+    ``verify_checksums`` is False."""
 
-    def __init__(self, options: Optional[ShardOptions] = None):
+    def __init__(self, options: Optional[ShardOptions] = None, verify_checksums: bool = True):
         self.options = options
+        self.verify_checksums = verify_checksums
 
     @abstractmethod
     def read_columns(self, path: str, batch_size: int = 1024) -> Iterator[Dict[str, np.ndarray]]:
@@ -177,8 +181,8 @@ class OutputFormat:
     def make_writer(self, options: ShardOptions) -> Writer:
         return self.writer_class()(options)
 
-    def make_reader(self, options: Optional[ShardOptions] = None) -> Reader:
-        return self.reader_class()(options)
+    def make_reader(self, options: Optional[ShardOptions] = None, verify_checksums: bool = True) -> Reader:
+        return self.reader_class()(options, verify_checksums)
 
 
 FORMATS: Dict[str, OutputFormat] = {

@@ -18,7 +18,8 @@ def read_batches(paths: Paths, batch_size: int = DEFAULT_CHUNK, max_seq_length: 
                  verify_crc: bool = True, int32: bool = False,
                  invert_input_mask: bool = False, compression="auto", mask=None,
                  canonical_names: bool = False, format: str = "google",
-                 packed_attention: str = "block_diagonal") -> Iterator[Dict[str, "np.ndarray"]]:
+                 packed_attention: str = "block_diagonal",
+                 verify_checksums: bool = True) -> Iterator[Dict[str, "np.ndarray"]]:
     """Yield ``{feature: (batch, length) array}`` over the shards in order, without TensorFlow.
 
     The features are the dataset's (its manifest's ``"features"``, else the first record's):
@@ -33,6 +34,11 @@ def read_batches(paths: Paths, batch_size: int = DEFAULT_CHUNK, max_seq_length: 
     manifest, random seed), a dict of :func:`dynamic_masking` options (e.g. ``{"seed": 0}``) or a
     :class:`DynamicMasking`; batch number ``k`` (from 0) is masked with ``key=(k,)``.  Truncated
     or corrupt files raise :class:`bert_data.format.tfrecord.CorruptRecordError`.
+
+    ``verify_checksums`` (default True): before the first record of a shard, its bytes are checked
+    against the SHA-256 its manifest records; a damaged shard raises
+    :class:`bert_data.format.checksums.ChecksumError` naming it, and none of its records is
+    returned.  Each file is hashed once per process (again if it changes on disk); False skips it.
 
     ``format="transformers"``: the inputs of Hugging Face transformers' models instead
     (``input_ids``, ``attention_mask``, ``token_type_ids``, ``labels`` with -100 where nothing
@@ -49,7 +55,8 @@ def read_batches(paths: Paths, batch_size: int = DEFAULT_CHUNK, max_seq_length: 
     info = dataset_info(paths, max_seq_length, max_predictions_per_seq, compression)
     masker = masker_for(mask, info)
     check_format(format, info, masker is not None, int32, invert_input_mask, packed_attention)
-    chunks = decoded_chunks(info.files, info.specs, max(batch_size, DEFAULT_CHUNK), verify_crc, info.compressions)
+    chunks = decoded_chunks(info.files, info.specs, max(batch_size, DEFAULT_CHUNK), verify_crc, info.compressions,
+                            verify_checksums=verify_checksums)
     batches = masked(rebatched(chunks, batch_size, drop_remainder), masker)
     yield from formatted(batches, format, info, int32, invert_input_mask, canonical_names, packed_attention)
 
@@ -58,7 +65,7 @@ def read_examples(paths: Paths, max_seq_length: Optional[int] = None,
                   max_predictions_per_seq: Optional[int] = None, verify_crc: bool = True,
                   int32: bool = False, invert_input_mask: bool = False, compression="auto",
                   mask=None, canonical_names: bool = False,
-                  format: str = "google") -> Iterator[Dict[str, "np.ndarray"]]:
+                  format: str = "google", verify_checksums: bool = True) -> Iterator[Dict[str, "np.ndarray"]]:
     """Yield one ``{feature: 1-D numpy array}`` dict per record, in file order, without TensorFlow.
 
     The layout comes from the manifest next to the shards, else from the first record (else the
@@ -76,4 +83,4 @@ def read_examples(paths: Paths, max_seq_length: Optional[int] = None,
     yield from unbatched(read_batches(paths, batch_size, max_seq_length, max_predictions_per_seq,
                                       verify_crc=verify_crc, int32=int32, invert_input_mask=invert_input_mask,
                                       compression=compression, mask=mask, canonical_names=canonical_names,
-                                      format=format))
+                                      format=format, verify_checksums=verify_checksums))

@@ -17,7 +17,7 @@ from ..config import default_of
 # The generator's default, for data whose manifest does not say.
 SEPARATOR = default_of("document_separator_token")
 
-__all__ = ["DynamicMasking", "dynamic_masking", "masker_for"]
+__all__ = ["DynamicMasking", "dynamic_masking", "masker_for", "original_tokens", "Remasking", "STRATEGIES"]
 
 MASK_OUTPUTS = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 
@@ -26,7 +26,8 @@ class DynamicMasking:
     """Masks drawn at load time, with the generator's rules (:func:`bert_data.pipeline.masking.mask_tokens`):
     ``masked_lm_prob`` of each row's tokens (rounded, at least 1, at most
     ``max_predictions_per_seq``), never [CLS], [SEP] or the document separator; 80% [MASK], 10%
-    kept, 10% a random ordinary token; whole words or n-gram spans when asked.
+    kept, 10% a random ordinary token (the shares settable); whole words, n-gram spans or
+    SpanBERT's spans when asked (``spec.strategy``).
 
     ``masking(batch, key=None)`` maps ``{"input_ids" (or its v2 name): (n, L), "input_mask":
     (n, L), ...}`` (numpy; ``input_mask`` 1 for tokens) to a new dict: the same entries with the
@@ -71,7 +72,9 @@ class DynamicMasking:
     def __repr__(self) -> str:
         return (f"DynamicMasking(vocab={self.vocab.path!r}, masked_lm_prob={self.masked_lm_prob}, "
                 f"max_predictions_per_seq={self.max_predictions_per_seq}, whole_word={self.whole_word}, "
-                f"max_ngram_size={self.max_ngram_size}, seed={self.seed}, "
+                f"max_ngram_size={self.max_ngram_size}, strategy={self.spec.strategy!r}, "
+                f"mask_token_share={self.spec.mask_token_share}, random_token_share={self.spec.random_token_share}, "
+                f"seed={self.seed}, "
                 f"document_separator_token={self.document_separator_token!r})")
 
     def rng(self, key: Sequence[int]):
@@ -164,8 +167,22 @@ def _manifest_of(dataset):
 def dynamic_masking(vocab_file: Optional[str] = None, masked_lm_prob: Optional[float] = None,
                     max_predictions_per_seq: Optional[int] = None, whole_word: Optional[bool] = None,
                     max_ngram_size: Optional[int] = None, seed: Optional[int] = None,
-                    document_separator_token: Optional[str] = None, dataset=None) -> DynamicMasking:
+                    document_separator_token: Optional[str] = None, dataset=None, *,
+                    rate: Optional[float] = None, strategy: Optional[str] = None,
+                    max_predictions: Optional[int] = None, mask_token_share: Optional[float] = None,
+                    random_token_share: Optional[float] = None) -> DynamicMasking:
     """A :class:`DynamicMasking` (a callable ``batch -> masked batch``) for unmasked data.
+
+    ``rate`` (or its generator name ``masked_lm_prob``): the share of each row's tokens to
+    predict.  The prediction budget follows it: when a rate is given and no ``max_predictions``
+    (or ``max_predictions_per_seq``), it is ``ceil(rate * max_seq_length)`` of the dataset, so
+    that ``round(rate * tokens)`` is never capped (without ``dataset=``, pass ``max_predictions``).
+    ``strategy``: ``"token"`` (Google's BERT), ``"whole_word"``, ``"ngram"`` (TF Model Garden's;
+    ``max_ngram_size``, default 3) or ``"span"`` (SpanBERT's, :mod:`bert_data.pipeline.span_masking`);
+    whole words come from the tokenizer's marks (WordPiece ``##``, SentencePiece ``▁``,
+    byte-level BPE ``Ġ``).  ``mask_token_share`` / ``random_token_share``: the shares of the
+    chosen tokens that become [MASK] and a random ordinary token (default 0.8 and 0.1; the
+    rest keep their token).
 
     Each option left None comes from ``dataset``'s manifest when there is one (``dataset``: a
     directory or shard paths, a :class:`~bert_data.format.dataset.DatasetInfo` or a
@@ -192,9 +209,16 @@ def dynamic_masking(vocab_file: Optional[str] = None, masked_lm_prob: Optional[f
                          f"made with (manifest: sha256 {manifest.vocab_sha256[:12]}...)")
     separator = document_separator_token or (manifest.option("document_separator_token", SEPARATOR)
                                              if manifest is not None else SEPARATOR)
+    masked_lm_prob = _one_of("rate", rate, "masked_lm_prob", masked_lm_prob)
+    max_predictions_per_seq = _one_of("max_predictions", max_predictions, "max_predictions_per_seq",
+                                      max_predictions_per_seq)
+    if masked_lm_prob is not None and max_predictions_per_seq is None:
+        max_predictions_per_seq = _budget_of_rate(masked_lm_prob, _max_seq_length_of(dataset, manifest))
+    choice = _strategy_options(strategy, whole_word, max_ngram_size)
+    shares = {name: value for name, value in (("mask_token_share", mask_token_share),
+                                              ("random_token_share", random_token_share)) if value is not None}
     spec = masking_spec(manifest, vocab, document_separator_token, masked_lm_prob=masked_lm_prob,
-                        max_predictions_per_seq=max_predictions_per_seq, whole_word=whole_word,
-                        max_ngram_size=max_ngram_size)
+                        max_predictions_per_seq=max_predictions_per_seq, **choice, **shares)
     masking = DynamicMasking(vocab, seed=seed, document_separator_token=separator, spec=spec)
     if manifest is not None and manifest.packed:
         masking.max_sequences_per_pack = manifest.max_sequences_per_pack
@@ -203,7 +227,56 @@ def dynamic_masking(vocab_file: Optional[str] = None, masked_lm_prob: Optional[f
 
 # The masking options, by MaskingSpec's field names and by the generator's option names.
 _MASKING_OPTIONS = {"masked_lm_prob": "masked_lm_prob", "max_predictions_per_seq": "max_predictions_per_seq",
-                    "whole_word": "mask_whole_word", "max_ngram_size": "max_ngram_size"}
+                    "whole_word": "mask_whole_word", "max_ngram_size": "max_ngram_size", "span": "span_masking"}
+
+STRATEGIES = ("token", "whole_word", "ngram", "span")
+# TF Model Garden's and ALBERT's n-gram size, for strategy="ngram" without max_ngram_size.
+DEFAULT_NGRAM = 3
+
+
+def _one_of(name: str, value, legacy: str, legacy_value):
+    """An option given under its name or its generator name (both: they must agree)."""
+    if value is not None and legacy_value is not None and value != legacy_value:
+        raise ValueError(f"{name}={value!r} and {legacy}={legacy_value!r} are the same option: give one")
+    return value if value is not None else legacy_value
+
+
+def _max_seq_length_of(dataset, manifest) -> Optional[int]:
+    length = getattr(dataset, "max_seq_length", None)
+    if length is None and manifest is not None:
+        length = manifest.max_seq_length
+    return None if length is None else int(length)
+
+
+def _budget_of_rate(rate: float, max_seq_length: Optional[int]) -> int:
+    """The prediction budget of a full row at ``rate``: ``ceil(rate * max_seq_length)``, so that
+    ``round(rate * tokens)`` of any row fits (the float product rounded first: 0.15 * 20 is 3)."""
+    import math
+
+    if isinstance(rate, bool) or not 0 < float(rate) <= 1:
+        raise ValueError(f"rate must be in (0, 1], got {rate!r}")
+    if max_seq_length is None:
+        raise ValueError("the prediction budget follows the rate times the sequence length, which is unknown "
+                         "without dataset=: pass max_predictions= (or dataset=)")
+    return max(1, math.ceil(round(float(rate) * max_seq_length, 9)))
+
+
+def _strategy_options(strategy: Optional[str], whole_word: Optional[bool], max_ngram_size: Optional[int]) -> dict:
+    """MaskingSpec's fields for a ``strategy`` (None: the options given, else the manifest's)."""
+    if strategy is None:
+        chosen = {"whole_word": whole_word, "max_ngram_size": max_ngram_size}
+        # Either given: the manifest's span masking does not apply.
+        return chosen if whole_word is None and max_ngram_size is None else dict(chosen, span=False)
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(map(repr, STRATEGIES))}, got {strategy!r}")
+    ngram = DEFAULT_NGRAM if max_ngram_size is None else int(max_ngram_size)
+    if (max_ngram_size is not None and strategy != "ngram") or (strategy == "ngram" and ngram < 2):
+        raise ValueError(f"max_ngram_size={max_ngram_size} does not go with strategy={strategy!r}: "
+                         "n-grams of 2 or more words are strategy='ngram'")
+    if whole_word is not None and bool(whole_word) != (strategy == "whole_word"):
+        raise ValueError(f"whole_word={whole_word} does not go with strategy={strategy!r}: give one of them")
+    return {"whole_word": strategy == "whole_word", "max_ngram_size": ngram if strategy == "ngram" else 1,
+            "span": strategy == "span"}
 
 
 def masking_spec(manifest, vocab, document_separator_token: Optional[str], **given):
@@ -223,22 +296,63 @@ def masking_spec(manifest, vocab, document_separator_token: Optional[str], **giv
     if separator is None:
         separator = separator_token(manifest.mlm_only, manifest.option("document_separator_token", SEPARATOR)) \
             if manifest is not None else SEPARATOR
-    return MaskingSpec.for_vocab(vocab, separator, **{field: option(field) for field in _MASKING_OPTIONS})
+    shares = {name: given[name] for name in ("mask_token_share", "random_token_share") if given.get(name) is not None}
+    return MaskingSpec.for_vocab(vocab, separator, **{field: option(field) for field in _MASKING_OPTIONS}, **shares)
 
 
 def masker_for(mask, info):
     """A reader's ``mask=`` option as a callable ``(batch, key) -> batch``, or None; ``info``:
-    the :class:`~bert_data.format.dataset.DatasetInfo` being read."""
+    the :class:`~bert_data.format.dataset.DatasetInfo` being read.  Masked records are masked
+    anew (:class:`Remasking`) from their original tokens."""
     if mask is None or mask is False:
         return None
-    if info.masked:
-        raise ValueError("mask=: the records are already masked (masked_lm_* features); load-time masking "
-                         "is for unmasked data (create_tfrecords --mlm_only --disable_masking)")
     if mask is True:
-        return dynamic_masking(dataset=info)
-    if isinstance(mask, dict):
-        return dynamic_masking(dataset=info, **mask)
-    if callable(mask):
-        return mask
-    raise TypeError(f"mask= must be None, True, a dict of dynamic_masking options or a DynamicMasking, "
-                    f"got {type(mask).__name__}")
+        masker = dynamic_masking(dataset=info)
+    elif isinstance(mask, dict):
+        masker = dynamic_masking(dataset=info, **mask)
+    elif callable(mask):
+        masker = mask
+    else:
+        raise TypeError(f"mask= must be None, True, a dict of dynamic_masking options or a DynamicMasking, "
+                        f"got {type(mask).__name__}")
+    return Remasking(masker) if info.masked else masker
+
+
+def original_tokens(batch: Dict[str, "np.ndarray"]) -> Dict[str, "np.ndarray"]:
+    """A masked batch as it was before masking: the original token at every predicted position
+    (``masked_lm_ids`` where ``masked_lm_weights > 0``; the masks hid nothing else), without the
+    ``masked_lm_*`` columns."""
+    import numpy as np
+
+    name = next((name for name in batch if canonical_name(name) == "input_ids"), None)
+    if name is None or "masked_lm_positions" not in batch or "masked_lm_ids" not in batch:
+        raise ValueError("mask=: the records are masked and do not keep their original tokens (masked_lm_positions "
+                         "and masked_lm_ids): make the data with --disable_masking (masks drawn at load time)")
+    ids = np.array(batch[name], copy=True)
+    used = np.asarray(batch["masked_lm_weights"]) > 0 if "masked_lm_weights" in batch else \
+        np.asarray(batch["masked_lm_ids"]) != 0
+    rows = np.broadcast_to(np.arange(len(ids))[:, None], used.shape)
+    ids[rows[used], np.asarray(batch["masked_lm_positions"])[used]] = np.asarray(batch["masked_lm_ids"])[used]
+    out = {key: value for key, value in batch.items() if key not in MASK_OUTPUTS}
+    out[name] = ids
+    return out
+
+
+class Remasking:
+    """Load-time masks for records the generator already masked: each batch's original tokens
+    (:func:`original_tokens`) masked by ``masker`` (a :class:`DynamicMasking`), as if the data
+    were unmasked; the static masks are dropped."""
+
+    def __init__(self, masker):
+        self.masker = masker
+
+    def __getattr__(self, name):  # seed, spec, prediction_slots...: the masker's
+        if name == "masker":
+            raise AttributeError(name)
+        return getattr(self.masker, name)
+
+    def __repr__(self) -> str:
+        return f"Remasking({self.masker!r})"
+
+    def __call__(self, batch, key: Optional[Sequence[int]] = None):
+        return self.masker(original_tokens(batch), key=key)

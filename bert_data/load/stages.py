@@ -50,11 +50,14 @@ def _concatenated(batches: Sequence[Batch]) -> Batch:
 
 def decoded_chunks(files: Sequence[str], specs, chunk: int = DEFAULT_CHUNK, verify_crc: bool = True,
                    compressions: Optional[Dict[str, Optional[str]]] = None,
-                   keep: Optional[Callable[[int], bool]] = None) -> Iterator[Batch]:
+                   keep: Optional[Callable[[int], bool]] = None, verify_checksums: bool = True) -> Iterator[Batch]:
     """Decoded chunks of at most ``chunk`` records, in file order, never spanning two files, under
     canonical names (:func:`bert_data.format.dataset.decode_records`).  ``keep(i) -> bool``
     drops records (by running index over all files) before decoding.  ``compressions``: file ->
-    None, "gzip" or "zlib" (default: uncompressed)."""
+    None, "gzip" or "zlib" (default: uncompressed).  ``verify_checksums``: each file's bytes
+    are checked against its manifest's SHA-256 when it is reached, before any of its records
+    (:func:`bert_data.format.checksums.check_shard`: a damaged one raises ``ChecksumError``)."""
+    from ..format.checksums import check_shard
     from ..format.dataset import read_instance_columns
     from ..format.output_formats import format_of_path
     from ..format.tfrecord import iter_records
@@ -62,8 +65,9 @@ def decoded_chunks(files: Sequence[str], specs, chunk: int = DEFAULT_CHUNK, veri
     compressions = compressions or {}
     index = 0
     for path in files:
+        check_shard(path, verify_checksums)
         if not format_of_path(path).framed_records:  # HDF5, Parquet, MDS: their readers give the columns
-            for batch in read_instance_columns(path, specs, chunk):
+            for batch in read_instance_columns(path, specs, chunk, verify_checksums=False):  # (checked above)
                 rows = np.arange(index, index + _rows(batch))
                 index += len(rows)
                 kept = rows if keep is None else np.array([i for i in rows if keep(i)], dtype=np.int64)

@@ -43,7 +43,7 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
                  shuffle_buffer: int = 100, seed: Optional[int] = None,
                  int32: Optional[bool] = None, invert_input_mask: bool = False,
                  input_context=None, prefetch: bool = True, compression="auto", mask=None,
-                 canonical_names: bool = False, format: str = "google"):
+                 canonical_names: bool = False, format: str = "google", verify_checksums: bool = True):
     """A ``tf.data.Dataset`` of feature dicts, batched, as Google's ``run_pretraining.py`` builds it.
 
     Training (``is_training=True``), as Google's ``input_fn``: the shard list is repeated and
@@ -76,11 +76,17 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
     nor ``invert_input_mask``); the labels are scattered with TensorFlow ops
     (:func:`masked_lm_labels`), with the rules of the numpy readers.
 
+    ``verify_checksums`` (default True): every shard's bytes are checked against the SHA-256 its
+    manifest records before the dataset is built (TFRecord's per-record CRCs are checked as the
+    records are read, as TensorFlow does); a damaged shard raises
+    :class:`bert_data.format.checksums.ChecksumError` naming it.  False skips the check.
+
     ``max_seq_length`` / ``max_predictions_per_seq`` may be omitted when the shards' manifest
     (or first record) tells them; when given, they are checked against the manifest.
     """
     tf = import_tensorflow("load_dataset")
 
+    from ..format.checksums import check_shard
     from ..format.output_formats import format_of_path
     from ..format.layout import tf_feature_description
 
@@ -89,6 +95,8 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
     if others:  # tf.data reads TFRecord files; the other formats have their trainers' readers
         raise ValueError(f"load_dataset reads TFRecord shards; these are {', '.join(others)}: read them with "
                          "bert_data.read_batches or bert_data.TorchDataset (or their trainers' own readers)")
+    for path in info.files:  # before any record: tf.data's readers know nothing of the manifest
+        check_shard(path, verify_checksums)
     masker = masker_for(mask, info)
     if int32 is None:
         int32 = format != "transformers"
@@ -129,14 +137,18 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
     mpp = getattr(masker, "prediction_slots", None) or info.max_predictions_per_seq
     rename = output_names(info, canonical_names)
 
+    # Masked records are masked anew from their original tokens, which need their masks.
+    static_masks = ["masked_lm_positions", "masked_lm_ids", "masked_lm_weights"] if info.masked else []
+
     def apply_mask(example, number):
-        def run(ids, input_mask, number_np):
-            out = masker({"input_ids": ids, "input_mask": input_mask}, key=(*key_prefix, int(number_np)))
+        def run(ids, input_mask, number_np, *masks):
+            batch = dict({"input_ids": ids, "input_mask": input_mask}, **dict(zip(static_masks, masks)))
+            out = masker(batch, key=(*key_prefix, int(number_np)))
             return (out["input_ids"].astype("int32"), out["masked_lm_positions"].astype("int32"),
                     out["masked_lm_ids"].astype("int32"), out["masked_lm_weights"].astype("float32"))
 
         ids = example["input_ids"]
-        outputs = tf.numpy_function(run, [ids, example["input_mask"], number],
+        outputs = tf.numpy_function(run, [ids, example["input_mask"], number] + [example[n] for n in static_masks],
                                     [tf.int32, tf.int32, tf.int32, tf.float32], stateful=False)
         outputs[0].set_shape(ids.shape)
         for tensor in outputs[1:]:

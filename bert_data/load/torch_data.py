@@ -76,6 +76,10 @@ def _torch_dataset_class():
         ``model(**batch)`` gives the loss.  Packed rows (``--pack_sequences``) also give
         ``position_ids``, a block-diagonal ``attention_mask`` ``(1, L, L)`` a record and
         per-instance pair labels with ``next_sentence_positions`` (see ``bert_data.read_batches``).
+
+        ``verify_checksums`` (default True): each reader checks a shard's bytes against its
+        manifest's SHA-256 before returning any of its records, as ``bert_data.read_batches``
+        does; a damaged shard raises ``ChecksumError`` naming it.  False skips the check.
         """
 
         def __init__(self, paths: Paths, batch_size: Optional[int] = None,
@@ -83,7 +87,8 @@ def _torch_dataset_class():
                      split_by: str = "auto", shuffle_buffer: int = 0, seed: int = 0,
                      drop_remainder: bool = False, int32: bool = False, invert_input_mask: bool = False,
                      rank: Optional[int] = None, world_size: Optional[int] = None, verify_crc: bool = True,
-                     compression="auto", mask=None, canonical_names: bool = False, format: str = "google"):
+                     compression="auto", mask=None, canonical_names: bool = False, format: str = "google",
+                     verify_checksums: bool = True):
             super().__init__()
             if split_by not in ("auto", "file", "record"):
                 raise ValueError(f"split_by must be 'auto', 'file' or 'record', got {split_by!r}")
@@ -103,6 +108,7 @@ def _torch_dataset_class():
             self.int32 = int32
             self.invert_input_mask = invert_input_mask
             self.verify_crc = verify_crc
+            self.verify_checksums = verify_checksums
             if rank is None or world_size is None:
                 dist = torch.distributed
                 if dist.is_available() and dist.is_initialized():
@@ -136,7 +142,8 @@ def _torch_dataset_class():
             if not files:
                 return iter(())
             chunks = decoded_chunks(files, self.info.specs, verify_crc=self.verify_crc,
-                                    compressions=self.info.compressions, keep=keep)
+                                    compressions=self.info.compressions, keep=keep,
+                                    verify_checksums=self.verify_checksums)
             chunks = masked(chunks, self.masker, (self.epoch, g))
             if self.shuffle_buffer > 0:
                 chunks = shuffled(chunks, self.shuffle_buffer, np.random.default_rng([self.seed, self.epoch, g]))

@@ -17,6 +17,9 @@ Here the same choice is made for a whole batch of instances with numpy:
 * the 80/10/10 choice is one uniform draw per chosen token (Google's two draws give the same
   probabilities).
 
+SpanBERT's span masking (``MaskingSpec.span``) is :mod:`bert_data.pipeline.span_masking`'s, and
+the 80/10/10 shares are ``MaskingSpec``'s (BERT's by default, settable for load-time masks).
+
 Deliberate improvement over the reference: the random replacement token is drawn from the
 ordinary vocabulary (``Vocab.ordinary_ids``), never [PAD], [CLS], [SEP], [MASK], [UNK] or
 [unused*].
@@ -29,6 +32,8 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from .span_masking import choose_spans, word_starts
+
 
 @dataclass(frozen=True)
 class MaskingSpec:
@@ -39,7 +44,9 @@ class MaskingSpec:
     (``config.default_of``), written nowhere else.
 
     ``special_ids``: token ids never chosen ([CLS], [SEP], and for MLM-only data the document
-    separator).
+    separator).  ``span``: SpanBERT's span masking (:mod:`bert_data.pipeline.span_masking`).
+    ``mask_token_share`` / ``random_token_share``: the shares of the chosen tokens that become
+    [MASK] and a random ordinary token (the rest keep their token): BERT's 80/10/10.
     """
 
     masked_lm_prob: float
@@ -47,6 +54,9 @@ class MaskingSpec:
     whole_word: bool = False
     max_ngram_size: int = 1
     special_ids: Tuple[int, ...] = ()
+    span: bool = False
+    mask_token_share: float = 0.8
+    random_token_share: float = 0.1
 
     def __post_init__(self):
         if isinstance(self.masked_lm_prob, bool) or not 0 < self.masked_lm_prob <= 1:
@@ -55,20 +65,43 @@ class MaskingSpec:
             raise ValueError(f"max_predictions_per_seq must be at least 1, got {self.max_predictions_per_seq}")
         if isinstance(self.max_ngram_size, bool) or not 1 <= int(self.max_ngram_size) <= 10:
             raise ValueError(f"max_ngram_size must be in [1, 10], got {self.max_ngram_size}")
+        if self.span and int(self.max_ngram_size) > 1:
+            raise ValueError("span masking and n-gram masking (max_ngram_size > 1) are two ways of choosing "
+                             "spans: choose one")
+        for name in ("mask_token_share", "random_token_share"):
+            share = getattr(self, name)
+            if isinstance(share, bool) or not 0 <= share <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {share}")
+        if self.mask_token_share + self.random_token_share > 1 + 1e-9:
+            raise ValueError(f"mask_token_share + random_token_share must be at most 1 (the rest keep their "
+                             f"token), got {self.mask_token_share} + {self.random_token_share}")
         object.__setattr__(self, "masked_lm_prob", float(self.masked_lm_prob))
         object.__setattr__(self, "max_predictions_per_seq", int(self.max_predictions_per_seq))
         object.__setattr__(self, "whole_word", bool(self.whole_word))
         object.__setattr__(self, "max_ngram_size", int(self.max_ngram_size))
         object.__setattr__(self, "special_ids", tuple(sorted({int(i) for i in self.special_ids})))
+        object.__setattr__(self, "span", bool(self.span))
+        object.__setattr__(self, "mask_token_share", float(self.mask_token_share))
+        object.__setattr__(self, "random_token_share", float(self.random_token_share))
+
+    @property
+    def strategy(self) -> str:
+        """How positions are chosen: "token", "whole_word", "ngram" or "span"."""
+        if self.span:
+            return "span"
+        if self.max_ngram_size > 1:
+            return "ngram"
+        return "whole_word" if self.whole_word else "token"
 
     @classmethod
     def for_vocab(cls, vocab, document_separator_token: Optional[str] = None, **options) -> "MaskingSpec":
         """[CLS] and [SEP] of ``vocab`` are never masked, nor ``document_separator_token`` when
         given (it must be in the vocabulary).  ``options``: the fields (``masked_lm_prob``,
-        ``max_predictions_per_seq``, ``whole_word``, ``max_ngram_size``)."""
-        whole_words = options.get("whole_word") or int(options.get("max_ngram_size") or 1) > 1
+        ``max_predictions_per_seq``, ``whole_word``, ``max_ngram_size``, ``span``, the shares)."""
+        whole_words = (options.get("whole_word") or int(options.get("max_ngram_size") or 1) > 1
+                       or options.get("span"))
         if whole_words and getattr(vocab, "word_boundary", True) is None:
-            raise ValueError("whole-word and n-gram masking need word boundaries, and this tokenizer's pieces do "
+            raise ValueError("whole-word, n-gram and span masking need word boundaries, and this tokenizer's pieces do "
                              "not show where a word starts (no ##, \u2581 or \u0120 mark)")
         special = {vocab.cls_id, vocab.sep_id}
         if document_separator_token is not None:
@@ -244,7 +277,9 @@ def mask_tokens(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingSpec, v
     is_continuation = vocab.is_continuation
     candidates = candidate_mask(input_ids, lengths, spec.special_ids)
     budget = num_to_predict(lengths, spec.masked_lm_prob, max_predictions_per_seq)
-    if spec.max_ngram_size > 1:
+    if spec.span:
+        chosen = choose_spans(candidates, word_starts(input_ids, candidates, is_continuation), budget, rng)
+    elif spec.max_ngram_size > 1:
         chosen = _choose_ngrams(candidates, input_ids, is_continuation, budget, spec.max_ngram_size, rng)
     elif spec.whole_word:
         chosen = _choose_whole_words(candidates, input_ids, is_continuation, budget, rng)
@@ -252,12 +287,13 @@ def mask_tokens(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingSpec, v
         chosen = _choose_single_tokens(candidates, budget, max_predictions_per_seq, rng)
 
     # Chosen positions, ascending, packed to the left (nonzero lists them row by row, ascending;
-    # at most max_predictions_per_seq a row, as the budget is).
+    # the budget keeps them within max_predictions_per_seq, and the first ones would be kept).
     rows, columns = np.nonzero(chosen)
     n_chosen = np.bincount(rows, minlength=n)
     rank = np.arange(len(rows)) - np.repeat(np.cumsum(n_chosen) - n_chosen, n_chosen)
+    slotted = rank < max_predictions_per_seq
     positions = np.zeros((n, max_predictions_per_seq), dtype=np.int32)
-    positions[rows, rank] = columns
+    positions[rows[slotted], rank[slotted]] = columns[slotted]
     weights = np.arange(max_predictions_per_seq) < n_chosen[:, None]
     original = np.take_along_axis(input_ids, positions, axis=1)
     labels = np.where(weights, original, 0).astype(np.int32)
@@ -265,7 +301,10 @@ def mask_tokens(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingSpec, v
     draw = rng.random((n, max_predictions_per_seq))
     ordinary_ids = vocab.ordinary_ids
     random_tokens = ordinary_ids[rng.integers(0, len(ordinary_ids), size=(n, max_predictions_per_seq))]
-    replacement = np.where(draw < 0.8, vocab.mask_id, np.where(draw < 0.9, original, random_tokens))
+    # [MASK] below mask_token_share, a random token from 1 - random_token_share (0.8 and 0.9 for
+    # 80/10/10, exactly Google's thresholds), else the token itself.
+    replacement = np.where(draw < spec.mask_token_share, vocab.mask_id,
+                           np.where(draw < 1.0 - spec.random_token_share, original, random_tokens))
 
     masked = input_ids.astype(np.int32, copy=True)
     rows = np.broadcast_to(np.arange(n)[:, None], positions.shape)

@@ -139,7 +139,8 @@ def masking_spec(config: GeneratorConfig, vocab) -> MaskingSpec:
     return MaskingSpec.for_vocab(vocab, separator_token(config.mlm_only, config.document_separator_token),
                                  masked_lm_prob=config.masked_lm_prob,
                                  max_predictions_per_seq=config.max_predictions_per_seq,
-                                 whole_word=config.mask_whole_word, max_ngram_size=config.max_ngram_size)
+                                 whole_word=config.mask_whole_word, max_ngram_size=config.max_ngram_size,
+                                 span=config.span_masking)
 
 
 def check_file_options(config: GeneratorConfig) -> None:

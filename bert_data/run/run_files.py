@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Opti
 from .. import storage
 from ..config import ConfigError
 from ..format import dataset_layout
+from ..format.checksums import split_digests
 from ..format.dataset_layout import LOCK, TRAIN, WORK_DIR, in_progress, is_run_output_name
 from ..format.manifest import MANIFEST_NAME, Manifest, write_json_atomic
 from ..notices import warn
@@ -521,13 +522,14 @@ def is_short_write(error: OSError) -> bool:
 # ---------------------------------------------------------------------------- finalize, discard
 
 def finalize(output: OutputSpec, staged: OutputSpec, places, shard_counts: Dict[str, int],
-             make_manifests: Callable[[Optional[Dict[str, int]]], Dict[str, Manifest]], remote=None) -> Dict[str, Manifest]:
+             make_manifests: Callable[[Optional[Dict[str, int]], Dict[str, Dict[str, str]]], Dict[str, Manifest]],
+             remote=None) -> Dict[str, Manifest]:
     """Publish a run whose journal says every shard is complete, as one recoverable step: each
     shard to its final name (``remote``: uploaded from staging, a ``locations.RemoteOutput``),
     then the manifests, the commit point (train's last: it is what marks the run finished),
     then the work files go.  Every step may be done again, so a run killed at any of them is
-    finished by ``--resume``.  ``make_manifests(sizes)``: sizes of shards that are not local
-    files (uploaded), else None."""
+    finished by ``--resume``.  ``make_manifests(sizes, digests)``: sizes of shards that are not
+    local files (uploaded), else None; each split's files' SHA-256 (``format.checksums``)."""
     step = _Steps()
     journal = read_journal(places.journal_dir) or {}
     if remote is not None:
@@ -541,7 +543,11 @@ def finalize(output: OutputSpec, staged: OutputSpec, places, shard_counts: Dict[
                     _publish(in_progress(path), path, size if path == final else None)
                 step()
             _sync_directory(directory)
-    manifests = make_manifests(sizes)
+    uploaded = dataset_layout.in_progress if remote is not None else None  # hashed: the staged copies
+    digests = {split: split_digests([shard_path(directory, staged, shard) for shard in range(shard_counts[split])],
+                                    staged.format, directory, uploaded)
+               for split, directory in staged.split_dirs().items()}
+    manifests = make_manifests(sizes, digests)
     for split in sorted(manifests, key=lambda split: split == TRAIN):
         manifests[split].write(output.split_dirs()[split], manifest_name(output))
         step()

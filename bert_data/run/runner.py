@@ -38,6 +38,7 @@ from typing import Dict, Optional
 
 from .. import storage
 from ..format.dataset_layout import SPLIT_CODES
+from ..pipeline.documents.types import BINARY, DEFAULT_TEXT_FIELD, MISSING_KEY
 from .assembly import ShardAssembler
 from .corpus_output import record_totals, write_corpus
 from .executors import dead_worker_signal, default_executor, local_workers, shares_local_files, stop_executor, wait_first
@@ -133,7 +134,8 @@ def _run_locked(spec: RunSpec, staged: OutputSpec, places: RunLocations, remote:
         if skipped.undecoded.n_docs:  # on every run, resumed or not: text was lost
             warn(skipped.undecoded.describe(spec.inputs.reading.encoding))
         manifests = finalize(spec.output, staged, places, totals.shard_counts,
-                             lambda sizes: make_manifests(spec, plan, totals, skipped, sizes), remote)
+                             lambda sizes, digests: make_manifests(spec, plan, totals, skipped, sizes, digests),
+                             remote)
     except BaseException as error:
         remove_shards = assembler.remove if assembler is not None else (lambda: None)
         if assembler is not None:
@@ -206,8 +208,9 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
             while scheduler.binary_skips:  # a binary file among the inputs is worth a word at once
                 skip = scheduler.binary_skips.pop(0)
                 if warned_binary < 20:
-                    warn(f"{skip.label}: skipped: {skip.reason}; if it is text, it may be UTF-16 or UTF-32 without a "
-                         "byte-order mark: give its encoding with --input_encoding (e.g. utf-16-le)")
+                    warn(f"{skip.label}: skipped: {skip.reason}" + ("" if skip.reason != BINARY else
+                         "; if it is text, it may be UTF-16 or UTF-32 without a byte-order mark: give its encoding "
+                         "with --input_encoding (e.g. utf-16-le)"))
                     warned_binary += 1
             tokenize_bar.update(scheduler.docs_tokenized - tokenize_bar.n)
             elapsed = max(time.perf_counter() - started, 1e-9)
@@ -220,9 +223,13 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
             skipped = SkippedTotals(plan)
             skipped.add_slices(list(scheduler.summaries.values()))
             first = [item["path"] for split in skipped.by_split.values() for item in split.first]
+            reasons = skipped.reasons()
+            # JSON Lines whose text is under another key: name the option that says which.
+            fix = (f"name the key of the documents' text with --text_field (looked for "
+                   f"{spec.inputs.reading.text_field or DEFAULT_TEXT_FIELD!r})" if MISSING_KEY in reasons
+                   else "name files that hold text")
             raise NoText("no document with any text: every listed document was skipped "
-                         f"({', '.join(f'{n:,} {r}' for r, n in skipped.reasons().items())}: {some_of(first)}); "
-                         "name files that hold text")
+                         f"({', '.join(f'{n:,} {r}' for r, n in reasons.items())}: {some_of(first)}); {fix}")
         shards.finish()
         if staged.shuffles_shards:
             sizes = assembler.finish(sync=False)  # written again, durably, by the final shuffle

@@ -10,7 +10,7 @@ from typing import Dict, List, Optional
 
 from ..format.dataset_layout import TRAIN, VAL
 from ..format.dataset_layout import SPLIT_OF_CODE
-from ..pipeline.documents.types import BINARY, Skip
+from ..pipeline.documents.types import BINARY, COMPRESSED_UNNAMED, Skip
 from ..pipeline.tokens import DOC_POSITION, TOKEN_END, TOKEN_START
 from .assembly import ShardAssembler
 from .executors import wait_first
@@ -116,7 +116,7 @@ class Scheduler:
                 self.summaries[index] = value
                 self.docs_tokenized += self.plan.slices[index].n_docs
                 self.bytes_done += value.n_bytes
-                self.binary_skips += [skip for skip in value.skips if skip.reason == BINARY]
+                self.binary_skips += [skip for skip in value.skips if skip.reason in (BINARY, COMPRESSED_UNNAMED)]
             elif kind == "pair":
                 self.units[index] = UnitResult(value)
                 self.instances_paired += value.n_instances

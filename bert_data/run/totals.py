@@ -127,11 +127,13 @@ class SkippedTotals:
 
 
 def make_manifests(spec: RunSpec, plan: Plan, totals: RunTotals, skipped: SkippedTotals,
-                   sizes: Optional[Dict[str, int]] = None) -> Dict[str, Manifest]:
+                   sizes: Optional[Dict[str, int]] = None,
+                   digests: Optional[Dict[str, Dict[str, str]]] = None) -> Dict[str, Manifest]:
     """Each split's manifest (``run_files.finalize`` writes them, last).  Each describes its own
     split: its counts, and the options it was made with (``spec.options``: with the effective
     values of options left to their defaults).  ``sizes``: shard path -> bytes, for shards that
-    are not local files (uploaded from staging)."""
+    are not local files (uploaded from staging); ``digests``: split -> the SHA-256 of each of its
+    files (``format.checksums.split_digests``)."""
     output = spec.output
     manifests = {}
     vocab_path, tokenizer_path = spec.tokenizer.recorded_paths()
@@ -153,6 +155,7 @@ def make_manifests(spec: RunSpec, plan: Plan, totals: RunTotals, skipped: Skippe
             examples_per_file={name: totals.records_per_shard.get(f"{split}/{i}", 0) for i, name in enumerate(names)},
             bytes_per_file={name: sizes[path] if sizes else os.path.getsize(path)
                             for name, path in ((name, os.path.join(directory, name)) for name in names)},
+            sha256_per_file=dict((digests or {}).get(split, {})),
             features=list(output.features) if output.kind.instances else [],
             n_docs_listed=plan.n_listed[split],
             n_sentences=counts.n_sentences,

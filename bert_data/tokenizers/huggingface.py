@@ -33,7 +33,7 @@ import json
 from typing import List, Optional, Sequence
 
 from .base import SourceTokenizer
-from .vocab import SPECIAL_TOKENS, VocabError, vocab_from_tokens
+from .vocab import KIND_OF_OPTION, SPECIAL_TOKENS, VocabError, option_for_file, vocab_from_tokens
 
 __all__ = ["HuggingFaceTokenizer", "load_hf_vocabulary", "word_boundary_of"]
 
@@ -52,6 +52,10 @@ def _read(path: str):
         tokenizer = Tokenizer.from_str(text)
         parsed = json.loads(text)
     except Exception as error:  # tokenizers raises a bare Exception for any malformed file
+        belongs = option_for_file(data)
+        if belongs and belongs != "--tokenizer_file":
+            raise VocabError(f"{path} is not a tokenizer.json but a {KIND_OF_OPTION[belongs]}: pass it as "
+                             f"{belongs}") from None
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise VocabError(f"{path}: not a Hugging Face tokenizer.json ({first})") from None
     return tokenizer, parsed, hashlib.sha256(data).hexdigest()

@@ -36,7 +36,7 @@ from typing import List, Sequence
 import numpy as np
 
 from .base import SourceTokenizer
-from .vocab import VocabError, vocab_from_tokens
+from .vocab import KIND_OF_OPTION, VocabError, option_for_file, vocab_from_tokens
 
 __all__ = ["SentencePieceTokenizer", "load_spm_vocabulary", "preprocess_text"]
 
@@ -69,6 +69,10 @@ def _processor(path: str):
     try:
         processor.LoadFromSerializedProto(data)
     except Exception as error:  # RuntimeError or OSError, depending on the version
+        belongs = option_for_file(data)
+        if belongs and belongs != "--spm_model_file":
+            raise VocabError(f"{path} is not a SentencePiece model but a {KIND_OF_OPTION[belongs]}: pass it as "
+                             f"{belongs}") from None
         raise VocabError(f"{path}: not a SentencePiece model ({str(error).strip() or type(error).__name__})") from None
     if processor.GetPieceSize() == 0:
         raise VocabError(f"{path}: not a SentencePiece model (no pieces)")

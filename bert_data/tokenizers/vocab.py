@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
@@ -55,6 +56,7 @@ def _is_excluded_from_random(token: str, specials=()) -> bool:
 #   "prefix:##"  a piece starting with "##" continues the word before it (BERT's WordPiece);
 #   "start:▁"    ALBERT's rule for SentencePiece pieces (``is_start_piece``), with the marker
 #                that stands for a space ("▁"; "Ġ" for byte-level BPE);
+#   "words:"     every piece is a whole word (a WordLevel tokenizer.json): nothing continues one;
 #   None         the pieces carry no mark: words cannot be told apart.
 WORDPIECE_BOUNDARY = "prefix:##"
 
@@ -82,6 +84,8 @@ def continuation_flags(tokens: Sequence[str], word_boundary: Optional[str]) -> n
         return np.fromiter((t.startswith(mark) for t in tokens), dtype=bool, count=len(tokens))
     if kind == "start":
         return np.fromiter((not is_start_piece(t, mark) for t in tokens), dtype=bool, count=len(tokens))
+    if kind == "words":
+        return np.zeros(len(tokens), dtype=bool)
     raise ValueError(f"unknown word boundary rule {word_boundary!r}")
 
 
@@ -224,6 +228,33 @@ def load_vocab(path) -> Vocab:
         lacks = f"; it also lacks {' '.join(missing)}" if missing else ""
         raise VocabError(f"{path} does not look like a BERT vocabulary (one token a line): {problem}{lacks}")
     return vocab_from_tokens(tokens, path=path, sha256=sha256)
+
+
+# What the file of each tokenizer option is, for messages.
+KIND_OF_OPTION = {"--vocab_file": "BERT vocabulary (vocab.txt, one token a line)",
+                  "--tokenizer_file": "Hugging Face tokenizer.json",
+                  "--spm_model_file": "SentencePiece model"}
+
+
+def option_for_file(data: bytes) -> str | None:
+    """The tokenizer option a file's first bytes say it belongs to: ``--tokenizer_file`` (a
+    tokenizer.json), ``--spm_model_file`` (a SentencePiece model) or ``--vocab_file`` (text of one
+    token a line); None when they tell nothing."""
+    head = data[:4096]
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{") and b'"model"' in data[:1 << 20]:
+        return "--tokenizer_file"
+    if b"\x00" in head:
+        return "--spm_model_file" if head.startswith(b"\n") else None  # a ModelProto opens with its first piece
+    try:
+        text = head.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+    lines = text.split("\n")[:-1] if len(head) == 4096 else text.split("\n")  # the last may be cut
+    tokens = [line.strip() for line in lines if line.strip()]
+    controls = any(unicodedata.category(c) == "Cc" and c not in "\t\r\n" for c in text)
+    if len(tokens) >= 2 and not controls and all(len(token.split()) == 1 for token in tokens):
+        return "--vocab_file"
+    return None
 
 
 def _another_kind_of_file(path: str, data: bytes) -> str | None:

@@ -20,7 +20,7 @@ Checked, for every record (numpy, vectorised over batches of decoded records; no
   positions.  Unmasked layouts: no ``[MASK]`` at all.  ``next_sentence_labels`` 0 or 1;
 * against the manifest: the feature table (against ``max_seq_length``, ``mlm_only``,
   ``disable_masking``, ``v2_feature_names``), the compression, every listed shard present,
-  record counts per file and in total, file sizes.
+  record counts per file and in total, file sizes, every file's SHA-256 (``file_checks``).
 
 Checks about features a layout does not have are skipped for it.
 
@@ -56,6 +56,7 @@ from ..format.output_formats import FORMATS, format_of_path
 from ..format.layout import FeatureSpec, feature_specs
 from ..format.manifest import MANIFEST_NAME
 from ._common import guess_cls_sep
+from .file_checks import no_checksums_note, other_file_problems, shard_damage
 from .packed_checks import check_packed_batch
 from .record_checks import VocabIds, check_batch
 from ..config import default_of
@@ -371,6 +372,9 @@ def verify(paths, vocab_file: Optional[str] = None, max_problems: int = 20,
     for shard_set in shard_sets(paths):
         first_file, problems_before = len(report.files), report.n_problems
         _verify_set(shard_set, report, vocab_file, vocab_cache, on_file, given, max_unk_rate)
+        for path, message in other_file_problems(shard_set):  # Megatron's .idx, MDS's index.json
+            report.add(Problem(path, None, message))
+        report.notes.extend(filter(None, [no_checksums_note(shard_set)]))
         files = report.files[first_file:]
         split = SplitResult(shard_set.name, len(files), sum(f.records for f in files), sum(f.bytes for f in files))
         if files and not split.records and report.n_problems == problems_before:
@@ -473,6 +477,9 @@ def _verify_set(shard_set: ShardSet, report: VerifyReport, vocab_file, vocab_cac
                 checker.problem(None, f"{result.records} records, the manifest says {result.expected}")
             if base in sizes and sizes[base] != result.bytes:
                 checker.problem(None, f"{result.bytes} bytes, the manifest says {sizes[base]}")
+        damaged = shard_damage(path, shard_set, size_said=result.complete)  # (the size, said above if complete)
+        if damaged is not None:
+            checker.problem(None, damaged)
         report.files.append(result)
         if on_file:
             on_file(result)
@@ -497,6 +504,7 @@ def _verify_corpus(shard_set: ShardSet, report: VerifyReport, on_file) -> None:
             problems.append((None, f"{result.records} sequences, the manifest says {result.expected}"))
         if base in manifest.bytes_per_file and manifest.bytes_per_file[base] != result.bytes:
             problems.append((None, f"{result.bytes} bytes, the manifest says {manifest.bytes_per_file[base]}"))
+        problems.extend((None, damaged) for damaged in [shard_damage(path, shard_set, size_said=True)] if damaged)
         for sequence, message in problems:
             result.problems += 1
             report.add(Problem(path, sequence, message))
@@ -510,7 +518,7 @@ def _read_columns_file(path: str, checker: _FileChecker) -> None:
     checked as TFRecord's are; a file its format's library cannot read ends there."""
     result, index = checker.result, 0
     try:
-        for cols in read_instance_columns(path, checker.specs, BATCH):
+        for cols in read_instance_columns(path, checker.specs, BATCH, verify_checksums=False):  # hashed apart
             n = len(cols["input_ids"])
             checker.check_columns(cols, np.arange(index, index + n))
             index += n

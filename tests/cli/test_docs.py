@@ -40,3 +40,16 @@ def test_every_option_is_documented():
     # absl's --noflag spellings are one rule (docs/google-compat.md), not an option each.
     undocumented = sorted(o for o in options if not o.startswith("--no") and not re.search(re.escape(o) + r"\b", docs))
     assert undocumented == []
+
+
+def test_every_extra_the_docs_and_examples_name_exists():
+    """``pip install -e ".[x]"`` or ``bert_data[x]`` in a page or an example installs: each x is an extra."""
+    import tomllib
+
+    extras = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    pages = [REPO / "README.md", *(REPO / "docs").glob("*.md"), *(REPO / "examples").rglob("*.py")]
+    named = set()
+    for page in pages:
+        for group in re.findall(r"(?:\.|bert_data)\[([a-z0-9_,-]+)\]", page.read_text(encoding="utf-8")):
+            named |= set(group.split(","))
+    assert named and named <= extras, sorted(named - extras)

@@ -175,3 +175,63 @@ def test_a_metadata_file_given_as_a_document_is_named_with_the_option_it_belongs
     mixed.write_text(f"{corpus.metadata}\nThe file above lists the documents of the corpus we read.\n")
     code, err = cli(capsys, "--input_files", mixed, *base(corpus, tmp_path / "mixed"), "--allow_case_mismatch")
     assert code == 0, err
+
+
+def test_each_tokenizer_file_given_to_another_tokenizer_option_names_its_own(capsys, corpus, tmp_path):
+    """A vocab.txt, a SentencePiece model or a tokenizer.json in the wrong one of --vocab_file,
+    --tokenizer_file and --spm_model_file: the line names the option it belongs to (not
+    sentencepiece's protobuf error or tokenizers' JSON error)."""
+    import sentencepiece
+
+    text = tmp_path / "text.txt"
+    text.write_text("".join(f"the word number {i} of a small text about birds and glaciers .\n" for i in range(300)))
+    sentencepiece.SentencePieceTrainer.train(input=str(text), model_prefix=str(tmp_path / "m"), vocab_size=60,
+                                             minloglevel=2)
+    model = tmp_path / "m.model"
+    inputs = ["--metadata_files", corpus.metadata, "--input_files_prefix", corpus.root, "--output_dir", tmp_path / "o",
+              "--quiet"]
+    for option, given, expected in (
+            ("--tokenizer_file", corpus.vocab, "is not a tokenizer.json but a BERT vocabulary (vocab.txt, one token a "
+                                               "line): pass it as --vocab_file"),
+            ("--tokenizer_file", model, "is not a tokenizer.json but a SentencePiece model: pass it as --spm_model_file"),
+            ("--spm_model_file", corpus.vocab, "is not a SentencePiece model but a BERT vocabulary (vocab.txt, one "
+                                               "token a line): pass it as --vocab_file")):
+        code, err = cli(capsys, *inputs, option, given)
+        assert code == 2
+        assert one_error_line(err) == f"create_tfrecords: error: {given} {expected}"
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_metadata_file_saved_with_a_byte_order_mark_reads_as_without(capsys, corpus, tmp_path):
+    """Windows editors' "UTF-8 with BOM": the mark is no part of the first path (it was 'file not
+    found: <invisible mark>docs/a.txt')."""
+    with_mark = tmp_path / "metadata-bom.txt"
+    with_mark.write_bytes(b"\xef\xbb\xbf" + corpus.metadata.read_bytes())
+    for metadata, out in ((corpus.metadata, "plain"), (with_mark, "marked")):
+        code, err = cli(capsys, "--metadata_files", metadata, "--input_files_prefix", corpus.root,
+                        *base(corpus, tmp_path / out))
+        assert code == 0, err
+    assert file_hashes(tmp_path / "plain") == file_hashes(tmp_path / "marked")
+
+
+def test_a_percentage_given_as_a_probability_names_the_fraction(capsys, corpus, tmp_path):
+    code, err = cli(capsys, "--metadata_files", corpus.metadata, "--input_files_prefix", corpus.root,
+                    *base(corpus, tmp_path / "o"), "--masked_lm_prob", "15")
+    assert code == 2
+    assert one_error_line(err) == ("create_tfrecords: error: --masked_lm_prob must be in (0, 1], got 15.0 (a fraction: "
+                                   "0.15 for 15%)")
+
+
+def test_json_lines_with_their_text_under_another_key_name_text_field(capsys, corpus, tmp_path):
+    lines = tmp_path / "c.jsonl"
+    lines.write_text("".join(json.dumps({"content": "Birds fly south. They come back in spring.", "id": i}) + "\n"
+                             for i in range(5)))
+    code, err = cli(capsys, "--input_files", lines, *base(corpus, tmp_path / "out"))
+    assert code == 2
+    line = one_error_line(err)
+    assert line.startswith("create_tfrecords: error: no document with any text: every listed document was skipped "
+                           "(5 missing text key: ")
+    assert line.endswith("name the key of the documents' text with --text_field (looked for 'text')")
+    code, err = cli(capsys, "--input_files", lines, *base(corpus, tmp_path / "fixed"), "--text_field", "content",
+                    "--allow_case_mismatch")
+    assert code == 0, err

@@ -6,7 +6,7 @@
   (``SAMPLE=...``) set first; an unlabelled block right after a bash block is its output, compared
   with what the commands printed (stdout and stderr), the ``done in N s`` timing left out;
 * every block runs in a directory of its page's own (``docs_workdir``) holding the shipped sample
-  as the docs name it: ``examples/``, ``vocab/``, a copy of the quick start's ``tfrecords/`` (made once
+  as the docs name it: ``examples/``, ``vocab/``, ``scripts/``, a copy of the quick start's ``tfrecords/`` (made once
   a session), and for docs/inputs.md ``metadata.txt``, ``corpus/`` and ``vocab.txt``; ``/tmp/`` in
   a command is that directory's ``tmp/``, so nothing is written outside the test's directory;
 * ``<!-- skip: next "why" -->`` before a block leaves it out (a bucket, a cluster, an install, a
@@ -28,7 +28,9 @@ from sybil.parsers.markdown import CodeBlockParser
 
 REPO = Path(__file__).resolve().parents[2]
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=\S.*$", re.MULTILINE)
+# What varies from run to run: a run's duration, and verify's time and speed.
 TIMING = re.compile(r"done in [0-9.,]+ (s|min)\b")
+VERIFY_SPEED = re.compile(r", [0-9.]+ s, [0-9.,]+ MB/s$")
 
 
 def command_env() -> dict:
@@ -42,7 +44,7 @@ def command_env() -> dict:
 
 def link_sample(directory: Path) -> None:
     """The shipped sample where the README's commands look for it."""
-    for name in ("examples", "vocab"):
+    for name in ("examples", "vocab", "scripts"):
         (directory / name).symlink_to(REPO / name, target_is_directory=True)
 
 
@@ -80,7 +82,8 @@ def make_page_dir(directory: Path, sample: Path) -> Path:
 
 def normalised(text: str, workdir: str) -> str:
     text = text.replace(workdir + "/tmp/", "/tmp/").replace(workdir + "/", "")
-    return "\n".join(TIMING.sub("done in N s", line).rstrip() for line in text.strip().splitlines())
+    return "\n".join(VERIFY_SPEED.sub(", N s, N MB/s", TIMING.sub("done in N s", line).rstrip())
+                     for line in text.strip().splitlines())
 
 
 def run_bash(example) -> None:
@@ -103,7 +106,8 @@ class BashParser(CodeBlockParser):
         super().__init__(evaluator=run_bash)
 
 
-OUTPUT = re.compile(r"^```bash\n.*?^```\n\s*^```\n(?P<output>.*?)^```$", re.MULTILINE | re.DOTALL)
+# The command block's body never holds a fence, so a match cannot start at an earlier block.
+OUTPUT = re.compile(r"^```bash\n(?:(?!^```).)*?^```\n\s*^```\n(?P<output>.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
 def check_output(example) -> None:

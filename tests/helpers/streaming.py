@@ -38,3 +38,17 @@ def read_with_streaming(split_dirs, tmp_path: Path) -> dict:
     assert done.returncode == 0, done.stderr[-3000:]
     read = json.loads(out.read_text())
     return {split_dir: read[str(copy)] for split_dir, copy in zip(split_dirs, copies)}
+
+
+def fetch_with_streaming(split_dirs, tmp_path: Path) -> dict:
+    """Each split directory fetched by ``StreamingDataset(remote=split_dir, local=cache,
+    validate_hash="sha256")`` (peers/validate_mds.py): split dir -> ``{"samples": n}`` or
+    ``{"error": what streaming raised}``."""
+    out = tmp_path / "fetched.json"
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    done = subprocess.run([streaming_python(), str(READER.parent / "validate_mds.py"), str(out), str(tmp_path / "caches")]
+                          + [str(split_dir) for split_dir in split_dirs], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    fetched = json.loads(out.read_text())
+    return {split_dir: fetched[str(split_dir)] for split_dir in split_dirs}

@@ -127,13 +127,22 @@ def test_masking_options_from_the_manifest(tmp_path, vocab_path, datasets):
     assert dynamic_masking(dataset=directory, masked_lm_prob=0.2).masked_lm_prob == 0.2  # arguments win
     batch = next(read_batches(directory, batch_size=10, mask={"seed": 0}))
     assert batch["masked_lm_positions"].shape == (10, 7) and batch["masked_lm_ids"].dtype == np.int64
-    # A vocabulary that is not the data's is refused; masking masked data is refused.
+    # A vocabulary that is not the data's is refused.
     other = tmp_path / "other.txt"
     other.write_text(Path(vocab_path).read_text() + "extra\n")
     with pytest.raises(ValueError, match="not the one the data was made with"):
         dynamic_masking(vocab_file=str(other), dataset=directory)
-    with pytest.raises(ValueError, match="already masked"):
-        next(read_batches(datasets["mlm", None][0], mask=True))
+    # Masked data is masked anew from its original tokens (the static masks restored first).
+    static = next(read_batches(datasets["mlm", None][0], batch_size=64))
+    again = next(read_batches(datasets["mlm", None][0], batch_size=64, mask={"seed": 5, "rate": 0.3}))
+    assert not np.array_equal(again["masked_lm_positions"], static["masked_lm_positions"])
+    for batch in (static, again):
+        restored = batch["input_ids"].copy()
+        used = batch["masked_lm_weights"] > 0
+        rows = np.broadcast_to(np.arange(len(restored))[:, None], used.shape)
+        restored[rows[used], batch["masked_lm_positions"][used]] = batch["masked_lm_ids"][used]
+        batch["restored"] = restored
+    np.testing.assert_array_equal(again["restored"], static["restored"])
     manifest = json.loads((directory / "data_params.json").read_text())
     manifest["vocab_file"] = str(tmp_path / "gone.txt")
     (directory / "data_params.json").write_text(json.dumps(manifest))

@@ -163,6 +163,9 @@ def test_same_bytes_for_one_and_two_workers(synthetic_corpus, tmp_path, generate
     generate(make_config(synthetic_corpus, second, num_workers=2), progress=False)
     assert file_hashes(first) == file_hashes(second)
     assert len(file_hashes(first)) == 3
+    # The manifest too (but where it is), its files' SHA-256 included (issue 28): they depend on the bytes alone.
+    manifests = [dict(json.loads((run / "data_params.json").read_text()), output_dir=None) for run in (first, second)]
+    assert manifests[0] == manifests[1] and len(manifests[0]["sha256_per_file"]) == 3
     third = tmp_path / "other-seed"
     generate(make_config(synthetic_corpus, third, seed=1), progress=False)
     assert file_hashes(third) != file_hashes(first)

@@ -75,6 +75,7 @@ def test_inputs_and_output_in_a_bucket_give_the_bytes_of_a_local_run(s3, corpus_
     written = Manifest.read(f"{BUCKET}/out")
     assert written.n_examples == manifest["n_examples"] == summary.manifests["train"]["n_examples"]
     assert written.bytes_per_file == manifest["bytes_per_file"]
+    assert written.sha256_per_file == manifest["sha256_per_file"] and written.sha256_per_file  # of the staged copies
     assert written.options["vocab_file"] == f"{BUCKET}/corpus/vocab.txt"
     # Nothing else is left: no temporary shard, lock or work files, and no local staging.
     s3.invalidate_cache()
@@ -222,3 +223,20 @@ def test_a_run_stopped_while_uploading_its_shards_is_finished_by_resume(s3, corp
         summary = generate(s3_config(corpus, output, resume=True), progress=False)
     assert summary.resumed_from_unit == summary.manifests["train"]["n_units"]  # only finishing was left
     assert bucket_hashes(s3, output) == reference
+
+
+def test_a_gzip_object_named_txt_is_skipped_with_a_line_saying_to_name_it(s3, corpus_and_reference, tmp_path, capsys):
+    """A URL's compression is told by its name (a request a file to sniff it would cost planning
+    too much): a gzip object named .txt is not read as binary in silence, the run names it."""
+    corpus, _, _ = corpus_and_reference
+    upload_corpus(s3, corpus)
+    labels = corpus.metadata.read_text().split()[:4]
+    s3.pipe("bert-data-tests/corpus/docs/packed.txt", gzip.compress((corpus.root / labels[0]).read_bytes()))
+    s3.pipe("bert-data-tests/corpus/gz-metadata.txt", ("\n".join(labels + ["docs/packed.txt"]) + "\n").encode())
+    capsys.readouterr()
+    summary = generate(s3_config(corpus, tmp_path / "out", metadata_files=[f"{BUCKET}/corpus/gz-metadata.txt"]),
+                       progress=False)
+    err = capsys.readouterr().err
+    assert ("bert_data: warning: docs/packed.txt: skipped: compressed file whose name does not say so (name it .gz, "
+            ".bz2, .xz or .zst)") in err, err
+    assert summary.manifests["train"]["n_docs"] == 4

@@ -6,6 +6,7 @@ made per test (flipped bytes, truncation, records re-encoded with wrong contents
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -72,12 +73,14 @@ def write_manifest(directory, data):
 
 
 def rewrite_shard(directory, name, cols, specs=None, fix_size=True):
-    """Replace a shard by the re-encoded ``cols``; keep the manifest's byte count in step."""
+    """Replace a shard by the re-encoded ``cols``; keep the manifest's byte count and hash in
+    step (a dataset made with these records, not one damaged after it was made)."""
     path = Path(directory) / name
     path.write_bytes(frame_records(encode_examples(cols, specs or feature_specs(MSL, MPP))))
     if fix_size:
         data = manifest(directory)
         data["bytes_per_file"][name] = path.stat().st_size
+        data["sha256_per_file"][name] = hashlib.sha256(path.read_bytes()).hexdigest()
         write_manifest(directory, data)
     return path
 
@@ -136,9 +139,18 @@ def test_inspect_without_vocabulary_shows_ids(dataset, tmp_path, capsys):
     assert f"A: {vocab_ids.cls_id} " in out
 
 
-def test_inspect_errors(tmp_path, capsys):
+def test_inspect_errors(dataset, tmp_path, capsys):
     code, _, err = run(["inspect", tmp_path / "nope.tfrecords"], capsys)
     assert code == 2 and "nope.tfrecords" in err
+    # --start past the shard's end says how many it holds (it was "no records from N", exit 0).
+    shard = dataset / "val" / "examples-1.tfrecords"
+    held = sum(1 for _ in iter_records(shard))
+    code, out, err = run(["inspect", shard, "--start", held], capsys)
+    assert code == 2 and not out
+    assert err.strip() == (f"bert-data inspect: error: {shard}: no record at or after --start {held:,}; it holds "
+                           f"{held:,} (inspect reads one shard)")
+    code, out, _ = run(["inspect", shard, "--start", held - 1, "-n", "1"], capsys)
+    assert code == 0 and f"record {held - 1}:" in out
 
 
 def test_inspect_from_another_directory_finds_the_vocabulary_by_its_absolute_path(tmp_path, capsys, monkeypatch):
@@ -201,7 +213,9 @@ def test_verify_flipped_byte_in_data(train_copy, capsys):
     assert code == 1
     lines = out.splitlines()
     assert lines[0] == f"{shard}: record 7: data CRC mismatch, record at byte {offsets[7]}; record skipped"
-    assert lines[-1].startswith("FAILED: 1 problem(s)")  # reading went on: counts still match
+    # Reading went on: counts still match; the file's bytes are not the manifest's (issue 28).
+    assert lines[1].startswith(f"{shard}: damaged: its sha256 is ")
+    assert lines[-1].startswith("FAILED: 2 problem(s)")
 
 
 def test_verify_flipped_byte_in_length_header(train_copy, capsys):
@@ -226,9 +240,12 @@ def test_verify_truncated_file(train_copy, capsys):
     code, out, _ = run(["verify", train_copy], capsys)
     assert code == 1
     problems = [line for line in out.splitlines() if line.startswith(str(shard))]
-    assert len(problems) == 1  # no count/size complaints on top of the truncation
+    # No count/size complaints on top of the truncation, but the verdict on the file's bytes (issue 28).
+    assert len(problems) == 2
     assert problems[0].startswith(f"{shard}: record {last}: truncated record data")
     assert problems[0].endswith("the rest of the file is unreadable")
+    assert problems[1] == (f"{shard}: damaged: {size - 100:,} bytes where {train_copy / 'data_params.json'} records "
+                           f"{size:,} (cut short or added to); regenerate the dataset or restore this file from a copy")
 
 
 def test_verify_checks_record_contents(train_copy, synthetic_corpus, capsys):
@@ -311,6 +328,7 @@ def test_verify_rejects_wrong_feature_layout(train_copy, capsys, kind):
     path.write_bytes(frame_records(good[:5] + [bad] + good[6:]))
     data = manifest(train_copy)
     data["bytes_per_file"][name] = path.stat().st_size
+    data["sha256_per_file"][name] = hashlib.sha256(path.read_bytes()).hexdigest()  # made so, not damaged
     write_manifest(train_copy, data)
     code, out, _ = run(["verify", train_copy], capsys)
     assert code == 1
@@ -492,3 +510,12 @@ def test_help_is_light():
 def test_no_command_prints_help(capsys):
     code, _, err = run([], capsys)
     assert code == 2 and "verify" in err
+
+
+def test_the_manifest_given_for_a_shard_names_its_directory(dataset, capsys):
+    manifest_file = dataset / "val" / "data_params.json"
+    for command in ("verify", "stats", "inspect"):
+        code, _, err = run([command, manifest_file], capsys)
+        assert code == 2
+        assert err.strip() == (f"bert-data {command}: error: {manifest_file} is the dataset's manifest, not a shard: "
+                               f"give its directory, {dataset / 'val'}")

@@ -8,6 +8,7 @@ from typing import Dict, Iterator
 
 import numpy as np
 
+from ..checksums import check_shard
 from ..layout import FEATURE_NAMES
 from ..output_formats import Reader
 
@@ -18,6 +19,7 @@ class HDF5Reader(Reader):
     def read_columns(self, path: str, batch_size: int = 1024) -> Iterator[Dict[str, np.ndarray]]:
         """The datasets' shapes are the layout (the options are not needed: packed datasets keep
         their padded width)."""
+        check_shard(path, self.verify_checksums)
         return _read(path, batch_size)
 
 

@@ -11,6 +11,7 @@ from typing import Dict, Iterator, Optional
 
 import numpy as np
 
+from ..checksums import check_shard
 from ..columns import from_rows
 from ..output_formats import UnpaddedRowsReader
 from ..packed_rows import packed_from_rows
@@ -47,6 +48,7 @@ def _decode(encoding: str, datum: bytes):
 class MDSReader(UnpaddedRowsReader):
     def read_rows(self, path: str, max_seq_length: int, max_predictions_per_seq: Optional[int], batch_size: int,
                   max_sequences_per_pack: Optional[int]) -> Iterator[Dict[str, np.ndarray]]:
+        check_shard(path, self.verify_checksums)
         return _read(path, max_seq_length, max_predictions_per_seq, batch_size, max_sequences_per_pack)
 
 

@@ -12,7 +12,9 @@ end (n + 1, from the file's start), the writer's configuration as JSON, then the
 sample is the uint32 byte sizes of its variable-size columns, then its columns' bytes, columns
 in name order.  With ``--compression zstd`` or ``gzip`` the whole file is compressed
 (``NAME-K.mds.zstd``, ``.mds.gz``), and ``index.json`` records both the raw and the
-compressed file, as ``MDSWriter`` does.  Offsets are 32-bit: a shard holds at most 4 GiB.
+compressed file, as ``MDSWriter`` does, each with its SHA-256 (``MDSWriter(hashes=["sha256"])``),
+which ``StreamingDataset(..., validate_hash="sha256")`` checks as it fetches a shard from its
+remote.  Offsets are 32-bit: a shard holds at most 4 GiB.
 
 Packed rows (``--pack_sequences``): a sample is a pack in ``packed_rows.packed_to_rows``' model, the
 Parquet packed rows' columns: ``input_ids``, ``token_type_ids``, ``labels`` of all its instances
@@ -31,6 +33,7 @@ from typing import Dict, Iterable, List, Sequence
 
 import numpy as np
 
+from ..checksums import ALGORITHM, file_digest
 from ..columns import pair_label_name, to_rows
 from ..output_formats import MDS_INDEX, Writer
 from ..packed_rows import packed_to_rows
@@ -67,7 +70,7 @@ def shard_config(options) -> dict:
     return {"column_encodings": list(encodings.values()), "column_names": list(encodings),
             "column_sizes": [None if encoding.startswith("ndarray") else 4 for encoding in encodings.values()],
             "compression": COMPRESSION_EXTENSIONS.get(options.compression) if options.compression else None,
-            "format": "mds", "hashes": [], "size_limit": None, "version": 2}
+            "format": "mds", "hashes": [ALGORITHM], "size_limit": None, "version": 2}
 
 
 def _array_bytes(values: np.ndarray) -> bytes:
@@ -141,12 +144,13 @@ def _write(batches, path: str, name: str, options) -> dict:
         with open(raw_path, "wb") as out:
             out.write(np.uint32(n).tobytes() + offsets.astype(np.uint32).tobytes() + config)
             shutil.copyfileobj(samples, out, 1 << 22)
-    entry = {"samples": n, "raw_data": {"basename": raw_name, "bytes": int(offsets[-1]), "hashes": {}},
+    entry = {"samples": n, "raw_data": {"basename": raw_name, "bytes": int(offsets[-1]),
+                                        "hashes": {ALGORITHM: file_digest(raw_path)}},
              "zip_data": None}
     if options.compression:
         _compress(raw_path, path, options.compression)
         os.remove(raw_path)
-        entry["zip_data"] = {"basename": name, "bytes": os.path.getsize(path), "hashes": {}}
+        entry["zip_data"] = {"basename": name, "bytes": os.path.getsize(path), "hashes": {ALGORITHM: file_digest(path)}}
     entry.update(shard_config(options))
     return entry
 
@@ -159,5 +163,6 @@ def _compress(source: str, target: str, compression: str) -> None:
         else:
             import zstandard
 
-            zstandard.ZstdCompressor().copy_stream(raw, out)
+            # The frame's own checksum too: zstd checks it as it decompresses (streaming does).
+            zstandard.ZstdCompressor(write_checksum=True).copy_stream(raw, out)
 

@@ -8,6 +8,7 @@ from typing import Dict, Iterator, List
 
 import numpy as np
 
+from ..checksums import check_shard
 from ..output_formats import Reader
 from .writer import DTYPE_CODES, MAGIC, index_path
 
@@ -50,6 +51,7 @@ class MegatronReader(Reader):
     ``sentence_lengths``, ``document_sentences`` (the corpus, not instances: no options needed)."""
 
     def read_columns(self, path: str, batch_size: int = 1024) -> Iterator[Dict[str, np.ndarray]]:
+        check_shard(path, self.verify_checksums)  # the .bin and its .idx
         index = read_index(path)
         documents = iter(read_documents(path))
         dtype = index["dtype"]

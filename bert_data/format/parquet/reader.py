@@ -8,6 +8,7 @@ from typing import Dict, Iterator, Optional
 
 import numpy as np
 
+from ..checksums import check_shard
 from ..columns import from_rows
 from ..output_formats import UnpaddedRowsReader
 from ..packed_rows import packed_from_rows
@@ -17,6 +18,7 @@ from .writer import INSTANCE_COLUMNS, LIST_COLUMNS
 class ParquetReader(UnpaddedRowsReader):
     def read_rows(self, path: str, max_seq_length: int, max_predictions_per_seq: Optional[int], batch_size: int,
                   max_sequences_per_pack: Optional[int]) -> Iterator[Dict[str, np.ndarray]]:
+        check_shard(path, self.verify_checksums)
         return _read(path, max_seq_length, max_predictions_per_seq, batch_size, max_sequences_per_pack)
 
 
@@ -24,7 +26,7 @@ def _read(path: str, max_seq_length: int, max_predictions_per_seq: Optional[int]
           max_sequences_per_pack: Optional[int]) -> Iterator[Dict[str, np.ndarray]]:
     import pyarrow.parquet as pq
 
-    source = pq.ParquetFile(path)
+    source = pq.ParquetFile(path, page_checksum_verification=True)  # pages written without a CRC pass
     for batch in source.iter_batches(batch_size=batch_size):
         lists = {}
         for name in batch.schema.names:

@@ -15,7 +15,8 @@ sentence_order_label       int64           1 when A and B are swapped (ALBERT's 
 MLM-only data has no ``token_type_ids`` and no pair label, unmasked data (``--disable_masking``,
 masked at load time by ``DataCollatorForLanguageModeling``) no ``labels``.  Compression is
 Parquet's own (``--compression snappy``, ``zstd`` or ``gzip``); rows go out in row groups of
-``ROW_GROUP_ROWS`` instances.
+``ROW_GROUP_ROWS`` instances.  Every page carries its CRC-32 (``write_page_checksum``; pyarrow
+15 or later), which :class:`~bert_data.format.parquet.reader.ParquetReader` checks.
 
 Packed rows (``--pack_sequences``): one row a pack, in ``packed_rows.packed_to_rows``' model, for
 transformers' packed training: ``input_ids``, ``token_type_ids``, ``labels`` as above but for
@@ -90,7 +91,8 @@ def _write(batches, path: str, name: str, options) -> dict:
 
     schema = schema_for(options)
     n, pending = 0, []
-    with pq.ParquetWriter(path, schema, compression=options.compression or "none") as writer:
+    # Page CRCs (Parquet's own per-page checksums): readers that ask (the reader here) refuse a damaged page.
+    with pq.ParquetWriter(path, schema, compression=options.compression or "none", write_page_checksum=True) as writer:
         def flush():
             if pending:
                 writer.write_table(pa.concat_tables(pending), row_group_size=ROW_GROUP_ROWS)

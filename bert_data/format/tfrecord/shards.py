@@ -38,8 +38,10 @@ class TFRecordWriter(Writer):
 class TFRecordReader(Reader):
     def read_columns(self, path: str, batch_size: int = 1024) -> Iterator[Dict[str, np.ndarray]]:
         """The layout comes from the first record (the options are not needed)."""
+        from ..checksums import check_shard
         from ..dataset import decode_records, infer_specs
 
+        check_shard(path, self.verify_checksums)  # besides each record's CRCs: the whole file as published
         specs = infer_specs(path)
         batch, first = [], 0
         for record in iter_records(path, compression="auto"):

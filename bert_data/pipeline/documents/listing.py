@@ -138,7 +138,8 @@ def metadata_lines(metadata_file: str) -> Iterator[Tuple[int, str]]:
         try:
             for raw in bounded_lines(handle, MAX_LINE_BYTES):
                 try:
-                    text = raw.decode("utf-8")
+                    # "UTF-8 with BOM" (Windows editors): the mark is no part of the first path.
+                    text = raw.decode("utf-8-sig" if line_number == 0 else "utf-8")
                 except UnicodeDecodeError:
                     raise InputError(f"{metadata_file}:{line_number + 1}: metadata file is not UTF-8 text") from None
                 for line in text.splitlines() or [""]:

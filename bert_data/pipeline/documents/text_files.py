@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator, List, Optional, Tuple
 
 from ... import storage
-from .files import READ_CHUNK, RangeBuffer, compression_of, open_decompressed, read_range, skip_bytes
+from .files import (HEAD_BYTES, READ_CHUNK, RangeBuffer, compression_of, open_decompressed, read_range, skip_bytes,
+                    sniffed_compression)
 from .spans import LINE_PATTERN, document_spans
-from .types import (BINARY, EMPTY, INVALID_JSON, MISSING_KEY, NOT_OBJECT, NOT_STRING, Document, Skip, Source,
+from .types import (BINARY, COMPRESSED_UNNAMED, EMPTY, INVALID_JSON, MISSING_KEY, NOT_OBJECT, NOT_STRING, Document, Skip, Source,
                     decode_text)
 
 # A file named so (before any compression suffix: data.jsonl.gz) is JSON Lines.
@@ -249,7 +250,7 @@ def _decoded(data: bytes, label: str, skips: List[Skip], position: int, in_parts
              encoding: str = "") -> Optional[Document]:
     skips = _Skips(skips, label, position, in_parts)
     if b"\x00" in data:
-        skips.add(BINARY)
+        skips.add(COMPRESSED_UNNAMED if sniffed_compression(data[:HEAD_BYTES]) else BINARY)
         return None
     text, n_replaced, bad_line = decode_text(data, encoding)
     if not text.strip():

@@ -165,6 +165,8 @@ class Skip:
 
 # Why a document is skipped (counted, never an error).
 BINARY = "binary file (NUL bytes)"
+# A URL's compression is told by its name only (sniffing would cost a request a file while planning).
+COMPRESSED_UNNAMED = "compressed file whose name does not say so (name it .gz, .bz2, .xz or .zst)"
 EMPTY = "empty or white-space only"
 NO_SENTENCE = "no sentence with any token"
 # JSON Lines and tables: a line or row that holds no document text.
