@@ -18,6 +18,7 @@ back with one Binomial(n, 1/2) draw -- the distribution of Google's n coin flips
 from __future__ import annotations
 
 import random
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
@@ -163,6 +164,10 @@ def truncation_counts(len_a: int, len_b: int, max_num_tokens: int):
     return remove_a, remove_b
 
 
+# The number of 1 bits of an int (int.bit_count from Python 3.10, which this package does not require).
+_ones = getattr(int, "bit_count", None) or (lambda value: bin(value).count("1"))
+
+
 def add_pairs_from_document(
     pool: TokenPool,
     document_index: int,
@@ -193,75 +198,86 @@ def add_pairs_from_document(
     one-sentence chunk's choice.
     """
     uniform = rng.random
+    getrandbits = rng.getrandbits
     all_bounds = pool.bounds
     bounds = all_bounds[document_index]
     n_sentences = len(bounds) - 1
     n_documents = len(all_bounds)
+    a_starts, a_lengths, b_starts, b_lengths, labels = (out.a_start, out.a_length, out.b_start, out.b_length,
+                                                        out.is_random_next)
+    short_range = max_num_tokens - min_short_seq_length + 1
 
-    def draw_target_length() -> int:
-        # Usually fill the whole sequence; sometimes a shorter one, to narrow the gap between
-        # pre-training and fine-tuning on short inputs.
-        if uniform() < short_seq_prob:
-            return min_short_seq_length + int(uniform() * (max_num_tokens - min_short_seq_length + 1))
-        return max_num_tokens
+    # Usually fill the whole sequence; sometimes a shorter one, to narrow the gap between
+    # pre-training and fine-tuning on short inputs.  Drawn once per document, as Google does.
+    target_length = max_num_tokens
+    if uniform() < short_seq_prob:
+        target_length = min_short_seq_length + int(uniform() * short_range)
 
-    target_length = draw_target_length()  # once per document, as Google does
-
+    # Google's loop visits every sentence and closes the chunk at the first one that reaches the
+    # target (or the document's last); bounds ascend, so a bisection finds that sentence at once
+    # (the loop draws nothing between chunks: the stream is the same).
     chunk_first = 0  # the chunk is sentences chunk_first..i
-    i = 0
-    while i < n_sentences:
-        if i == n_sentences - 1 or bounds[i + 1] - bounds[chunk_first] >= target_length:
-            chunk_size = i - chunk_first + 1
-            # A ends after a random number (1 .. chunk_size - 1) of the chunk's sentences.
-            a_end = chunk_first + (1 + int(uniform() * (chunk_size - 1)) if chunk_size >= 2 else 1)
-            a_start = bounds[chunk_first]
-            len_a = bounds[a_end] - a_start
+    while chunk_first < n_sentences:
+        i = bisect_left(bounds, bounds[chunk_first] + target_length, chunk_first + 1, n_sentences) - 1
+        chunk_size = i - chunk_first + 1
+        # A ends after a random number (1 .. chunk_size - 1) of the chunk's sentences.
+        a_end = chunk_first + (1 + int(uniform() * (chunk_size - 1)) if chunk_size >= 2 else 1)
+        a_start = bounds[chunk_first]
+        len_a = bounds[a_end] - a_start
 
-            if chunk_size == 1 or (not sentence_order and uniform() < 0.5):
+        if chunk_size == 1 or (not sentence_order and uniform() < 0.5):
+            is_random = 1
+            # Ten tries to find another document (a one-document pool falls back to itself).
+            for _ in range(10):
+                random_index = int(uniform() * n_documents)
+                if random_index != document_index:
+                    break
+            random_bounds = all_bounds[random_index]
+            last_sentence = len(random_bounds) - 2
+            first = int(uniform() * (last_sentence + 1))
+            b_start = random_bounds[first]
+            # Whole sentences until B reaches its target (target_length - len_a), or the document
+            # ends: the first sentence whose end reaches it, by bisection as above.
+            last = bisect_left(random_bounds, b_start + target_length - len_a, first + 1, last_sentence + 1) - 1
+            len_b = random_bounds[last + 1] - b_start
+            # The chunk's sentences after A were not used: put them back.
+            i = a_end - 1
+        else:
+            is_random = 0
+            b_start = bounds[a_end]
+            len_b = bounds[i + 1] - b_start
+            if sentence_order and uniform() < 0.5:  # ALBERT's sentence order: swapped, label 1
                 is_random = 1
-                target_b_length = target_length - len_a
-                # Ten tries to find another document (a one-document pool falls back to itself).
-                for _ in range(10):
-                    random_index = int(uniform() * n_documents)
-                    if random_index != document_index:
-                        break
-                random_bounds = all_bounds[random_index]
-                last_sentence = len(random_bounds) - 2
-                first = int(uniform() * (last_sentence + 1))
-                b_start = random_bounds[first]
-                # Whole sentences until B reaches its target, or the document ends.
-                last = first
-                while last < last_sentence and random_bounds[last + 1] - b_start < target_b_length:
-                    last += 1
-                len_b = random_bounds[last + 1] - b_start
-                # The chunk's sentences after A were not used: put them back.
-                i = a_end - 1
-            else:
-                is_random = 0
-                b_start = bounds[a_end]
-                len_b = bounds[i + 1] - b_start
-                if sentence_order and uniform() < 0.5:  # ALBERT's sentence order: swapped, label 1
-                    is_random = 1
-                    a_start, len_a, b_start, len_b = b_start, len_b, a_start, len_a
+                a_start, len_a, b_start, len_b = b_start, len_b, a_start, len_a
 
-            if len_a + len_b > max_num_tokens:
-                remove_a, remove_b = truncation_counts(len_a, len_b, max_num_tokens)
-                if remove_a:
-                    a_start += bin(rng.getrandbits(remove_a)).count("1")  # Binomial(remove_a, 1/2) from the front
-                    len_a -= remove_a
-                if remove_b:
-                    b_start += bin(rng.getrandbits(remove_b)).count("1")
-                    len_b -= remove_b
+        excess = len_a + len_b - max_num_tokens
+        if excess > 0:  # truncation_counts, inline (this runs for most pairs)
+            remove_a = remove_b = 0
+            if len_a > len_b:
+                remove_a = min(excess, len_a - len_b)
+                excess -= remove_a
+            elif len_b > len_a:
+                remove_b = min(excess, len_b - len_a)
+                excess -= remove_b
+            remove_b += (excess + 1) >> 1
+            remove_a += excess >> 1
+            if remove_a:
+                a_start += _ones(getrandbits(remove_a))  # Binomial(remove_a, 1/2) from the front
+                len_a -= remove_a
+            if remove_b:
+                b_start += _ones(getrandbits(remove_b))
+                len_b -= remove_b
 
-            out.a_start.append(a_start)
-            out.a_length.append(len_a)
-            out.b_start.append(b_start)
-            out.b_length.append(len_b)
-            out.is_random_next.append(is_random)
-            chunk_first = i + 1
-            if per_chunk:
-                target_length = draw_target_length()
-        i += 1
+        a_starts.append(a_start)
+        a_lengths.append(len_a)
+        b_starts.append(b_start)
+        b_lengths.append(len_b)
+        labels.append(is_random)
+        chunk_first = i + 1
+        if per_chunk:
+            target_length = max_num_tokens
+            if uniform() < short_seq_prob:
+                target_length = min_short_seq_length + int(uniform() * short_range)
 
 
 def create_pairs(
@@ -334,8 +350,8 @@ class InstanceArrays:
     """Pairs as padded ``[CLS] A [SEP] B [SEP]`` rows (before masking)."""
 
     input_ids: np.ndarray  # (n, max_seq_length) int32, 0-padded
-    lengths: np.ndarray  # (n,) int64, tokens including the three specials
-    a_lengths: np.ndarray  # (n,) int64
+    lengths: np.ndarray  # (n,) tokens including the three specials (int32, as the pairs)
+    a_lengths: np.ndarray  # (n,)
     is_random_next: np.ndarray  # (n,)
 
     def __len__(self) -> int:
@@ -356,27 +372,25 @@ def gather_instances(pool_tokens: np.ndarray, pairs: PairArrays, max_seq_length:
                      sep_id: int, single_segment: bool = False) -> InstanceArrays:
     """Lay out ``[CLS] A [SEP] B [SEP]`` (or, ``single_segment``, ``[CLS] A [SEP]``) for a batch
     of pairs with one gather."""
-    if single_segment:
-        column = np.arange(max_seq_length)[None, :]
-        a_length = pairs.a_length[:, None]
-        in_a = (column >= 1) & (column <= a_length)
-        source = np.where(in_a, pairs.a_start[:, None] + column - 1, 0)
-        input_ids = np.where(in_a, pool_tokens[source] if len(pool_tokens) else 0, 0).astype(np.int32)
-        input_ids[:, 0] = cls_id
-        input_ids[np.arange(len(pairs)), pairs.a_length + 1] = sep_id
-        return InstanceArrays(input_ids, pairs.a_length + 2, pairs.a_length, pairs.is_random_next)
+    # Every position first reads the pool as if A ran on to the row's end; B's positions are moved
+    # to B's start; reads past the pool are clipped (those positions are overwritten below).
     n = len(pairs)
-    column = np.arange(max_seq_length)[None, :]
-    a_length = pairs.a_length[:, None]
-    b_first = a_length + 2
-    b_end = b_first + pairs.b_length[:, None]
-    in_a = (column >= 1) & (column <= a_length)
-    in_b = (column >= b_first) & (column < b_end)
-    source = np.where(in_a, pairs.a_start[:, None] + column - 1, pairs.b_start[:, None] + column - b_first)
-    source = np.where(in_a | in_b, source, 0)
-    input_ids = np.where(in_a | in_b, pool_tokens[source] if len(pool_tokens) else 0, 0).astype(np.int32)
     rows = np.arange(n)
+    column = np.arange(max_seq_length, dtype=np.int32)[None, :]
+    a_length = pairs.a_length
+    source = column + (pairs.a_start - 1)[:, None]
+    if single_segment:
+        end = a_length + 1  # the [SEP]
+    else:
+        b_first = a_length + 2
+        end = b_first + pairs.b_length
+        source = source + (column >= b_first[:, None]) * (pairs.b_start - pairs.a_start - a_length - 1)[:, None]
+    if len(pool_tokens):
+        input_ids = np.take(pool_tokens, source, mode="clip").astype(np.int32, copy=False)
+        input_ids *= column <= end[:, None]  # padding: 0
+    else:
+        input_ids = np.zeros(source.shape, dtype=np.int32)
     input_ids[:, 0] = cls_id
-    input_ids[rows, pairs.a_length + 1] = sep_id
-    input_ids[rows, b_end[:, 0]] = sep_id
-    return InstanceArrays(input_ids, b_end[:, 0] + 1, pairs.a_length, pairs.is_random_next)
+    input_ids[rows, a_length + 1] = sep_id
+    input_ids[rows, end] = sep_id
+    return InstanceArrays(input_ids, end + 1, pairs.a_length, pairs.is_random_next)

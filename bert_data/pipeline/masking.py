@@ -139,16 +139,30 @@ def _choose_single_tokens(candidates, budget, max_predictions, rng):
     n, width = candidates.shape
     keys = rng.random((n, width))
     keys[~candidates] = np.inf
+    take = np.minimum(budget, candidates.sum(axis=1))  # (at most max_predictions: the budget is)
+    # A row takes its ``take`` smallest keys: those up to the take-th smallest, found among the
+    # max_predictions smallest (a partition, then a sort of those few).
+    smallest = np.sort(np.partition(keys, max_predictions - 1, axis=1)[:, :max_predictions]
+                       if max_predictions < width else keys, axis=1)
+    threshold = np.where(take > 0, smallest[np.arange(n), np.maximum(take, 1) - 1], -np.inf)
+    chosen = keys <= threshold[:, None]
+    if (chosen.sum(axis=1) != take).any():  # equal keys at a threshold (about 2**-40 a row): rank them
+        return _choose_single_tokens_ranked(keys, candidates, take, max_predictions)
+    return chosen
+
+
+def _choose_single_tokens_ranked(keys, candidates, take, max_predictions):
+    n, width = candidates.shape
     if max_predictions < width:
         smallest = np.argpartition(keys, max_predictions - 1, axis=1)[:, :max_predictions]
     else:
         smallest = np.broadcast_to(np.arange(width), (n, width)).copy()
     order = np.argsort(np.take_along_axis(keys, smallest, axis=1), axis=1)
     ranked = np.take_along_axis(smallest, order, axis=1)
-    take = np.arange(ranked.shape[1]) < np.minimum(budget, candidates.sum(axis=1))[:, None]
+    taken = np.arange(ranked.shape[1]) < take[:, None]
     chosen = np.zeros((n, width), dtype=bool)
     rows = np.broadcast_to(np.arange(n)[:, None], ranked.shape)
-    chosen[rows[take], ranked[take]] = True
+    chosen[rows[taken], ranked[taken]] = True
     return chosen
 
 
@@ -272,13 +286,15 @@ def mask_tokens(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingSpec, v
     else:
         chosen = _choose_single_tokens(candidates, budget, max_predictions_per_seq, rng)
 
-    # Chosen positions, ascending, packed to the left (stable sort puts True first).
-    positions = np.argsort(~chosen, axis=1, kind="stable")[:, :max_predictions_per_seq]
-    if positions.shape[1] < max_predictions_per_seq:  # more prediction slots than positions
-        positions = np.pad(positions, ((0, 0), (0, max_predictions_per_seq - positions.shape[1])))
-    n_chosen = chosen.sum(axis=1)
+    # Chosen positions, ascending, packed to the left (nonzero lists them row by row, ascending;
+    # the budget keeps them within max_predictions_per_seq, and the first ones would be kept).
+    rows, columns = np.nonzero(chosen)
+    n_chosen = np.bincount(rows, minlength=n)
+    rank = np.arange(len(rows)) - np.repeat(np.cumsum(n_chosen) - n_chosen, n_chosen)
+    slotted = rank < max_predictions_per_seq
+    positions = np.zeros((n, max_predictions_per_seq), dtype=np.int32)
+    positions[rows[slotted], rank[slotted]] = columns[slotted]
     weights = np.arange(max_predictions_per_seq) < n_chosen[:, None]
-    positions = np.where(weights, positions, 0).astype(np.int32)
     original = np.take_along_axis(input_ids, positions, axis=1)
     labels = np.where(weights, original, 0).astype(np.int32)
 

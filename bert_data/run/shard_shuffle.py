@@ -115,6 +115,7 @@ class _Source:
         self.handle = open(path, "rb")
         size = os.fstat(self.handle.fileno()).st_size
         self.data = mmap.mmap(self.handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        self.view = memoryview(self.data)
         try:
             self.offsets = record_offsets(self.data)
         except ValueError as error:
@@ -126,8 +127,12 @@ class _Source:
         return len(self.offsets) - 1
 
     def close(self) -> None:
-        if isinstance(self.data, mmap.mmap):
-            self.data.close()
+        try:
+            self.view.release()
+            if isinstance(self.data, mmap.mmap):
+                self.data.close()
+        except BufferError:  # a record's view still held (by an error's traceback): unmapped when it goes
+            pass
         self.handle.close()
 
 
@@ -166,17 +171,23 @@ def run_shuffle_task(task: ShuffleTask) -> List[str]:
         for first in range(0, total, BATCH_RECORDS):
             places = np.arange(first, min(first + BATCH_RECORDS, total))
             runs = order.documents_at(places)  # the record of the run each place takes
+            # Records are joined from views of the mapped sources: one copy a record, by join (no
+            # view may outlive the expression: a map with views cannot close).
             if n == 1:
-                data, offsets = sources[0].data, sources[0].offsets
+                data, offsets = sources[0].view, sources[0].offsets
                 targets[0].write(b"".join([data[a:b] for a, b in zip(offsets[runs].tolist(),
                                                                        offsets[runs + 1].tolist())]))
                 continue
             files, rows = np.divmod(runs, n)[::-1]
+            begins, ends = np.empty_like(runs), np.empty_like(runs)
+            for f, source in enumerate(sources):
+                held = files == f
+                begins[held], ends[held] = source.offsets[rows[held]], source.offsets[rows[held] + 1]
+            views = [source.view for source in sources]
             for target in range(n):  # place k goes to file k mod n
                 chosen = (places % n) == target
-                pieces = [sources[f].data[sources[f].offsets[r]:sources[f].offsets[r + 1]]
-                          for f, r in zip(files[chosen].tolist(), rows[chosen].tolist())]
-                targets[target].write(b"".join(pieces))
+                targets[target].write(b"".join([views[f][a:b] for f, a, b in zip(
+                    files[chosen].tolist(), begins[chosen].tolist(), ends[chosen].tolist())]))
         for target in targets:
             target.close()
     except BaseException:

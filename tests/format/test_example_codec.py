@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
-from bert_data.format.tfrecord import example_codec
+from bert_data.format.tfrecord import example_codec, example_encoding
 from bert_data.format.tfrecord.example_codec import decode_example, decode_examples, encode_examples
 from bert_data.format.layout import FLOAT32, INT64, FeatureSpec, feature_specs, tf_feature_description
 
@@ -160,7 +160,7 @@ def test_chunked_encoding_matches_single_chunk(monkeypatch):
     specs = feature_specs(16, 3)
     cols = _columns(16, 3, 300, seed=9)
     whole = encode_examples(cols, specs)
-    monkeypatch.setattr(example_codec, "_CHUNK_BYTES", 1000)  # 64-row chunks
+    monkeypatch.setattr(example_encoding, "_CHUNK_BYTES", 1000)  # 64-row chunks
     assert encode_examples(cols, specs) == whole
     np.testing.assert_array_equal(decode_examples(whole, specs)["input_ids"], cols["input_ids"])
 

@@ -151,3 +151,33 @@ def test_tiny_instances_get_one_prediction():
     batch = run(gather_instances(np.array([11, 12]), pairs.arrays(), 8, CLS, SEP))
     assert batch.masked_lm_weights.sum() == 1
     assert batch.masked_lm_positions[0, 0] in (1, 3)
+
+
+class _Keys:
+    """A stand-in generator whose first draw is the given keys (the choice of positions)."""
+
+    def __init__(self, keys):
+        self.keys = keys
+
+    def random(self, shape):
+        assert shape == self.keys.shape
+        return self.keys.copy()
+
+
+def test_single_token_choice_is_the_ranking_of_the_smallest_keys_even_with_equal_keys():
+    """The threshold path chooses what ranking the keys chooses; keys equal at a row's threshold
+    (coarse keys here, about 2**-40 a row with real draws) go through the ranking itself."""
+    from bert_data.pipeline.masking import _choose_single_tokens, _choose_single_tokens_ranked
+
+    rng = np.random.default_rng(3)
+    instances = random_instances(400, seed=3)
+    candidates = candidate_mask(instances.input_ids, instances.lengths, (CLS, SEP))
+    for max_predictions in (5, 20, 200):
+        budget = num_to_predict(instances.lengths, 0.15, max_predictions)
+        take = np.minimum(budget, candidates.sum(axis=1))
+        for keys in (rng.random(candidates.shape), rng.integers(0, 8, candidates.shape) / 8.0):
+            chosen = _choose_single_tokens(candidates, budget, max_predictions, _Keys(keys))
+            masked = keys.copy()
+            masked[~candidates] = np.inf
+            assert (chosen == _choose_single_tokens_ranked(masked, candidates, take, max_predictions)).all()
+            assert (chosen.sum(axis=1) == take).all() and not (chosen & ~candidates).any()

@@ -9,9 +9,8 @@ Messages involved::
     FloatList { repeated float value = 1 [packed]; }
     BytesList { repeated bytes value = 1; }
 
-:func:`encode_examples` is the writer's hot path: it builds the bytes of a whole batch with numpy
-(one uint8 matrix + validity mask, flattened once) and only slices the result per record.
-Decoding reads the canonical bytes (what protobuf, TensorFlow and :func:`encode_examples` write:
+:func:`encode_examples` (the writer's hot path, a whole batch with numpy) lives in
+:mod:`.example_encoding` and is re-exported here.  Decoding reads the canonical bytes (what protobuf, TensorFlow and :func:`encode_examples` write:
 one packed list per feature) with a scanner of its own, the per-record cost of every reader and
 of ``bert-data verify``; any other record (non-packed lists, unknown fields, bytes lists,
 malformed data) is parsed by protobuf (:mod:`bert_data.format.tfrecord.example_proto`, optional).
@@ -21,7 +20,7 @@ a batch into a fixed layout (:mod:`bert_data.format.layout`).
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -30,247 +29,12 @@ from .example_proto import FLOAT_LIST as _FLOAT_LIST
 from .example_proto import INT64_LIST as _INT64_LIST
 from .example_proto import KIND_NAMES as _KIND_NAMES
 from .example_proto import parse_example
+from .example_encoding import _varint_bytes, encode_examples
 from ..layout import FLOAT32, INT64, FeatureSpec
 
 __all__ = ["encode_examples", "decode_example", "decode_examples"]
 
 _SPEC_KIND = {INT64: _INT64_LIST, FLOAT32: _FLOAT_LIST}
-
-# Upper bound on the bytes per chunk of the batch matrix built by encode_examples.
-_CHUNK_BYTES = 8 << 20
-
-_VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
-
-
-# --------------------------------------------------------------------------------------------
-# Encoding
-# --------------------------------------------------------------------------------------------
-
-
-def _varint_bytes(value: int) -> bytes:
-    """Protobuf varint of a non-negative Python int."""
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _varint_lens(v: np.ndarray, max_bytes: int) -> np.ndarray:
-    """Varint byte-length of each element of the uint64 array ``v`` (all need <= max_bytes)."""
-    nb = np.ones(v.shape, dtype=np.uint8)
-    for k in range(max_bytes - 1):
-        nb += v >= _VARINT_LIMITS[k]
-    return nb
-
-
-def _max_varint_len(vmax: int) -> int:
-    n = 1
-    while vmax >= 0x80:
-        vmax >>= 7
-        n += 1
-    return n
-
-
-def _varint_matrix(v: np.ndarray, max_bytes: int):
-    """Varints of a (n, L) uint64 matrix as ((n, L*max_bytes) uint8, mask or None, (n,) row bytes)."""
-    n, length = v.shape
-    if max_bytes == 1:
-        return v.astype(np.uint8), None, np.full(n, length, dtype=np.int64)
-    nb = _varint_lens(v, max_bytes)
-    out = np.empty((n, length, max_bytes), dtype=np.uint8)
-    mask = np.empty((n, length, max_bytes), dtype=bool)
-    for k in range(max_bytes):
-        group = ((v >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
-        more = nb > k + 1
-        out[:, :, k] = group | (more.view(np.uint8) << 7)
-        if k == 0:
-            mask[:, :, 0] = True
-        else:
-            mask[:, :, k] = nb > k
-    row_bytes = nb.sum(axis=1, dtype=np.int64)
-    return out.reshape(n, length * max_bytes), mask.reshape(n, length * max_bytes), row_bytes
-
-
-def _vlen_col(x: np.ndarray) -> np.ndarray:
-    """Varint length of each element of a 1-D non-negative int64 array."""
-    nb = np.ones(x.shape, dtype=np.int64)
-    for limit in _VARINT_LIMITS:
-        over = x >= int(limit)
-        if not over.any():
-            break
-        nb += over
-    return nb
-
-
-class _Pieces:
-    """Accumulates the column blocks of the batch byte matrix, merging constant runs."""
-
-    def __init__(self, n: int):
-        self.n = n
-        self.blocks: List[Tuple[np.ndarray, Optional[np.ndarray]]] = []
-        self._const = bytearray()
-
-    def const(self, b: bytes) -> None:
-        self._const += b
-
-    def _flush_const(self) -> None:
-        if self._const:
-            row = np.frombuffer(bytes(self._const), dtype=np.uint8)
-            self.blocks.append((np.broadcast_to(row, (self.n, row.size)), None))
-            self._const = bytearray()
-
-    def varint(self, x: np.ndarray) -> None:
-        """Per-row varint of the (n,) non-negative int64 array ``x``."""
-        lo, hi = int(x.min()), int(x.max())
-        if lo == hi:
-            self.const(_varint_bytes(lo))
-            return
-        self._flush_const()
-        mb = _max_varint_len(hi)
-        data, mask, _ = _varint_matrix(x.astype(np.uint64).reshape(self.n, 1), mb)
-        self.blocks.append((data, mask))
-
-    def block(self, data: np.ndarray, mask: Optional[np.ndarray]) -> None:
-        self._flush_const()
-        self.blocks.append((data, mask))
-
-    def flat(self) -> bytes:
-        self._flush_const()
-        datas = [d for d, _ in self.blocks]
-        data = np.concatenate(datas, axis=1) if len(datas) > 1 else np.ascontiguousarray(datas[0])
-        if all(m is None for _, m in self.blocks):
-            return data.tobytes()
-        masks = [np.ones(d.shape, dtype=bool) if m is None else m for d, m in self.blocks]
-        mask = np.concatenate(masks, axis=1) if len(masks) > 1 else masks[0]
-        return data[mask].tobytes()
-
-
-def _prepare_columns(columns: Mapping[str, np.ndarray], specs: Sequence[FeatureSpec]):
-    names = [s.name for s in specs]
-    if len(set(names)) != len(names):
-        raise ValueError(f"duplicate feature names in specs: {names}")
-    missing = [nm for nm in names if nm not in columns]
-    if missing:
-        raise ValueError(f"missing column(s) for feature(s): {', '.join(missing)}")
-    extra = [nm for nm in columns if nm not in set(names)]
-    if extra:
-        raise ValueError(f"column(s) not in the feature specs: {', '.join(map(str, extra))}")
-    prepared = []
-    n = None
-    for spec in specs:
-        col = np.asarray(columns[spec.name])
-        if col.ndim == 1 and spec.length == 1:
-            col = col.reshape(-1, 1)
-        if col.ndim != 2 or col.shape[1] != spec.length:
-            raise ValueError(f"feature {spec.name!r}: expected shape (n, {spec.length}), got {col.shape}")
-        if n is None:
-            n = col.shape[0]
-        elif col.shape[0] != n:
-            raise ValueError(f"feature {spec.name!r}: {col.shape[0]} rows, but earlier features have {n}")
-        if spec.dtype == INT64:
-            if col.dtype.kind not in "iub":
-                raise ValueError(f"feature {spec.name!r} is int64 but the column has dtype {col.dtype}")
-            if col.dtype.kind == "i" and col.size and int(col.min()) < 0:
-                raise ValueError(f"feature {spec.name!r}: negative values are not supported (min {int(col.min())})")
-            col = col.astype(np.uint64, copy=False)
-        elif spec.dtype == FLOAT32:
-            if col.dtype.kind not in "fiub":
-                raise ValueError(f"feature {spec.name!r} is float32 but the column has dtype {col.dtype}")
-            col = np.ascontiguousarray(col, dtype="<f4")
-        else:
-            raise ValueError(f"feature {spec.name!r}: unknown dtype {spec.dtype!r}")
-        prepared.append((spec, col))
-    return prepared, (n or 0)
-
-
-def _feature_prefix(name: str) -> bytes:
-    """The map entry bytes before varint(len Feature): 0x0A varint(len key) key 0x12."""
-    key = name.encode("utf-8")
-    return b"\x0a" + _varint_bytes(len(key)) + key + b"\x12"
-
-
-def _encode_chunk(prepared, n: int) -> List[bytes]:
-    # Per feature: the per-row lengths of each nested message, and the payload block.
-    feats = []
-    total = np.zeros(n, dtype=np.int64)  # length of the Features message per row
-    for spec, col in prepared:
-        prefix = _feature_prefix(spec.name)
-        if spec.dtype == INT64:
-            kind_tag = b"\x1a"
-            if spec.length == 0:
-                payload, mask, p = None, None, np.zeros(n, dtype=np.int64)
-            else:
-                vmax = int(col.max())
-                payload, mask, p = _varint_matrix(col, _max_varint_len(vmax))
-        else:
-            kind_tag = b"\x12"
-            if spec.length == 0:
-                payload, mask = None, None
-            else:
-                payload, mask = col.view(np.uint8).reshape(n, 4 * spec.length), None
-            p = np.full(n, 4 * spec.length, dtype=np.int64)
-        if spec.length == 0:
-            il = np.zeros(n, dtype=np.int64)  # empty list message: the packed field is omitted
-        else:
-            il = 1 + _vlen_col(p) + p
-        fl = 1 + _vlen_col(il) + il
-        me = len(prefix) + _vlen_col(fl) + fl
-        item = 1 + _vlen_col(me) + me
-        total += item
-        feats.append((prefix, kind_tag, payload, mask, p, il, fl, me))
-
-    rec_len = 1 + _vlen_col(total) + total
-    pieces = _Pieces(n)
-    pieces.const(b"\x0a")
-    pieces.varint(total)
-    for prefix, kind_tag, payload, mask, p, il, fl, me in feats:
-        pieces.const(b"\x0a")
-        pieces.varint(me)
-        pieces.const(prefix)
-        pieces.varint(fl)
-        pieces.const(kind_tag)
-        pieces.varint(il)
-        if payload is not None:
-            pieces.const(b"\x0a")
-            pieces.varint(p)
-            pieces.block(payload, mask)
-    flat = pieces.flat()
-
-    ends = np.cumsum(rec_len)
-    if int(ends[-1]) != len(flat):  # internal consistency check, cheap
-        raise AssertionError(f"encoder length mismatch: {int(ends[-1])} != {len(flat)}")
-    ends_l = ends.tolist()
-    starts_l = [0] + ends_l[:-1]
-    return [flat[a:b] for a, b in zip(starts_l, ends_l)]
-
-
-def encode_examples(
-    columns: Mapping[str, np.ndarray], specs: Sequence[FeatureSpec]
-) -> List[bytes]:
-    """Serialize a batch of records as ``tf.train.Example`` bytes, one per row.
-
-    ``columns[spec.name]`` is a 2-D array ``(n_records, spec.length)`` (a 1-D array is accepted
-    for ``length == 1``): any integer dtype for int64 features (values must be non-negative;
-    uint64 values >= 2**63 are written as the 10-byte varint of the equivalent int64), any float
-    dtype for float32 features.  Features are written in ``specs`` order, int64 and float lists
-    packed, exactly as protobuf serializes them.
-    """
-    prepared, n = _prepare_columns(columns, specs)
-    if n == 0:
-        return []
-    # Rough bytes per row of the batch matrix (ids take ~3 varint bytes): only sizes chunks.
-    width = 16 + sum(len(spec.name) + 24 + 4 * spec.length for spec, _ in prepared)
-    rows = max(64, _CHUNK_BYTES // max(1, width))
-    if n <= rows:
-        return _encode_chunk(prepared, n)
-    out: List[bytes] = []
-    for start in range(0, n, rows):
-        sub = [(spec, col[start:start + rows]) for spec, col in prepared]
-        out.extend(_encode_chunk(sub, min(rows, n - start)))
-    return out
-
 
 # --------------------------------------------------------------------------------------------
 # Decoding

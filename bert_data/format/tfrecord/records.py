@@ -27,6 +27,7 @@ import zlib
 from typing import BinaryIO, Dict, Iterator, Optional, Sequence, Union
 
 import crc32c as _crc32c_mod
+import numpy as np
 
 __all__ = [
     "masked_crc32c",
@@ -75,6 +76,24 @@ def _header(n: int) -> bytes:
         if len(_header_cache) < 65536:
             _header_cache[n] = h
     return h
+
+
+def frame_header(lengths) -> "np.ndarray":
+    """The frame headers (length, its masked CRC) of records of ``lengths`` bytes, as an
+    ``(n, 12)`` uint8 matrix (a batch has few distinct lengths: each is computed once)."""
+    distinct, which = np.unique(np.asarray(lengths, dtype=np.int64), return_inverse=True)
+    headers = np.frombuffer(b"".join([_header(length) for length in distinct.tolist()]), dtype=np.uint8)
+    return headers.reshape(-1, _HEADER)[which.reshape(-1)]
+
+
+def masked_crc32c_batch(data, starts, ends) -> "np.ndarray":
+    """The masked CRC of each record ``data[starts[i]:ends[i]]`` (``data``: any contiguous
+    bytes-like object, not copied), as uint64."""
+    view = memoryview(data).cast("B")
+    crc = _crc32c
+    c = np.array([crc(view[a:b]) for a, b in zip(np.asarray(starts).tolist(), np.asarray(ends).tolist())],
+                 dtype=np.uint64)
+    return ((((c >> np.uint64(15)) | (c << np.uint64(17))) & np.uint64(_U32)) + np.uint64(_MASK_DELTA)) & np.uint64(_U32)
 
 
 def frame_records(records: Sequence[bytes]) -> bytes:

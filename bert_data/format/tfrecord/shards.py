@@ -11,8 +11,8 @@ import numpy as np
 
 from ..layout import canonical_name
 from ..output_formats import Reader, Writer
-from .example_codec import encode_examples
-from .records import frame_records, iter_records
+from .example_encoding import encode_framed
+from .records import iter_records
 from .splicing import StreamCompressor
 
 
@@ -20,8 +20,7 @@ class TFRecordWriter(Writer):
     def encode_segment(self, columns: Dict[str, np.ndarray]) -> bytes:
         """The layout names the features (v2 names or not); the columns are its canonical ones."""
         specs = list(self.options.specs)
-        return frame_records(encode_examples({spec.name: columns[canonical_name(spec.name)] for spec in specs},
-                                             specs))
+        return encode_framed({spec.name: columns[canonical_name(spec.name)] for spec in specs}, specs)
 
     def write_shard(self, batches: Iterable[Dict[str, np.ndarray]], path: str, name: str) -> dict:
         """A whole shard at once, compressed as one stream (the generator never needs this: its

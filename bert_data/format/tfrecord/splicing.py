@@ -15,6 +15,7 @@ gzip headers here have no name and mtime 0, so the same records give the same by
 
 from __future__ import annotations
 
+import struct
 import zlib
 from array import array
 from typing import Optional
@@ -24,6 +25,7 @@ import numpy as np
 ZLIB_HEADER = b"\x78\x9c"  # deflate, 32 KB window, default level
 DEFLATE_FINAL_BLOCK = b"\x03\x00"  # an empty final block
 _WBITS = {"gzip": 31, "zlib": 15}  # zlib's window bits for a gzip member, a zlib stream
+_LENGTH = struct.Struct("<Q")  # a frame's length header
 
 
 def adler32_combine(first: int, second: int, second_length: int) -> int:
@@ -98,13 +100,15 @@ def record_offsets(data) -> np.ndarray:
     ``n + 1`` int64.  Only the length headers are read (the CRCs are the reader's business):
     a frame is a uint64 length, its CRC, the data and the data's CRC."""
     offsets = array("q")
+    append = offsets.append
+    length_at = _LENGTH.unpack_from  # reads in place: no slice of ``data`` a record
     position, size = 0, len(data)
     while position < size:
-        offsets.append(position)
+        append(position)
         if position + 12 > size:
             raise ValueError(f"a record header is cut at byte {position}")
-        position += 16 + int.from_bytes(data[position:position + 8], "little")
+        position += 16 + length_at(data, position)[0]
     if position != size:
         raise ValueError(f"the last record runs past the end ({position} > {size} bytes)")
-    offsets.append(size)
+    append(size)
     return np.frombuffer(offsets, dtype=np.int64)
