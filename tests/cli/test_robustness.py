@@ -195,12 +195,14 @@ def test_an_exception_in_a_worker_names_the_document_and_leaves_no_process(corpu
     script = f"""
 import sys
 import bert_data.tokenizers.wordpiece as t
-real = t.WordPieceTokenizer.encode_ids
-def encode_ids(self, texts):
-    if any("Kaboom" in text for text in texts):
-        raise RuntimeError("tokenizer exploded")
-    return real(self, texts)
-t.WordPieceTokenizer.encode_ids = encode_ids
+def exploding(real):  # whichever entry the tokenizing stage calls (ids as lists, or flat arrays)
+    def encode(self, texts):
+        if any("Kaboom" in text for text in texts):
+            raise RuntimeError("tokenizer exploded")
+        return real(self, texts)
+    return encode
+t.WordPieceTokenizer.encode_ids = exploding(t.WordPieceTokenizer.encode_ids)
+t.WordPieceTokenizer.encode_flat = exploding(t.WordPieceTokenizer.encode_flat)
 from bert_data.cli.create_tfrecords import main
 sys.exit(main(["--metadata_files", {str(metadata)!r}, "--input_files_prefix", {str(corpus.root)!r},
                "--vocab_file", {str(corpus.vocab)!r}, "--do_lower_case", "--output_dir", {str(tmp_path / 'out')!r},

@@ -237,6 +237,6 @@ def test_a_gzip_object_named_txt_is_skipped_with_a_line_saying_to_name_it(s3, co
     summary = generate(s3_config(corpus, tmp_path / "out", metadata_files=[f"{BUCKET}/corpus/gz-metadata.txt"]),
                        progress=False)
     err = capsys.readouterr().err
-    assert ("bert_data: warning: docs/packed.txt: skipped: compressed file whose name does not say so (name it .gz, "
+    assert ("warning: docs/packed.txt: skipped: compressed file whose name does not say so (name it .gz, "
             ".bz2, .xz or .zst)") in err, err
     assert summary.manifests["train"]["n_docs"] == 4
