@@ -294,7 +294,9 @@ def main(argv=None) -> int:
     paths = [entry.path for entry in entries if not any(part in entry.label for part in args.exclude)]
     input_bytes = sum(os.path.getsize(p) for p in paths)
 
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # PYTHONSAFEPATH: ``python -m`` puts the current directory first on sys.path, before
+    # PYTHONPATH: run from a checkout, every run (--baseline's too) would import that checkout.
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONSAFEPATH="1")
     try:
         run_metadata = workdir / "metadata.txt"  # absolute paths: the documents, --repeat times
         run_metadata.write_text("\n".join(paths * args.repeat) + "\n")
@@ -318,7 +320,14 @@ def main(argv=None) -> int:
         codes = {"current": env}
         if args.baseline:
             codes["baseline"] = dict(os.environ, PYTHONPATH=str(Path(args.baseline).resolve()) + os.pathsep
-                                     + os.environ.get("PYTHONPATH", ""))
+                                     + os.environ.get("PYTHONPATH", ""), PYTHONSAFEPATH="1")
+        for code, code_env in codes.items():  # each run imports the checkout it is named after
+            expected = REPO if code == "current" else Path(args.baseline).resolve()
+            imported = subprocess.run([sys.executable, "-c", "import bert_data; print(bert_data.__file__)"],
+                                      capture_output=True, text=True, env=code_env).stdout.strip()
+            if Path(imported).resolve().parent.parent != expected:
+                sys.exit(f"benchmark: the {code} runs would import {imported}, not the bert_data of {expected} "
+                         "(Python 3.11 or later is needed for PYTHONSAFEPATH; or run from another directory)")
         plan = [(workers, kept, code) for _ in range(args.rounds) for workers in args.num_workers
                 for kept in orders for code in codes]
         for workers, kept, code in plan:
