@@ -65,4 +65,10 @@ def split_report(plan: Plan, split: str) -> Optional[dict]:
         return SPLIT_OF_CODE[int(codes[position])] == split
     counts = report.counts(in_split)
     counts["by_file"] = report.grouped(file_of(plan), in_split)
+    if plan.sources is not None:  # --sources: the same per source, by name
+        starts, names = plan.sources.starts, [source.name for source in plan.sources.spec.sources]
+
+        def source_of(position: int) -> str:
+            return names[int(np.searchsorted(starts, position, side="right")) - 1]
+        counts["by_source"] = report.grouped(source_of, in_split)
     return counts

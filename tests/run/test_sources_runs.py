@@ -163,3 +163,26 @@ def test_shards_sized_by_records_count_repeated_documents(corpus, tmp_path):
                        progress=False)
     records = summary.manifests["train"]["examples_per_file"].values()
     assert 60 <= sum(records) / len(records) <= 160  # about 100 a shard, the copies counted
+
+
+def test_documents_removed_by_dedup_are_reported_per_source(corpus, tmp_path):
+    """--dedup with --sources: a copy in the second source of a document of the first is removed
+    (the first occurrence, in the sources' order, is kept) and the report names the source."""
+    synthetic, lists = corpus
+    first_label = lists[0].read_text().split()[0]
+    copy = synthetic.root / "copies" / "copy-of-first.txt"
+    copy.parent.mkdir(exist_ok=True)
+    copy.write_bytes((synthetic.root / first_label).read_bytes())
+    second = tmp_path / "second.txt"
+    second.write_text(lists[1].read_text() + "copies/copy-of-first.txt\n")
+    try:
+        path = sources_file(tmp_path / "sources.toml", synthetic, [lists[0], second], {"weight": 1.0}, {"weight": 1.0})
+        summary = generate(source_config(corpus, path, tmp_path / "out", dedup="exact"), progress=False)
+    finally:
+        copy.unlink()
+    removed = summary.manifests["train"]["documents_removed"]
+    assert removed["documents"] == 1 and removed["exact_duplicates"] == 1
+    assert removed["by_file"] == {"copies/copy-of-first.txt": {"documents": 1, "exact_duplicates": 1,
+                                                               "near_duplicates": 0}}
+    assert removed["by_source"] == {"second": {"documents": 1, "exact_duplicates": 1, "near_duplicates": 0}}
+    assert summary.manifests["train"]["n_docs"] == 60
