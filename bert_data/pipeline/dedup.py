@@ -32,6 +32,8 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
+from .mixing import mix64  # one owner of the 64-bit mixer: the corpus order uses it too
+
 EXACT = "exact"
 NEAR = "near"
 DEDUP_MODES = (EXACT, NEAR)
@@ -113,18 +115,6 @@ def digest64(data: bytes) -> int:
 def exact_digest(normalized: str) -> int:
     """A 64-bit digest of the normalized text (equal words, equal digest)."""
     return digest64(normalized.encode("utf-8"))
-
-
-def mix64(values: np.ndarray) -> np.ndarray:
-    """SplitMix64's finaliser on uint64 values (wrapping arithmetic): every bit moves."""
-    with np.errstate(over="ignore"):
-        z = values.astype(np.uint64, copy=True)
-        z ^= z >> np.uint64(30)
-        z *= np.uint64(0xBF58476D1CE4E5B9)
-        z ^= z >> np.uint64(27)
-        z *= np.uint64(0x94D049BB133111EB)
-        z ^= z >> np.uint64(31)
-        return z
 
 
 # A polynomial hash of byte ranges modulo 2**64 (an odd base, so it has an inverse): with the

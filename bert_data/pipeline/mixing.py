@@ -50,15 +50,17 @@ REGIONS_PER_UNIT = 16
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
-def _mix64(values: np.ndarray) -> np.ndarray:
-    """SplitMix64's finaliser: a bijective, well-avalanched 64-bit hash (numpy, wrapping)."""
-    z = values.astype(np.uint64, copy=True)
-    z ^= z >> np.uint64(30)
-    z *= np.uint64(0xBF58476D1CE4E5B9)
-    z ^= z >> np.uint64(27)
-    z *= np.uint64(0x94D049BB133111EB)
-    z ^= z >> np.uint64(31)
-    return z
+def mix64(values: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser: a bijective, well-avalanched 64-bit hash (numpy, wrapping
+    arithmetic): every bit moves.  The mixing's permutation and dedup's hashes use it."""
+    with np.errstate(over="ignore"):
+        z = values.astype(np.uint64, copy=True)
+        z ^= z >> np.uint64(30)
+        z *= np.uint64(0xBF58476D1CE4E5B9)
+        z ^= z >> np.uint64(27)
+        z *= np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+        return z
 
 
 def region_size(split_num: int) -> int:
@@ -99,7 +101,7 @@ class CorpusOrder:
         right = values & self._half_mask
         with np.errstate(over="ignore"):
             for key in self._keys:
-                left, right = right, left ^ (_mix64(right ^ key) & self._half_mask)
+                left, right = right, left ^ (mix64(right ^ key) & self._half_mask)
         return (left << self._half_bits) | right
 
     def documents_at(self, places) -> np.ndarray:
