@@ -1,0 +1,66 @@
+"""Compiled kernels: the generator's per-instance loops, compiled by numba when it is installed.
+
+Pairing (Google's loop over sentences, with Python's own random stream), masking and record
+encoding each have a reference implementation in plain Python/numpy, which stays the fallback
+and the test oracle; a kernel gives exactly its output (the same bytes), several times faster.
+``numba`` is optional (``pip install "bert_data[native]"``, with the native WordPiece; see
+pyproject.toml for why not a default dependency): without it the reference paths run.
+
+``BERT_DATA_COMPILED=0`` in the environment turns the kernels off (the tests run both paths and
+compare them); compiled code is cached on disk by numba (``cache=True``: next to the module, or
+under ``NUMBA_CACHE_DIR``), so a worker pays the compilation once per installation, not per run.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Callable, Optional
+
+__all__ = ["kernel", "kernels_enabled", "compiled_missing_note", "DISABLE_VARIABLE"]
+
+PACKAGE = "numba"
+DISABLE_VARIABLE = "BERT_DATA_COMPILED"
+
+
+@functools.lru_cache(maxsize=None)
+def _importable() -> bool:
+    try:
+        import numba  # noqa: F401
+    except Exception:  # not installed, or an install that does not match this numpy: the reference runs
+        return False
+    return True
+
+
+def kernels_enabled() -> bool:
+    """Whether compiled kernels run: numba importable and not turned off by the environment."""
+    return os.environ.get(DISABLE_VARIABLE, "1").strip() not in ("0", "false", "no", "off") and _importable()
+
+
+def kernel(function: Callable) -> Callable[[], Optional[Callable]]:
+    """Decorator: a getter for ``function`` compiled with ``numba.njit`` (cached on disk, without
+    the GIL), or None when kernels are not enabled, so that the caller runs its reference path.
+
+    The compilation happens on first use, not at import (importing numba costs ~0.5 s, and a run
+    that never reaches the kernel must not pay it)."""
+    compiled: dict = {}
+
+    def get() -> Optional[Callable]:
+        if not kernels_enabled():
+            return None
+        if "kernel" not in compiled:
+            import numba
+
+            compiled["kernel"] = numba.njit(cache=True, nogil=True)(function)
+        return compiled["kernel"]
+
+    get.python_function = function  # type: ignore[attr-defined]  (tests may run the loop uncompiled)
+    return get
+
+
+def compiled_missing_note() -> Optional[str]:
+    """The note a run prints when numba is not installed (None when it is, or is turned off)."""
+    if _importable() or os.environ.get(DISABLE_VARIABLE, "1").strip() in ("0", "false", "no", "off"):
+        return None
+    return (f"pairing, masking and encoding run without compiled kernels (the same bytes, several times "
+            f"slower): pip install \"bert_data[native]\" (or {PACKAGE}) for them")
