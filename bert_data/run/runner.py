@@ -38,6 +38,7 @@ from typing import Dict, Optional
 
 from .. import storage
 from ..notices import note
+from ..compiled import compiled_missing_note
 from ..tokenizers import native_note
 from ..format.dataset_layout import SPLIT_CODES
 from ..pipeline.documents.types import BINARY, DEFAULT_TEXT_FIELD, MISSING_KEY
@@ -84,9 +85,9 @@ def run(spec: RunSpec, executor: Optional[cf.Executor] = None, progress: bool = 
     if executor is None:  # our own pool of processes: no more of them than cores
         parallelism = local_workers(parallelism or workers)
     plan = make_plan(spec, skip_missing, allow_case_mismatch=allow_case_mismatch)
-    slower = native_note(spec.tokenizer)
-    if slower and progress:  # (--quiet: the output is the same either way)
-        note(slower)
+    for slower in (native_note(spec.tokenizer), compiled_missing_note()):
+        if slower and progress:  # (--quiet: the output is the same either way)
+            note(slower)
     output = spec.output
     refuse_writing_over_inputs(output, [source.path for slice_ in plan.slices for source in slice_.sources]
                                + list(spec.inputs.metadata_files) + list(spec.inputs.val_metadata_files)
