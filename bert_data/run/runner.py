@@ -47,7 +47,7 @@ from .corpus_output import record_totals, write_corpus
 from .executors import dead_worker_signal, default_executor, local_workers, shares_local_files, stop_executor, wait_first
 from .fault_injection import pause_if_chosen
 from .locations import RemoteOutput, RunLocations, prepare_work_dir, run_locations
-from .planning import Plan, deal_units, make_plan, some_of, warn
+from .planning import Plan, deal_units, kept_tokens, make_plan, some_of, warn
 from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pool_path,
                         prepare_output_dir, refuse_writing_over_inputs, remove_run_files, remove_shards_being_shuffled,
                         shard_in_progress, slice_paths, stopped, write_input_stamps, write_journal)
@@ -151,7 +151,7 @@ def _run_locked(spec: RunSpec, staged: OutputSpec, places: RunLocations, remote:
             doc_tokens = document_tokens(plan.corpus.n_docs, len(plan.slices), places.scratch)
             if plan.units_pending:  # (finishing a run that was stopped while finalizing)
                 deal_units(plan, spec, doc_tokens)
-            per_source = plan.sources.report(plan.corpus.doc_splits, doc_tokens,
+            per_source = plan.sources.report(plan.corpus.doc_splits, kept_tokens(plan, doc_tokens),
                                              {split: counts.source_instances for split, counts in totals.splits.items()})
         manifests = finalize(spec.output, staged, places, totals.shard_counts,
                              lambda sizes, digests: make_manifests(spec, plan, totals, skipped, sizes, digests,
@@ -188,6 +188,10 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
         if own_executor:
             executor = default_executor(max(1, min(parallelism, len(plan.slices))))
         _tokenize_all(spec, plan, executor, work_dir, parallelism, progress, own_executor)
+        if spec.screening is not None:  # removals first: a budget is met by documents that are kept
+            summaries = finished_slices([slice_.index for slice_ in plan.slices], work_dir, len(plan.slices))
+            screen_corpus(plan, spec.screening, work_dir,
+                          [SliceSummary.from_json(summaries[index]) for index in sorted(summaries)])
         deal_units(plan, spec, document_tokens(plan.corpus.n_docs, len(plan.slices), work_dir))
     first_unit = len(plan.units) if corpus else totals.units_done
     shards = ShardCounts(plan, staged, spec.encoding, spec.vocab, assembler, totals.shard_counts, work_dir)
