@@ -17,10 +17,11 @@ import functools
 import os
 from typing import Callable, Optional
 
-__all__ = ["kernel", "kernels_enabled", "compiled_missing_note", "DISABLE_VARIABLE"]
+__all__ = ["kernel", "helper", "kernels_enabled", "compiled_missing_note", "DISABLE_VARIABLE"]
 
 PACKAGE = "numba"
 DISABLE_VARIABLE = "BERT_DATA_COMPILED"
+_HELPERS: list = []  # functions kernels call, registered with numba before the first compilation
 
 
 @functools.lru_cache(maxsize=None)
@@ -51,11 +52,29 @@ def kernel(function: Callable) -> Callable[[], Optional[Callable]]:
         if "kernel" not in compiled:
             import numba
 
+            _register_helpers()
             compiled["kernel"] = numba.njit(cache=True, nogil=True)(function)
         return compiled["kernel"]
 
     get.python_function = function  # type: ignore[attr-defined]  (tests may run the loop uncompiled)
     return get
+
+
+def helper(function: Callable) -> Callable:
+    """Decorator for a plain function that kernels call (a kernel can call only compiled code):
+    from Python it stays the function itself; before the first kernel compiles, numba's
+    ``register_jitable`` makes it compilable into the kernels that call it.  (numba's on-disk
+    cache keys a kernel on its own file: after editing a helper in another module, delete the
+    kernel's cache, ``__pycache__/*.nbi``/``*.nbc``, or the old code runs on.)"""
+    _HELPERS.append(function)
+    return function
+
+
+def _register_helpers() -> None:
+    from numba.extending import register_jitable
+
+    while _HELPERS:
+        register_jitable(_HELPERS.pop())
 
 
 def compiled_missing_note() -> Optional[str]:
