@@ -60,13 +60,17 @@ def kernel(function: Callable) -> Callable[[], Optional[Callable]]:
     return get
 
 
-def helper(function: Callable) -> Callable:
+def helper(function: Optional[Callable] = None, *, inline: bool = False):
     """Decorator for a plain function that kernels call (a kernel can call only compiled code):
     from Python it stays the function itself; before the first kernel compiles, numba's
-    ``register_jitable`` makes it compilable into the kernels that call it.  (numba's on-disk
+    ``register_jitable`` makes it compilable into the kernels that call it (``inline``: its body
+    copied into each caller, for a small function called per element: numba's calls cost tens of
+    nanoseconds; not for a large one, whose copies make compiling slow).  (numba's on-disk
     cache keys a kernel on its own file: after editing a helper in another module, delete the
     kernel's cache, ``__pycache__/*.nbi``/``*.nbc``, or the old code runs on.)"""
-    _HELPERS.append(function)
+    if function is None:
+        return functools.partial(helper, inline=inline)
+    _HELPERS.append((function, inline))
     return function
 
 
@@ -74,7 +78,8 @@ def _register_helpers() -> None:
     from numba.extending import register_jitable
 
     while _HELPERS:
-        register_jitable(_HELPERS.pop())
+        function, inline = _HELPERS.pop()
+        register_jitable(inline="always" if inline else "never")(function)
 
 
 def compiled_missing_note() -> Optional[str]:

@@ -8,7 +8,8 @@ document ``d``'s (``TokenPool.bounds[d]``).  The kernels fill preallocated int32
 return how many rows they wrote, or a negative code when they stop early: ``FULL`` (the columns
 are too short: the caller retries with longer ones, from the same random state) or
 ``NO_SENTENCE`` (a random next sentence was to come from a document without sentences, where the
-reference raises: the caller runs the reference, which raises the same error).
+reference raises: the caller runs the reference, which raises the same error).  ``words`` is
+the random state (python_random.state_of), advanced in place.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def _bisect_left(values, base, x, lo, hi):
 
 @kernel
 def pair_ranges(bounds, offsets, dupe_factor, max_num_tokens, short_seq_prob, short_min, per_chunk, sentence_order,
-                words, position, a_starts, a_lengths, b_starts, b_lengths, labels):
+                words, a_starts, a_lengths, b_starts, b_lengths, labels):
     """create_pairs over flat bounds: rows written to the five columns, or FULL / NO_SENTENCE."""
     n_documents = len(offsets) - 1
     short_range = max_num_tokens - short_min + 1
@@ -45,8 +46,8 @@ def pair_ranges(bounds, offsets, dupe_factor, max_num_tokens, short_seq_prob, sh
             base = offsets[document]
             n_sentences = offsets[document + 1] - base - 1
             target_length = max_num_tokens
-            if uniform(words, position) < short_seq_prob:
-                target_length = short_min + int(uniform(words, position) * short_range)
+            if uniform(words) < short_seq_prob:
+                target_length = short_min + int(uniform(words) * short_range)
             chunk_first = 0
             while chunk_first < n_sentences:
                 i = _bisect_left(bounds, base, bounds[base + chunk_first] + target_length, chunk_first + 1,
@@ -54,20 +55,20 @@ def pair_ranges(bounds, offsets, dupe_factor, max_num_tokens, short_seq_prob, sh
                 chunk_size = i - chunk_first + 1
                 a_end = chunk_first + 1
                 if chunk_size >= 2:
-                    a_end = chunk_first + 1 + int(uniform(words, position) * (chunk_size - 1))
+                    a_end = chunk_first + 1 + int(uniform(words) * (chunk_size - 1))
                 a_start = bounds[base + chunk_first]
                 len_a = bounds[base + a_end] - a_start
 
-                if chunk_size == 1 or (not sentence_order and uniform(words, position) < 0.5):
+                if chunk_size == 1 or (not sentence_order and uniform(words) < 0.5):
                     is_random = 1
                     random_index = document
                     for _try in range(10):
-                        random_index = int(uniform(words, position) * n_documents)
+                        random_index = int(uniform(words) * n_documents)
                         if random_index != document:
                             break
                     random_base = offsets[random_index]
                     last_sentence = offsets[random_index + 1] - random_base - 2
-                    first = int(uniform(words, position) * (last_sentence + 1))
+                    first = int(uniform(words) * (last_sentence + 1))
                     if last_sentence < 0:
                         return NO_SENTENCE
                     b_start = bounds[random_base + first]
@@ -79,7 +80,7 @@ def pair_ranges(bounds, offsets, dupe_factor, max_num_tokens, short_seq_prob, sh
                     is_random = 0
                     b_start = bounds[base + a_end]
                     len_b = bounds[base + i + 1] - b_start
-                    if sentence_order and uniform(words, position) < 0.5:
+                    if sentence_order and uniform(words) < 0.5:
                         is_random = 1
                         a_start, len_a, b_start, len_b = b_start, len_b, a_start, len_a
 
@@ -96,10 +97,10 @@ def pair_ranges(bounds, offsets, dupe_factor, max_num_tokens, short_seq_prob, sh
                     remove_b += (excess + 1) >> 1
                     remove_a += excess >> 1
                     if remove_a:
-                        a_start += ones_of_bits(words, position, remove_a)
+                        a_start += ones_of_bits(words, remove_a)
                         len_a -= remove_a
                     if remove_b:
-                        b_start += ones_of_bits(words, position, remove_b)
+                        b_start += ones_of_bits(words, remove_b)
                         len_b -= remove_b
 
                 if count == capacity:
@@ -113,13 +114,13 @@ def pair_ranges(bounds, offsets, dupe_factor, max_num_tokens, short_seq_prob, sh
                 chunk_first = i + 1
                 if per_chunk:
                     target_length = max_num_tokens
-                    if uniform(words, position) < short_seq_prob:
-                        target_length = short_min + int(uniform(words, position) * short_range)
+                    if uniform(words) < short_seq_prob:
+                        target_length = short_min + int(uniform(words) * short_range)
     return count
 
 
 @kernel
-def window_ranges(starts, ends, dupe_factor, max_num_tokens, overlap, short_seq_prob, short_min, words, position,
+def window_ranges(starts, ends, dupe_factor, max_num_tokens, overlap, short_seq_prob, short_min, words,
                   a_starts, a_lengths):
     """create_windows over ranges [starts[r], ends[r]) (documents, or the whole pool): rows written,
     or FULL."""
@@ -132,8 +133,8 @@ def window_ranges(starts, ends, dupe_factor, max_num_tokens, overlap, short_seq_
             end = ends[r]
             at = start
             length = max_num_tokens
-            if uniform(words, position) < short_seq_prob:
-                length = short_min + int(uniform(words, position) * short_range)
+            if uniform(words) < short_seq_prob:
+                length = short_min + int(uniform(words) * short_range)
             while at + length <= end:
                 if count == capacity:
                     return FULL
@@ -142,8 +143,8 @@ def window_ranges(starts, ends, dupe_factor, max_num_tokens, overlap, short_seq_
                 count += 1
                 at += length - overlap
                 length = max_num_tokens
-                if uniform(words, position) < short_seq_prob:
-                    length = short_min + int(uniform(words, position) * short_range)
+                if uniform(words) < short_seq_prob:
+                    length = short_min + int(uniform(words) * short_range)
             if end > at and (at == start or end - at > overlap):
                 if count == capacity:
                     return FULL

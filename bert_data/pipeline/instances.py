@@ -331,16 +331,16 @@ def _run_kernel(compiled, rng: random.Random, n_columns: int, capacity: int, *ar
     if they fill: from the same state again); leave ``rng`` as the reference would.  None when the
     kernel stopped where the reference raises (``rng`` untouched: the reference then runs)."""
     while True:
-        words, position, state = state_of(rng)
+        words, state = state_of(rng)
         # np.empty: pages a kernel does not reach are never touched, so a generous capacity is free.
         columns = [np.empty(capacity, np.int32) for _ in range(n_columns)]
-        count = compiled(*arguments, words, position, *columns)
+        count = compiled(*arguments, words, *columns)
         if count != instance_kernels.FULL:
             break
         capacity = 2 * capacity + 16
     if count < 0:
         return None
-    restore(rng, words, position, state)
+    restore(rng, words, state)
     columns = [column[:count].copy() for column in columns]
     zeros = np.zeros(count, np.int32)
     return PairArrays(*(columns + [zeros] * (5 - n_columns)))

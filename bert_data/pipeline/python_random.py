@@ -9,13 +9,15 @@ another generator would give other records.  These functions copy CPython's ``_r
 ``32 - k % 32``: on a little-endian machine, as CPython fills its words).  The kernels only need
 how many bits of ``getrandbits(k)`` are set, so that is what :func:`ones_of_bits` returns.
 
-The state travels as an int64 array of the 624 words (int64: the arithmetic stays in range
-without unsigned types, whose mixing rules differ between Python and numba) and a one-element
-int64 array holding the position of the next word; :func:`state_of` reads them from a
-``random.Random`` and :func:`restore` writes them back.
+The state travels as one int64 array: the 624 words, then the position of the next word
+(int64: the arithmetic stays in range without unsigned types, whose mixing rules differ between
+Python and numba; one array, not two: each array a compiled call takes costs reference counting);
+:func:`state_of` reads it from a ``random.Random`` and :func:`restore` writes it back.
 
 The functions are ``@helper``s (compiled.py): plain Python when called from Python (the tests
 compare them with ``random.Random`` draw for draw), compiled into the kernels that call them.
+``next_word`` is inlined where it is called (a compiled call per word made drawing 3-4x slower);
+the twist, once every 624 words, stays a call.
 """
 
 from __future__ import annotations
@@ -37,17 +39,16 @@ _LOWER = 0x7FFFFFFF
 _WORD = 0xFFFFFFFF
 
 
-def state_of(rng: random.Random) -> Tuple[np.ndarray, np.ndarray, tuple]:
-    """The generator's words and position as arrays, and the whole state (for :func:`restore`)."""
+def state_of(rng: random.Random) -> Tuple[np.ndarray, tuple]:
+    """The generator's words and position as one array, and its whole state (for :func:`restore`)."""
     state = rng.getstate()
-    internal = state[1]
-    return (np.array(internal[:WORDS], dtype=np.int64), np.array(internal[WORDS:], dtype=np.int64), state)
+    return np.array(state[1], dtype=np.int64), state
 
 
-def restore(rng: random.Random, words: np.ndarray, position: np.ndarray, state: tuple) -> None:
-    """Put ``words`` and ``position`` back into ``rng``; the rest of ``state`` (the version and
-    the cached Gaussian of ``random.gauss``, which no kernel draws) unchanged."""
-    rng.setstate((state[0], tuple(words.tolist()) + (int(position[0]),), state[2]))
+def restore(rng: random.Random, words: np.ndarray, state: tuple) -> None:
+    """Put ``words`` (and the position after them) back into ``rng``; the rest of ``state`` (the
+    version, and the cached Gaussian of ``random.gauss``, which no kernel draws) unchanged."""
+    rng.setstate((state[0], tuple(words.tolist()), state[2]))
 
 
 @helper
@@ -60,16 +61,16 @@ def _twist(words):
         words[k] = words[k + _SHIFT - WORDS] ^ (y >> 1) ^ (_MATRIX_A if y & 1 else 0)
     y = (words[WORDS - 1] & _UPPER) | (words[0] & _LOWER)
     words[WORDS - 1] = words[_SHIFT - 1] ^ (y >> 1) ^ (_MATRIX_A if y & 1 else 0)
+    words[WORDS] = 0  # the position
 
 
-@helper
-def next_word(words, position):
+@helper(inline=True)
+def next_word(words):
     """genrand_uint32: the next 32-bit word (as an int64)."""
-    if position[0] >= WORDS:
+    if words[WORDS] >= WORDS:
         _twist(words)
-        position[0] = 0
-    y = words[position[0]]
-    position[0] += 1
+    y = words[words[WORDS]]
+    words[WORDS] += 1
     y ^= y >> 11
     y ^= (y << 7) & 0x9D2C5680
     y ^= (y << 15) & 0xEFC60000
@@ -78,10 +79,10 @@ def next_word(words, position):
 
 
 @helper
-def uniform(words, position):
+def uniform(words):
     """random.random(): 27 + 26 bits of two words, in [0, 1)."""
-    high = next_word(words, position) >> 5
-    low = next_word(words, position) >> 6
+    high = next_word(words) >> 5
+    low = next_word(words) >> 6
     return (high * 67108864.0 + low) * (1.0 / 9007199254740992.0)
 
 
@@ -94,11 +95,11 @@ def _ones32(value):
 
 
 @helper
-def ones_of_bits(words, position, k):
+def ones_of_bits(words, k):
     """How many bits of random.getrandbits(k) are set (draws the same words: none for k = 0)."""
     ones = 0
     while k > 0:
-        word = next_word(words, position)
+        word = next_word(words)
         if k < 32:  # the last word keeps its k most significant bits
             word >>= 32 - k
         ones += _ones32(word)
