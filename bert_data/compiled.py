@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from typing import Callable, Optional
 
 __all__ = ["kernel", "helper", "kernels_enabled", "compiled_missing_note", "DISABLE_VARIABLE"]
@@ -22,6 +23,7 @@ __all__ = ["kernel", "helper", "kernels_enabled", "compiled_missing_note", "DISA
 PACKAGE = "numba"
 DISABLE_VARIABLE = "BERT_DATA_COMPILED"
 _HELPERS: list = []  # functions kernels call, registered with numba before the first compilation
+_REGISTERING = threading.Lock()  # a kernel compiled in another thread waits until all are registered
 
 
 @functools.lru_cache(maxsize=None)
@@ -77,9 +79,10 @@ def helper(function: Optional[Callable] = None, *, inline: bool = False):
 def _register_helpers() -> None:
     from numba.extending import register_jitable
 
-    while _HELPERS:
-        function, inline = _HELPERS.pop()
-        register_jitable(inline="always" if inline else "never")(function)
+    with _REGISTERING:
+        while _HELPERS:
+            function, inline = _HELPERS.pop()
+            register_jitable(inline="always" if inline else "never")(function)
 
 
 def compiled_missing_note() -> Optional[str]:

@@ -6,7 +6,7 @@ The pairing loop follows Google's, which draws from Python's generator; a kernel
 another generator would give other records.  These functions copy CPython's ``_randommodule.c``:
 ``genrand_uint32`` (the twist and the tempering), ``random()`` (53 bits from two words) and
 ``getrandbits(k)`` (``ceil(k/32)`` words, least significant first, the last one shifted right by
-``32 - k % 32``: on a little-endian machine, as CPython fills its words).  The kernels only need
+``32 - k % 32`` unless k is a multiple of 32: on a little-endian machine, as CPython fills them).  The kernels only need
 how many bits of ``getrandbits(k)`` are set, so that is what :func:`ones_of_bits` returns.
 
 The state travels as one int64 array: the 624 words, then the position of the next word
