@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..format.dataset import Paths, dataset_info
-from ..format.layout import canonical_name
+from ..format.layout import WORD_STARTS, canonical_name
 from .dynamic_masks import masker_for
 from .stages import IGNORE_INDEX, check_format, output_names, postprocess, sequence_label_name, to_transformers
 
@@ -139,6 +139,8 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
 
     # Masked records are masked anew from their original tokens, which need their masks.
     static_masks = ["masked_lm_positions", "masked_lm_ids", "masked_lm_weights"] if info.masked else []
+    # Stored word starts (--store_word_starts) go to the masker with the ids.
+    static_masks += [WORD_STARTS] if WORD_STARTS in description else []
 
     def apply_mask(example, number):
         def run(ids, input_mask, number_np, *masks):
