@@ -81,6 +81,11 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
     records are read, as TensorFlow does); a damaged shard raises
     :class:`bert_data.format.checksums.ChecksumError` naming it.  False skips the check.
 
+    Resuming mid-epoch: the pipeline is checkpointable as TensorFlow checkpoints iterators
+    (``tf.train.Checkpoint(iterator=iter(dataset))``; the batch counter that keys the masks is
+    saved with it): restored into an iterator of the same dataset built again (with ``seed``
+    when training), it goes on with exactly the batches the uninterrupted one would have given.
+
     ``max_seq_length`` / ``max_predictions_per_seq`` may be omitted when the shards' manifest
     (or first record) tells them; when given, they are checked against the manifest.
     """
