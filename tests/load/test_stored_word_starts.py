@@ -301,3 +301,20 @@ def test_each_format_s_own_library_reads_the_word_starts(masked_runs, tmp_path):
     read = read_with_streaming([str(split)], tmp_path)[str(split)]
     flat = np.concatenate([sample["word_starts"] for sample in read["samples"]])
     np.testing.assert_array_equal(flat, ours["mds"]["word_starts"][ours["mds"]["input_mask"] > 0])
+
+
+@pytest.mark.parametrize("option", [{"mask_whole_word": True}, {"max_ngram_size": 3}, {"span_masking": True}])
+def test_stored_starts_of_a_tokenizer_with_marks_give_the_masks_of_its_marks(corpus, tmp_path, option):
+    """WordPiece with --store_word_starts: the starts are its ``##`` marks', and the records
+    those of the run without the option, but for the added column."""
+    plain, stored = tmp_path / "plain", tmp_path / "stored"
+    generate(corpus_config(corpus, plain, num_output_files=1, **option), progress=False)
+    generate(corpus_config(corpus, stored, num_output_files=1, store_word_starts=True, **option), progress=False)
+    without, with_starts = read_all(plain), read_all(stored)
+    assert sorted(with_starts) == sorted([*without, "word_starts"])
+    for name in without:
+        np.testing.assert_array_equal(with_starts[name], without[name], err_msg=name)
+    vocab = vocabulary_of(stored)
+    _, original = chosen_and_original(with_starts)
+    text = (with_starts["input_mask"] > 0) & ~np.isin(original, [vocab.cls_id, vocab.sep_id])
+    np.testing.assert_array_equal(with_starts["word_starts"] == 1, text & ~vocab.is_continuation[original])
