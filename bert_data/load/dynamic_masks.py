@@ -91,11 +91,9 @@ class DynamicMasking:
         words then follow instead of the pieces' marks."""
         import numpy as np
 
-        from ..pipeline.masking import mask_tokens, uses_words
+        from ..pipeline.masking import mask_tokens
 
-        if word_starts is None and self.vocab.word_boundary is None and \
-                uses_words({"whole_word": self.spec.whole_word, "max_ngram_size": self.spec.max_ngram_size,
-                            "span": self.spec.span}):
+        if word_starts is None and self.vocab.word_boundary is None and self.spec.strategy != "token":
             raise ValueError(f"{self.spec.strategy} masks need word starts, and the pieces of {self.vocab.path} show "
                              "none and the records store none: make the data with --store_word_starts")
         if word_starts is not None:
@@ -228,7 +226,8 @@ def dynamic_masking(vocab_file: Optional[str] = None, masked_lm_prob: Optional[f
     ``max_ngram_size``, default 3) or ``"span"`` (SpanBERT's, :mod:`bert_data.pipeline.span_masking`);
     whole words come from the tokenizer's marks (WordPiece ``##``, SentencePiece ``▁``,
     byte-level BPE ``Ġ``), or from the records' ``word_starts`` when they store them
-    (``--store_word_starts``: for tokenizers whose pieces carry no mark).  ``mask_token_share`` / ``random_token_share``: the shares of the
+    (``--store_word_starts``: for tokenizers whose pieces carry no mark).
+    ``mask_token_share`` / ``random_token_share``: the shares of the
     chosen tokens that become [MASK] and a random ordinary token (default 0.8 and 0.1; the
     rest keep their token).
 

@@ -318,3 +318,22 @@ def test_stored_starts_of_a_tokenizer_with_marks_give_the_masks_of_its_marks(cor
     _, original = chosen_and_original(with_starts)
     text = (with_starts["input_mask"] > 0) & ~np.isin(original, [vocab.cls_id, vocab.sep_id])
     np.testing.assert_array_equal(with_starts["word_starts"] == 1, text & ~vocab.is_continuation[original])
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "parquet"])
+def test_torch_and_resumable_readers_mask_with_the_stored_word_starts(unmasked_runs, fmt):
+    pytest.importorskip("torch")
+    from bert_data.load.torch_data import TorchDataset
+
+    directory = unmasked_runs[fmt, True]
+    vocab = vocabulary_of(directory)
+    mask = {"seed": 6, "strategy": "span", "rate": 0.3}
+    batches = [{name: value.numpy() for name, value in batch.items()}
+               for batch in TorchDataset(str(directory), batch_size=32, mask=mask, canonical_names=True)]
+    batches += list(read_batches(str(directory), batch_size=32, mask=mask, canonical_names=True, resumable=True,
+                                 shuffle_buffer=16, seed=1))
+    continued = 0
+    for batch in batches:
+        chosen, original = chosen_and_original(batch)
+        continued += check_whole_words(chosen, original, batch["word_starts"], batch["input_mask"], vocab)
+    assert continued > 5
