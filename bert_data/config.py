@@ -144,6 +144,10 @@ class GeneratorConfig:
     max_ngram_size: int = 1
     # SpanBERT's span masking: geometric spans of whole words (bert_data.pipeline.span_masking).
     span_masking: bool = False
+    # Each token's word start stored with the records (a word_starts feature), as the tokenizer
+    # splits words: for load-time whole-word/span masks with pieces that carry no word marks.
+    # Turned on by the resolve step when whole-word masks at generation need it.
+    store_word_starts: bool = False
     v2_feature_names: bool = False
     compression: Optional[str] = None
     # The trainer's own format (issue 20): tfrecord, hdf5, parquet, mds or megatron (see
@@ -252,7 +256,7 @@ class GeneratorConfig:
         return layout.feature_specs(self.max_seq_length, predictions, mlm_only=self.mlm_only,
                                     masked=not self.disable_masking, v2_feature_names=self.v2_feature_names,
                                     max_sequences_per_pack=self.sequences_per_pack,
-                                    provenance=self.record_provenance)
+                                    provenance=self.record_provenance, word_starts=self.store_word_starts)
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> "GeneratorConfig":
@@ -442,6 +446,9 @@ class GeneratorConfig:
             raise ConfigError(f"--record_provenance marks records; --output_format {self.output_format} holds the "
                               "tokenized corpus, its documents in listed order (the manifest's sources give each "
                               "source's range): drop --record_provenance")
+        if self.store_word_starts and not fmt.instances:
+            raise ConfigError(f"--store_word_starts stores a column of records; --output_format {self.output_format} "
+                              "holds the tokenized corpus: drop --store_word_starts")
         if self.record_provenance and self.pack_sequences:
             raise ConfigError("--record_provenance marks each record with one document, and a packed row holds "
                               "several: drop --pack_sequences or --record_provenance")

@@ -206,6 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_bool(recipes, "--span_masking",
              help="SpanBERT's span masking: spans of whole words, lengths geometric (p 0.2, at most 10 words, "
                   "mean 3.8), until masked_lm_prob of the tokens are chosen")
+    add_bool(recipes, "--store_word_starts",
+             help="store each token's word start (a word_starts feature or column, 1 where a word starts, as the "
+                  "tokenizer splits words) for load-time whole-word, n-gram and span masks with a tokenizer whose "
+                  "pieces show no word start (no ##, \u2581 or \u0120); on by itself when such masks are drawn at "
+                  "generation")
     add_bool(recipes, "--v2_feature_names",
              help="name features input_word_ids and input_type_ids (TF Model Garden's BERT)")
     add_bool(recipes, "--pack_sequences",

@@ -173,6 +173,9 @@ def pack_columns(columns: Dict[str, np.ndarray], lengths, sizes, max_seq_length:
     if "segment_ids" in columns:
         out["segment_ids"] = np.zeros((n_rows, max_seq_length), dtype=np.int32)
         out["segment_ids"][target] = columns["segment_ids"][instance, column]
+    if "word_starts" in columns:  # --store_word_starts: token by token, as the ids
+        out["word_starts"] = np.zeros((n_rows, max_seq_length), dtype=np.int32)
+        out["word_starts"][target] = columns["word_starts"][instance, column]
     out["positions"] = np.zeros((n_rows, max_seq_length), dtype=np.int32)
     out["positions"][target] = column
     if "masked_lm_positions" in columns:

@@ -127,7 +127,8 @@ def tokenize_slice(slice_: Slice, spec: TokenizeSpec, work_dir: str) -> SliceSum
     """Documents -> sentences -> token ids, for one slice; writes its tokens, sentence lengths and
     document table to the work directory."""
     tokenizer = worker_tokenizer(spec.tokenizer)
-    stage = DocumentTokenizer(worker_splitter(spec.sentences), tokenizer, id_dtype(tokenizer.vocab.size))
+    stage = DocumentTokenizer(worker_splitter(spec.sentences), tokenizer,
+                              id_dtype(tokenizer.vocab.size, spec.word_starts), spec.word_starts)
     skips: List[Skip] = []
     reading = spec.reading
     undecoded = Undecoded()
@@ -230,7 +231,8 @@ def encode_shards(task: EncodeTask, spec: EncodeSpec, work_dir: str) -> List[Seg
             crc = 0
             for rows, pack_sizes in record_slices(task.pack_sizes, first_row, first_row + size, CHUNK_ROWS):
                 columns = instance_columns(tokens, task.pairs.take(rows), spec.instances, vocab, spec.masking,
-                                           masking_rng, spec.packing, pack_sizes, spec.provenance)
+                                           masking_rng, spec.packing, pack_sizes, spec.provenance,
+                                           spec.word_starts)
                 data = compressor.compress(writer.encode_segment(columns))
                 crc = crc32c(data, crc)
                 piece_file.write(data)
@@ -259,7 +261,8 @@ def record_bytes(pairs: SplitPairs, spec: EncodeSpec, vocab, compression: Option
     writer = fmt.make_writer(spec.shard_options)
     rows, pack_sizes = next(record_slices(pairs.pack_sizes, 0, n, n))
     columns = instance_columns(load_array(pairs.tokens_path), pairs.pairs.take(rows), spec.instances, vocab,
-                               spec.masking, np.random.default_rng(0), spec.packing, pack_sizes, spec.provenance)
+                               spec.masking, np.random.default_rng(0), spec.packing, pack_sizes, spec.provenance,
+                               spec.word_starts)
     if not fmt.appendable:  # HDF5, Parquet, MDS: a sample shard, written (and compressed) as theirs are
         with tempfile.TemporaryDirectory() as directory:
             written = os.path.join(directory, "sample")
