@@ -202,9 +202,9 @@ def pair_unit(unit: UnitWork, table: SliceTable, spec: PairSpec, work_dir: str) 
 
 def pack_pairs(pairs: PairArrays, lengths: np.ndarray, tokens_path: str, packing: PackingSpec, seed: int,
                unit: UnitWork) -> SplitPairs:
-    """A unit's instances (in their shuffled order) packed into rows (``--pack_sequences``), the
-    rows in a random order of their own: best-fit over a group puts long instances in the
-    first rows of each group, which a seeded permutation spreads out again."""
+    """A unit's instances (in their shuffled order) packed into rows (``--pack_sequences``), planned
+    on the unit's histogram of lengths; the rows in a random order of their own (a seeded
+    permutation: the plan gives rows in the order of their first instance)."""
     order, sizes = pack(lengths, packing)
     rows = np.random.default_rng(random_streams(seed, unit.index, unit.split, PACKING)).permutation(len(sizes))
     return SplitPairs(tokens_path, pairs.take(order[row_members(sizes, rows)]), sizes[rows])
