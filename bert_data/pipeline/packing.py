@@ -39,6 +39,7 @@ from ..format.layout import DEFAULT_SEQUENCES_PER_PACK, packed_predictions  # no
 from .masking import num_to_predict
 
 __all__ = ["PackingSpec", "DEFAULT_SEQUENCES_PER_PACK", "packed_predictions", "pack_instances", "plan_rows",
+           "pack_split", "PackedBlock", "budgets_of",
            "pack_columns", "unpack_rows", "instance_lengths", "block_diagonal_mask", "cu_seqlens", "fill_rate",
            "row_members"]
 
@@ -155,11 +156,16 @@ class PackingSpec:
         return packed_predictions(self.max_predictions_per_seq, self.max_sequences_per_pack)
 
 
+def budgets_of(lengths: np.ndarray, spec: PackingSpec) -> np.ndarray:
+    """Each instance's masking budget, drawn as its masks are."""
+    return num_to_predict(np.asarray(lengths, dtype=np.int64), spec.masked_lm_prob, spec.max_predictions_per_seq)
+
+
 def pack(lengths: np.ndarray, spec: PackingSpec) -> Tuple[np.ndarray, np.ndarray]:
     """Which instances share a row (see :func:`pack_instances`), each instance's masking budget
     drawn as its masks are."""
-    budgets = num_to_predict(lengths, spec.masked_lm_prob, spec.max_predictions_per_seq)
-    return pack_instances(lengths, budgets, spec.max_seq_length, spec.prediction_slots, spec.max_sequences_per_pack)
+    return pack_instances(lengths, budgets_of(lengths, spec), spec.max_seq_length, spec.prediction_slots,
+                          spec.max_sequences_per_pack)
 
 
 def pack_instances(lengths, budgets, max_seq_length: int, prediction_capacity: int,
@@ -169,48 +175,95 @@ def pack_instances(lengths, budgets, max_seq_length: int, prediction_capacity: i
 
     ``lengths``: tokens of each instance (with its [CLS] and [SEP]s), at most
     ``max_seq_length``; ``budgets``: the most predictions each may get (its masking budget).
-    The rows are planned on the histogram of all the instances (:func:`plan_rows`); then the
-    instances of each kind fill that kind's places in the plan in their given order.  Within a
-    row instances keep their given order, and rows come in the order of their first instance.
-    A pure function of its arguments.
+    The rows are planned on the histogram of all the instances (:func:`plan_rows`, see
+    :func:`pack_split`, of which this is the case of one unit).  Within a row instances keep
+    their given order, and rows come in the order of their first instance.  A pure function of
+    its arguments.
     """
-    lengths = np.asarray(lengths, dtype=np.int64)
-    budgets = np.asarray(budgets, dtype=np.int64)
+    blocks = pack_split([lengths], [budgets], max_seq_length, prediction_capacity, max_sequences_per_pack)
+    return blocks[0].members, blocks[0].sizes
+
+
+@dataclass
+class PackedBlock:
+    """The rows a unit writes when a whole split is packed together (:func:`pack_split`): its
+    rows' members, row after row, as (unit, index among that unit's instances), and the number of
+    instances of each row."""
+
+    member_units: np.ndarray
+    members: np.ndarray
+    sizes: np.ndarray
+
+
+def pack_split(unit_lengths: List[np.ndarray], unit_budgets: List[np.ndarray], max_seq_length: int,
+               prediction_capacity: int, max_sequences_per_pack: int) -> List[PackedBlock]:
+    """A whole split packed at once, across its units: returns each unit's block of rows.
+
+    ``unit_lengths``/``unit_budgets``: each unit's instances (tokens, masking budget), in the
+    unit's order.  The rows are planned on the split's histogram of (length, budget)
+    (:func:`plan_rows`); then the k-th instance of a kind, counting unit after unit, takes the
+    k-th place of that kind in the plan.  The plan's rows are interleaved so that the places of
+    every kind are used at the same pace (a row ``i`` of ``n`` alike rows comes at ``(i + 0.5) / n``
+    of the way), so a row mostly takes instances of one unit, and only rows near the end of a
+    unit's instances take some from the next units.  A row is written by the unit of its first
+    instance, in the order of the rows' first instances; within a row instances come in unit and
+    index order.  A pure function of its arguments."""
+    counts = np.asarray([len(lengths) for lengths in unit_lengths], dtype=np.int64)
+    lengths = np.concatenate([np.asarray(x, dtype=np.int64) for x in unit_lengths]) if len(counts) else \
+        np.zeros(0, dtype=np.int64)
+    budgets = np.concatenate([np.asarray(x, dtype=np.int64) for x in unit_budgets]) if len(counts) else \
+        np.zeros(0, dtype=np.int64)
     if len(lengths) and (lengths.max() > max_seq_length or lengths.min() < 1):
         raise ValueError(f"instance lengths must lie in [1, {max_seq_length}]")
     if max_sequences_per_pack < 1:
         raise ValueError("max_sequences_per_pack must be at least 1")
     if len(budgets) and (budgets.max() > prediction_capacity or budgets.min() < 0):
         raise ValueError(f"masking budgets must lie in [0, {prediction_capacity}]")
+    empty = np.zeros(0, dtype=np.int64)
     if not len(lengths):
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    keys = lengths * (int(budgets.max()) + 1) + budgets
-    distinct, kind_of, counts = np.unique(keys, return_inverse=True, return_counts=True)
-    kind_lengths, kind_budgets = distinct // (int(budgets.max()) + 1), distinct % (int(budgets.max()) + 1)
-    plan = plan_rows(kind_lengths, kind_budgets, counts, max_seq_length, prediction_capacity, max_sequences_per_pack)
-    # The plan's places, row after row: each one's row and kind.
-    place_rows, place_kinds = _places(plan)
-    # The k-th instance of a kind (in the given order) takes the k-th place of that kind.
+        return [PackedBlock(empty, empty, empty) for _ in counts]
+    scale = int(budgets.max()) + 1
+    distinct, kind_of, kind_counts = np.unique(lengths * scale + budgets, return_inverse=True, return_counts=True)
+    plan = plan_rows(distinct // scale, distinct % scale, kind_counts, max_seq_length, prediction_capacity,
+                     max_sequences_per_pack)
+    place_rows, place_kinds = _interleaved_places(plan)
+    # The k-th instance of a kind (in unit, then index order) takes the k-th place of that kind.
     row_of = np.empty(len(lengths), dtype=np.int64)
-    row_of[np.argsort(kind_of, kind="stable")] = place_rows[np.argsort(place_kinds, kind="stable")]
-    n_rows = int(place_rows[-1]) + 1
+    row_of[np.argsort(kind_of.reshape(-1), kind="stable")] = place_rows[np.argsort(place_kinds, kind="stable")]
+    n_rows = int(place_rows.max()) + 1
     first = np.full(n_rows, len(lengths), dtype=np.int64)
     np.minimum.at(first, row_of, np.arange(len(lengths)))
+    row_order = np.argsort(first, kind="stable")
     order = np.lexsort((np.arange(len(lengths)), first[row_of]))
-    sizes = np.bincount(row_of, minlength=n_rows)[np.argsort(first, kind="stable")]
-    return order.astype(np.int64), sizes.astype(np.int64)
+    sizes = np.bincount(row_of, minlength=n_rows)[row_order]
+    unit_starts = np.concatenate([[0], np.cumsum(counts)])
+    unit_of = np.repeat(np.arange(len(counts)), counts)
+    # Rows by first instance: each unit's block is a run of rows.
+    row_bounds = np.searchsorted(first[row_order], unit_starts)
+    member_bounds = np.concatenate([[0], np.cumsum(sizes)])[row_bounds]
+    blocks = []
+    for unit in range(len(counts)):
+        members = order[member_bounds[unit]:member_bounds[unit + 1]]
+        blocks.append(PackedBlock(unit_of[members], members - unit_starts[unit_of[members]],
+                                  sizes[row_bounds[unit]:row_bounds[unit + 1]]))
+    return blocks
 
 
-def _places(plan: List[Tuple[Tuple[int, ...], int]]) -> Tuple[np.ndarray, np.ndarray]:
-    """The places of a plan, row after row (rows of a pack group one after the other): each
-    place's row and the kind of instance it takes."""
-    rows, kinds, first_row = [], [], 0
+def _interleaved_places(plan: List[Tuple[Tuple[int, ...], int]]) -> Tuple[np.ndarray, np.ndarray]:
+    """The places of a plan, row after row: each place's row and the kind of instance it takes.
+    The rows of each pack group are spread evenly over the whole (row ``i`` of a group of ``n``
+    at ``(i + 0.5) / n``), so that every kind's places are used at the same pace."""
+    keys, widths, kinds = [], [], []
     for group_kinds, count in plan:
-        width = len(group_kinds)
-        rows.append(np.repeat(np.arange(first_row, first_row + count, dtype=np.int64), width))
+        keys.append((np.arange(count) + 0.5) / count)
+        widths.append(np.full(count, len(group_kinds), dtype=np.int64))
         kinds.append(np.tile(np.asarray(group_kinds, dtype=np.int64), count))
-        first_row += count
-    return np.concatenate(rows), np.concatenate(kinds)
+    keys, widths, kinds = np.concatenate(keys), np.concatenate(widths), np.concatenate(kinds)
+    rank = np.empty(len(keys), dtype=np.int64)
+    rank[np.argsort(keys, kind="stable")] = np.arange(len(keys))  # each plan row's place in the interleaving
+    place_rows = np.repeat(rank, widths)
+    order = np.argsort(place_rows, kind="stable")
+    return place_rows[order], kinds[order]
 
 
 def _row_places(lengths: np.ndarray, sizes: np.ndarray):
