@@ -8,7 +8,7 @@ from bert_data.format.dataset import describe_layout, layout_flags
 from bert_data.format.layout import feature_specs, is_packed
 from bert_data.format.packed_rows import packed_from_rows, packed_to_rows
 from bert_data.pipeline.packing import (block_diagonal_mask, cu_seqlens, fill_rate, pack_columns, pack_instances,
-                                        packed_predictions, plan_rows, row_members, unpack_rows)
+                                        pack_split, packed_predictions, plan_rows, row_members, unpack_rows)
 
 
 def instances(lengths, width, seed=0, masked=True):
@@ -216,3 +216,30 @@ def test_transformers_rows_of_packed_columns_round_trip():
     assert set(back) == set(packed)
     for name, value in packed.items():
         assert np.array_equal(back[name], value), name
+
+
+def test_a_split_packs_across_units_each_row_in_the_block_of_its_first_instance():
+    rng = np.random.default_rng(3)
+    # Unit 0 has only long instances, unit 2 only short ones: their rows need each other.
+    units = [rng.integers(40, 64, 200), rng.integers(5, 64, 300), rng.integers(3, 12, 250)]
+    budgets = [np.ones_like(lengths) for lengths in units]
+    blocks = pack_split(units, budgets, 64, 100, 4)
+    seen = []
+    for unit, block in enumerate(blocks):
+        assert len(block.member_units) == len(block.members) == block.sizes.sum()
+        if not len(block.sizes):  # (every instance of the unit went to rows of units before it)
+            continue
+        starts = np.concatenate([[0], np.cumsum(block.sizes)[:-1]])
+        assert (block.member_units[starts] == unit).all() and (block.member_units >= unit).all()
+        tokens = np.array([units[u][i] for u, i in zip(block.member_units, block.members)])
+        assert np.add.reduceat(tokens, starts).max() <= 64 and block.sizes.max() <= 4
+        seen += list(zip(block.member_units.tolist(), block.members.tolist()))
+    assert sorted(seen) == [(u, i) for u, lengths in enumerate(units) for i in range(len(lengths))]
+    assert any((block.member_units > unit).any() for unit, block in enumerate(blocks))
+    everything = np.concatenate(units)
+    n_rows = sum(len(block.sizes) for block in blocks)
+    assert n_rows == len(pack_instances(everything, np.ones_like(everything), 64, 100, 4)[1])
+    assert n_rows < sum(len(pack_instances(x, np.ones_like(x), 64, 100, 4)[1]) for x in units)
+    again = pack_split(units, budgets, 64, 100, 4)
+    assert all(np.array_equal(a.members, b.members) and np.array_equal(a.sizes, b.sizes)
+               for a, b in zip(blocks, again))
