@@ -49,7 +49,8 @@ from .locations import RemoteOutput, RunLocations, prepare_work_dir, run_locatio
 from .planning import Plan, deal_units, make_plan, some_of, warn
 from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pairs_path,
                         pool_path, prepare_output_dir, refuse_writing_over_inputs, remove_run_files,
-                        remove_shards_being_shuffled, shard_in_progress, slice_paths, stopped, write_input_stamps, write_journal)
+                        remove_shards_being_shuffled, shard_in_progress, slice_paths, stopped, write_input_stamps,
+                        write_journal)
 from .screening import screen_corpus
 from .scheduler import Scheduler, ShardCounts, UnitResult, slices_still_needed
 from .scratch import finished_slices

@@ -5,11 +5,12 @@ slice of the listed corpus (neighbouring documents).  Slices are small, so every
 even when documents are few and large.  Its tokens and a table of its documents stay in the work
 directory.
 
-``pair_unit``: token ids -> shuffled instances (:mod:`bert_data.pipeline.instances`, packed by
-:mod:`bert_data.pipeline.packing` with the whole split: ``split_packing``), for one unit: a few runs of neighbouring documents from all
-over the corpus (see :mod:`bert_data.pipeline.mixing`), gathered from the slices that hold them
-into the unit's pool, where its random next sentences come from.  Pairs are token ranges:
-small to send.
+``pair_unit``: token ids -> shuffled instances (:mod:`bert_data.pipeline.instances`), for one
+unit: a few runs of neighbouring documents from all over the corpus (see
+:mod:`bert_data.pipeline.mixing`), gathered from the slices that hold them into the unit's pool,
+where its random next sentences come from.  Pairs are token ranges: small to send.  With
+``--pack_sequences`` they wait in the work directory until the whole split is packed
+(``split_packing``).
 
 ``encode_shards``: pairs -> masked instances -> columns (:mod:`bert_data.pipeline.columns`) ->
 the output format's segments, for one unit and some of the output shards, into a piece file.
@@ -49,9 +50,9 @@ from ..tokenizers import TokenizerSource, make_tokenizer
 from .locations import local_tokenizer
 from .pieces import Segment
 from .run_files import pairs_path, piece_path, pool_path, slice_paths
-from .scratch import PieceWriter, load_json, save_array, save_json
+from .scratch import PieceWriter, load_array, load_json, save_array, save_json
 from .specs import EncodeSpec, PairSpec, TokenizeSpec
-from .split_packing import save_unit_pairs
+from .split_packing import gather_pairs, save_unit_pairs
 from .work_checks import crc32c
 from .units import SliceTable, SplitPairs, UnitPairs, UnitWork, EncodeTask, record_slices, unit_pool
 
@@ -210,6 +211,8 @@ def encode_shards(task: EncodeTask, spec: EncodeSpec, work_dir: str) -> List[Seg
     vocab = worker_tokenizer(spec.tokenizer).vocab
     writer = get_format(spec.format).make_writer(spec.shard_options)
     path = piece_path(work_dir, task.unit_index, task.split, task.shards[0])
+    # Packed with the split: a chunk's instances are gathered from their units' pools.
+    tokens = load_array(task.tokens_path) if task.sources is None else None
     segments = []
     first_row = 0
     with PieceWriter(path) as piece_file:
@@ -219,8 +222,9 @@ def encode_shards(task: EncodeTask, spec: EncodeSpec, work_dir: str) -> List[Seg
             compressor = SegmentCompressor(spec.segment_compression)
             crc = 0
             for rows, pack_sizes in record_slices(task.pack_sizes, first_row, first_row + size, CHUNK_ROWS):
-                tokens, pairs = task.chunk(rows)  # (a chunk at a time: packed rows gather from several pools)
-                columns = instance_columns(tokens, pairs, spec.instances, vocab, spec.masking,
+                chunk_tokens, pairs = (tokens, task.pairs.take(rows)) if tokens is not None else \
+                    gather_pairs(task.sources.take(rows))
+                columns = instance_columns(chunk_tokens, pairs, spec.instances, vocab, spec.masking,
                                            masking_rng, spec.packing, pack_sizes, spec.provenance)
                 data = compressor.compress(writer.encode_segment(columns))
                 crc = crc32c(data, crc)

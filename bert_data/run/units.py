@@ -21,7 +21,7 @@ from ..pipeline.packing import row_members
 from ..pipeline.tokens import DOC_POSITION, DOC_REPLACED, SENTENCE_END, SENTENCE_START, TOKEN_END, TOKEN_START
 from .run_files import slice_paths
 from .scratch import load_array, new_array_file, private_temporary, save_array, slice_rows
-from .split_packing import PackedRows, PairSources, gather_pairs
+from .split_packing import PackedRows, PairSources
 
 
 @dataclass
@@ -177,12 +177,6 @@ class EncodeTask:
     shard_sizes: List[int]  # records
     pack_sizes: Optional[np.ndarray] = None  # packed: instances of each record, the pairs row after row
     sources: Optional[PairSources] = None  # packed with the split: the rows' instances, from several units
-
-    def chunk(self, rows: slice) -> Tuple[np.ndarray, PairArrays]:
-        """Tokens, and the pairs into them, of some of the task's instances."""
-        if self.sources is not None:
-            return gather_pairs(self.sources.take(rows))
-        return load_array(self.tokens_path), self.pairs.take(rows)
 
 
 def make_encode_tasks(unit_index: int, split: str, data, n_shards: int,
