@@ -46,9 +46,18 @@ def save_unit_pairs(pairs: PairArrays, path: str) -> None:
     save_array(np.concatenate(columns, axis=1) if len(pairs) else np.zeros((0, len(_PAIR_FIELDS)), np.int64), path)
 
 
-def load_unit_pairs(path: str, rows: np.ndarray) -> PairArrays:
+def _loaded(path: str, cache: Optional[Dict[str, np.ndarray]]) -> np.ndarray:
+    """A work file's array, once a task (at a URL it is read whole)."""
+    if cache is None:
+        return load_array(path)
+    if path not in cache:
+        cache[path] = load_array(path)
+    return cache[path]
+
+
+def load_unit_pairs(path: str, rows: np.ndarray, cache: Optional[Dict[str, np.ndarray]] = None) -> PairArrays:
     """Some of a unit's saved pairs (``rows``: indices among its instances)."""
-    table = np.asarray(load_array(path)[np.asarray(rows, dtype=np.int64)])
+    table = np.asarray(_loaded(path, cache)[np.asarray(rows, dtype=np.int64)])
     origin = table[:, len(_PAIR_FIELDS):] if table.shape[1] > len(_PAIR_FIELDS) else None
     a_start, a_length, b_start, b_length, is_random_next = (table[:, i] for i in range(len(_PAIR_FIELDS)))
     return PairArrays(a_start, a_length, b_start, b_length, is_random_next.astype(bool), origin)
@@ -76,10 +85,11 @@ class PairSources:
         return PairSources(self.work_dir, self.member_units[rows], self.members[rows])
 
 
-def gather_pairs(sources: PairSources) -> Tuple[np.ndarray, PairArrays]:
+def gather_pairs(sources: PairSources, cache: Optional[Dict[str, np.ndarray]] = None
+                 ) -> Tuple[np.ndarray, PairArrays]:
     """The instances' tokens copied from their units' pools into one small pool (for each:
     a spare token, A's tokens, B's), and their pairs pointing into it: what ``instance_columns``
-    takes, for instances of any units."""
+    takes, for instances of any units.  ``cache``: the pools and pairs a task has loaded."""
     n = len(sources.members)
     parts: List[Tuple[np.ndarray, PairArrays]] = []
     order = np.argsort(sources.member_units, kind="stable")
@@ -87,8 +97,8 @@ def gather_pairs(sources: PairSources) -> Tuple[np.ndarray, PairArrays]:
     bounds = list(firsts) + [n]
     for at, unit in enumerate(units.tolist()):
         chosen = order[bounds[at]:bounds[at + 1]]
-        pairs = load_unit_pairs(pairs_path(sources.work_dir, unit), sources.members[chosen])
-        pool = load_array(pool_path(sources.work_dir, unit))
+        pairs = load_unit_pairs(pairs_path(sources.work_dir, unit), sources.members[chosen], cache)
+        pool = _loaded(pool_path(sources.work_dir, unit), cache)
         a_length = pairs.a_length.astype(np.int64)
         b_length = pairs.b_length.astype(np.int64)
         spare = np.maximum(pairs.a_start.astype(np.int64) - 1, 0)  # read, then overwritten by [CLS]

@@ -213,6 +213,7 @@ def encode_shards(task: EncodeTask, spec: EncodeSpec, work_dir: str) -> List[Seg
     path = piece_path(work_dir, task.unit_index, task.split, task.shards[0])
     # Packed with the split: a chunk's instances are gathered from their units' pools.
     tokens = load_array(task.tokens_path) if task.sources is None else None
+    loaded: Dict[str, np.ndarray] = {}  # (packed: the pools and pairs read so far)
     segments = []
     first_row = 0
     with PieceWriter(path) as piece_file:
@@ -223,7 +224,7 @@ def encode_shards(task: EncodeTask, spec: EncodeSpec, work_dir: str) -> List[Seg
             crc = 0
             for rows, pack_sizes in record_slices(task.pack_sizes, first_row, first_row + size, CHUNK_ROWS):
                 chunk_tokens, pairs = (tokens, task.pairs.take(rows)) if tokens is not None else \
-                    gather_pairs(task.sources.take(rows))
+                    gather_pairs(task.sources.take(rows), loaded)
                 columns = instance_columns(chunk_tokens, pairs, spec.instances, vocab, spec.masking,
                                            masking_rng, spec.packing, pack_sizes, spec.provenance)
                 data = compressor.compress(writer.encode_segment(columns))
