@@ -220,7 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
                   "no attention across instances; Parquet and MDS rows hold position_ids instead "
                   "(docs/packing.md)")
     recipes.add_argument("--max_sequences_per_pack", type=int, default=None, metavar="K",
-                         help="with --pack_sequences: the most instances a row holds (default 3, as Graphcore)")
+                         help="with --pack_sequences: the most instances a row holds (default 16, or as many of the "
+                              "shortest instances as fit in max_seq_length; Graphcore's 3 caps the fill)")
     recipes.add_argument("--compression", choices=["gzip", "zlib", "zstd", "snappy"], default=None,
                          help="compress the shards as their format does: tfrecord gzip or zlib (read with "
                               "tf.data.TFRecordDataset(compression_type='GZIP' or 'ZLIB')), hdf5 gzip (as NVIDIA's "

@@ -47,7 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, List, Optional
 
-DEFAULT_SEQUENCES_PER_PACK = 3  # Graphcore's choice: more adds little once pairs fill rows
+DEFAULT_SEQUENCES_PER_PACK = 3  # what a manifest that does not record max_sequences_per_pack means (older runs)
 
 INT64 = "int64"
 FLOAT32 = "float32"

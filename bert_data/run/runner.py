@@ -48,9 +48,10 @@ from .executors import dead_worker_signal, default_executor, local_workers, shar
 from .fault_injection import pause_if_chosen
 from .locations import RemoteOutput, RunLocations, prepare_work_dir, run_locations
 from .planning import Plan, deal_units, kept_tokens, make_plan, some_of, warn
-from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pool_path,
-                        prepare_output_dir, refuse_writing_over_inputs, remove_run_files, remove_shards_being_shuffled,
-                        shard_in_progress, slice_paths, stopped, write_input_stamps, write_journal)
+from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pairs_path,
+                        pool_path, prepare_output_dir, refuse_writing_over_inputs, remove_run_files,
+                        remove_shards_being_shuffled, shard_in_progress, slice_paths, stopped, write_input_stamps,
+                        write_journal)
 from .screening import screen_corpus
 from .scheduler import Scheduler, ShardCounts, UnitResult, slices_still_needed
 from .scratch import finished_slices
@@ -196,6 +197,8 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
     first_unit = len(plan.units) if corpus else totals.units_done
     shards = ShardCounts(plan, staged, spec.encoding, spec.vocab, assembler, totals.shard_counts, work_dir)
     still_needed = slices_still_needed(plan)
+    if spec.pairing.packing is not None:  # every unit is paired again on --resume: every slice stays
+        still_needed = [0] * len(still_needed)
     done_slices = {index: SliceSummary.from_json(data) for index, data in
                    finished_slices([slice_.index for slice_ in plan.slices], work_dir,
                                    0 if corpus else still_needed[first_unit], verify=journal is not None).items()}
@@ -223,7 +226,11 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
             while totals.units_done in finished:  # strictly in unit order: bytes do not depend on timing
                 result = finished.pop(totals.units_done)
                 assembler.append(result.segments)
-                storage.remove(pool_path(work_dir, result.pairs.unit_index))  # the unit's pool is spent
+                # The unit's pool (and packed, its pairs) is spent: rows packed with the split take
+                # instances of their own unit and later ones only (split_packing).
+                storage.remove(pool_path(work_dir, result.pairs.unit_index))
+                if spec.pairing.packing is not None:
+                    storage.remove(pairs_path(work_dir, result.pairs.unit_index))
                 totals.add(result)
                 scheduler.merged()
                 # Tokenized slices that no later unit reads (with the corpus mixed: none before the
