@@ -43,6 +43,8 @@ import re
 import unicodedata
 from typing import Callable, Optional
 
+from .word_tokens import AffixTokens
+
 __all__ = ["RuleSentencizer"]
 
 # Python's \s is str.isspace(), the test spaCy's tokenizer splits words with.
@@ -51,10 +53,18 @@ _WORD = re.compile(r"\S+")
 # The cache of tokenized words is bounded, for flat memory; words longer than this are not cached.
 _CACHE_LIMIT = 100_000
 _CACHED_WORD_CHARS = 200
+# Words whose port tokens are compared with the tokenizer's in each process.
+_VERIFIED_WORDS = 64
 
 
 def _is_p(character: str) -> bool:
     return unicodedata.category(character)[0] == "P"
+
+
+def _is_punct(text: str) -> bool:
+    """spaCy's ``is_punct`` lexical attribute (``spacy.lang.lex_attrs.is_punct``, which
+    ``RuleSentencizer.for_pipeline`` requires the pipeline to use): every character is P*."""
+    return all(unicodedata.category(c)[0] == "P" for c in text)
 
 
 def _special_case_patterns(tokenizer) -> tuple[set[tuple[str, str]], list[str]]:
@@ -124,6 +134,10 @@ class RuleSentencizer:
         cheap = "".join(re.escape(c) for c in self._ascii_punct)
         self._candidates = re.compile(rf"[{cheap}\x80-\U0010ffff]")
         self._cache: dict[str, tuple] = {}
+        # spaCy's tokenizer rules for one word without a Doc (word_tokens.py), checked against the
+        # tokenizer on the first words.
+        self._affix = AffixTokens.for_tokenizer(nlp.tokenizer)
+        self._unverified = _VERIFIED_WORDS
 
     @classmethod
     def for_pipeline(cls, nlp, first_component: str) -> Optional["RuleSentencizer"]:
@@ -162,13 +176,22 @@ class RuleSentencizer:
         )
 
     def _entry(self, word: str) -> tuple:
-        """(starts if the flag is clear, flag after, starts if set, flag after, token offsets)
-        for a word tokenized alone."""
+        """(starts if the flag is clear, flag after, starts if set, flag after, token offsets,
+        whether it holds a token-changing special case) for a word tokenized alone."""
         entry = self._cache.get(word)
         if entry is not None:
             return entry
-        doc = self._tokenizer(word)
-        tokens = [(token.idx, token.text in self._punct, token.is_punct) for token in doc]
+        texts = self._affix.tokens(word) if self._affix is not None else None
+        if texts is not None and self._unverified:
+            texts = self._verified(word, texts)
+        if texts is None:
+            tokens = [(token.idx, token.text in self._punct, token.is_punct) for token in self._tokenizer(word)]
+        else:
+            tokens = []
+            idx = 0
+            for text in texts:
+                tokens.append((idx, text in self._punct, _is_punct(text)))
+                idx += len(text)
         runs = []
         for seen in (False, True):
             starts = []
@@ -179,12 +202,23 @@ class RuleSentencizer:
                 elif period:
                     seen = True
             runs += [tuple(starts), seen]
-        entry = (*runs, tuple(idx for idx, _, _ in tokens))
+        offsets = tuple(idx for idx, _, _ in tokens)
+        entry = (*runs, offsets, self._holds_a_changing_case(word, offsets))
         if len(word) <= _CACHED_WORD_CHARS:
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
             self._cache[word] = entry
         return entry
+
+    def _verified(self, word: str, texts: list[str]) -> Optional[list[str]]:
+        """The port's tokens of ``word``, checked against the tokenizer for the first words of a
+        process (a guard against a spaCy whose tokenizer the port does not follow: it is then
+        turned off; the tests are the proof, on hostile words)."""
+        self._unverified -= 1
+        if [token.text for token in self._tokenizer(word)] == texts:
+            return texts
+        self._affix = None
+        return None
 
     def _check_neighbours(self, text: str, start: int, end: int, entry: tuple) -> None:
         """Raise _AskSpacy if a special-case match could span the word ``text[start:end]`` and a
@@ -193,6 +227,8 @@ class RuleSentencizer:
         Such a match needs, across the single space between the two words, adjacent tokens of a
         pattern: the first a suffix of one word's text, the second a prefix of the other's.
         """
+        if not entry[5]:
+            return
         joined = False
         if start >= 2 and text[start - 1] == " ":
             for first, second in self._pairs_by_last_char.get(text[start - 2], ()):
@@ -204,7 +240,7 @@ class RuleSentencizer:
                 if text.endswith(first, start, end) and text.startswith(second, end + 1):
                     joined = True
                     break
-        if joined and self._holds_a_changing_case(text[start:end], entry[4]):
+        if joined:
             raise _AskSpacy(start)
 
     def _holds_a_changing_case(self, word: str, token_starts: tuple) -> bool:
@@ -273,18 +309,40 @@ class RuleSentencizer:
         starts: list[int] = []
         seen = False
         resume = 0  # the end of the last word looked at
+        cache = self._cache
         for position in self._punct_positions(text):
             if position < resume:
                 continue  # in a word already looked at
-            start = position
-            while start > resume and not text[start - 1].isspace():
-                start -= 1
+            # The word around position: after the last space before it, unless the word holds
+            # other whitespace (every whitespace character but " " is not printable) or
+            # something else unprintable: then the careful walk back.
+            start = text.rfind(" ", resume, position) + 1
+            if start < resume:
+                start = resume
             end = _WORD.match(text, position).end()
+            word = text[start:end]
+            if not word.isprintable():
+                start = position
+                while start > resume and not text[start - 1].isspace():
+                    start -= 1
+                word = text[start:end]
             try:
                 if seen:
-                    seen = self._carry(text, resume, start, starts)
-                entry = self._entry(text[start:end])
-                self._check_neighbours(text, start, end, entry)
+                    # The two common gaps after a stop, one space then the word itself or then
+                    # a word starting with a letter or digit (not punctuation: it starts the
+                    # sentence), are decided here; _carry walks any other.
+                    if text[resume] != " ":
+                        seen = self._carry(text, resume, start, starts)
+                    elif start == resume + 1:
+                        pass
+                    elif text[resume + 1].isalnum():
+                        starts.append(resume + 1)
+                        seen = False
+                    else:
+                        seen = self._carry(text, resume, start, starts)
+                entry = cache.get(word) or self._entry(word)
+                if entry[5]:
+                    self._check_neighbours(text, start, end, entry)
             except _AskSpacy as ask:
                 resume = self._ask_spacy(text, ask.position, starts, spacy_starts)
                 seen = False
