@@ -43,7 +43,7 @@ import re
 import unicodedata
 from typing import Callable, Optional
 
-from .word_tokens import AffixTokens
+from .word_tokens import AffixTokens, matcher_patterns
 
 __all__ = ["RuleSentencizer"]
 
@@ -64,41 +64,18 @@ def _is_p(character: str) -> bool:
 def _is_punct(text: str) -> bool:
     """spaCy's ``is_punct`` lexical attribute (``spacy.lang.lex_attrs.is_punct``, which
     ``RuleSentencizer.for_pipeline`` requires the pipeline to use): every character is P*."""
+    if text.isalnum():  # letters and digits, no P* character: most tokens
+        return False
     return all(unicodedata.category(c)[0] == "P" for c in text)
 
 
-def _special_case_patterns(tokenizer) -> tuple[set[tuple[str, str]], list[str]]:
-    """Adjacent token pairs of the patterns of the tokenizer's special-case matcher, and the
-    special cases whose tokens differ from their pattern's (applying them changes tokens).
-
-    spaCy (``Tokenizer.add_special_case``) adds a special case to that matcher, with the tokens the
-    affix rules alone give its text, when the text has a prefix, suffix or infix or a space (or
-    always, without ``faster_heuristics``).  A tokenizer with the same affix rules and no special
-    cases gives those tokens.
-    """
-    from spacy.tokenizer import Tokenizer
-
-    bare = Tokenizer(
-        tokenizer.vocab,
-        rules={},
-        prefix_search=tokenizer.prefix_search,
-        suffix_search=tokenizer.suffix_search,
-        infix_finditer=tokenizer.infix_finditer,
-        token_match=tokenizer.token_match,
-        url_match=tokenizer.url_match,
-    )
+def _special_case_patterns(tokenizer, patterns: dict[str, list[str]]) -> tuple[set[tuple[str, str]], list[str]]:
+    """Adjacent token pairs of the patterns of the tokenizer's special-case matcher
+    (``word_tokens.matcher_patterns``), and the special cases whose tokens differ from their
+    pattern's (applying them changes tokens)."""
     pairs: set[tuple[str, str]] = set()
     changing = []
-    for text in tokenizer.rules or {}:
-        if not (
-            not tokenizer.faster_heuristics
-            or tokenizer.find_prefix(text)
-            or tokenizer.find_infix(text)
-            or tokenizer.find_suffix(text)
-            or " " in text
-        ):
-            continue
-        pattern = [token.text for token in bare(text)]
+    for text, pattern in patterns.items():
         pairs.update(zip(pattern, pattern[1:]))
         if [token.text for token in tokenizer(text)] != pattern:
             changing.append(text)
@@ -120,7 +97,8 @@ class RuleSentencizer:
         self._pipe_names = list(nlp.pipe_names)
         self._sentencizer = nlp.get_pipe("sentencizer")
         self._punct = frozenset(punct_chars)
-        self._pairs, self._changing_cases = _special_case_patterns(nlp.tokenizer)
+        patterns = matcher_patterns(nlp.tokenizer)
+        self._pairs, self._changing_cases = _special_case_patterns(nlp.tokenizer, patterns)
         # The pairs by the last character of their first token; tokens are those of the patterns
         # (the tokens before the matcher), so pairs are tested on the words' text.
         self._pairs_by_last_char: dict[str, list[tuple[str, str]]] = {}
@@ -136,7 +114,7 @@ class RuleSentencizer:
         self._cache: dict[str, tuple] = {}
         # spaCy's tokenizer rules for one word without a Doc (word_tokens.py), checked against the
         # tokenizer on the first words.
-        self._affix = AffixTokens.for_tokenizer(nlp.tokenizer)
+        self._affix = AffixTokens.for_tokenizer(nlp.tokenizer, patterns)
         self._unverified = _VERIFIED_WORDS
 
     @classmethod

@@ -14,8 +14,10 @@ the caller asks spaCy -- wherever a special case takes part:
   special's tokens, and stops caching);
 * a run of adjacent tokens spells a special case that spaCy put in its special-case matcher
   (``Tokenizer.add_special_case``: one with a prefix, suffix or infix, or every one without
-  ``faster_heuristics``): ``Tokenizer._apply_special_cases`` could retokenize it.  A match needs
-  its tokens to spell the special case's text, so when no run does there is no match.
+  ``faster_heuristics``) and whose tokens are not its pattern's: ``Tokenizer._apply_special_cases``
+  could retokenize them.  A match needs its tokens to spell the special case's text, so when no
+  run does, no match changes a token (one whose substrings are its pattern, like ``"'"``, gives
+  back the same texts).
 
 What is left is spaCy's algorithm with nothing but the regular expressions deciding, which this
 module follows step by step.  spaCy's tokenizer cache only memoises whole words' tokens, and the
@@ -28,7 +30,7 @@ None for any other major version or tokenizer class, and the differential tests
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 __all__ = ["AffixTokens"]
 
@@ -36,7 +38,9 @@ __all__ = ["AffixTokens"]
 class AffixTokens:
     """The token texts spaCy's ``Tokenizer`` gives a single word (no whitespace), or None."""
 
-    def __init__(self, tokenizer) -> None:
+    def __init__(self, tokenizer, patterns: Optional[dict[str, list[str]]] = None) -> None:
+        from spacy.attrs import NORM, ORTH
+
         self._prefix_search = tokenizer.prefix_search
         self._suffix_search = tokenizer.suffix_search
         self._infix_finditer = tokenizer.infix_finditer
@@ -44,20 +48,27 @@ class AffixTokens:
         self._url_match = tokenizer.url_match
         rules = tokenizer.rules or {}
         self._specials = frozenset(rules)
-        # The special cases spaCy put in its matcher (Tokenizer.add_special_case's condition).
-        self._matched = frozenset(
+        # The special cases of spaCy's matcher whose tokens are not their pattern's (applying
+        # one changes tokens; one whose substrings are its pattern, with nothing but a norm,
+        # leaves the texts as they were).
+        if patterns is None:
+            patterns = matcher_patterns(tokenizer)
+        self._changing = frozenset(
             text
-            for text in rules
-            if not tokenizer.faster_heuristics
-            or tokenizer.find_prefix(text)
-            or tokenizer.find_infix(text)
-            or tokenizer.find_suffix(text)
-            or " " in text
+            for text, pattern in patterns.items()
+            if [substring.get(ORTH) for substring in rules[text]] != pattern
+            or any(set(substring) - {ORTH, NORM} for substring in rules[text])
         )
-        self._longest_matched = max(map(len, self._matched), default=0)
+        self._longest_changing = max(map(len, self._changing), default=0)
+        # For each rule, characters a string must hold for it to match anywhere: a word part
+        # without any (a run of letters, mostly) skips the search.
+        self._prefix_needs = _needs_of(self._prefix_search)
+        self._suffix_needs = _needs_of(self._suffix_search)
+        self._infix_needs = _needs_of(self._infix_finditer)
+        self._url_needs = _needs_of(self._url_match)
 
     @classmethod
-    def for_tokenizer(cls, tokenizer) -> Optional["AffixTokens"]:
+    def for_tokenizer(cls, tokenizer, patterns: Optional[dict[str, list[str]]] = None) -> Optional["AffixTokens"]:
         """The port for ``tokenizer``, or None when it is not spaCy 3's ``Tokenizer`` (the port
         follows that class's code; a subclass may tokenize differently)."""
         import spacy
@@ -65,16 +76,16 @@ class AffixTokens:
 
         if type(tokenizer) is not Tokenizer or not spacy.__version__.startswith("3."):
             return None
-        return cls(tokenizer)
+        return cls(tokenizer, patterns)
 
     def _prefix_length(self, string: str) -> int:  # Tokenizer.find_prefix
-        if self._prefix_search is None:
+        if self._prefix_search is None or (self._prefix_needs and not self._prefix_needs(string)):
             return 0
         match = self._prefix_search(string)
         return match.end() - match.start() if match is not None else 0
 
     def _suffix_length(self, string: str) -> int:  # Tokenizer.find_suffix
-        if self._suffix_search is None:
+        if self._suffix_search is None or (self._suffix_needs and not self._suffix_needs(string)):
             return 0
         match = self._suffix_search(string)
         return match.end() - match.start() if match is not None else 0
@@ -126,11 +137,16 @@ class AffixTokens:
             if string in specials:
                 return None
             if (token_match is not None and token_match(string)) or (
-                self._url_match is not None and self._url_match(string)
+                self._url_match is not None
+                and not (self._url_needs and not self._url_needs(string))
+                and self._url_match(string)
             ):
                 tokens.append(string)
             else:
-                matches = list(self._infix_finditer(string)) if self._infix_finditer is not None else ()
+                if self._infix_finditer is None or (self._infix_needs and not self._infix_needs(string)):
+                    matches = ()
+                else:
+                    matches = list(self._infix_finditer(string))
                 if not matches:
                     tokens.append(string)
                 else:
@@ -147,22 +163,151 @@ class AffixTokens:
                     if string[start:]:
                         tokens.append(string[start:])
         tokens.extend(reversed(suffixes))
-        if self._spells_a_matched_case(tokens):
+        if self._spells_a_changing_case(tokens):
             return None
         return tokens
 
-    def _spells_a_matched_case(self, tokens: list[str]) -> bool:
-        """Whether adjacent tokens spell a special case of spaCy's matcher (which could then
-        retokenize them)."""
-        matched = self._matched
+    def _spells_a_changing_case(self, tokens: list[str]) -> bool:
+        """Whether adjacent tokens spell a special case of spaCy's matcher that changes tokens
+        (a match needs its tokens to spell the special case's text)."""
+        changing = self._changing
         if len(tokens) == 1:
-            return tokens[0] in matched
+            return tokens[0] in changing
         for i in range(len(tokens)):
             text = ""
             for token in tokens[i:]:
                 text += token
-                if len(text) > self._longest_matched:
+                if len(text) > self._longest_changing:
                     break
-                if text in matched:
+                if text in changing:
                     return True
         return False
+
+
+def matcher_patterns(tokenizer) -> dict[str, list[str]]:
+    """The patterns (token texts) of the tokenizer's special-case matcher, by special case.
+
+    spaCy (``Tokenizer.add_special_case``) adds a special case to that matcher, with the tokens the
+    affix rules alone give its text, when the text has a prefix, suffix or infix or a space (or
+    always, without ``faster_heuristics``).  A tokenizer with the same affix rules and no special
+    cases gives those tokens.
+    """
+    from spacy.tokenizer import Tokenizer
+
+    bare = Tokenizer(
+        tokenizer.vocab,
+        rules={},
+        prefix_search=tokenizer.prefix_search,
+        suffix_search=tokenizer.suffix_search,
+        infix_finditer=tokenizer.infix_finditer,
+        token_match=tokenizer.token_match,
+        url_match=tokenizer.url_match,
+    )
+    patterns = {}
+    for text in tokenizer.rules or {}:
+        if not (
+            not tokenizer.faster_heuristics
+            or tokenizer.find_prefix(text)
+            or tokenizer.find_infix(text)
+            or tokenizer.find_suffix(text)
+            or " " in text
+        ):
+            continue
+        patterns[text] = [token.text for token in bare(text)]
+    return patterns
+
+
+# -- characters a match needs ----------------------------------------------------------------------
+
+try:  # Python >= 3.11
+    from re import _constants as _sre, _parser as _sre_parse
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as _sre  # type: ignore[no-redef]
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+
+
+def _class_ranges(items) -> Optional[list[tuple[int, int]]]:
+    ranges = []
+    for op, av in items:
+        if op is _sre.LITERAL:
+            ranges.append((av, av))
+        elif op is _sre.RANGE:
+            ranges.append(av)
+        else:  # NEGATE, CATEGORY, ...: not followed
+            return None
+    return ranges
+
+
+def _cost(ranges: list[tuple[int, int]]) -> tuple[int, int, int]:
+    """Which of a sequence's needed classes to keep: the one with the fewest ASCII letters (words
+    are mostly letters), then digits, then the smallest."""
+    letters = sum(max(0, min(hi, h) - max(lo, l) + 1) for lo, hi in ranges for l, h in ((65, 90), (97, 122)))
+    digits = sum(max(0, min(hi, 57) - max(lo, 48) + 1) for lo, hi in ranges)
+    return letters, digits, sum(hi - lo + 1 for lo, hi in ranges)
+
+
+def _needed(items) -> Optional[list[tuple[int, int]]]:
+    """Characters of which a match of the sequence ``items`` holds at least one (in what it
+    consumes or what a positive lookaround sees), or None if it could match without any or the
+    analysis cannot tell.  Any one item a match cannot do without gives such a set; an item the
+    analysis does not follow gives none, and another item may."""
+    best = None
+    for op, av in items:
+        if op is _sre.LITERAL:
+            found = [(av, av)]
+        elif op is _sre.IN:
+            found = _class_ranges(av)
+        elif op is _sre.SUBPATTERN:
+            found = None if av[1] & _sre.SRE_FLAG_IGNORECASE else _needed(av[3])
+        elif op is _sre.BRANCH:
+            found = []
+            for alternative in av[1]:
+                needed = _needed(alternative)
+                if needed is None:
+                    found = None
+                    break
+                found += needed
+        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", None)):
+            found = _needed(av[2]) if av[0] >= 1 else None
+        elif op is _sre.ASSERT:  # a positive lookahead or lookbehind sees characters of the string
+            found = _needed(av[1])
+        else:  # zero-width (negative lookarounds, anchors) or not followed
+            found = None
+        if found and (best is None or _cost(found) < _cost(best)):
+            best = found
+    return best
+
+
+def _needs_of(method) -> Optional[Callable[[str], object]]:
+    """For a compiled pattern's search/match/finditer method: the search for the characters a
+    match needs (``needed_characters``), or None."""
+    import re
+
+    pattern = getattr(method, "__self__", None)
+    if not isinstance(pattern, re.Pattern) or getattr(method, "__name__", "") not in (
+        "search", "match", "fullmatch", "finditer"
+    ):
+        return None
+    needs = needed_characters(pattern)
+    return needs.search if needs is not None else None
+
+
+def needed_characters(pattern) -> Optional["re.Pattern[str]"]:
+    """A compiled character class such that a string with none of its characters has no match
+    of ``pattern`` (a compiled ``re`` pattern) anywhere; None when the analysis cannot tell (a
+    match could be empty, or the pattern uses what is not followed here: case folding, negated or
+    category classes, ...).  A one-off reading of the pattern's parse tree (``re._parser``)."""
+    import re
+
+    if pattern is None or not isinstance(pattern.pattern, str) or pattern.flags & re.IGNORECASE:
+        return None
+    try:
+        ranges = _needed(_sre_parse.parse(pattern.pattern, pattern.flags))
+    except (re.error, RecursionError):
+        return None
+    if not ranges:
+        return None
+    parts = []
+    for lo, hi in sorted(set(ranges)):
+        parts.append(f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}")
+    return re.compile("[" + "".join(parts) + "]")
