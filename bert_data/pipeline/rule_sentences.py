@@ -105,17 +105,19 @@ class RuleSentencizer:
         for first, second in self._pairs:
             if not any(c.isspace() for c in first + second):
                 self._pairs_by_last_char.setdefault(first[-1], []).append((first, second))
-        self._changing_set = frozenset(self._changing_cases)
-        self._longest_change = max(map(len, self._changing_cases), default=0)
         self._ascii_punct = sorted(c for c in self._punct if c.isascii())
         # Passages with other characters: a cheap class (one range), the hits filtered after.
         cheap = "".join(re.escape(c) for c in self._ascii_punct)
         self._candidates = re.compile(rf"[{cheap}\x80-\U0010ffff]")
         self._cache: dict[str, tuple] = {}
         # spaCy's tokenizer rules for one word without a Doc (word_tokens.py), checked against the
-        # tokenizer on the first words.
-        self._affix = AffixTokens.for_tokenizer(nlp.tokenizer, patterns)
+        # tokenizer on the first words.  It declines words holding a token-changing case on token
+        # boundaries (its own count of them, and these), so the words it answers hold none.
+        self._affix = AffixTokens.for_tokenizer(nlp.tokenizer, patterns, self._changing_cases)
         self._unverified = _VERIFIED_WORDS
+        self._changing_set = self._affix.changing if self._affix is not None else frozenset(self._changing_cases)
+        self._longest_change = max(map(len, self._changing_set), default=0)
+        self._is_punct: dict[str, bool] = {}
 
     @classmethod
     def for_pipeline(cls, nlp, first_component: str) -> Optional["RuleSentencizer"]:
@@ -167,8 +169,14 @@ class RuleSentencizer:
         else:
             tokens = []
             idx = 0
+            known = self._is_punct
             for text in texts:
-                tokens.append((idx, text in self._punct, _is_punct(text)))
+                punct = known.get(text)
+                if punct is None:
+                    punct = _is_punct(text)
+                    if len(known) < _CACHE_LIMIT:
+                        known[text] = punct
+                tokens.append((idx, text in self._punct, punct))
                 idx += len(text)
         runs = []
         for seen in (False, True):
@@ -181,7 +189,8 @@ class RuleSentencizer:
                     seen = True
             runs += [tuple(starts), seen]
         offsets = tuple(idx for idx, _, _ in tokens)
-        entry = (*runs, offsets, self._holds_a_changing_case(word, offsets))
+        holds = texts is None and self._holds_a_changing_case(word, offsets)
+        entry = (*runs, offsets, holds)
         if len(word) <= _CACHED_WORD_CHARS:
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
@@ -297,12 +306,15 @@ class RuleSentencizer:
             start = text.rfind(" ", resume, position) + 1
             if start < resume:
                 start = resume
-            end = _WORD.match(text, position).end()
+            end = text.find(" ", position)
+            if end < 0:
+                end = len(text)
             word = text[start:end]
             if not word.isprintable():
                 start = position
                 while start > resume and not text[start - 1].isspace():
                     start -= 1
+                end = _WORD.match(text, position).end()
                 word = text[start:end]
             try:
                 if seen:
@@ -334,9 +346,12 @@ class RuleSentencizer:
                 except _AskSpacy as again:
                     resume = self._ask_spacy(text, again.position, starts, spacy_starts)
                     continue
-            found, seen = (entry[2], entry[3]) if seen else (entry[0], entry[1])
-            if found:
-                starts.extend(start + offset for offset in found)
+            if seen:
+                found, seen = entry[2], entry[3]
+            else:
+                found, seen = entry[0], entry[1]
+            for offset in found:
+                starts.append(start + offset)
             resume = end
         if seen:
             try:

@@ -30,7 +30,7 @@ None for any other major version or tokenizer class, and the differential tests
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 __all__ = ["AffixTokens"]
 
@@ -38,7 +38,9 @@ __all__ = ["AffixTokens"]
 class AffixTokens:
     """The token texts spaCy's ``Tokenizer`` gives a single word (no whitespace), or None."""
 
-    def __init__(self, tokenizer, patterns: Optional[dict[str, list[str]]] = None) -> None:
+    def __init__(
+        self, tokenizer, patterns: Optional[dict[str, list[str]]] = None, also_changing: Iterable[str] = ()
+    ) -> None:
         from spacy.attrs import NORM, ORTH
 
         self._prefix_search = tokenizer.prefix_search
@@ -50,7 +52,7 @@ class AffixTokens:
         self._specials = frozenset(rules)
         # The special cases of spaCy's matcher whose tokens are not their pattern's (applying
         # one changes tokens; one whose substrings are its pattern, with nothing but a norm,
-        # leaves the texts as they were).
+        # leaves the texts as they were), and any the caller counts as such too.
         if patterns is None:
             patterns = matcher_patterns(tokenizer)
         self._changing = frozenset(
@@ -58,8 +60,9 @@ class AffixTokens:
             for text, pattern in patterns.items()
             if [substring.get(ORTH) for substring in rules[text]] != pattern
             or any(set(substring) - {ORTH, NORM} for substring in rules[text])
-        )
-        self._longest_changing = max(map(len, self._changing), default=0)
+        ) | frozenset(also_changing)
+        # Every beginning of one: a run of tokens spelling none stops growing.
+        self._changing_beginnings = frozenset(text[:i] for text in self._changing for i in range(1, len(text) + 1))
         # For each rule, characters a string must hold for it to match anywhere: a word part
         # without any (a run of letters, mostly) skips the search.
         self._prefix_needs = _needs_of(self._prefix_search)
@@ -67,8 +70,15 @@ class AffixTokens:
         self._infix_needs = _needs_of(self._infix_finditer)
         self._url_needs = _needs_of(self._url_match)
 
+    @property
+    def changing(self) -> frozenset[str]:
+        """The special cases the port declines to see spelt by adjacent tokens."""
+        return self._changing
+
     @classmethod
-    def for_tokenizer(cls, tokenizer, patterns: Optional[dict[str, list[str]]] = None) -> Optional["AffixTokens"]:
+    def for_tokenizer(
+        cls, tokenizer, patterns: Optional[dict[str, list[str]]] = None, also_changing: Iterable[str] = ()
+    ) -> Optional["AffixTokens"]:
         """The port for ``tokenizer``, or None when it is not spaCy 3's ``Tokenizer`` (the port
         follows that class's code; a subclass may tokenize differently)."""
         import spacy
@@ -76,7 +86,7 @@ class AffixTokens:
 
         if type(tokenizer) is not Tokenizer or not spacy.__version__.startswith("3."):
             return None
-        return cls(tokenizer, patterns)
+        return cls(tokenizer, patterns, also_changing)
 
     def _prefix_length(self, string: str) -> int:  # Tokenizer.find_prefix
         if self._prefix_search is None or (self._prefix_needs and not self._prefix_needs(string)):
@@ -171,13 +181,12 @@ class AffixTokens:
         """Whether adjacent tokens spell a special case of spaCy's matcher that changes tokens
         (a match needs its tokens to spell the special case's text)."""
         changing = self._changing
-        if len(tokens) == 1:
-            return tokens[0] in changing
+        beginnings = self._changing_beginnings
         for i in range(len(tokens)):
             text = ""
             for token in tokens[i:]:
                 text += token
-                if len(text) > self._longest_changing:
+                if text not in beginnings:
                     break
                 if text in changing:
                     return True
