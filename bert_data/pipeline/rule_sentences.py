@@ -102,9 +102,14 @@ class RuleSentencizer:
         # The pairs by the last character of their first token; tokens are those of the patterns
         # (the tokens before the matcher), so pairs are tested on the words' text.
         self._pairs_by_last_char: dict[str, list[tuple[str, str]]] = {}
+        # And by each token, the tokens a pattern has after it and before it.
+        self._seconds_after: dict[str, list[str]] = {}
+        self._firsts_before: dict[str, list[str]] = {}
         for first, second in self._pairs:
             if not any(c.isspace() for c in first + second):
                 self._pairs_by_last_char.setdefault(first[-1], []).append((first, second))
+                self._seconds_after.setdefault(first, []).append(second)
+                self._firsts_before.setdefault(second, []).append(first)
         self._ascii_punct = sorted(c for c in self._punct if c.isascii())
         # Passages with other characters: a cheap class (one range), the hits filtered after.
         cheap = "".join(re.escape(c) for c in self._ascii_punct)
@@ -157,13 +162,26 @@ class RuleSentencizer:
 
     def _entry(self, word: str) -> tuple:
         """(starts if the flag is clear, flag after, starts if set, flag after, token offsets,
-        whether it holds a token-changing special case) for a word tokenized alone."""
+        whether it holds a token-changing special case, its first and last tokens before spaCy's
+        matcher or None if unknown) for a word tokenized alone."""
         entry = self._cache.get(word)
         if entry is not None:
             return entry
-        texts = self._affix.tokens(word) if self._affix is not None else None
-        if texts is not None and self._unverified:
-            texts = self._verified(word, texts)
+        # The tokens before spaCy's matcher (``pre``, from the port) are the tokens a match
+        # across words is made of; the word's tokens are those unless a special case took part
+        # or the matcher could change them: then spaCy's tokenizer gives them.
+        texts = pre = None
+        changing = False
+        if self._affix is not None:
+            pre, special = self._affix.affix_tokens(word)
+            if pre:
+                changing = self._affix.spells_a_changing_case(pre)
+                if not special and not changing:
+                    texts = pre
+                    if self._unverified:
+                        texts = pre = self._verified(word, texts)
+            else:
+                pre = None
         if texts is None:
             tokens = [(token.idx, token.text in self._punct, token.is_punct) for token in self._tokenizer(word)]
         else:
@@ -189,8 +207,10 @@ class RuleSentencizer:
                     seen = True
             runs += [tuple(starts), seen]
         offsets = tuple(idx for idx, _, _ in tokens)
-        holds = texts is None and self._holds_a_changing_case(word, offsets)
-        entry = (*runs, offsets, holds)
+        if pre is not None:
+            entry = (*runs, offsets, changing, (pre[0], pre[-1]))
+        else:
+            entry = (*runs, offsets, self._holds_a_changing_case(word, offsets), None)
         if len(word) <= _CACHED_WORD_CHARS:
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
@@ -212,21 +232,30 @@ class RuleSentencizer:
         neighbour and hide a match inside the word that changes its tokens.
 
         Such a match needs, across the single space between the two words, adjacent tokens of a
-        pattern: the first a suffix of one word's text, the second a prefix of the other's.
+        pattern: the first the last token of the left word (before the matcher), the second the
+        first token of the right one.  The word's own tokens are known when ``entry`` has them;
+        the neighbour's are not looked for: a token at its edge is a suffix or prefix of its text.
         """
         if not entry[5]:
             return
+        edges = entry[6]
         joined = False
         if start >= 2 and text[start - 1] == " ":
-            for first, second in self._pairs_by_last_char.get(text[start - 2], ()):
-                if text.startswith(second, start) and text.endswith(first, 0, start - 1):
-                    joined = True
-                    break
+            if edges is not None:
+                joined = any(text.endswith(first, 0, start - 1) for first in self._firsts_before.get(edges[0], ()))
+            else:
+                for first, second in self._pairs_by_last_char.get(text[start - 2], ()):
+                    if text.startswith(second, start) and text.endswith(first, 0, start - 1):
+                        joined = True
+                        break
         if not joined and text[end : end + 1] == " ":
-            for first, second in self._pairs_by_last_char.get(text[end - 1], ()):
-                if text.endswith(first, start, end) and text.startswith(second, end + 1):
-                    joined = True
-                    break
+            if edges is not None:
+                joined = any(text.startswith(second, end + 1) for second in self._seconds_after.get(edges[1], ()))
+            else:
+                for first, second in self._pairs_by_last_char.get(text[end - 1], ()):
+                    if text.endswith(first, start, end) and text.startswith(second, end + 1):
+                        joined = True
+                        break
         if joined:
             raise _AskSpacy(start)
 

@@ -49,6 +49,8 @@ class AffixTokens:
         self._token_match = tokenizer.token_match
         self._url_match = tokenizer.url_match
         rules = tokenizer.rules or {}
+        self._rules = rules
+        self._orth = ORTH
         self._specials = frozenset(rules)
         # The special cases of spaCy's matcher whose tokens are not their pattern's (applying
         # one changes tokens; one whose substrings are its pattern, with nothing but a norm,
@@ -103,11 +105,20 @@ class AffixTokens:
     def tokens(self, word: str) -> Optional[list[str]]:
         """spaCy's token texts of ``word`` (non-empty, no whitespace) tokenized alone, or None
         where a special case takes part (the caller then asks spaCy)."""
+        tokens, special = self.affix_tokens(word)
+        if special or tokens is None or self.spells_a_changing_case(tokens):
+            return None
+        return tokens
+
+    def affix_tokens(self, word: str) -> tuple[Optional[list[str]], bool]:
+        """The tokens spaCy's tokenizer has for ``word`` before its special-case matcher runs
+        over the ``Doc`` (what a match across words is made of), and whether a special case
+        took part; (None, True) when a special case's substrings are not plain texts."""
         specials = self._specials
         if word in specials:
-            return None
+            return self._special_tokens(word), True
         token_match = self._token_match
-        # Tokenizer._split_affixes (with_special_cases=True); a special case reached declines.
+        # Tokenizer._split_affixes (with_special_cases=True).
         string = word
         prefixes: list[str] = []
         suffixes: list[str] = []
@@ -117,20 +128,24 @@ class AffixTokens:
             if token_match is not None and token_match(string):
                 break
             if string in specials:
-                return None
+                break
             last_size = len(string)
             pre_len = self._prefix_length(string)
             if pre_len:
                 prefix = string[:pre_len]
                 minus_pre = string[pre_len:]
                 if minus_pre and minus_pre in specials:
-                    return None
+                    string = minus_pre
+                    prefixes.append(prefix)
+                    break
             suf_len = self._suffix_length(string[pre_len:])
             if suf_len:
                 suffix = string[-suf_len:]
                 minus_suf = string[:-suf_len]
                 if minus_suf and minus_suf in specials:
-                    return None
+                    string = minus_suf
+                    suffixes.append(suffix)
+                    break
             if pre_len and suf_len and pre_len + suf_len <= len(string):
                 string = string[pre_len:-suf_len]
                 prefixes.append(prefix)
@@ -143,10 +158,15 @@ class AffixTokens:
                 suffixes.append(suffix)
         # Tokenizer._attach_tokens.
         tokens = prefixes
+        special = False
         if string:
             if string in specials:
-                return None
-            if (token_match is not None and token_match(string)) or (
+                substrings = self._special_tokens(string)
+                if substrings is None:
+                    return None, True
+                tokens += substrings
+                special = True
+            elif (token_match is not None and token_match(string)) or (
                 self._url_match is not None
                 and not (self._url_needs and not self._url_needs(string))
                 and self._url_match(string)
@@ -173,11 +193,14 @@ class AffixTokens:
                     if string[start:]:
                         tokens.append(string[start:])
         tokens.extend(reversed(suffixes))
-        if self._spells_a_changing_case(tokens):
-            return None
-        return tokens
+        return tokens, special
 
-    def _spells_a_changing_case(self, tokens: list[str]) -> bool:
+    def _special_tokens(self, text: str) -> Optional[list[str]]:
+        """The token texts of the special case ``text`` (its substrings' ORTH)."""
+        orths = [substring.get(self._orth, substring.get("ORTH")) for substring in self._rules[text]]
+        return orths if all(isinstance(orth, str) for orth in orths) else None
+
+    def spells_a_changing_case(self, tokens: list[str]) -> bool:
         """Whether adjacent tokens spell a special case of spaCy's matcher that changes tokens
         (a match needs its tokens to spell the special case's text)."""
         changing = self._changing

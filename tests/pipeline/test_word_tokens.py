@@ -144,3 +144,26 @@ def test_a_string_without_the_needed_characters_has_no_match(tokenizer):
                 skipped += 1
                 assert pattern.search(string) is None, (pattern.pattern[:40], string)
     assert skipped > 1000
+
+
+def test_tokens_before_the_matcher_are_spacys_where_no_pattern_matches(tokenizer, port):
+    """affix_tokens (special cases included) are the tokens spaCy's matcher runs over: wherever
+    no run of them is a matcher pattern, they are the tokenizer's final tokens."""
+    from bert_data.pipeline.word_tokens import matcher_patterns
+
+    patterns = {tuple(p) for p in matcher_patterns(tokenizer).values()}
+    longest = max(map(len, patterns))
+    rng = random.Random(11)
+    checked = with_special = 0
+    for word in _edge_words(tokenizer) + _fuzzed_words(rng, 3000):
+        if any(c.isspace() for c in word):
+            continue
+        tokens, special = port.affix_tokens(word)
+        assert tokens, word
+        runs = {tuple(tokens[i:j]) for i in range(len(tokens)) for j in range(i + 1, min(len(tokens), i + longest) + 1)}
+        if runs & patterns:
+            continue
+        checked += 1
+        with_special += special
+        assert tokens == _spacy_tokens(tokenizer, word), word
+    assert checked > 5000 and with_special > 500
