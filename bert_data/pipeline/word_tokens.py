@@ -321,7 +321,18 @@ def _needs_of(method) -> Optional[Callable[[str], object]]:
     ):
         return None
     needs = needed_characters(pattern)
-    return needs.search if needs is not None else None
+    if needs is None:
+        return None
+    # The class can be thousands of ranges, which re tests one by one for every character; its
+    # ASCII part is a small table, enough for an ASCII string (most words).
+    ascii_part = "".join(re.escape(chr(c)) for c in range(128) if needs.match(chr(c)))
+    search_ascii = re.compile(f"[{ascii_part}]").search if ascii_part else (lambda string: None)
+    search_all = needs.search
+
+    def search(string: str):
+        return search_ascii(string) if string.isascii() else search_all(string)
+
+    return search
 
 
 def needed_characters(pattern) -> Optional["re.Pattern[str]"]:
