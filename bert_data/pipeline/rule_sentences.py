@@ -17,8 +17,10 @@ set.  Hence:
   first character is not Unicode punctuation (category P*), it cannot be (``is_punct`` is "every
   character is P*"), so the sentence starts at the word;
 * every other word that matters (one holding a punctuation character, or one starting with P*
-  while the flag is set) is tokenized by the pipeline's own tokenizer, alone, and the state
-  machine is run over its tokens for both values of the flag; the result is cached per word.
+  while the flag is set) is tokenized alone -- by ``word_tokens.AffixTokens``, which runs the
+  pipeline tokenizer's own rules in spaCy's order without a ``Doc`` and hands any word where a
+  special case takes part to the tokenizer itself -- and the state machine is run over its tokens
+  for both values of the flag; the result is cached per word.
 
 Tokenizing a word alone gives the tokens it gets in context, with one exception: after the
 words are tokenized, spaCy runs a matcher for special cases over the whole ``Doc``, and a match
@@ -28,7 +30,8 @@ needs adjacent tokens of some special case's pattern on either side of the space
 only if the word holds, on token boundaries, a special case that changes tokens; where a
 tokenized word could be so joined to a neighbour, the paragraph holding it is given to spaCy
 (paragraphs are independent: the paragraph separator is a whitespace token, which clears the
-flag).  ``RuleSentencizer.for_pipeline`` returns None for any pipeline whose behaviour these
+flag).  Where the word's tokens before the matcher are known (``AffixTokens.affix_tokens``), the
+pattern's tokens on its side of the space are compared with them, not with its text.  ``RuleSentencizer.for_pipeline`` returns None for any pipeline whose behaviour these
 arguments do not cover, so spaCy stays the source of truth: the tokenizer's rules and the
 punctuation set are read from the loaded pipeline, and tests compare the result with the
 pipeline's on hostile text (tests/pipeline/test_sentence_rules.py; scripts/sentence_differential.py
