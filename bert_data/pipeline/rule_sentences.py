@@ -350,11 +350,13 @@ class RuleSentencizer:
                 word = text[start:end]
             try:
                 if seen:
-                    # The two common gaps after a stop, one space then the word itself or then
-                    # a word starting with a letter or digit (not punctuation: it starts the
-                    # sentence), are decided here; _carry walks any other.
-                    if text[resume] != " ":
-                        seen = self._carry(text, resume, start, starts)
+                    # The common gaps after a stop are decided here: whitespace other than one
+                    # space (a token, not punctuation: the sentence starts after it), one space
+                    # then the word itself, or then a word starting with a letter or digit (not
+                    # punctuation: it starts the sentence); _carry walks any other.
+                    if text[resume] != " ":  # a whitespace token (a paragraph break, mostly)
+                        starts.append(_WHITESPACE.match(text, resume).end())
+                        seen = False
                     elif start == resume + 1:
                         pass
                     elif text[resume + 1].isalnum():
