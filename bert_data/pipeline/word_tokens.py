@@ -2,13 +2,14 @@
 
 ``RuleSentencizer`` (rule_sentences.py) needs spaCy's tokens of each distinct word holding a
 sentence punctuation character -- tens of thousands of words in a corpus of a few megabytes.
-Calling the pipeline's tokenizer costs ~100 us a new word, nearly all of it a ``Doc`` and a
-``Lexeme`` (with its lexical attributes) for every new token text; the rules themselves are a few
-regular-expression searches.  ``AffixTokens`` runs those searches, with the tokenizer's own
-compiled ``prefix_search``, ``suffix_search``, ``infix_finditer``, ``token_match`` and
-``url_match`` and its own special-case table, in the order ``spacy/tokenizer.pyx`` does
-(``Tokenizer._split_affixes`` then ``Tokenizer._attach_tokens``), and declines -- returns None, so
-the caller asks spaCy -- wherever a special case takes part:
+Calling the pipeline's tokenizer costs ~90 us a new word: a ``Doc``, a ``Lexeme`` (with its
+lexical attributes) for every new token text, and the rules' regular-expression searches, each
+trying hundreds of alternatives at every position of the word.  ``AffixTokens`` runs those
+searches, with the tokenizer's own compiled ``prefix_search``, ``suffix_search``,
+``infix_finditer``, ``token_match`` and ``url_match`` and its own special-case table, in the order
+``spacy/tokenizer.pyx`` does (``Tokenizer._split_affixes`` then ``Tokenizer._attach_tokens``):
+``affix_tokens`` gives the tokens before spaCy's special-case matcher runs over the ``Doc``, and
+``tokens`` declines -- returns None, so the caller asks spaCy -- wherever a special case takes part:
 
 * the word, or any string the affix loop reaches, is a special case (spaCy then copies the
   special's tokens, and stops caching);
@@ -22,9 +23,11 @@ the caller asks spaCy -- wherever a special case takes part:
 What is left is spaCy's algorithm with nothing but the regular expressions deciding, which this
 module follows step by step.  spaCy's tokenizer cache only memoises whole words' tokens, and the
 string ``_attach_tokens`` looks up in it is one the affix loop left with no prefix and no suffix
-(or a special case, declined), whose cached tokens are the infix split done here: the cache
-changes nothing.  The port follows spaCy 3's tokenizer; ``AffixTokens.for_tokenizer`` returns
-None for any other major version or tokenizer class, and the differential tests
+(or a special case), whose cached tokens are the infix split done here: the cache changes
+nothing.  A search is skipped where the string holds none of the characters every match of the
+expression needs (``needed_characters``, read once from the expression's parse tree): a run of
+letters skips all four.  The port follows spaCy 3's tokenizer; ``AffixTokens.for_tokenizer``
+returns None for any other major version or tokenizer class, and the differential tests
 (tests/pipeline/test_word_tokens.py) compare it with the tokenizer on hostile words.
 """
 
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Optional
 
-__all__ = ["AffixTokens"]
+__all__ = ["AffixTokens", "matcher_patterns", "needed_characters"]
 
 
 class AffixTokens:
