@@ -31,8 +31,9 @@ only if the word holds, on token boundaries, a special case that changes tokens;
 tokenized word could be so joined to a neighbour, the paragraph holding it is given to spaCy
 (paragraphs are independent: the paragraph separator is a whitespace token, which clears the
 flag).  Where the word's tokens before the matcher are known (``AffixTokens.affix_tokens``), the
-pattern's tokens on its side of the space are compared with them, not with its text.  ``RuleSentencizer.for_pipeline`` returns None for any pipeline whose behaviour these
-arguments do not cover, so spaCy stays the source of truth: the tokenizer's rules and the
+pattern's tokens on its side of the space are compared with them, not with its text.
+``RuleSentencizer.for_pipeline`` returns None for any pipeline whose behaviour these arguments
+do not cover, so spaCy stays the source of truth: the tokenizer's rules and the
 punctuation set are read from the loaded pipeline, and tests compare the result with the
 pipeline's on hostile text (tests/pipeline/test_sentence_rules.py; scripts/sentence_differential.py
 does it on a corpus).

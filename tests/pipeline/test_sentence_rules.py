@@ -205,3 +205,22 @@ def test_a_port_that_disagrees_with_the_tokenizer_is_turned_off():
     texts = ["It ends here. And here! Then more? Yes.", "A second one. Fine."]
     assert list(fast.split(texts)) == list(oracle.split(texts))
     assert fast._rules._affix is None
+
+
+def test_a_special_case_word_is_joined_by_its_own_tokens(splitters):
+    """"Mr." is a special case whose tokens ("Mr.") are not its pattern's ("Mr", "."); pattern
+    pairs fit its text and its neighbours' across the spaces (", M", ". O"), but a match across a
+    space needs the pattern's tokens at the word's edge, and "Mr." is one token before the
+    matcher: no paragraph goes to spaCy (the text-only check sent these), and the sentences are
+    the pipeline's."""
+    fast, oracle = splitters
+    asked = []
+    pipeline_starts = fast._pipeline_starts
+    fast._pipeline_starts = lambda text: asked.append(text) or pipeline_starts(text)
+    try:
+        texts = ["Then Mr. Otero said so. Dr. Otis came. Mr. O'Brien left!", "Ask Mr. Otero. Fine.",
+                 "It was worse. Also, Mr. Otero was barred.", "Human Services, Dr. Otis Bowen, spoke."]
+        assert list(fast.split(texts)) == list(oracle.split(texts))
+    finally:
+        del fast._pipeline_starts
+    assert asked == []
