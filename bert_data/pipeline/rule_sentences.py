@@ -17,8 +17,10 @@ set.  Hence:
   first character is not Unicode punctuation (category P*), it cannot be (``is_punct`` is "every
   character is P*"), so the sentence starts at the word;
 * every other word that matters (one holding a punctuation character, or one starting with P*
-  while the flag is set) is tokenized by the pipeline's own tokenizer, alone, and the state
-  machine is run over its tokens for both values of the flag; the result is cached per word.
+  while the flag is set) is tokenized alone -- by ``word_tokens.AffixTokens``, which runs the
+  pipeline tokenizer's own rules in spaCy's order without a ``Doc`` and hands any word where a
+  special case takes part to the tokenizer itself -- and the state machine is run over its tokens
+  for both values of the flag; the result is cached per word.
 
 Tokenizing a word alone gives the tokens it gets in context, with one exception: after the
 words are tokenized, spaCy runs a matcher for special cases over the whole ``Doc``, and a match
@@ -28,8 +30,10 @@ needs adjacent tokens of some special case's pattern on either side of the space
 only if the word holds, on token boundaries, a special case that changes tokens; where a
 tokenized word could be so joined to a neighbour, the paragraph holding it is given to spaCy
 (paragraphs are independent: the paragraph separator is a whitespace token, which clears the
-flag).  ``RuleSentencizer.for_pipeline`` returns None for any pipeline whose behaviour these
-arguments do not cover, so spaCy stays the source of truth: the tokenizer's rules and the
+flag).  Where the word's tokens before the matcher are known (``AffixTokens.affix_tokens``), the
+pattern's tokens on its side of the space are compared with them, not with its text.
+``RuleSentencizer.for_pipeline`` returns None for any pipeline whose behaviour these arguments
+do not cover, so spaCy stays the source of truth: the tokenizer's rules and the
 punctuation set are read from the loaded pipeline, and tests compare the result with the
 pipeline's on hostile text (tests/pipeline/test_sentence_rules.py; scripts/sentence_differential.py
 does it on a corpus).
@@ -43,6 +47,8 @@ import re
 import unicodedata
 from typing import Callable, Optional
 
+from .word_tokens import AffixTokens, matcher_patterns
+
 __all__ = ["RuleSentencizer"]
 
 # Python's \s is str.isspace(), the test spaCy's tokenizer splits words with.
@@ -51,44 +57,29 @@ _WORD = re.compile(r"\S+")
 # The cache of tokenized words is bounded, for flat memory; words longer than this are not cached.
 _CACHE_LIMIT = 100_000
 _CACHED_WORD_CHARS = 200
+# Words whose port tokens are compared with the tokenizer's in each process.
+_VERIFIED_WORDS = 64
 
 
 def _is_p(character: str) -> bool:
     return unicodedata.category(character)[0] == "P"
 
 
-def _special_case_patterns(tokenizer) -> tuple[set[tuple[str, str]], list[str]]:
-    """Adjacent token pairs of the patterns of the tokenizer's special-case matcher, and the
-    special cases whose tokens differ from their pattern's (applying them changes tokens).
+def _is_punct(text: str) -> bool:
+    """spaCy's ``is_punct`` lexical attribute (``spacy.lang.lex_attrs.is_punct``, which
+    ``RuleSentencizer.for_pipeline`` requires the pipeline to use): every character is P*."""
+    if text.isalnum():  # letters and digits, no P* character: most tokens
+        return False
+    return all(unicodedata.category(c)[0] == "P" for c in text)
 
-    spaCy (``Tokenizer.add_special_case``) adds a special case to that matcher, with the tokens the
-    affix rules alone give its text, when the text has a prefix, suffix or infix or a space (or
-    always, without ``faster_heuristics``).  A tokenizer with the same affix rules and no special
-    cases gives those tokens.
-    """
-    from spacy.tokenizer import Tokenizer
 
-    bare = Tokenizer(
-        tokenizer.vocab,
-        rules={},
-        prefix_search=tokenizer.prefix_search,
-        suffix_search=tokenizer.suffix_search,
-        infix_finditer=tokenizer.infix_finditer,
-        token_match=tokenizer.token_match,
-        url_match=tokenizer.url_match,
-    )
+def _special_case_patterns(tokenizer, patterns: dict[str, list[str]]) -> tuple[set[tuple[str, str]], list[str]]:
+    """Adjacent token pairs of the patterns of the tokenizer's special-case matcher
+    (``word_tokens.matcher_patterns``), and the special cases whose tokens differ from their
+    pattern's (applying them changes tokens)."""
     pairs: set[tuple[str, str]] = set()
     changing = []
-    for text in tokenizer.rules or {}:
-        if not (
-            not tokenizer.faster_heuristics
-            or tokenizer.find_prefix(text)
-            or tokenizer.find_infix(text)
-            or tokenizer.find_suffix(text)
-            or " " in text
-        ):
-            continue
-        pattern = [token.text for token in bare(text)]
+    for text, pattern in patterns.items():
         pairs.update(zip(pattern, pattern[1:]))
         if [token.text for token in tokenizer(text)] != pattern:
             changing.append(text)
@@ -110,20 +101,32 @@ class RuleSentencizer:
         self._pipe_names = list(nlp.pipe_names)
         self._sentencizer = nlp.get_pipe("sentencizer")
         self._punct = frozenset(punct_chars)
-        self._pairs, self._changing_cases = _special_case_patterns(nlp.tokenizer)
+        patterns = matcher_patterns(nlp.tokenizer)
+        self._pairs, self._changing_cases = _special_case_patterns(nlp.tokenizer, patterns)
         # The pairs by the last character of their first token; tokens are those of the patterns
         # (the tokens before the matcher), so pairs are tested on the words' text.
         self._pairs_by_last_char: dict[str, list[tuple[str, str]]] = {}
+        # And by each token, the tokens a pattern has after it and before it.
+        self._seconds_after: dict[str, list[str]] = {}
+        self._firsts_before: dict[str, list[str]] = {}
         for first, second in self._pairs:
             if not any(c.isspace() for c in first + second):
                 self._pairs_by_last_char.setdefault(first[-1], []).append((first, second))
-        self._changing_set = frozenset(self._changing_cases)
-        self._longest_change = max(map(len, self._changing_cases), default=0)
+                self._seconds_after.setdefault(first, []).append(second)
+                self._firsts_before.setdefault(second, []).append(first)
         self._ascii_punct = sorted(c for c in self._punct if c.isascii())
         # Passages with other characters: a cheap class (one range), the hits filtered after.
         cheap = "".join(re.escape(c) for c in self._ascii_punct)
         self._candidates = re.compile(rf"[{cheap}\x80-\U0010ffff]")
         self._cache: dict[str, tuple] = {}
+        # spaCy's tokenizer rules for one word without a Doc (word_tokens.py), checked against the
+        # tokenizer on the first words.  It declines words holding a token-changing case on token
+        # boundaries (its own count of them, and these), so the words it answers hold none.
+        self._affix = AffixTokens.for_tokenizer(nlp.tokenizer, patterns, self._changing_cases)
+        self._unverified = _VERIFIED_WORDS
+        self._changing_set = self._affix.changing if self._affix is not None else frozenset(self._changing_cases)
+        self._longest_change = max(map(len, self._changing_set), default=0)
+        self._is_punct: dict[str, bool] = {}
 
     @classmethod
     def for_pipeline(cls, nlp, first_component: str) -> Optional["RuleSentencizer"]:
@@ -162,13 +165,41 @@ class RuleSentencizer:
         )
 
     def _entry(self, word: str) -> tuple:
-        """(starts if the flag is clear, flag after, starts if set, flag after, token offsets)
-        for a word tokenized alone."""
+        """(starts if the flag is clear, flag after, starts if set, flag after, token offsets,
+        whether it holds a token-changing special case, its first and last tokens before spaCy's
+        matcher or None if unknown) for a word tokenized alone."""
         entry = self._cache.get(word)
         if entry is not None:
             return entry
-        doc = self._tokenizer(word)
-        tokens = [(token.idx, token.text in self._punct, token.is_punct) for token in doc]
+        # The tokens before spaCy's matcher (``pre``, from the port) are the tokens a match
+        # across words is made of; the word's tokens are those unless a special case took part
+        # or the matcher could change them: then spaCy's tokenizer gives them.
+        texts = pre = None
+        changing = False
+        if self._affix is not None:
+            pre, special = self._affix.affix_tokens(word)
+            if pre:
+                changing = self._affix.spells_a_changing_case(pre)
+                if not special and not changing:
+                    texts = pre
+                    if self._unverified:
+                        texts = pre = self._verified(word, texts)
+            else:
+                pre = None
+        if texts is None:
+            tokens = [(token.idx, token.text in self._punct, token.is_punct) for token in self._tokenizer(word)]
+        else:
+            tokens = []
+            idx = 0
+            known = self._is_punct
+            for text in texts:
+                punct = known.get(text)
+                if punct is None:
+                    punct = _is_punct(text)
+                    if len(known) < _CACHE_LIMIT:
+                        known[text] = punct
+                tokens.append((idx, text in self._punct, punct))
+                idx += len(text)
         runs = []
         for seen in (False, True):
             starts = []
@@ -179,32 +210,57 @@ class RuleSentencizer:
                 elif period:
                     seen = True
             runs += [tuple(starts), seen]
-        entry = (*runs, tuple(idx for idx, _, _ in tokens))
+        offsets = tuple(idx for idx, _, _ in tokens)
+        if pre is not None:
+            entry = (*runs, offsets, changing, (pre[0], pre[-1]))
+        else:
+            entry = (*runs, offsets, self._holds_a_changing_case(word, offsets), None)
         if len(word) <= _CACHED_WORD_CHARS:
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
             self._cache[word] = entry
         return entry
 
+    def _verified(self, word: str, texts: list[str]) -> Optional[list[str]]:
+        """The port's tokens of ``word``, checked against the tokenizer for the first words of a
+        process (a guard against a spaCy whose tokenizer the port does not follow: it is then
+        turned off; the tests are the proof, on hostile words)."""
+        self._unverified -= 1
+        if [token.text for token in self._tokenizer(word)] == texts:
+            return texts
+        self._affix = None
+        return None
+
     def _check_neighbours(self, text: str, start: int, end: int, entry: tuple) -> None:
         """Raise _AskSpacy if a special-case match could span the word ``text[start:end]`` and a
         neighbour and hide a match inside the word that changes its tokens.
 
         Such a match needs, across the single space between the two words, adjacent tokens of a
-        pattern: the first a suffix of one word's text, the second a prefix of the other's.
+        pattern: the first the last token of the left word (before the matcher), the second the
+        first token of the right one.  The word's own tokens are known when ``entry`` has them;
+        the neighbour's are not looked for: a token at its edge is a suffix or prefix of its text.
         """
+        if not entry[5]:
+            return
+        edges = entry[6]
         joined = False
         if start >= 2 and text[start - 1] == " ":
-            for first, second in self._pairs_by_last_char.get(text[start - 2], ()):
-                if text.startswith(second, start) and text.endswith(first, 0, start - 1):
-                    joined = True
-                    break
+            if edges is not None:
+                joined = any(text.endswith(first, 0, start - 1) for first in self._firsts_before.get(edges[0], ()))
+            else:
+                for first, second in self._pairs_by_last_char.get(text[start - 2], ()):
+                    if text.startswith(second, start) and text.endswith(first, 0, start - 1):
+                        joined = True
+                        break
         if not joined and text[end : end + 1] == " ":
-            for first, second in self._pairs_by_last_char.get(text[end - 1], ()):
-                if text.endswith(first, start, end) and text.startswith(second, end + 1):
-                    joined = True
-                    break
-        if joined and self._holds_a_changing_case(text[start:end], entry[4]):
+            if edges is not None:
+                joined = any(text.startswith(second, end + 1) for second in self._seconds_after.get(edges[1], ()))
+            else:
+                for first, second in self._pairs_by_last_char.get(text[end - 1], ()):
+                    if text.endswith(first, start, end) and text.startswith(second, end + 1):
+                        joined = True
+                        break
+        if joined:
             raise _AskSpacy(start)
 
     def _holds_a_changing_case(self, word: str, token_starts: tuple) -> bool:
@@ -273,18 +329,45 @@ class RuleSentencizer:
         starts: list[int] = []
         seen = False
         resume = 0  # the end of the last word looked at
+        cache = self._cache
         for position in self._punct_positions(text):
             if position < resume:
                 continue  # in a word already looked at
-            start = position
-            while start > resume and not text[start - 1].isspace():
-                start -= 1
-            end = _WORD.match(text, position).end()
+            # The word around position: after the last space before it, unless the word holds
+            # other whitespace (every whitespace character but " " is not printable) or
+            # something else unprintable: then the careful walk back.
+            start = text.rfind(" ", resume, position) + 1
+            if start < resume:
+                start = resume
+            end = text.find(" ", position)
+            if end < 0:
+                end = len(text)
+            word = text[start:end]
+            if not word.isprintable():
+                start = position
+                while start > resume and not text[start - 1].isspace():
+                    start -= 1
+                end = _WORD.match(text, position).end()
+                word = text[start:end]
             try:
                 if seen:
-                    seen = self._carry(text, resume, start, starts)
-                entry = self._entry(text[start:end])
-                self._check_neighbours(text, start, end, entry)
+                    # The common gaps after a stop are decided here: whitespace other than one
+                    # space (a token, not punctuation: the sentence starts after it), one space
+                    # then the word itself, or then a word starting with a letter or digit (not
+                    # punctuation: it starts the sentence); _carry walks any other.
+                    if text[resume] != " ":  # a whitespace token (a paragraph break, mostly)
+                        starts.append(_WHITESPACE.match(text, resume).end())
+                        seen = False
+                    elif start == resume + 1:
+                        pass
+                    elif text[resume + 1].isalnum():
+                        starts.append(resume + 1)
+                        seen = False
+                    else:
+                        seen = self._carry(text, resume, start, starts)
+                entry = cache.get(word) or self._entry(word)
+                if entry[5]:
+                    self._check_neighbours(text, start, end, entry)
             except _AskSpacy as ask:
                 resume = self._ask_spacy(text, ask.position, starts, spacy_starts)
                 seen = False
@@ -298,9 +381,12 @@ class RuleSentencizer:
                 except _AskSpacy as again:
                     resume = self._ask_spacy(text, again.position, starts, spacy_starts)
                     continue
-            found, seen = (entry[2], entry[3]) if seen else (entry[0], entry[1])
-            if found:
-                starts.extend(start + offset for offset in found)
+            if seen:
+                found, seen = entry[2], entry[3]
+            else:
+                found, seen = entry[0], entry[1]
+            for offset in found:
+                starts.append(start + offset)
             resume = end
         if seen:
             try:

@@ -34,8 +34,8 @@ is the same text as ``Span.text.strip()`` but avoids building a Python object pe
 
 The built-in sentencizer's sentences are computed without a spaCy ``Doc``: its boundaries depend
 only on spaCy's tokens of each whitespace-delimited word that holds sentence punctuation, which
-``rule_sentences.py`` gets from the pipeline's own tokenizer (cached) and runs the sentencizer's
-state machine over; a paragraph it cannot vouch for goes through the pipeline.  The sentences are
+``rule_sentences.py`` gets from the pipeline tokenizer's own rules (``word_tokens.py``, once a
+word) and runs the sentencizer's state machine over; a paragraph it cannot vouch for goes through the pipeline.  The sentences are
 the pipeline's (``force_spacy=True`` runs the pipeline itself: the oracle of the tests).
 
 Long documents: a document is fed to spaCy in *passages* of at most ``max_passage_chars`` characters

@@ -143,3 +143,84 @@ def test_whitespace_runs_are_tokens(splitters):
     got = list(fast.split(texts))
     assert got == list(oracle.split(texts))
     assert got[0] == ['He said "Hi." "', 'Then"'] and got[1] == ['He said "Hi."', '"Then"']
+
+
+def _fast_path_edge_texts(rng: random.Random, rules) -> list[str]:
+    """Text at the edges of the word port's fast path: every tokenizer special case (alone, with
+    a stop, behind quotes) before capitalised words and words a special-case pattern could join
+    across the space, single capitals and numbers before a stop, quotes and brackets after stops,
+    emoji, abbreviations."""
+    specials = [text for text in rules if not any(c.isspace() for c in text)]
+    after = ["The", "Otero", "o", "O", "She", "he", "3", "(It", '"Yes', "'s", ":)", "_x_", "...", "😀", "U.S."]
+    shapes = ["U.", "A.", "I.", "x.", "3.", "10.", "1,000.", "3.14.", "No.", "no.", "Mr.", "St.", "U.S.",
+              "e.g.", "etc.", "a.m.", "10a.m.", "Ph.D.", "Calif.", "Inc.", "v.", "vs.", "Jan.", "1960's.",
+              "doctor's.", "'bout?", "don't.", "gonna.", "word.", "word!", "word?", "word...", "word?!",
+              'word."', "word.'", "word.)", "word.”", "word.’", 'word.")', "(word).", "[word].", "«word».",
+              "word😀.", "😀.", "👍🏽!", "🇺🇸?", "❤️.", "http://x.org.", "www.x.com!", "mail@x.com.",
+              "_beloved_'s", "(._.)", "o.O", "O.o", ":)", ":-)", "<3", "^_^", "°C.", "5km.", "$4.99."]
+    texts = []
+    for _ in range(60):
+        words = []
+        for _ in range(rng.randint(5, 60)):
+            kind = rng.random()
+            if kind < 0.35:
+                words.append(rng.choice(specials) + rng.choice(["", "", ".", "!", '."', ".)", "?"]))
+            elif kind < 0.7:
+                words.append(rng.choice(shapes))
+            else:
+                words.append(rng.choice(after))
+        texts.append(" ".join(words) + rng.choice(["", "\n\nNext paragraph here.", "  Two spaces.", "\tTab."]))
+    return texts
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_word_ports_edges_give_the_pipelines_sentences(splitters, seed):
+    fast, oracle = splitters
+    texts = _fast_path_edge_texts(random.Random(seed), fast.nlp.tokenizer.rules)
+    got, expected = list(fast.split(texts)), list(oracle.split(texts))
+    for text, a, b in zip(texts, got, expected):
+        assert a == b, text
+
+
+def test_without_the_word_port_the_sentences_are_the_same():
+    """The port off (spaCy's tokenizer for every new word, the text-based neighbour check): the
+    same sentences, on the port's edge shapes and hostile text."""
+    fast = SpacySentenceSplitter(max_passage_chars=3000)
+    oracle = SpacySentenceSplitter(max_passage_chars=3000, force_spacy=True)
+    fast._rules._affix = None
+    rng = random.Random(3)
+    texts = _fast_path_edge_texts(rng, fast.nlp.tokenizer.rules) + [_hostile_text(rng, 200) for _ in range(10)]
+    assert list(fast.split(texts)) == list(oracle.split(texts))
+
+
+def test_a_port_that_disagrees_with_the_tokenizer_is_turned_off():
+    """The guard: the port's tokens are compared with the tokenizer's on each process's first
+    words; a port that disagrees (a spaCy whose tokenizer it does not follow) is turned off and
+    the sentences stay the pipeline's."""
+    fast = SpacySentenceSplitter()
+    oracle = SpacySentenceSplitter(force_spacy=True)
+    port = fast._rules._affix
+    wrong = lambda word: ([word], False)  # one token a word: "end." would hide its stop
+    port.affix_tokens = wrong
+    texts = ["It ends here. And here! Then more? Yes.", "A second one. Fine."]
+    assert list(fast.split(texts)) == list(oracle.split(texts))
+    assert fast._rules._affix is None
+
+
+def test_a_special_case_word_is_joined_by_its_own_tokens(splitters):
+    """"Mr." is a special case whose tokens ("Mr.") are not its pattern's ("Mr", "."); pattern
+    pairs fit its text and its neighbours' across the spaces (", M", ". O"), but a match across a
+    space needs the pattern's tokens at the word's edge, and "Mr." is one token before the
+    matcher: no paragraph goes to spaCy (the text-only check sent these), and the sentences are
+    the pipeline's."""
+    fast, oracle = splitters
+    asked = []
+    pipeline_starts = fast._pipeline_starts
+    fast._pipeline_starts = lambda text: asked.append(text) or pipeline_starts(text)
+    try:
+        texts = ["Then Mr. Otero said so. Dr. Otis came. Mr. O'Brien left!", "Ask Mr. Otero. Fine.",
+                 "It was worse. Also, Mr. Otero was barred.", "Human Services, Dr. Otis Bowen, spoke."]
+        assert list(fast.split(texts)) == list(oracle.split(texts))
+    finally:
+        del fast._pipeline_starts
+    assert asked == []

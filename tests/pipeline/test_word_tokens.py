@@ -1,0 +1,169 @@
+"""spaCy's tokenizer on one word without a Doc (bert_data/pipeline/word_tokens.py) gives the
+tokenizer's tokens wherever it answers, and the characters-a-match-needs analysis it skips
+regex searches with never skips a search that would match."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from bert_data.pipeline.word_tokens import AffixTokens, needed_characters
+from tests.pipeline.test_sentence_rules import PUNCT_AROUND, WORDS, _punct_chars
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    import spacy
+
+    return spacy.blank("en").tokenizer
+
+
+@pytest.fixture(scope="module")
+def port(tokenizer) -> AffixTokens:
+    port = AffixTokens.for_tokenizer(tokenizer)
+    assert port is not None
+    return port
+
+
+def _spacy_tokens(tokenizer, word: str) -> list[str]:
+    return [token.text for token in tokenizer(word)]
+
+
+def _edge_words(tokenizer) -> list[str]:
+    """Words at the edges of the port: every special case alone, glued to letters, digits and
+    stops, and behind brackets and quotes; single capitals and numbers before a stop; stops
+    followed by quotes and brackets; emoji; URLs."""
+    stops = [".", "!", "?", "...", "?!", "!!", "…", "。"]
+    words = [w for w in WORDS if not any(c.isspace() for c in w)]
+    for text in tokenizer.rules:
+        if any(c.isspace() for c in text):
+            continue
+        words += [text, text + ".", "x" + text, text + "x", "3" + text, "(" + text + ")",
+                  '"' + text + '."', text + "'s", "'" + text]
+    for c in "AIUXaiux":
+        words += [c + s for s in stops] + [c + ".)", c + '."', c + "'.", c + ".'", c + "..", c + ".-"]
+    for number in ["3", "10", "1,000", "3.14", "2nd", "1990s", "$4", "4%", "°C", "10km", "5kg"]:
+        words += [number + s for s in stops] + [number + ".)", number + '."']
+    for emoji in ["😀", "👍🏽", "🇺🇸", "❤️", "☺", "(╯°□°）╯︵┻━┻"]:
+        words += [emoji + ".", "Wow" + emoji + "!", emoji + emoji + "?", "(" + emoji + ")."]
+    for word in ["word", "Word", "WORD", "it's", "U.S", "e.g", "Mr", "don't", "a-b", "a/b", "x:y"]:
+        for stop in stops:
+            words += [word + stop + after for after in ["", '"', "'", ")", "]", "”", "’", "»", ".)", '")']]
+            words += [before + word + stop for before in ['"', "(", "[", "“", "‘", "«", "¿", "¡", "--"]]
+    words += ["http://example.com/a.b?c=d.", "www.example.org.", "https://x.y/z!", "mail@example.com.",
+              "(https://a.b/c).", '"www.x.com."', "example.com/path?q=1!", "ftp://a.b."]
+    return words
+
+
+def _fuzzed_words(rng: random.Random, n: int) -> list[str]:
+    pool = (list("aAzZiIuUsS019") + _punct_chars() + PUNCT_AROUND
+            + ["'s", "n't", "km", "°", "$", "US$", "😀", "é", "ß", "İ", "-", "—", "/", "@", "."])
+    return ["".join(rng.choices(pool, k=rng.randint(1, 8))) for _ in range(n)]
+
+
+def test_the_port_gives_the_tokenizers_tokens_at_its_edges(tokenizer, port):
+    words = _edge_words(tokenizer)
+    answered = 0
+    for word in words:
+        tokens = port.tokens(word)
+        if tokens is not None:
+            answered += 1
+            assert tokens == _spacy_tokens(tokenizer, word), word
+    # The port answers for the common shapes (it is the fast path), declining only where
+    # special cases take part.
+    assert answered > 5000
+    common = [w + s + a for w in ["word", "Word", "WORD"] for s in [".", "!", "?", "...", "?!"]
+              for a in ["", '"', "'", ")", "”", '")']]
+    assert [w for w in common if port.tokens(w) is None] == []
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_port_gives_the_tokenizers_tokens_on_fuzzed_words(tokenizer, port, seed):
+    rng = random.Random(seed)
+    for word in _fuzzed_words(rng, 3000):
+        if any(c.isspace() for c in word):
+            continue
+        tokens = port.tokens(word)
+        if tokens is not None:
+            assert tokens == _spacy_tokens(tokenizer, word), word
+
+
+def test_the_common_shapes_are_answered_without_spacy(port):
+    assert port.tokens("word.") == ["word", "."]
+    assert port.tokens('Word."') == ["Word", ".", '"']
+    assert port.tokens("(word)?") == ["(", "word", ")", "?"]
+    assert port.tokens("3.") == ["3", "."]
+    # A special case (Mr.), or tokens spelling one spaCy's matcher could retokenize: declined.
+    assert port.tokens("Mr.") is None
+    assert port.tokens('"Mr.') is None
+    assert port.tokens(":)") is None
+
+
+def test_the_port_declines_other_tokenizers(tokenizer):
+    from spacy.tokenizer import Tokenizer
+
+    class Custom(Tokenizer):
+        pass
+
+    custom = Custom(tokenizer.vocab, rules={}, prefix_search=tokenizer.prefix_search)
+    assert AffixTokens.for_tokenizer(custom) is None
+
+
+# -- characters a match needs ------------------------------------------------------------------------
+
+
+def test_needed_characters_of_small_patterns():
+    needs = needed_characters(re.compile(r"(?<=[0-9])(?:km|m)$|'s$|\.\.+$"))
+    assert needs is not None
+    # Each alternative brings its cheapest needed class: the digits of the lookbehind, the quote,
+    # the dot -- not the letters of the units.
+    assert {c for c in "09'.kms" if needs.match(c)} == set("09'.")
+    assert needed_characters(re.compile(r"a*")) is None  # an empty match needs nothing
+    assert needed_characters(re.compile(r"x|y*")) is None  # nor does an alternative that can be empty
+    assert needed_characters(re.compile(r"abc", re.IGNORECASE)) is None  # case folding: not followed
+    assert needed_characters(re.compile(r"[^a]")) is None  # negated class: not followed
+    assert needed_characters(re.compile(r"(?i:q)r")).pattern == r"[\U00000072]"  # r, not the folded q
+    assert needed_characters(re.compile(r"(?!a)b")).match("b")
+
+
+def test_a_string_without_the_needed_characters_has_no_match(tokenizer):
+    """The tokenizer's own rules on fuzzed strings: wherever the analysis says a search cannot
+    match, it does not."""
+    rng = random.Random(5)
+    patterns = [getattr(f, "__self__") for f in (tokenizer.prefix_search, tokenizer.suffix_search,
+                                                 tokenizer.infix_finditer, tokenizer.url_match)]
+    strings = _fuzzed_words(rng, 4000) + _edge_words(tokenizer) + ["hello", "Hello", "km", "5km", "a.b"]
+    skipped = 0
+    for pattern in patterns:
+        needs = needed_characters(pattern)
+        assert needs is not None
+        for string in strings:
+            if needs.search(string) is None:
+                skipped += 1
+                assert pattern.search(string) is None, (pattern.pattern[:40], string)
+    assert skipped > 1000
+
+
+def test_tokens_before_the_matcher_are_spacys_where_no_pattern_matches(tokenizer, port):
+    """affix_tokens (special cases included) are the tokens spaCy's matcher runs over: wherever
+    no run of them is a matcher pattern, they are the tokenizer's final tokens."""
+    from bert_data.pipeline.word_tokens import matcher_patterns
+
+    patterns = {tuple(p) for p in matcher_patterns(tokenizer).values()}
+    longest = max(map(len, patterns))
+    rng = random.Random(11)
+    checked = with_special = 0
+    for word in _edge_words(tokenizer) + _fuzzed_words(rng, 3000):
+        if any(c.isspace() for c in word):
+            continue
+        tokens, special = port.affix_tokens(word)
+        assert tokens, word
+        runs = {tuple(tokens[i:j]) for i in range(len(tokens)) for j in range(i + 1, min(len(tokens), i + longest) + 1)}
+        if runs & patterns:
+            continue
+        checked += 1
+        with_special += special
+        assert tokens == _spacy_tokens(tokenizer, word), word
+    assert checked > 5000 and with_special > 500
