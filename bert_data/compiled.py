@@ -18,7 +18,7 @@ import os
 import threading
 from typing import Callable, Optional
 
-__all__ = ["kernel", "helper", "kernels_enabled", "compiled_missing_note", "DISABLE_VARIABLE"]
+__all__ = ["kernel", "helper", "claim_process", "kernels_enabled", "compiled_missing_note", "DISABLE_VARIABLE"]
 
 PACKAGE = "numba"
 DISABLE_VARIABLE = "BERT_DATA_COMPILED"
@@ -40,6 +40,38 @@ def kernels_enabled() -> bool:
     return os.environ.get(DISABLE_VARIABLE, "1").strip() not in ("0", "false", "no", "off") and _importable()
 
 
+_OWN_PROCESS = False  # set by the command line and the generator's own worker processes
+
+
+def claim_process() -> None:
+    """Say that this process runs only bert_data (the command line, a local worker process):
+    numba may then start without its BLAS bindings, which import ``scipy.linalg`` (0.3-0.9 s
+    of every process's start; no kernel uses BLAS).  Not done in a library caller's process,
+    where the user's own numba code may need them."""
+    global _OWN_PROCESS
+    _OWN_PROCESS = True
+
+
+def _start_numba() -> None:
+    """Load numba's CPU target once; in a claimed process, with scipy's BLAS modules hidden
+    while numba checks for them (they import normally afterwards)."""
+    import sys
+
+    from numba.core.registry import cpu_target
+
+    hidden = ("scipy.linalg.cython_blas", "scipy.linalg.cython_lapack")
+    hide = _OWN_PROCESS and not any(name in sys.modules for name in hidden)
+    if hide:
+        for name in hidden:
+            sys.modules[name] = None  # type: ignore[assignment]  (import raises ImportError: no BLAS)
+    try:
+        cpu_target.target_context.refresh()
+    finally:
+        if hide:
+            for name in hidden:
+                sys.modules.pop(name, None)
+
+
 def kernel(function: Callable) -> Callable[[], Optional[Callable]]:
     """Decorator: a getter for ``function`` compiled with ``numba.njit`` (cached on disk, without
     the GIL), or None when kernels are not enabled, so that the caller runs its reference path.
@@ -54,6 +86,7 @@ def kernel(function: Callable) -> Callable[[], Optional[Callable]]:
         if "kernel" not in compiled:
             import numba
 
+            _start_numba()
             _register_helpers()
             compiled["kernel"] = numba.njit(cache=True, nogil=True)(function)
         return compiled["kernel"]

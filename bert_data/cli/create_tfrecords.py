@@ -341,6 +341,9 @@ def config_from_args(args: argparse.Namespace):
 @redacting
 def main(argv: Optional[List[str]] = None) -> int:
     notices.use_program_name("create_tfrecords")
+    from ..compiled import claim_process
+
+    claim_process()  # the command's process runs only bert_data (see compiled.claim_process)
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(parser, argv)

@@ -24,6 +24,7 @@ import signal
 import sys
 from typing import Iterator, Optional, Tuple
 
+from ..compiled import claim_process
 from ..config import ConfigError, available_cores
 from ..notices import warn
 
@@ -42,6 +43,7 @@ class InlineExecutor(cf.Executor):
 
 def _worker_init(parent_pid: int):
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    claim_process()  # a worker runs only bert_data's tasks (see compiled.claim_process)
     # Ctrl-C goes to the whole process group: the parent alone decides what happens.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # forked after the parent's handler: stop quietly

@@ -40,3 +40,30 @@ def test_without_numba_the_reference_runs_and_the_note_says_how_to_get_kernels(m
     assert _running_sum() is None
     note = compiled.compiled_missing_note()
     assert note is not None and 'pip install "bert_data[native]"' in note and "\n" not in note
+
+
+def test_a_claimed_process_starts_numba_without_scipy_and_scipy_still_imports(tmp_path):
+    """In the command's own processes numba starts without its BLAS bindings (scipy.linalg costs
+    0.3-0.9 s a process); scipy imports normally afterwards.  Run in a fresh interpreter."""
+    pytest.importorskip("numba")
+    pytest.importorskip("scipy")
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, numpy as np\n"
+        "from bert_data import compiled\n"
+        "compiled.claim_process()\n"
+        "@compiled.kernel\n"
+        "def twice(values):\n"
+        "    return values * 2\n"
+        "assert twice()(np.arange(3)).tolist() == [0, 2, 4]\n"
+        "assert 'scipy.linalg' not in sys.modules, 'numba imported scipy.linalg'\n"
+        "import scipy.linalg.cython_blas\n"
+        "print('ok')\n")
+    program = tmp_path / "claimed.py"  # a file: numba caches next to it (in tmp_path), not for "-c"
+    program.write_text(script)
+    result = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, cwd=tmp_path,
+                            env={**__import__("os").environ, compiled.DISABLE_VARIABLE: "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
