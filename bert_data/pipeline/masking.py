@@ -32,6 +32,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from .masking_kernels import TIE, apply_masks, single_token_positions, whole_word_positions
 from .span_masking import choose_spans, word_starts
 
 
@@ -136,8 +137,12 @@ def candidate_mask(input_ids: np.ndarray, lengths: np.ndarray, special_ids) -> n
 
 def _choose_single_tokens(candidates, budget, max_predictions, rng):
     """Chosen positions as a boolean matrix, when every candidate is a one-token word."""
+    return _single_tokens_by_keys(candidates, budget, max_predictions, rng.random(candidates.shape))
+
+
+def _single_tokens_by_keys(candidates, budget, max_predictions, keys):
     n, width = candidates.shape
-    keys = rng.random((n, width))
+    keys = np.array(keys, dtype=np.float64)  # (a copy: the caller's keys stay as drawn)
     keys[~candidates] = np.inf
     take = np.minimum(budget, candidates.sum(axis=1))  # (at most max_predictions: the budget is)
     # A row takes its ``take`` smallest keys: those up to the take-th smallest, found among the
@@ -169,11 +174,15 @@ def _choose_single_tokens_ranked(keys, candidates, take, max_predictions):
 def _choose_whole_words(candidates, input_ids, is_continuation, budget, rng):
     """Chosen positions when continuation pieces (``##`` pieces for WordPiece; see
     ``Vocab.word_boundary``) belong to the word before them."""
+    return _whole_words_by_keys(candidates, input_ids, is_continuation, budget, rng.random(candidates.shape))
+
+
+def _whole_words_by_keys(candidates, input_ids, is_continuation, budget, keys):
     n, width = candidates.shape
     word_of, n_words, word_length = _words(candidates, input_ids, is_continuation)
     rows, cols = np.nonzero(candidates)
 
-    keys = rng.random((n, width))
+    keys = np.array(keys, dtype=np.float64)  # (a copy: the caller's keys stay as drawn)
     keys[np.arange(width) >= n_words[:, None]] = np.inf
     order = np.argsort(keys, axis=1)
     ranked_length = np.take_along_axis(word_length, order, axis=1)
@@ -271,36 +280,97 @@ def mask_tokens(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingSpec, v
     (``--disable_masking``): the same rules either way.
     """
     input_ids = np.asarray(input_ids)
-    n, width = input_ids.shape
     lengths = np.asarray(lengths)
-    max_predictions_per_seq = spec.max_predictions_per_seq
+    budget = num_to_predict(lengths, spec.masked_lm_prob, spec.max_predictions_per_seq)
+    kernel = _CHOICE_KERNELS.get(spec.strategy, lambda: None)()
+    if kernel is not None and input_ids.size:
+        positions, n_chosen = _chosen_compiled(kernel, input_ids, lengths, spec, vocab, budget, rng)
+    else:
+        positions, n_chosen = _packed(_chosen(input_ids, lengths, spec, vocab, budget, rng),
+                                      spec.max_predictions_per_seq)
+    return _replaced(input_ids, positions, n_chosen, spec, vocab, rng)
+
+
+def _chosen(input_ids, lengths, spec: MaskingSpec, vocab, budget, rng) -> np.ndarray:
+    """The reference's choice of positions, ``(n, width)`` bool."""
     is_continuation = vocab.is_continuation
     candidates = candidate_mask(input_ids, lengths, spec.special_ids)
-    budget = num_to_predict(lengths, spec.masked_lm_prob, max_predictions_per_seq)
     if spec.span:
-        chosen = choose_spans(candidates, word_starts(input_ids, candidates, is_continuation), budget, rng)
-    elif spec.max_ngram_size > 1:
-        chosen = _choose_ngrams(candidates, input_ids, is_continuation, budget, spec.max_ngram_size, rng)
-    elif spec.whole_word:
-        chosen = _choose_whole_words(candidates, input_ids, is_continuation, budget, rng)
-    else:
-        chosen = _choose_single_tokens(candidates, budget, max_predictions_per_seq, rng)
+        return choose_spans(candidates, word_starts(input_ids, candidates, is_continuation), budget, rng)
+    if spec.max_ngram_size > 1:
+        return _choose_ngrams(candidates, input_ids, is_continuation, budget, spec.max_ngram_size, rng)
+    if spec.whole_word:
+        return _choose_whole_words(candidates, input_ids, is_continuation, budget, rng)
+    return _choose_single_tokens(candidates, budget, spec.max_predictions_per_seq, rng)
 
-    # Chosen positions, ascending, packed to the left (nonzero lists them row by row, ascending;
-    # the budget keeps them within max_predictions_per_seq, and the first ones would be kept).
+
+# The choices a compiled kernel makes (n-gram and span masking run the reference's numpy).
+_CHOICE_KERNELS = {"token": single_token_positions, "whole_word": whole_word_positions}
+
+
+def _chosen_compiled(kernel, input_ids, lengths, spec: MaskingSpec, vocab, budget, rng):
+    """Single-token and whole-word choices by a compiled kernel, one pass per row (the same
+    keys drawn, the same positions); rows whose keys tie (the reference's unstable sorts decide
+    those) are chosen by the reference."""
+    n, width = input_ids.shape
+    keys = np.ascontiguousarray(rng.random((n, width)), dtype=np.float64)
+    ids = np.ascontiguousarray(input_ids, dtype=np.int32)
+    row_lengths = np.ascontiguousarray(lengths, dtype=np.int64).reshape(n)
+    is_special = np.zeros(max(spec.special_ids, default=-1) + 1, dtype=np.bool_)
+    is_special[list(spec.special_ids)] = True
+    positions = np.zeros((n, spec.max_predictions_per_seq), dtype=np.int32)
+    n_chosen = np.zeros(n, dtype=np.int64)
+    if spec.whole_word:
+        is_continuation = np.ascontiguousarray(vocab.is_continuation, dtype=np.bool_)
+        kernel(ids, row_lengths, is_special, is_continuation, keys, budget, positions, n_chosen)
+    else:
+        kernel(ids, row_lengths, is_special, keys, budget, positions, n_chosen)
+    tied = np.flatnonzero(n_chosen == TIE)
+    if len(tied):
+        candidates = candidate_mask(input_ids[tied], lengths[tied], spec.special_ids)
+        if spec.whole_word:
+            chosen = _whole_words_by_keys(candidates, input_ids[tied], vocab.is_continuation, budget[tied], keys[tied])
+        else:
+            chosen = _single_tokens_by_keys(candidates, budget[tied], spec.max_predictions_per_seq, keys[tied])
+        positions[tied], n_chosen[tied] = _packed(chosen, spec.max_predictions_per_seq)
+    return positions, n_chosen
+
+
+def _packed(chosen: np.ndarray, max_predictions_per_seq: int):
+    """Chosen positions, ascending, packed to the left (nonzero lists them row by row, ascending;
+    the budget keeps them within max_predictions_per_seq, and the first ones would be kept), and
+    how many each row has."""
+    n = chosen.shape[0]
     rows, columns = np.nonzero(chosen)
     n_chosen = np.bincount(rows, minlength=n)
     rank = np.arange(len(rows)) - np.repeat(np.cumsum(n_chosen) - n_chosen, n_chosen)
     slotted = rank < max_predictions_per_seq
     positions = np.zeros((n, max_predictions_per_seq), dtype=np.int32)
     positions[rows[slotted], rank[slotted]] = columns[slotted]
+    return positions, n_chosen
+
+
+def _replaced(input_ids, positions, n_chosen, spec: MaskingSpec, vocab, rng) -> MaskedTokens:
+    """The chosen tokens replaced 80/10/10 (the draws after the choice's: one uniform per slot,
+    then one random-token index per slot, as the reference draws them)."""
+    n, max_predictions_per_seq = positions.shape
+    draw = rng.random((n, max_predictions_per_seq))
+    ordinary_ids = vocab.ordinary_ids
+    random_index = rng.integers(0, len(ordinary_ids), size=(n, max_predictions_per_seq))
+    apply = apply_masks()
+    if apply is not None and input_ids.size:
+        masked = np.array(input_ids, dtype=np.int32, order="C")  # (a copy)
+        labels = np.zeros(positions.shape, dtype=np.int32)
+        weights = np.zeros(positions.shape, dtype=np.float32)
+        apply(np.ascontiguousarray(input_ids), positions, n_chosen, np.ascontiguousarray(draw, dtype=np.float64),
+              np.ascontiguousarray(random_index, dtype=np.int64), np.ascontiguousarray(ordinary_ids),
+              int(vocab.mask_id), spec.mask_token_share, 1.0 - spec.random_token_share, masked, labels, weights)
+        return MaskedTokens(masked, positions, labels, weights)
+
     weights = np.arange(max_predictions_per_seq) < n_chosen[:, None]
     original = np.take_along_axis(input_ids, positions, axis=1)
     labels = np.where(weights, original, 0).astype(np.int32)
-
-    draw = rng.random((n, max_predictions_per_seq))
-    ordinary_ids = vocab.ordinary_ids
-    random_tokens = ordinary_ids[rng.integers(0, len(ordinary_ids), size=(n, max_predictions_per_seq))]
+    random_tokens = ordinary_ids[random_index]
     # [MASK] below mask_token_share, a random token from 1 - random_token_share (0.8 and 0.9 for
     # 80/10/10, exactly Google's thresholds), else the token itself.
     replacement = np.where(draw < spec.mask_token_share, vocab.mask_id,

@@ -1,0 +1,184 @@
+"""Compiled kernels of :mod:`bert_data.pipeline.masking`: one pass per row instead of many
+whole-batch numpy passes over ``(n, width)`` matrices.
+
+Each kernel takes the random draws the reference takes (drawn by the caller, in the reference's
+order: the keys ``(n, width)``, then the 80/10/10 draws and the random-token indices
+``(n, max_predictions)``), so the bytes cannot depend on which path ran.  They give exactly the
+reference's output; where the reference's answer depends on how numpy orders equal keys (its
+sorts are not stable), a kernel does not guess: it marks the row (``counts[i] = -1``) and the
+caller runs the reference on the marked rows alone (about 2**-40 of the rows with real draws).
+
+``is_special`` is indexed by token id up to the largest special id ([CLS], [SEP], a document
+separator: never candidates), a table rather than a loop over the ids in the inner loop.
+The kernels write into arrays the caller allocates (``positions`` zeroed, ``counts``), so that
+each is an ordinary loop numba compiles once (``bert_data.compiled``; ``python_function`` runs
+them uncompiled in tests).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..compiled import kernel
+
+__all__ = ["single_token_positions", "whole_word_positions", "apply_masks"]
+
+TIE = -1  # counts[i] for a row the caller must choose with the reference
+
+
+@kernel
+def single_token_positions(input_ids, lengths, is_special, keys, budget, positions, counts):
+    """Per row: the candidates with the ``take = min(budget, candidates)`` smallest keys,
+    ascending, in ``positions[i, :counts[i]]`` (the reference's ``keys <= threshold``).
+
+    The threshold (the take-th smallest key) is looked for among the keys below a guess that
+    holds about ``take + 2 sqrt(take) + 2`` of the row's uniform keys (all of them when it holds
+    fewer than ``take``), as the one key with ``take - 1`` keys below it; the loops have no
+    data-dependent branches (they are most of a row's time when mispredicted)."""
+    n, width = input_ids.shape
+    slots = positions.shape[1]
+    is_candidate = np.empty(width, np.bool_)
+    below = np.empty(width, np.float64)  # the candidate keys below the guess
+    chosen = np.empty(width, np.int64)
+    for i in range(n):
+        length = min(max(lengths[i], 0), width)
+        candidates = 0
+        for j in range(length):
+            token = input_ids[i, j]
+            candidate = not (token < len(is_special) and is_special[token])
+            is_candidate[j] = candidate
+            candidates += candidate
+        take = min(budget[i], slots, candidates)  # (the budget is at most max_predictions)
+        if take <= 0:
+            counts[i] = 0
+            continue
+        guess = (take + 2.0 * np.sqrt(take) + 2.0) / candidates
+        held = 0
+        for j in range(length):
+            key = keys[i, j]
+            below[held] = key
+            held += is_candidate[j] & (key <= guess)
+        if held < take:
+            held = 0
+            for j in range(length):
+                below[held] = keys[i, j]
+                held += is_candidate[j]
+        threshold = -1.0  # stays so when equal keys leave no key with exactly take - 1 below it
+        for a in range(held):
+            smaller = 0
+            for b in range(held):
+                smaller += below[b] < below[a]
+            if smaller == take - 1:
+                threshold = below[a]
+        count = 0
+        for j in range(length):
+            chosen[count] = j
+            count += is_candidate[j] & (keys[i, j] <= threshold)
+        for slot in range(min(count, slots)):
+            positions[i, slot] = chosen[slot]
+        counts[i] = count if count == take else TIE  # equal keys at the threshold (or below it)
+
+
+@kernel
+def whole_word_positions(input_ids, lengths, is_special, is_continuation, keys, budget, positions, counts):
+    """Per row, Google's whole-word choice: words (a continuation piece joins the candidate word
+    before it) in the order of ``keys[i, :words]``, each taken while it fits in the budget and
+    skipped when it would overflow; the chosen tokens ascending in ``positions[i, :counts[i]]``.
+
+    Only the words whose keys are below a guess are ordered (about ``budget + 2 sqrt(budget) +
+    2`` of them, more than the budget needs unless long words are skipped); when the greedy
+    choice runs through them with budget left, all the row's words are."""
+    n, width = input_ids.shape
+    slots = positions.shape[1]
+    word_of = np.empty(width, np.int64)  # -1: not a candidate
+    word_length = np.empty(width, np.int64)
+    taken = np.empty(width, np.bool_)
+    below = np.empty(width, np.int64)  # words whose keys are below the guess
+    order = np.empty(width, np.int64)
+    for i in range(n):
+        length = min(max(lengths[i], 0), width)
+        words = 0
+        for j in range(length):
+            word_of[j] = -1
+            token = input_ids[i, j]
+            if token < len(is_special) and is_special[token]:
+                continue
+            if words == 0 or not is_continuation[token]:
+                word_length[words] = 0
+                taken[words] = False
+                words += 1
+            word_of[j] = words - 1
+            word_length[words - 1] += 1
+        wanted = min(budget[i], slots)  # (the budget is at most max_predictions)
+        if words == 0 or wanted <= 0:
+            counts[i] = 0
+            continue
+        guess = (wanted + 2.0 * np.sqrt(wanted) + 2.0) / words
+        held = 0
+        for word in range(words):
+            below[held] = word
+            held += keys[i, word] <= guess
+        tie = False
+        for attempt in range(2):
+            if attempt == 1:  # the guess held too few words: order them all
+                held = words
+                for word in range(words):
+                    below[word] = word
+            # The rank of each held key is how many held keys are smaller; equal keys share a
+            # rank and leave one unfilled (numpy's argsort may order them either way).
+            for rank in range(held):
+                order[rank] = -1
+            for a in range(held):
+                key = keys[i, below[a]]
+                smaller = 0
+                for b in range(held):
+                    smaller += keys[i, below[b]] < key
+                order[smaller] = below[a]
+            for rank in range(held):
+                tie |= order[rank] < 0
+            if tie:
+                break
+            spent = 0
+            for rank in range(held):
+                word = order[rank]
+                fits = spent + word_length[word] <= wanted
+                taken[word] = fits
+                spent += fits * word_length[word]
+            if spent >= wanted or held == words:
+                break  # every word has a token: nothing more fits
+            for rank in range(held):
+                taken[order[rank]] = False
+        if tie:
+            counts[i] = TIE
+            continue
+        count = 0
+        for j in range(length):
+            if word_of[j] >= 0 and taken[word_of[j]]:
+                if count < slots:
+                    positions[i, count] = j
+                count += 1
+        counts[i] = count
+
+
+@kernel
+def apply_masks(input_ids, positions, counts, draw, random_index, ordinary_ids, mask_id, mask_below,
+                keep_below, masked, labels, weights):
+    """The 80/10/10 replacement of the chosen tokens: ``masked`` (a copy of ``input_ids``) gets
+    [MASK] where ``draw < mask_below``, the token itself where ``draw < keep_below``, else
+    ``ordinary_ids[random_index]``; ``labels`` the original tokens and ``weights`` 1.0 in the
+    used slots (both zero past them, as allocated)."""
+    n = positions.shape[0]
+    slots = positions.shape[1]
+    for i in range(n):
+        for slot in range(min(counts[i], slots)):
+            position = positions[i, slot]
+            original = input_ids[i, position]
+            labels[i, slot] = original
+            weights[i, slot] = 1.0
+            chance = draw[i, slot]
+            if chance < mask_below:
+                masked[i, position] = mask_id
+            elif chance < keep_below:
+                masked[i, position] = original
+            else:
+                masked[i, position] = ordinary_ids[random_index[i, slot]]
