@@ -17,6 +17,10 @@ Here the same choice is made for a whole batch of instances with numpy:
 * the 80/10/10 choice is one uniform draw per chosen token (Google's two draws give the same
   probabilities).
 
+With numba installed (``bert_data.compiled``), single-token and whole-word choices and the
+replacement run as compiled loops, one pass per row (:mod:`bert_data.pipeline.masking_kernels`),
+on the same draws; the numpy code here stays the reference they are tested against.
+
 SpanBERT's span masking (``MaskingSpec.span``) is :mod:`bert_data.pipeline.span_masking`'s, and
 the 80/10/10 shares are ``MaskingSpec``'s (BERT's by default, settable for load-time masks).
 
@@ -359,10 +363,11 @@ def _replaced(input_ids, positions, n_chosen, spec: MaskingSpec, vocab, rng) -> 
     random_index = rng.integers(0, len(ordinary_ids), size=(n, max_predictions_per_seq))
     apply = apply_masks()
     if apply is not None and input_ids.size:
-        masked = np.array(input_ids, dtype=np.int32, order="C")  # (a copy)
+        ids = np.ascontiguousarray(input_ids, dtype=np.int32)  # (token ids: int32 holds them, as the output does)
+        masked = ids.copy()
         labels = np.zeros(positions.shape, dtype=np.int32)
         weights = np.zeros(positions.shape, dtype=np.float32)
-        apply(np.ascontiguousarray(input_ids), positions, n_chosen, np.ascontiguousarray(draw, dtype=np.float64),
+        apply(ids, positions, n_chosen, np.ascontiguousarray(draw, dtype=np.float64),
               np.ascontiguousarray(random_index, dtype=np.int64), np.ascontiguousarray(ordinary_ids),
               int(vocab.mask_id), spec.mask_token_share, 1.0 - spec.random_token_share, masked, labels, weights)
         return MaskedTokens(masked, positions, labels, weights)
