@@ -17,8 +17,8 @@ Here the same choice is made for a whole batch of instances with numpy:
 * the 80/10/10 choice is one uniform draw per chosen token (Google's two draws give the same
   probabilities).
 
-With numba installed (``bert_data.compiled``), single-token and whole-word choices and the
-replacement run as compiled loops, one pass per row (:mod:`bert_data.pipeline.masking_kernels`),
+With numba installed (``bert_data.compiled``), the choices and the replacement run as compiled
+loops, one pass per row (:mod:`bert_data.pipeline.masking_kernels`),
 on the same draws; the numpy code here stays the reference they are tested against.
 
 SpanBERT's span masking (``MaskingSpec.span``) is :mod:`bert_data.pipeline.span_masking`'s, and
@@ -36,8 +36,9 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .masking_kernels import TIE, apply_masks, single_token_positions, whole_word_positions
-from .span_masking import choose_spans, word_starts
+from .masking_kernels import (TIE, apply_masks, ngram_positions, single_token_positions, span_positions,
+                              whole_word_positions)
+from .span_masking import MAX_SPAN_WORDS, choose_spans, span_draws, spans_by_draws, word_starts
 
 
 @dataclass(frozen=True)
@@ -222,20 +223,30 @@ def _choose_ngrams(candidates, input_ids, is_continuation, budget, max_ngram_siz
     random order; each span is n whole words, n drawn with weight 1/n among the sizes that fit
     before the row's last word; a span that would overflow the budget shrinks to the longest
     size that fits, one that still does not, or that touches a chosen word, is skipped."""
+    keys = rng.random(candidates.shape)
+    size_draws = rng.random(candidates.shape)
+    return _ngrams_by_draws(candidates, input_ids, is_continuation, budget, max_ngram_size, keys, size_draws)
+
+
+def _ngram_thresholds(largest: int) -> np.ndarray:
+    """thresholds[m - 1, k]: P(size <= k + 1) when sizes 1..m are possible (1.0 past m)."""
+    weights = 1.0 / np.arange(1, largest + 1)
+    thresholds = np.ones((largest, largest))
+    for m in range(1, largest + 1):
+        thresholds[m - 1, :m] = np.cumsum(weights[:m]) / weights[:m].sum()
+    return thresholds
+
+
+def _ngrams_by_draws(candidates, input_ids, is_continuation, budget, max_ngram_size, keys, size_draws):
     n, width = candidates.shape
     word_of, n_words, word_length = _words(candidates, input_ids, is_continuation)
     ends = np.concatenate([np.zeros((n, 1), dtype=np.int64), np.cumsum(word_length, axis=1)], axis=1)
     largest = max_ngram_size
-    weights = 1.0 / np.arange(1, largest + 1)
-    # thresholds[m - 1, k]: P(size <= k + 1) when sizes 1..m are possible (1.0 past m).
-    thresholds = np.ones((largest, largest))
-    for m in range(1, largest + 1):
-        thresholds[m - 1, :m] = np.cumsum(weights[:m]) / weights[:m].sum()
+    thresholds = _ngram_thresholds(largest)
 
-    keys = rng.random((n, width))
+    keys = np.array(keys, dtype=np.float64)  # (a copy: the caller's keys stay as drawn)
     keys[np.arange(width) >= n_words[:, None]] = np.inf
     order = np.argsort(keys, axis=1)
-    size_draws = rng.random((n, width))
 
     covered = np.zeros((n, width + largest), dtype=bool)  # by word; padded so spans never index out
     taken = np.zeros(n, dtype=np.int64)
@@ -308,35 +319,59 @@ def _chosen(input_ids, lengths, spec: MaskingSpec, vocab, budget, rng) -> np.nda
     return _choose_single_tokens(candidates, budget, spec.max_predictions_per_seq, rng)
 
 
-# The choices a compiled kernel makes (n-gram and span masking run the reference's numpy).
-_CHOICE_KERNELS = {"token": single_token_positions, "whole_word": whole_word_positions}
+# The compiled choice of each strategy (getters: None when kernels are off).
+_CHOICE_KERNELS = {"token": single_token_positions, "whole_word": whole_word_positions, "ngram": ngram_positions,
+                   "span": span_positions}
 
 
 def _chosen_compiled(kernel, input_ids, lengths, spec: MaskingSpec, vocab, budget, rng):
-    """Single-token and whole-word choices by a compiled kernel, one pass per row (the same
-    keys drawn, the same positions); rows whose keys tie (the reference's unstable sorts decide
-    those) are chosen by the reference."""
+    """The choice of positions by a compiled kernel, one pass per row, from the reference's
+    draws (the same draws, the same positions); the rows whose keys tie (the reference's
+    unstable sorts order those) are chosen by the reference."""
     n, width = input_ids.shape
-    keys = np.ascontiguousarray(rng.random((n, width)), dtype=np.float64)
-    ids = np.ascontiguousarray(input_ids, dtype=np.int32)
-    row_lengths = np.ascontiguousarray(lengths, dtype=np.int64).reshape(n)
-    is_special = np.zeros(max(spec.special_ids, default=-1) + 1, dtype=np.bool_)
-    is_special[list(spec.special_ids)] = True
     positions = np.zeros((n, spec.max_predictions_per_seq), dtype=np.int32)
     n_chosen = np.zeros(n, dtype=np.int64)
-    if spec.whole_word:
-        is_continuation = np.ascontiguousarray(vocab.is_continuation, dtype=np.bool_)
-        kernel(ids, row_lengths, is_special, is_continuation, keys, budget, positions, n_chosen)
+    if spec.span:
+        candidates = candidate_mask(input_ids, lengths, spec.special_ids)
+        starts = word_starts(input_ids, candidates, vocab.is_continuation)
+        keys, drawn = span_draws(candidates.shape, rng)
+        keys, drawn = np.ascontiguousarray(keys, dtype=np.float64), np.ascontiguousarray(drawn, dtype=np.int64)
+        kernel(candidates, starts, keys, drawn, budget, MAX_SPAN_WORDS, positions, n_chosen)
+
+        def reference(rows):
+            return spans_by_draws(candidates[rows], starts[rows], budget[rows], keys[rows], drawn[rows])
     else:
-        kernel(ids, row_lengths, is_special, keys, budget, positions, n_chosen)
+        keys = np.ascontiguousarray(rng.random((n, width)), dtype=np.float64)
+        ids = np.ascontiguousarray(input_ids, dtype=np.int32)
+        row_lengths = np.ascontiguousarray(lengths, dtype=np.int64).reshape(n)
+        is_special = np.zeros(max(spec.special_ids, default=-1) + 1, dtype=np.bool_)
+        is_special[list(spec.special_ids)] = True
+        if spec.strategy == "token":
+            kernel(ids, row_lengths, is_special, keys, budget, positions, n_chosen)
+
+            def reference(rows):
+                return _single_tokens_by_keys(candidate_mask(input_ids[rows], lengths[rows], spec.special_ids),
+                                              budget[rows], spec.max_predictions_per_seq, keys[rows])
+        else:
+            is_continuation = np.ascontiguousarray(vocab.is_continuation, dtype=np.bool_)
+            if spec.strategy == "whole_word":
+                kernel(ids, row_lengths, is_special, is_continuation, keys, budget, positions, n_chosen)
+
+                def reference(rows):
+                    return _whole_words_by_keys(candidate_mask(input_ids[rows], lengths[rows], spec.special_ids),
+                                                input_ids[rows], is_continuation, budget[rows], keys[rows])
+            else:
+                size_draws = np.ascontiguousarray(rng.random((n, width)), dtype=np.float64)
+                kernel(ids, row_lengths, is_special, is_continuation, keys, size_draws,
+                       _ngram_thresholds(spec.max_ngram_size), budget, positions, n_chosen)
+
+                def reference(rows):
+                    return _ngrams_by_draws(candidate_mask(input_ids[rows], lengths[rows], spec.special_ids),
+                                            input_ids[rows], is_continuation, budget[rows], spec.max_ngram_size,
+                                            keys[rows], size_draws[rows])
     tied = np.flatnonzero(n_chosen == TIE)
     if len(tied):
-        candidates = candidate_mask(input_ids[tied], lengths[tied], spec.special_ids)
-        if spec.whole_word:
-            chosen = _whole_words_by_keys(candidates, input_ids[tied], vocab.is_continuation, budget[tied], keys[tied])
-        else:
-            chosen = _single_tokens_by_keys(candidates, budget[tied], spec.max_predictions_per_seq, keys[tied])
-        positions[tied], n_chosen[tied] = _packed(chosen, spec.max_predictions_per_seq)
+        positions[tied], n_chosen[tied] = _packed(reference(tied), spec.max_predictions_per_seq)
     return positions, n_chosen
 
 

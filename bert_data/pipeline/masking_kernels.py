@@ -182,3 +182,137 @@ def apply_masks(input_ids, positions, counts, draw, random_index, ordinary_ids, 
                 masked[i, position] = original
             else:
                 masked[i, position] = ordinary_ids[random_index[i, slot]]
+
+
+
+@kernel
+def ngram_positions(input_ids, lengths, is_special, is_continuation, keys, size_draws, thresholds, budget,
+                    positions, counts):
+    """Per row, TF Model Garden's n-gram masking as the reference (``masking._choose_ngrams``)
+    makes it: span starts (words, as whole-word masking groups them) in the order of
+    ``keys[i, :words]``; the span at rank r has ``1 + #{k: size_draws[i, r] >= thresholds[m - 1, k]}``
+    words (m: the sizes possible before the row's last word), shrunk to the longest that fits the
+    budget; skipped when none fits or it touches a chosen word."""
+    n, width = input_ids.shape
+    slots = positions.shape[1]
+    largest = thresholds.shape[0]
+    word_of = np.empty(width, np.int64)
+    ends = np.zeros(width + 1, np.int64)  # ends[w]: the tokens of the row's first w words
+    covered = np.zeros(width + largest, np.bool_)
+    for i in range(n):
+        length = min(max(lengths[i], 0), width)
+        words = 0
+        for j in range(length):
+            word_of[j] = -1
+            token = input_ids[i, j]
+            if token < len(is_special) and is_special[token]:
+                continue
+            if words == 0 or not is_continuation[token]:
+                words += 1
+                ends[words] = ends[words - 1]
+            word_of[j] = words - 1
+            ends[words] += 1
+        wanted = budget[i]
+        order = np.argsort(keys[i, :words], kind="mergesort")
+        tie = False
+        for rank in range(1, words):
+            if keys[i, order[rank]] == keys[i, order[rank - 1]]:
+                tie = True
+                break
+        if tie:
+            counts[i] = TIE
+            continue
+        for word in range(words + largest):
+            covered[word] = False
+        taken = 0
+        for rank in range(words):
+            if taken >= wanted:
+                break  # the reference accepts no span once the budget is spent
+            start = order[rank]
+            possible = min(max(words - start, 1), largest)
+            drawn = 1
+            for k in range(largest):
+                drawn += size_draws[i, rank] >= thresholds[possible - 1, k]
+            drawn = min(drawn, possible)
+            size = 0  # the longest span of at most ``drawn`` words that fits the budget
+            for span in range(1, drawn + 1):
+                if taken + ends[min(start + span, words)] - ends[start] <= wanted:
+                    size = span
+            if size == 0:
+                continue
+            touching = False
+            for k in range(size):
+                touching |= covered[start + k]
+            if touching:
+                continue
+            for k in range(size):
+                covered[start + k] = True
+            taken += ends[min(start + size, words)] - ends[start]
+        count = 0
+        for j in range(length):
+            if word_of[j] >= 0 and covered[word_of[j]]:
+                if count < slots:
+                    positions[i, count] = j
+                count += 1
+        counts[i] = count
+
+
+@kernel
+def span_positions(candidates, starts, keys, drawn, budget, max_words, positions, counts):
+    """Per row, SpanBERT's span masking as the reference (``span_masking.choose_spans``) makes it:
+    words (``starts``: the candidates that start one) in the order of ``keys[i, :words]``, the
+    span at rank r of ``drawn[i, r]`` words (fewer before the row's end), stopped before a chosen
+    word and shrunk to the longest run of whole words that fits the budget."""
+    n, width = candidates.shape
+    slots = positions.shape[1]
+    word_of = np.empty(width, np.int64)
+    ends = np.zeros(width + 1, np.int64)
+    covered = np.zeros(width + max_words + 1, np.bool_)
+    for i in range(n):
+        words = 0
+        for j in range(width):
+            word_of[j] = -1
+            if not candidates[i, j]:
+                continue
+            if starts[i, j]:
+                words += 1
+                ends[words] = ends[words - 1]
+            if words > 0:  # (word_starts makes the first candidate after a gap a start: always so)
+                word_of[j] = words - 1
+                ends[words] += 1
+        wanted = budget[i]
+        order = np.argsort(keys[i, :words], kind="mergesort")
+        tie = False
+        for rank in range(1, words):
+            if keys[i, order[rank]] == keys[i, order[rank - 1]]:
+                tie = True
+                break
+        if tie:
+            counts[i] = TIE
+            continue
+        for word in range(words + max_words + 1):
+            covered[word] = False
+        taken = 0
+        for rank in range(words):
+            if taken >= wanted:
+                break
+            start = order[rank]
+            size = min(drawn[i, rank], words - start)
+            length = 0  # fits is true for a prefix of the sizes: its length is the span taken
+            for span in range(1, max_words + 1):
+                if covered[start + span - 1] or span > size:
+                    break
+                if taken + ends[min(start + span, words)] - ends[start] > wanted:
+                    break
+                length = span
+            for k in range(length):
+                covered[start + k] = True
+            if length > 0:
+                taken += ends[min(start + length, words)] - ends[start]
+        count = 0
+        for j in range(width):
+            if word_of[j] >= 0 and covered[word_of[j]]:
+                if count < slots:
+                    positions[i, count] = j
+                count += 1
+        counts[i] = count

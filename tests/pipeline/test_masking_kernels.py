@@ -161,3 +161,19 @@ def test_the_kernels_run_uncompiled_too():
         plain = lambda kernel=kernel: kernel.python_function  # noqa: E731
         np.testing.assert_array_equal(np.concatenate(positions_by_kernel(plain, ids, lengths, spec, keys), axis=None),
                                       np.concatenate(positions_by_kernel(kernel, ids, lengths, spec, keys), axis=None))
+
+
+@pytest.mark.parametrize("options", [dict(), dict(whole_word=True), dict(max_ngram_size=3), dict(span=True)],
+                         ids=["token", "whole_word", "ngram", "span"])
+def test_with_real_draws_the_kernels_choose_every_row(monkeypatch, options):
+    """The differential test above is not passed by handing rows to the reference: with real
+    draws (no equal keys) no row is."""
+    from bert_data.pipeline import masking
+
+    handed = []
+    packed = masking._packed
+    monkeypatch.setattr(masking, "_packed", lambda chosen, slots: handed.append(len(chosen)) or packed(chosen, slots))
+    ids, lengths = batch(seed=8)
+    spec = MaskingSpec(0.15, 20, special_ids=(CLS, SEP, SEPARATOR), **options)
+    out = masked(ids, lengths, spec, np.random.default_rng(8), monkeypatch, True)
+    assert handed == [] and out.masked_lm_weights.sum() > 0.1 * lengths.sum()
