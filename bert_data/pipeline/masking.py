@@ -38,7 +38,8 @@ import numpy as np
 
 from .masking_kernels import (TIE, apply_masks, ngram_positions, single_token_positions, span_positions,
                               whole_word_positions)
-from .span_masking import MAX_SPAN_WORDS, choose_spans, span_draws, spans_by_draws, word_starts
+from .span_masking import (MAX_SPAN_WORDS, choose_spans, span_draws, span_length_thresholds, span_lengths, spans_by_draws,
+                           word_starts)
 
 
 @dataclass(frozen=True)
@@ -334,12 +335,13 @@ def _chosen_compiled(kernel, input_ids, lengths, spec: MaskingSpec, vocab, budge
     if spec.span:
         candidates = candidate_mask(input_ids, lengths, spec.special_ids)
         starts = word_starts(input_ids, candidates, vocab.is_continuation)
-        keys, drawn = span_draws(candidates.shape, rng)
-        keys, drawn = np.ascontiguousarray(keys, dtype=np.float64), np.ascontiguousarray(drawn, dtype=np.int64)
-        kernel(candidates, starts, keys, drawn, budget, MAX_SPAN_WORDS, positions, n_chosen)
+        keys, length_draws = (np.ascontiguousarray(draws, dtype=np.float64) for draws in span_draws(candidates.shape, rng))
+        kernel(candidates, starts, keys, length_draws, span_length_thresholds(), budget, MAX_SPAN_WORDS,
+               positions, n_chosen)
 
         def reference(rows):
-            return spans_by_draws(candidates[rows], starts[rows], budget[rows], keys[rows], drawn[rows])
+            return spans_by_draws(candidates[rows], starts[rows], budget[rows], keys[rows],
+                                  span_lengths(length_draws[rows]))
     else:
         keys = np.ascontiguousarray(rng.random((n, width)), dtype=np.float64)
         ids = np.ascontiguousarray(input_ids, dtype=np.int32)

@@ -199,6 +199,8 @@ def ngram_positions(input_ids, lengths, is_special, is_continuation, keys, size_
     word_of = np.empty(width, np.int64)
     ends = np.zeros(width + 1, np.int64)  # ends[w]: the tokens of the row's first w words
     covered = np.zeros(width + largest, np.bool_)
+    order = np.empty(width, np.int64)
+    filled = np.empty(width + 1, np.int64)
     for i in range(n):
         length = min(max(lengths[i], 0), width)
         words = 0
@@ -213,12 +215,28 @@ def ngram_positions(input_ids, lengths, is_special, is_continuation, keys, size_
             word_of[j] = words - 1
             ends[words] += 1
         wanted = budget[i]
-        order = np.argsort(keys[i, :words], kind="mergesort")
+        # The words by key: a bucket sort (the keys are uniform: about one a bucket), then an
+        # insertion sort of what is left out of order (within buckets).
+        for bucket in range(words + 1):
+            filled[bucket] = 0
+        for word in range(words):
+            filled[min(max(int(keys[i, word] * words), 0), words - 1) + 1] += 1
+        for bucket in range(words):
+            filled[bucket + 1] += filled[bucket]
+        for word in range(words):
+            bucket = min(max(int(keys[i, word] * words), 0), words - 1)
+            order[filled[bucket]] = word
+            filled[bucket] += 1
         tie = False
         for rank in range(1, words):
-            if keys[i, order[rank]] == keys[i, order[rank - 1]]:
-                tie = True
-                break
+            word = order[rank]
+            key = keys[i, word]
+            place = rank
+            while place > 0 and keys[i, order[place - 1]] > key:
+                order[place] = order[place - 1]
+                place -= 1
+            order[place] = word
+            tie |= place > 0 and keys[i, order[place - 1]] == key
         if tie:
             counts[i] = TIE
             continue
@@ -258,16 +276,19 @@ def ngram_positions(input_ids, lengths, is_special, is_continuation, keys, size_
 
 
 @kernel
-def span_positions(candidates, starts, keys, drawn, budget, max_words, positions, counts):
+def span_positions(candidates, starts, keys, length_draws, length_thresholds, budget, max_words, positions, counts):
     """Per row, SpanBERT's span masking as the reference (``span_masking.choose_spans``) makes it:
     words (``starts``: the candidates that start one) in the order of ``keys[i, :words]``, the
-    span at rank r of ``drawn[i, r]`` words (fewer before the row's end), stopped before a chosen
-    word and shrunk to the longest run of whole words that fits the budget."""
+    span at rank r of ``1 + #{k: length_thresholds[k] <= length_draws[i, r]}`` words (numpy's
+    ``searchsorted(..., side="right")``; fewer before the row's end), stopped before a chosen word
+    and shrunk to the longest run of whole words that fits the budget."""
     n, width = candidates.shape
     slots = positions.shape[1]
     word_of = np.empty(width, np.int64)
     ends = np.zeros(width + 1, np.int64)
     covered = np.zeros(width + max_words + 1, np.bool_)
+    order = np.empty(width, np.int64)
+    filled = np.empty(width + 1, np.int64)
     for i in range(n):
         words = 0
         for j in range(width):
@@ -281,12 +302,28 @@ def span_positions(candidates, starts, keys, drawn, budget, max_words, positions
                 word_of[j] = words - 1
                 ends[words] += 1
         wanted = budget[i]
-        order = np.argsort(keys[i, :words], kind="mergesort")
+        # The words by key: a bucket sort (the keys are uniform: about one a bucket), then an
+        # insertion sort of what is left out of order (within buckets).
+        for bucket in range(words + 1):
+            filled[bucket] = 0
+        for word in range(words):
+            filled[min(max(int(keys[i, word] * words), 0), words - 1) + 1] += 1
+        for bucket in range(words):
+            filled[bucket + 1] += filled[bucket]
+        for word in range(words):
+            bucket = min(max(int(keys[i, word] * words), 0), words - 1)
+            order[filled[bucket]] = word
+            filled[bucket] += 1
         tie = False
         for rank in range(1, words):
-            if keys[i, order[rank]] == keys[i, order[rank - 1]]:
-                tie = True
-                break
+            word = order[rank]
+            key = keys[i, word]
+            place = rank
+            while place > 0 and keys[i, order[place - 1]] > key:
+                order[place] = order[place - 1]
+                place -= 1
+            order[place] = word
+            tie |= place > 0 and keys[i, order[place - 1]] == key
         if tie:
             counts[i] = TIE
             continue
@@ -297,7 +334,10 @@ def span_positions(candidates, starts, keys, drawn, budget, max_words, positions
             if taken >= wanted:
                 break
             start = order[rank]
-            size = min(drawn[i, rank], words - start)
+            drawn = 1
+            for threshold in length_thresholds:
+                drawn += threshold <= length_draws[i, rank]
+            size = min(drawn, words - start)
             length = 0  # fits is true for a prefix of the sizes: its length is the span taken
             for span in range(1, max_words + 1):
                 if covered[start + span - 1] or span > size:

@@ -112,10 +112,11 @@ class CoarseKeys:
         return self.rng.integers(low, high, size=size)
 
 
-@pytest.mark.parametrize("whole_word", [False, True])
-def test_equal_keys_are_ordered_as_the_reference_orders_them(monkeypatch, whole_word):
+@pytest.mark.parametrize("options", [dict(), dict(whole_word=True), dict(max_ngram_size=3), dict(span=True)],
+                         ids=["token", "whole_word", "ngram", "span"])
+def test_equal_keys_are_ordered_as_the_reference_orders_them(monkeypatch, options):
     ids, lengths = batch(400, seed=5)
-    spec = MaskingSpec(0.15, 20, whole_word, special_ids=(CLS, SEP, SEPARATOR))
+    spec = MaskingSpec(0.15, 20, special_ids=(CLS, SEP, SEPARATOR), **options)
     for levels in (4, 64, 4096):
         ours = masked(ids, lengths, spec, CoarseKeys(levels, levels), monkeypatch, True)
         theirs = masked(ids, lengths, spec, CoarseKeys(levels, levels), monkeypatch, False)
