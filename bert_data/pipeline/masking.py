@@ -39,7 +39,7 @@ import numpy as np
 from .masking_kernels import (TIE, apply_masks, ngram_positions, single_token_positions, span_positions,
                               whole_word_positions)
 from .span_masking import (MAX_SPAN_WORDS, choose_spans, span_draws, span_length_thresholds, span_lengths, spans_by_draws,
-                           word_starts)
+                           word_starts as starts_of_words)
 
 
 @dataclass(frozen=True)
@@ -101,15 +101,17 @@ class MaskingSpec:
         return "whole_word" if self.whole_word else "token"
 
     @classmethod
-    def for_vocab(cls, vocab, document_separator_token: Optional[str] = None, **options) -> "MaskingSpec":
+    def for_vocab(cls, vocab, document_separator_token: Optional[str] = None, *, stored_word_starts: bool = False,
+                  **options) -> "MaskingSpec":
         """[CLS] and [SEP] of ``vocab`` are never masked, nor ``document_separator_token`` when
         given (it must be in the vocabulary).  ``options``: the fields (``masked_lm_prob``,
-        ``max_predictions_per_seq``, ``whole_word``, ``max_ngram_size``, ``span``, the shares)."""
-        whole_words = (options.get("whole_word") or int(options.get("max_ngram_size") or 1) > 1
-                       or options.get("span"))
-        if whole_words and getattr(vocab, "word_boundary", True) is None:
+        ``max_predictions_per_seq``, ``whole_word``, ``max_ngram_size``, ``span``, the shares).
+        ``stored_word_starts``: the rows come with their word starts (``mask_tokens``'
+        ``word_starts``), so whole words need no marks in the pieces."""
+        if uses_words(options) and getattr(vocab, "word_boundary", True) is None and not stored_word_starts:
             raise ValueError("whole-word, n-gram and span masking need word boundaries, and this tokenizer's pieces do "
-                             "not show where a word starts (no ##, \u2581 or \u0120 mark)")
+                             "not show where a word starts (no ##, \u2581 or \u0120 mark): make the data with "
+                             "--store_word_starts")
         special = {vocab.cls_id, vocab.sep_id}
         if document_separator_token is not None:
             separator = vocab.token_to_id.get(document_separator_token)
@@ -118,6 +120,12 @@ class MaskingSpec:
                                  f"vocabulary {vocab.path}")
             special.add(separator)
         return cls(special_ids=tuple(special), **options)
+
+
+def uses_words(options) -> bool:
+    """Whether masking options (``MaskingSpec``'s fields) choose whole words: whole-word, n-gram
+    or span masking."""
+    return bool(options.get("whole_word") or int(options.get("max_ngram_size") or 1) > 1 or options.get("span"))
 
 
 def separator_token(mlm_only: bool, token: str) -> Optional[str]:
@@ -278,6 +286,10 @@ def _ngrams_by_draws(candidates, input_ids, is_continuation, budget, max_ngram_s
     return chosen
 
 
+# Stored word starts as marks: index 0 starts a word, index 1 continues one.
+_STORED_MARKS = np.array([False, True])
+
+
 @dataclass
 class MaskedTokens:
     input_ids: np.ndarray  # (n, width) int32, with masks applied
@@ -287,10 +299,12 @@ class MaskedTokens:
 
 
 def mask_tokens(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingSpec, vocab,
-                rng: np.random.Generator) -> MaskedTokens:
+                rng: np.random.Generator, word_starts: Optional[np.ndarray] = None) -> MaskedTokens:
     """Mask a batch of token rows (the real tokens are the first ``lengths`` of each row) as
     ``spec`` says; ``vocab`` gives the [MASK] id, the ordinary tokens random replacements come
-    from, and which tokens continue a word (``##`` pieces).
+    from, and which tokens continue a word (``##`` pieces).  ``word_starts`` (``(n, L)``,
+    nonzero where a token starts a word), when given, says it instead of the marks: the word
+    starts the tokenizer recorded (``--store_word_starts``).
 
     The writer calls it for static masks, and the loaders for masks drawn at load time
     (``--disable_masking``): the same rules either way.
@@ -298,25 +312,31 @@ def mask_tokens(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingSpec, v
     input_ids = np.asarray(input_ids)
     lengths = np.asarray(lengths)
     budget = num_to_predict(lengths, spec.masked_lm_prob, spec.max_predictions_per_seq)
+    # The word choosers look up each id's mark; stored starts become a two-entry table of marks
+    # looked up by "does not start a word".
+    marked_ids, is_continuation = input_ids, vocab.is_continuation
+    if word_starts is not None:
+        marked_ids, is_continuation = (np.asarray(word_starts) == 0).astype(np.intp), _STORED_MARKS
     kernel = _CHOICE_KERNELS.get(spec.strategy, lambda: None)()
     if kernel is not None and input_ids.size:
-        positions, n_chosen = _chosen_compiled(kernel, input_ids, lengths, spec, vocab, budget, rng)
+        positions, n_chosen = _chosen_compiled(kernel, input_ids, marked_ids, is_continuation, lengths, spec, budget,
+                                               rng)
     else:
-        positions, n_chosen = _packed(_chosen(input_ids, lengths, spec, vocab, budget, rng),
+        positions, n_chosen = _packed(_chosen(input_ids, marked_ids, is_continuation, lengths, spec, budget, rng),
                                       spec.max_predictions_per_seq)
     return _replaced(input_ids, positions, n_chosen, spec, vocab, rng)
 
 
-def _chosen(input_ids, lengths, spec: MaskingSpec, vocab, budget, rng) -> np.ndarray:
-    """The reference's choice of positions, ``(n, width)`` bool."""
-    is_continuation = vocab.is_continuation
+def _chosen(input_ids, marked_ids, is_continuation, lengths, spec: MaskingSpec, budget, rng) -> np.ndarray:
+    """The reference's choice of positions, ``(n, width)`` bool (``is_continuation[marked_ids]``:
+    the tokens that continue a word)."""
     candidates = candidate_mask(input_ids, lengths, spec.special_ids)
     if spec.span:
-        return choose_spans(candidates, word_starts(input_ids, candidates, is_continuation), budget, rng)
+        return choose_spans(candidates, starts_of_words(marked_ids, candidates, is_continuation), budget, rng)
     if spec.max_ngram_size > 1:
-        return _choose_ngrams(candidates, input_ids, is_continuation, budget, spec.max_ngram_size, rng)
+        return _choose_ngrams(candidates, marked_ids, is_continuation, budget, spec.max_ngram_size, rng)
     if spec.whole_word:
-        return _choose_whole_words(candidates, input_ids, is_continuation, budget, rng)
+        return _choose_whole_words(candidates, marked_ids, is_continuation, budget, rng)
     return _choose_single_tokens(candidates, budget, spec.max_predictions_per_seq, rng)
 
 
@@ -325,7 +345,7 @@ _CHOICE_KERNELS = {"token": single_token_positions, "whole_word": whole_word_pos
                    "span": span_positions}
 
 
-def _chosen_compiled(kernel, input_ids, lengths, spec: MaskingSpec, vocab, budget, rng):
+def _chosen_compiled(kernel, input_ids, marked_ids, is_continuation, lengths, spec: MaskingSpec, budget, rng):
     """The choice of positions by a compiled kernel, one pass per row, from the reference's
     draws (the same draws, the same positions); the rows whose keys tie (the reference's
     unstable sorts order those) are chosen by the reference."""
@@ -334,7 +354,7 @@ def _chosen_compiled(kernel, input_ids, lengths, spec: MaskingSpec, vocab, budge
     n_chosen = np.zeros(n, dtype=np.int64)
     if spec.span:
         candidates = candidate_mask(input_ids, lengths, spec.special_ids)
-        starts = word_starts(input_ids, candidates, vocab.is_continuation)
+        starts = starts_of_words(marked_ids, candidates, is_continuation)
         keys, length_draws = (np.ascontiguousarray(draws, dtype=np.float64) for draws in span_draws(candidates.shape, rng))
         kernel(candidates, starts, keys, length_draws, span_length_thresholds(), budget, MAX_SPAN_WORDS,
                positions, n_chosen)
@@ -355,21 +375,22 @@ def _chosen_compiled(kernel, input_ids, lengths, spec: MaskingSpec, vocab, budge
                 return _single_tokens_by_keys(candidate_mask(input_ids[rows], lengths[rows], spec.special_ids),
                                               budget[rows], spec.max_predictions_per_seq, keys[rows])
         else:
-            is_continuation = np.ascontiguousarray(vocab.is_continuation, dtype=np.bool_)
+            marks = ids if marked_ids is input_ids else np.ascontiguousarray(marked_ids)
+            continuation = np.ascontiguousarray(is_continuation, dtype=np.bool_)
             if spec.strategy == "whole_word":
-                kernel(ids, row_lengths, is_special, is_continuation, keys, budget, positions, n_chosen)
+                kernel(ids, marks, row_lengths, is_special, continuation, keys, budget, positions, n_chosen)
 
                 def reference(rows):
                     return _whole_words_by_keys(candidate_mask(input_ids[rows], lengths[rows], spec.special_ids),
-                                                input_ids[rows], is_continuation, budget[rows], keys[rows])
+                                                marked_ids[rows], is_continuation, budget[rows], keys[rows])
             else:
                 size_draws = np.ascontiguousarray(rng.random((n, width)), dtype=np.float64)
-                kernel(ids, row_lengths, is_special, is_continuation, keys, size_draws,
+                kernel(ids, marks, row_lengths, is_special, continuation, keys, size_draws,
                        _ngram_thresholds(spec.max_ngram_size), budget, positions, n_chosen)
 
                 def reference(rows):
                     return _ngrams_by_draws(candidate_mask(input_ids[rows], lengths[rows], spec.special_ids),
-                                            input_ids[rows], is_continuation, budget[rows], spec.max_ngram_size,
+                                            marked_ids[rows], is_continuation, budget[rows], spec.max_ngram_size,
                                             keys[rows], size_draws[rows])
     tied = np.flatnonzero(n_chosen == TIE)
     if len(tied):

@@ -9,7 +9,9 @@ sorts are not stable), a kernel does not guess: it marks the row (``counts[i] = 
 caller runs the reference on the marked rows alone (about 2**-40 of the rows with real draws).
 
 ``is_special`` is indexed by token id up to the largest special id ([CLS], [SEP], a document
-separator: never candidates), a table rather than a loop over the ids in the inner loop.
+separator: never candidates), a table rather than a loop over the ids in the inner loop; a token
+continues a word when ``is_continuation[marks[i, j]]`` (``marks``: the ids themselves, or the
+stored word starts as 0/1, ``mask_tokens``' ``word_starts``).
 The kernels write into arrays the caller allocates (``positions`` zeroed, ``counts``), so that
 each is an ordinary loop numba compiles once (``bert_data.compiled``; ``python_function`` runs
 them uncompiled in tests).
@@ -80,7 +82,7 @@ def single_token_positions(input_ids, lengths, is_special, keys, budget, positio
 
 
 @kernel
-def whole_word_positions(input_ids, lengths, is_special, is_continuation, keys, budget, positions, counts):
+def whole_word_positions(input_ids, marks, lengths, is_special, is_continuation, keys, budget, positions, counts):
     """Per row, Google's whole-word choice: words (a continuation piece joins the candidate word
     before it) in the order of ``keys[i, :words]``, each taken while it fits in the budget and
     skipped when it would overflow; the chosen tokens ascending in ``positions[i, :counts[i]]``.
@@ -103,7 +105,7 @@ def whole_word_positions(input_ids, lengths, is_special, is_continuation, keys, 
             token = input_ids[i, j]
             if token < len(is_special) and is_special[token]:
                 continue
-            if words == 0 or not is_continuation[token]:
+            if words == 0 or not is_continuation[marks[i, j]]:
                 word_length[words] = 0
                 taken[words] = False
                 words += 1
@@ -186,7 +188,7 @@ def apply_masks(input_ids, positions, counts, draw, random_index, ordinary_ids, 
 
 
 @kernel
-def ngram_positions(input_ids, lengths, is_special, is_continuation, keys, size_draws, thresholds, budget,
+def ngram_positions(input_ids, marks, lengths, is_special, is_continuation, keys, size_draws, thresholds, budget,
                     positions, counts):
     """Per row, TF Model Garden's n-gram masking as the reference (``masking._choose_ngrams``)
     makes it: span starts (words, as whole-word masking groups them) in the order of
@@ -209,7 +211,7 @@ def ngram_positions(input_ids, lengths, is_special, is_continuation, keys, size_
             token = input_ids[i, j]
             if token < len(is_special) and is_special[token]:
                 continue
-            if words == 0 or not is_continuation[token]:
+            if words == 0 or not is_continuation[marks[i, j]]:
                 words += 1
                 ends[words] = ends[words - 1]
             word_of[j] = words - 1

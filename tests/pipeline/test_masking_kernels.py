@@ -36,10 +36,10 @@ def batch(n=600, width=128, seed=0, continuation_rate=0.3):
     return ids, lengths
 
 
-def masked(ids, lengths, spec, rng, monkeypatch, compiled_on):
+def masked(ids, lengths, spec, rng, monkeypatch, compiled_on, word_starts=None):
     monkeypatch.setenv(compiled.DISABLE_VARIABLE, "1" if compiled_on else "0")
     assert compiled.kernels_enabled() == compiled_on  # numba is a dev dependency: the kernels must run
-    return mask_tokens(ids, lengths, spec, VOCAB, rng)
+    return mask_tokens(ids, lengths, spec, VOCAB, rng, word_starts=word_starts)
 
 
 def assert_same(kernel_out, reference_out):
@@ -129,8 +129,10 @@ def positions_by_kernel(kernel, ids, lengths, spec, keys):
     budget = num_to_predict(lengths, spec.masked_lm_prob, spec.max_predictions_per_seq)
     positions = np.zeros((len(ids), spec.max_predictions_per_seq), dtype=np.int32)
     counts = np.zeros(len(ids), dtype=np.int64)
-    words = (IS_CONTINUATION,) if spec.whole_word else ()
-    kernel()(ids, lengths.astype(np.int64), is_special, *words, keys, budget, positions, counts)
+    if spec.whole_word:  # (the ids are their own marks)
+        kernel()(ids, ids, lengths.astype(np.int64), is_special, IS_CONTINUATION, keys, budget, positions, counts)
+    else:
+        kernel()(ids, lengths.astype(np.int64), is_special, keys, budget, positions, counts)
     return positions, counts
 
 
@@ -178,3 +180,17 @@ def test_with_real_draws_the_kernels_choose_every_row(monkeypatch, options):
     spec = MaskingSpec(0.15, 20, special_ids=(CLS, SEP, SEPARATOR), **options)
     out = masked(ids, lengths, spec, np.random.default_rng(8), monkeypatch, True)
     assert handed == [] and out.masked_lm_weights.sum() > 0.1 * lengths.sum()
+
+
+@pytest.mark.parametrize("options", [dict(whole_word=True), dict(max_ngram_size=3), dict(span=True)],
+                         ids=["whole_word", "ngram", "span"])
+def test_stored_word_starts_give_the_reference_masks(monkeypatch, options):
+    """Words from stored starts (--store_word_starts) rather than the pieces' marks."""
+    ids, lengths = batch(300, seed=9)
+    starts = np.random.default_rng(9).random(ids.shape) < 0.6
+    spec = MaskingSpec(0.15, 20, special_ids=(CLS, SEP, SEPARATOR), **options)
+    ours = masked(ids, lengths, spec, np.random.default_rng(9), monkeypatch, True, word_starts=starts)
+    theirs = masked(ids, lengths, spec, np.random.default_rng(9), monkeypatch, False, word_starts=starts)
+    assert_same(ours, theirs)
+    by_marks = masked(ids, lengths, spec, np.random.default_rng(9), monkeypatch, True)
+    assert not np.array_equal(ours.masked_lm_positions, by_marks.masked_lm_positions)  # the starts were used
