@@ -17,6 +17,10 @@ Here the same choice is made for a whole batch of instances with numpy:
 * the 80/10/10 choice is one uniform draw per chosen token (Google's two draws give the same
   probabilities).
 
+With numba installed (``bert_data.compiled``), the choices and the replacement run as compiled
+loops, one pass per row (:mod:`bert_data.pipeline.masking_kernels`),
+on the same draws; the numpy code here stays the reference they are tested against.
+
 SpanBERT's span masking (``MaskingSpec.span``) is :mod:`bert_data.pipeline.span_masking`'s, and
 the 80/10/10 shares are ``MaskingSpec``'s (BERT's by default, settable for load-time masks).
 
@@ -32,7 +36,10 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .span_masking import choose_spans, word_starts as starts_of_words
+from .masking_kernels import (TIE, apply_masks, ngram_positions, single_token_positions, span_positions,
+                              whole_word_positions)
+from .span_masking import (MAX_SPAN_WORDS, choose_spans, span_draws, span_length_thresholds, span_lengths, spans_by_draws,
+                           word_starts as starts_of_words)
 
 
 @dataclass(frozen=True)
@@ -144,8 +151,12 @@ def candidate_mask(input_ids: np.ndarray, lengths: np.ndarray, special_ids) -> n
 
 def _choose_single_tokens(candidates, budget, max_predictions, rng):
     """Chosen positions as a boolean matrix, when every candidate is a one-token word."""
+    return _single_tokens_by_keys(candidates, budget, max_predictions, rng.random(candidates.shape))
+
+
+def _single_tokens_by_keys(candidates, budget, max_predictions, keys):
     n, width = candidates.shape
-    keys = rng.random((n, width))
+    keys = np.array(keys, dtype=np.float64)  # (a copy: the caller's keys stay as drawn)
     keys[~candidates] = np.inf
     take = np.minimum(budget, candidates.sum(axis=1))  # (at most max_predictions: the budget is)
     # A row takes its ``take`` smallest keys: those up to the take-th smallest, found among the
@@ -177,11 +188,15 @@ def _choose_single_tokens_ranked(keys, candidates, take, max_predictions):
 def _choose_whole_words(candidates, input_ids, is_continuation, budget, rng):
     """Chosen positions when continuation pieces (``##`` pieces for WordPiece; see
     ``Vocab.word_boundary``) belong to the word before them."""
+    return _whole_words_by_keys(candidates, input_ids, is_continuation, budget, rng.random(candidates.shape))
+
+
+def _whole_words_by_keys(candidates, input_ids, is_continuation, budget, keys):
     n, width = candidates.shape
     word_of, n_words, word_length = _words(candidates, input_ids, is_continuation)
     rows, cols = np.nonzero(candidates)
 
-    keys = rng.random((n, width))
+    keys = np.array(keys, dtype=np.float64)  # (a copy: the caller's keys stay as drawn)
     keys[np.arange(width) >= n_words[:, None]] = np.inf
     order = np.argsort(keys, axis=1)
     ranked_length = np.take_along_axis(word_length, order, axis=1)
@@ -217,20 +232,30 @@ def _choose_ngrams(candidates, input_ids, is_continuation, budget, max_ngram_siz
     random order; each span is n whole words, n drawn with weight 1/n among the sizes that fit
     before the row's last word; a span that would overflow the budget shrinks to the longest
     size that fits, one that still does not, or that touches a chosen word, is skipped."""
+    keys = rng.random(candidates.shape)
+    size_draws = rng.random(candidates.shape)
+    return _ngrams_by_draws(candidates, input_ids, is_continuation, budget, max_ngram_size, keys, size_draws)
+
+
+def _ngram_thresholds(largest: int) -> np.ndarray:
+    """thresholds[m - 1, k]: P(size <= k + 1) when sizes 1..m are possible (1.0 past m)."""
+    weights = 1.0 / np.arange(1, largest + 1)
+    thresholds = np.ones((largest, largest))
+    for m in range(1, largest + 1):
+        thresholds[m - 1, :m] = np.cumsum(weights[:m]) / weights[:m].sum()
+    return thresholds
+
+
+def _ngrams_by_draws(candidates, input_ids, is_continuation, budget, max_ngram_size, keys, size_draws):
     n, width = candidates.shape
     word_of, n_words, word_length = _words(candidates, input_ids, is_continuation)
     ends = np.concatenate([np.zeros((n, 1), dtype=np.int64), np.cumsum(word_length, axis=1)], axis=1)
     largest = max_ngram_size
-    weights = 1.0 / np.arange(1, largest + 1)
-    # thresholds[m - 1, k]: P(size <= k + 1) when sizes 1..m are possible (1.0 past m).
-    thresholds = np.ones((largest, largest))
-    for m in range(1, largest + 1):
-        thresholds[m - 1, :m] = np.cumsum(weights[:m]) / weights[:m].sum()
+    thresholds = _ngram_thresholds(largest)
 
-    keys = rng.random((n, width))
+    keys = np.array(keys, dtype=np.float64)  # (a copy: the caller's keys stay as drawn)
     keys[np.arange(width) >= n_words[:, None]] = np.inf
     order = np.argsort(keys, axis=1)
-    size_draws = rng.random((n, width))
 
     covered = np.zeros((n, width + largest), dtype=bool)  # by word; padded so spans never index out
     taken = np.zeros(n, dtype=np.int64)
@@ -285,40 +310,130 @@ def mask_tokens(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingSpec, v
     (``--disable_masking``): the same rules either way.
     """
     input_ids = np.asarray(input_ids)
-    n, width = input_ids.shape
     lengths = np.asarray(lengths)
-    max_predictions_per_seq = spec.max_predictions_per_seq
-    candidates = candidate_mask(input_ids, lengths, spec.special_ids)
-    budget = num_to_predict(lengths, spec.masked_lm_prob, max_predictions_per_seq)
+    budget = num_to_predict(lengths, spec.masked_lm_prob, spec.max_predictions_per_seq)
     # The word choosers look up each id's mark; stored starts become a two-entry table of marks
     # looked up by "does not start a word".
     marked_ids, is_continuation = input_ids, vocab.is_continuation
     if word_starts is not None:
         marked_ids, is_continuation = (np.asarray(word_starts) == 0).astype(np.intp), _STORED_MARKS
-    if spec.span:
-        chosen = choose_spans(candidates, starts_of_words(marked_ids, candidates, is_continuation), budget, rng)
-    elif spec.max_ngram_size > 1:
-        chosen = _choose_ngrams(candidates, marked_ids, is_continuation, budget, spec.max_ngram_size, rng)
-    elif spec.whole_word:
-        chosen = _choose_whole_words(candidates, marked_ids, is_continuation, budget, rng)
+    kernel = _CHOICE_KERNELS.get(spec.strategy, lambda: None)()
+    if kernel is not None and input_ids.size:
+        positions, n_chosen = _chosen_compiled(kernel, input_ids, marked_ids, is_continuation, lengths, spec, budget,
+                                               rng)
     else:
-        chosen = _choose_single_tokens(candidates, budget, max_predictions_per_seq, rng)
+        positions, n_chosen = _packed(_chosen(input_ids, marked_ids, is_continuation, lengths, spec, budget, rng),
+                                      spec.max_predictions_per_seq)
+    return _replaced(input_ids, positions, n_chosen, spec, vocab, rng)
 
-    # Chosen positions, ascending, packed to the left (nonzero lists them row by row, ascending;
-    # the budget keeps them within max_predictions_per_seq, and the first ones would be kept).
+
+def _chosen(input_ids, marked_ids, is_continuation, lengths, spec: MaskingSpec, budget, rng) -> np.ndarray:
+    """The reference's choice of positions, ``(n, width)`` bool (``is_continuation[marked_ids]``:
+    the tokens that continue a word)."""
+    candidates = candidate_mask(input_ids, lengths, spec.special_ids)
+    if spec.span:
+        return choose_spans(candidates, starts_of_words(marked_ids, candidates, is_continuation), budget, rng)
+    if spec.max_ngram_size > 1:
+        return _choose_ngrams(candidates, marked_ids, is_continuation, budget, spec.max_ngram_size, rng)
+    if spec.whole_word:
+        return _choose_whole_words(candidates, marked_ids, is_continuation, budget, rng)
+    return _choose_single_tokens(candidates, budget, spec.max_predictions_per_seq, rng)
+
+
+# The compiled choice of each strategy (getters: None when kernels are off).
+_CHOICE_KERNELS = {"token": single_token_positions, "whole_word": whole_word_positions, "ngram": ngram_positions,
+                   "span": span_positions}
+
+
+def _chosen_compiled(kernel, input_ids, marked_ids, is_continuation, lengths, spec: MaskingSpec, budget, rng):
+    """The choice of positions by a compiled kernel, one pass per row, from the reference's
+    draws (the same draws, the same positions); the rows whose keys tie (the reference's
+    unstable sorts order those) are chosen by the reference."""
+    n, width = input_ids.shape
+    positions = np.zeros((n, spec.max_predictions_per_seq), dtype=np.int32)
+    n_chosen = np.zeros(n, dtype=np.int64)
+    if spec.span:
+        candidates = candidate_mask(input_ids, lengths, spec.special_ids)
+        starts = starts_of_words(marked_ids, candidates, is_continuation)
+        keys, length_draws = (np.ascontiguousarray(draws, dtype=np.float64) for draws in span_draws(candidates.shape, rng))
+        kernel(candidates, starts, keys, length_draws, span_length_thresholds(), budget, MAX_SPAN_WORDS,
+               positions, n_chosen)
+
+        def reference(rows):
+            return spans_by_draws(candidates[rows], starts[rows], budget[rows], keys[rows],
+                                  span_lengths(length_draws[rows]))
+    else:
+        keys = np.ascontiguousarray(rng.random((n, width)), dtype=np.float64)
+        ids = np.ascontiguousarray(input_ids, dtype=np.int32)
+        row_lengths = np.ascontiguousarray(lengths, dtype=np.int64).reshape(n)
+        is_special = np.zeros(max(spec.special_ids, default=-1) + 1, dtype=np.bool_)
+        is_special[list(spec.special_ids)] = True
+        if spec.strategy == "token":
+            kernel(ids, row_lengths, is_special, keys, budget, positions, n_chosen)
+
+            def reference(rows):
+                return _single_tokens_by_keys(candidate_mask(input_ids[rows], lengths[rows], spec.special_ids),
+                                              budget[rows], spec.max_predictions_per_seq, keys[rows])
+        else:
+            marks = ids if marked_ids is input_ids else np.ascontiguousarray(marked_ids)
+            continuation = np.ascontiguousarray(is_continuation, dtype=np.bool_)
+            if spec.strategy == "whole_word":
+                kernel(ids, marks, row_lengths, is_special, continuation, keys, budget, positions, n_chosen)
+
+                def reference(rows):
+                    return _whole_words_by_keys(candidate_mask(input_ids[rows], lengths[rows], spec.special_ids),
+                                                marked_ids[rows], is_continuation, budget[rows], keys[rows])
+            else:
+                size_draws = np.ascontiguousarray(rng.random((n, width)), dtype=np.float64)
+                kernel(ids, marks, row_lengths, is_special, continuation, keys, size_draws,
+                       _ngram_thresholds(spec.max_ngram_size), budget, positions, n_chosen)
+
+                def reference(rows):
+                    return _ngrams_by_draws(candidate_mask(input_ids[rows], lengths[rows], spec.special_ids),
+                                            marked_ids[rows], is_continuation, budget[rows], spec.max_ngram_size,
+                                            keys[rows], size_draws[rows])
+    tied = np.flatnonzero(n_chosen == TIE)
+    if len(tied):
+        positions[tied], n_chosen[tied] = _packed(reference(tied), spec.max_predictions_per_seq)
+    return positions, n_chosen
+
+
+def _packed(chosen: np.ndarray, max_predictions_per_seq: int):
+    """Chosen positions, ascending, packed to the left (nonzero lists them row by row, ascending;
+    the budget keeps them within max_predictions_per_seq, and the first ones would be kept), and
+    how many each row has."""
+    n = chosen.shape[0]
     rows, columns = np.nonzero(chosen)
     n_chosen = np.bincount(rows, minlength=n)
     rank = np.arange(len(rows)) - np.repeat(np.cumsum(n_chosen) - n_chosen, n_chosen)
     slotted = rank < max_predictions_per_seq
     positions = np.zeros((n, max_predictions_per_seq), dtype=np.int32)
     positions[rows[slotted], rank[slotted]] = columns[slotted]
+    return positions, n_chosen
+
+
+def _replaced(input_ids, positions, n_chosen, spec: MaskingSpec, vocab, rng) -> MaskedTokens:
+    """The chosen tokens replaced 80/10/10 (the draws after the choice's: one uniform per slot,
+    then one random-token index per slot, as the reference draws them)."""
+    n, max_predictions_per_seq = positions.shape
+    draw = rng.random((n, max_predictions_per_seq))
+    ordinary_ids = vocab.ordinary_ids
+    random_index = rng.integers(0, len(ordinary_ids), size=(n, max_predictions_per_seq))
+    apply = apply_masks()
+    if apply is not None and input_ids.size:
+        ids = np.ascontiguousarray(input_ids, dtype=np.int32)  # (token ids: int32 holds them, as the output does)
+        masked = ids.copy()
+        labels = np.zeros(positions.shape, dtype=np.int32)
+        weights = np.zeros(positions.shape, dtype=np.float32)
+        apply(ids, positions, n_chosen, np.ascontiguousarray(draw, dtype=np.float64),
+              np.ascontiguousarray(random_index, dtype=np.int64), np.ascontiguousarray(ordinary_ids),
+              int(vocab.mask_id), spec.mask_token_share, 1.0 - spec.random_token_share, masked, labels, weights)
+        return MaskedTokens(masked, positions, labels, weights)
+
     weights = np.arange(max_predictions_per_seq) < n_chosen[:, None]
     original = np.take_along_axis(input_ids, positions, axis=1)
     labels = np.where(weights, original, 0).astype(np.int32)
-
-    draw = rng.random((n, max_predictions_per_seq))
-    ordinary_ids = vocab.ordinary_ids
-    random_tokens = ordinary_ids[rng.integers(0, len(ordinary_ids), size=(n, max_predictions_per_seq))]
+    random_tokens = ordinary_ids[random_index]
     # [MASK] below mask_token_share, a random token from 1 - random_token_share (0.8 and 0.9 for
     # 80/10/10, exactly Google's thresholds), else the token itself.
     replacement = np.where(draw < spec.mask_token_share, vocab.mask_id,

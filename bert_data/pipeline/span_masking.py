@@ -27,7 +27,8 @@ from typing import Optional
 
 import numpy as np
 
-__all__ = ["SPAN_P", "MAX_SPAN_WORDS", "span_length_probabilities", "word_starts", "words_of", "choose_spans"]
+__all__ = ["SPAN_P", "MAX_SPAN_WORDS", "span_length_probabilities", "word_starts", "words_of", "choose_spans",
+           "span_draws", "span_length_thresholds", "span_lengths", "spans_by_draws"]
 
 # SpanBERT's defaults: geometric span lengths with p = 0.2, at most 10 words.
 SPAN_P = 0.2
@@ -79,17 +80,39 @@ def choose_spans(candidates: np.ndarray, starts: np.ndarray, budget: np.ndarray,
     One vectorised step per rank of the shuffled word order, across all rows; the rows that
     have spent their budget or run out of words drop out, and the loop ends when none is left."""
     candidates = np.asarray(candidates, dtype=bool)
+    keys, length_draws = span_draws(candidates.shape, rng)
+    return spans_by_draws(candidates, starts, budget, keys, span_lengths(length_draws, p, max_words), max_words)
+
+
+def span_draws(shape, rng: np.random.Generator):
+    """The draws of :func:`choose_spans`, ``(n, L)`` each: the keys that order a row's words, then
+    the uniforms that give the span length at each rank (:func:`span_lengths`)."""
+    return rng.random(tuple(shape)), rng.random(tuple(shape))
+
+
+def span_length_thresholds(p: float = SPAN_P, max_words: int = MAX_SPAN_WORDS) -> np.ndarray:
+    """A uniform draw ``u`` gives a span of ``1 + #{k: thresholds[k] <= u}`` words."""
+    return np.cumsum(span_length_probabilities(p, max_words))[:-1]
+
+
+def span_lengths(length_draws: np.ndarray, p: float = SPAN_P, max_words: int = MAX_SPAN_WORDS) -> np.ndarray:
+    """Span lengths in words from :func:`span_draws`' uniforms."""
+    return 1 + np.searchsorted(span_length_thresholds(p, max_words), length_draws, side="right")
+
+
+def spans_by_draws(candidates, starts, budget, keys, drawn, max_words: int = MAX_SPAN_WORDS) -> np.ndarray:
+    """:func:`choose_spans` from its draws: the keys of :func:`span_draws` and the span lengths
+    (:func:`span_lengths`)."""
+    candidates = np.asarray(candidates, dtype=bool)
     n, width = candidates.shape
     budget = np.asarray(budget, dtype=np.int64)
     word_of, n_words, word_length = words_of(candidates, starts)
     # ends[i, k]: tokens in the first k words of row i.
     ends = np.concatenate([np.zeros((n, 1), dtype=np.int64), np.cumsum(word_length, axis=1)], axis=1)
-    cdf = np.cumsum(span_length_probabilities(p, max_words))
 
-    keys = rng.random((n, width))
+    keys = np.array(keys, dtype=np.float64)  # (a copy: the caller's keys stay as drawn)
     keys[np.arange(width) >= n_words[:, None]] = np.inf
     order = np.argsort(keys, axis=1)
-    drawn = 1 + np.searchsorted(cdf[:-1], rng.random((n, width)), side="right")  # span lengths, in words
 
     covered = np.zeros((n, width + max_words + 1), dtype=bool)  # by word; padded: spans never index out
     taken = np.zeros(n, dtype=np.int64)

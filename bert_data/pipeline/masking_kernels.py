@@ -1,0 +1,360 @@
+"""Compiled kernels of :mod:`bert_data.pipeline.masking`: one pass per row instead of many
+whole-batch numpy passes over ``(n, width)`` matrices.
+
+Each kernel takes the random draws the reference takes (drawn by the caller, in the reference's
+order: the keys ``(n, width)``, then the 80/10/10 draws and the random-token indices
+``(n, max_predictions)``), so the bytes cannot depend on which path ran.  They give exactly the
+reference's output; where the reference's answer depends on how numpy orders equal keys (its
+sorts are not stable), a kernel does not guess: it marks the row (``counts[i] = -1``) and the
+caller runs the reference on the marked rows alone (about 2**-40 of the rows with real draws).
+
+``is_special`` is indexed by token id up to the largest special id ([CLS], [SEP], a document
+separator: never candidates), a table rather than a loop over the ids in the inner loop; a token
+continues a word when ``is_continuation[marks[i, j]]`` (``marks``: the ids themselves, or the
+stored word starts as 0/1, ``mask_tokens``' ``word_starts``).
+The kernels write into arrays the caller allocates (``positions`` zeroed, ``counts``), so that
+each is an ordinary loop numba compiles once (``bert_data.compiled``; ``python_function`` runs
+them uncompiled in tests).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..compiled import kernel
+
+__all__ = ["single_token_positions", "whole_word_positions", "apply_masks"]
+
+TIE = -1  # counts[i] for a row the caller must choose with the reference
+
+
+@kernel
+def single_token_positions(input_ids, lengths, is_special, keys, budget, positions, counts):
+    """Per row: the candidates with the ``take = min(budget, candidates)`` smallest keys,
+    ascending, in ``positions[i, :counts[i]]`` (the reference's ``keys <= threshold``).
+
+    The threshold (the take-th smallest key) is looked for among the keys below a guess that
+    holds about ``take + 2 sqrt(take) + 2`` of the row's uniform keys (all of them when it holds
+    fewer than ``take``), as the one key with ``take - 1`` keys below it; the loops have no
+    data-dependent branches (they are most of a row's time when mispredicted)."""
+    n, width = input_ids.shape
+    slots = positions.shape[1]
+    is_candidate = np.empty(width, np.bool_)
+    below = np.empty(width, np.float64)  # the candidate keys below the guess
+    chosen = np.empty(width, np.int64)
+    for i in range(n):
+        length = min(max(lengths[i], 0), width)
+        candidates = 0
+        for j in range(length):
+            token = input_ids[i, j]
+            candidate = not (token < len(is_special) and is_special[token])
+            is_candidate[j] = candidate
+            candidates += candidate
+        take = min(budget[i], slots, candidates)  # (the budget is at most max_predictions)
+        if take <= 0:
+            counts[i] = 0
+            continue
+        guess = (take + 2.0 * np.sqrt(take) + 2.0) / candidates
+        held = 0
+        for j in range(length):
+            key = keys[i, j]
+            below[held] = key
+            held += is_candidate[j] & (key <= guess)
+        if held < take:
+            held = 0
+            for j in range(length):
+                below[held] = keys[i, j]
+                held += is_candidate[j]
+        threshold = -1.0  # stays so when equal keys leave no key with exactly take - 1 below it
+        for a in range(held):
+            smaller = 0
+            for b in range(held):
+                smaller += below[b] < below[a]
+            if smaller == take - 1:
+                threshold = below[a]
+        count = 0
+        for j in range(length):
+            chosen[count] = j
+            count += is_candidate[j] & (keys[i, j] <= threshold)
+        for slot in range(min(count, slots)):
+            positions[i, slot] = chosen[slot]
+        counts[i] = count if count == take else TIE  # equal keys at the threshold (or below it)
+
+
+@kernel
+def whole_word_positions(input_ids, marks, lengths, is_special, is_continuation, keys, budget, positions, counts):
+    """Per row, Google's whole-word choice: words (a continuation piece joins the candidate word
+    before it) in the order of ``keys[i, :words]``, each taken while it fits in the budget and
+    skipped when it would overflow; the chosen tokens ascending in ``positions[i, :counts[i]]``.
+
+    Only the words whose keys are below a guess are ordered (about ``budget + 2 sqrt(budget) +
+    2`` of them, more than the budget needs unless long words are skipped); when the greedy
+    choice runs through them with budget left, all the row's words are."""
+    n, width = input_ids.shape
+    slots = positions.shape[1]
+    word_of = np.empty(width, np.int64)  # -1: not a candidate
+    word_length = np.empty(width, np.int64)
+    taken = np.empty(width, np.bool_)
+    below = np.empty(width, np.int64)  # words whose keys are below the guess
+    order = np.empty(width, np.int64)
+    for i in range(n):
+        length = min(max(lengths[i], 0), width)
+        words = 0
+        for j in range(length):
+            word_of[j] = -1
+            token = input_ids[i, j]
+            if token < len(is_special) and is_special[token]:
+                continue
+            if words == 0 or not is_continuation[marks[i, j]]:
+                word_length[words] = 0
+                taken[words] = False
+                words += 1
+            word_of[j] = words - 1
+            word_length[words - 1] += 1
+        wanted = min(budget[i], slots)  # (the budget is at most max_predictions)
+        if words == 0 or wanted <= 0:
+            counts[i] = 0
+            continue
+        guess = (wanted + 2.0 * np.sqrt(wanted) + 2.0) / words
+        held = 0
+        for word in range(words):
+            below[held] = word
+            held += keys[i, word] <= guess
+        tie = False
+        for attempt in range(2):
+            if attempt == 1:  # the guess held too few words: order them all
+                held = words
+                for word in range(words):
+                    below[word] = word
+            # The rank of each held key is how many held keys are smaller; equal keys share a
+            # rank and leave one unfilled (numpy's argsort may order them either way).
+            for rank in range(held):
+                order[rank] = -1
+            for a in range(held):
+                key = keys[i, below[a]]
+                smaller = 0
+                for b in range(held):
+                    smaller += keys[i, below[b]] < key
+                order[smaller] = below[a]
+            for rank in range(held):
+                tie |= order[rank] < 0
+            if tie:
+                break
+            spent = 0
+            for rank in range(held):
+                word = order[rank]
+                fits = spent + word_length[word] <= wanted
+                taken[word] = fits
+                spent += fits * word_length[word]
+            if spent >= wanted or held == words:
+                break  # every word has a token: nothing more fits
+            for rank in range(held):
+                taken[order[rank]] = False
+        if tie:
+            counts[i] = TIE
+            continue
+        count = 0
+        for j in range(length):
+            if word_of[j] >= 0 and taken[word_of[j]]:
+                if count < slots:
+                    positions[i, count] = j
+                count += 1
+        counts[i] = count
+
+
+@kernel
+def apply_masks(input_ids, positions, counts, draw, random_index, ordinary_ids, mask_id, mask_below,
+                keep_below, masked, labels, weights):
+    """The 80/10/10 replacement of the chosen tokens: ``masked`` (a copy of ``input_ids``) gets
+    [MASK] where ``draw < mask_below``, the token itself where ``draw < keep_below``, else
+    ``ordinary_ids[random_index]``; ``labels`` the original tokens and ``weights`` 1.0 in the
+    used slots (both zero past them, as allocated)."""
+    n = positions.shape[0]
+    slots = positions.shape[1]
+    for i in range(n):
+        for slot in range(min(counts[i], slots)):
+            position = positions[i, slot]
+            original = input_ids[i, position]
+            labels[i, slot] = original
+            weights[i, slot] = 1.0
+            chance = draw[i, slot]
+            if chance < mask_below:
+                masked[i, position] = mask_id
+            elif chance < keep_below:
+                masked[i, position] = original
+            else:
+                masked[i, position] = ordinary_ids[random_index[i, slot]]
+
+
+
+@kernel
+def ngram_positions(input_ids, marks, lengths, is_special, is_continuation, keys, size_draws, thresholds, budget,
+                    positions, counts):
+    """Per row, TF Model Garden's n-gram masking as the reference (``masking._choose_ngrams``)
+    makes it: span starts (words, as whole-word masking groups them) in the order of
+    ``keys[i, :words]``; the span at rank r has ``1 + #{k: size_draws[i, r] >= thresholds[m - 1, k]}``
+    words (m: the sizes possible before the row's last word), shrunk to the longest that fits the
+    budget; skipped when none fits or it touches a chosen word."""
+    n, width = input_ids.shape
+    slots = positions.shape[1]
+    largest = thresholds.shape[0]
+    word_of = np.empty(width, np.int64)
+    ends = np.zeros(width + 1, np.int64)  # ends[w]: the tokens of the row's first w words
+    covered = np.zeros(width + largest, np.bool_)
+    order = np.empty(width, np.int64)
+    filled = np.empty(width + 1, np.int64)
+    for i in range(n):
+        length = min(max(lengths[i], 0), width)
+        words = 0
+        for j in range(length):
+            word_of[j] = -1
+            token = input_ids[i, j]
+            if token < len(is_special) and is_special[token]:
+                continue
+            if words == 0 or not is_continuation[marks[i, j]]:
+                words += 1
+                ends[words] = ends[words - 1]
+            word_of[j] = words - 1
+            ends[words] += 1
+        wanted = budget[i]
+        # The words by key: a bucket sort (the keys are uniform: about one a bucket), then an
+        # insertion sort of what is left out of order (within buckets).
+        for bucket in range(words + 1):
+            filled[bucket] = 0
+        for word in range(words):
+            filled[min(max(int(keys[i, word] * words), 0), words - 1) + 1] += 1
+        for bucket in range(words):
+            filled[bucket + 1] += filled[bucket]
+        for word in range(words):
+            bucket = min(max(int(keys[i, word] * words), 0), words - 1)
+            order[filled[bucket]] = word
+            filled[bucket] += 1
+        tie = False
+        for rank in range(1, words):
+            word = order[rank]
+            key = keys[i, word]
+            place = rank
+            while place > 0 and keys[i, order[place - 1]] > key:
+                order[place] = order[place - 1]
+                place -= 1
+            order[place] = word
+            tie |= place > 0 and keys[i, order[place - 1]] == key
+        if tie:
+            counts[i] = TIE
+            continue
+        for word in range(words + largest):
+            covered[word] = False
+        taken = 0
+        for rank in range(words):
+            if taken >= wanted:
+                break  # the reference accepts no span once the budget is spent
+            start = order[rank]
+            possible = min(max(words - start, 1), largest)
+            drawn = 1
+            for k in range(largest):
+                drawn += size_draws[i, rank] >= thresholds[possible - 1, k]
+            drawn = min(drawn, possible)
+            size = 0  # the longest span of at most ``drawn`` words that fits the budget
+            for span in range(1, drawn + 1):
+                if taken + ends[min(start + span, words)] - ends[start] <= wanted:
+                    size = span
+            if size == 0:
+                continue
+            touching = False
+            for k in range(size):
+                touching |= covered[start + k]
+            if touching:
+                continue
+            for k in range(size):
+                covered[start + k] = True
+            taken += ends[min(start + size, words)] - ends[start]
+        count = 0
+        for j in range(length):
+            if word_of[j] >= 0 and covered[word_of[j]]:
+                if count < slots:
+                    positions[i, count] = j
+                count += 1
+        counts[i] = count
+
+
+@kernel
+def span_positions(candidates, starts, keys, length_draws, length_thresholds, budget, max_words, positions, counts):
+    """Per row, SpanBERT's span masking as the reference (``span_masking.choose_spans``) makes it:
+    words (``starts``: the candidates that start one) in the order of ``keys[i, :words]``, the
+    span at rank r of ``1 + #{k: length_thresholds[k] <= length_draws[i, r]}`` words (numpy's
+    ``searchsorted(..., side="right")``; fewer before the row's end), stopped before a chosen word
+    and shrunk to the longest run of whole words that fits the budget."""
+    n, width = candidates.shape
+    slots = positions.shape[1]
+    word_of = np.empty(width, np.int64)
+    ends = np.zeros(width + 1, np.int64)
+    covered = np.zeros(width + max_words + 1, np.bool_)
+    order = np.empty(width, np.int64)
+    filled = np.empty(width + 1, np.int64)
+    for i in range(n):
+        words = 0
+        for j in range(width):
+            word_of[j] = -1
+            if not candidates[i, j]:
+                continue
+            if starts[i, j]:
+                words += 1
+                ends[words] = ends[words - 1]
+            if words > 0:  # (word_starts makes the first candidate after a gap a start: always so)
+                word_of[j] = words - 1
+                ends[words] += 1
+        wanted = budget[i]
+        # The words by key: a bucket sort (the keys are uniform: about one a bucket), then an
+        # insertion sort of what is left out of order (within buckets).
+        for bucket in range(words + 1):
+            filled[bucket] = 0
+        for word in range(words):
+            filled[min(max(int(keys[i, word] * words), 0), words - 1) + 1] += 1
+        for bucket in range(words):
+            filled[bucket + 1] += filled[bucket]
+        for word in range(words):
+            bucket = min(max(int(keys[i, word] * words), 0), words - 1)
+            order[filled[bucket]] = word
+            filled[bucket] += 1
+        tie = False
+        for rank in range(1, words):
+            word = order[rank]
+            key = keys[i, word]
+            place = rank
+            while place > 0 and keys[i, order[place - 1]] > key:
+                order[place] = order[place - 1]
+                place -= 1
+            order[place] = word
+            tie |= place > 0 and keys[i, order[place - 1]] == key
+        if tie:
+            counts[i] = TIE
+            continue
+        for word in range(words + max_words + 1):
+            covered[word] = False
+        taken = 0
+        for rank in range(words):
+            if taken >= wanted:
+                break
+            start = order[rank]
+            drawn = 1
+            for threshold in length_thresholds:
+                drawn += threshold <= length_draws[i, rank]
+            size = min(drawn, words - start)
+            length = 0  # fits is true for a prefix of the sizes: its length is the span taken
+            for span in range(1, max_words + 1):
+                if covered[start + span - 1] or span > size:
+                    break
+                if taken + ends[min(start + span, words)] - ends[start] > wanted:
+                    break
+                length = span
+            for k in range(length):
+                covered[start + k] = True
+            if length > 0:
+                taken += ends[min(start + length, words)] - ends[start]
+        count = 0
+        for j in range(width):
+            if word_of[j] >= 0 and covered[word_of[j]]:
+                if count < slots:
+                    positions[i, count] = j
+                count += 1
+        counts[i] = count
