@@ -28,6 +28,7 @@ from typing import List, Mapping, Sequence, Tuple
 import numpy as np
 
 from ..layout import FLOAT32, INT64, FeatureSpec
+from . import example_kernels
 from .records import frame_header, masked_crc32c_batch
 
 __all__ = ["encode_examples", "encode_framed"]
@@ -60,11 +61,9 @@ def _varint_lengths(x: np.ndarray) -> np.ndarray:
     """Varint byte length of each element of a non-negative integer array (int64 result)."""
     x = x.astype(np.uint64, copy=False)
     nb = np.ones(x.shape, dtype=np.int64)
-    for k in range(1, 10):
-        over = x >= np.uint64(1 << (7 * k))
-        if not over.any():
-            break
-        nb += over
+    vmax = int(x.max()) if x.size else 0
+    for k in range(1, _max_varint_len(vmax)):  # a byte more from each 7 bits, as far as the largest needs
+        nb += x >= np.uint64(1 << (7 * k))
     return nb
 
 
@@ -200,9 +199,30 @@ def _feature_prefix(name: str) -> bytes:
     return b"\x0a" + _varint_bytes(len(key)) + key + b"\x12"
 
 
+def _nested_lengths(p: np.ndarray, length: int, prefix: bytes):
+    """Per row, from a feature's payload bytes ``p``: the lengths of its list message, its
+    ``Feature`` message and its map entry."""
+    if length == 0:
+        il = np.zeros(len(p), dtype=np.int64)  # empty list message: the packed field is omitted
+    else:
+        il = 1 + _varint_lengths(p) + p
+    fl = 1 + _varint_lengths(il) + il
+    me = len(prefix) + _varint_lengths(fl) + fl
+    return il, fl, me
+
+
 def _encode_chunk(prepared, n: int, framed: bool) -> Tuple[np.ndarray, np.ndarray]:
     """``(flat, sizes)``: the records of a chunk end to end (with ``framed``, each in its TFRecord
     frame) as 1-D uint8, and each record's size without its frame."""
+    write = example_kernels.write_fields()
+    if write is not None:
+        return _encode_chunk_compiled(prepared, n, framed, write)
+    return _encode_chunk_reference(prepared, n, framed)
+
+
+def _encode_chunk_reference(prepared, n: int, framed: bool) -> Tuple[np.ndarray, np.ndarray]:
+    """:func:`_encode_chunk` without compiled kernels: the records' blocks side by side in a
+    matrix, the bytes each row uses selected (the compiled path's oracle in the tests)."""
     # Per feature: the payload block, and the per-row lengths of each nested message.
     feats = []
     total = np.zeros(n, dtype=np.int64)  # length of the Features message per row
@@ -223,12 +243,7 @@ def _encode_chunk(prepared, n: int, framed: bool) -> Tuple[np.ndarray, np.ndarra
             if spec.length:
                 payload = col.view(np.uint8).reshape(n, 4 * spec.length)
             p = np.full(n, 4 * spec.length, dtype=np.int64)
-        if spec.length == 0:
-            il = np.zeros(n, dtype=np.int64)  # empty list message: the packed field is omitted
-        else:
-            il = 1 + _varint_lengths(p) + p
-        fl = 1 + _varint_lengths(il) + il
-        me = len(prefix) + _varint_lengths(fl) + fl
+        il, fl, me = _nested_lengths(p, spec.length, prefix)
         total += 1 + _varint_lengths(me) + me
         feats.append((prefix, kind_tag, payload, payload_used, p, il, fl, me))
 
@@ -261,6 +276,55 @@ def _encode_chunk(prepared, n: int, framed: bool) -> Tuple[np.ndarray, np.ndarra
         crcs = masked_crc32c_batch(flat, data_ends - sizes, data_ends)
         flat[data_ends[:, None] + np.arange(_FRAME_FOOTER)] = crcs.astype("<u4").view(np.uint8).reshape(n, 4)
     return flat, sizes
+
+
+def _encode_chunk_compiled(prepared, n: int, framed: bool, write) -> Tuple[np.ndarray, np.ndarray]:
+    """:func:`_encode_chunk` with compiled kernels: numpy plans every nested length and where
+    each record starts (cumulative offsets), ``write`` fills one buffer with each byte once, and
+    the records are framed in place (the reference's bytes)."""
+    fields = []  # per feature: its constant bytes, where each ends, the lengths after them, the values
+    total = np.zeros(n, dtype=np.int64)
+    for spec, col in prepared:
+        prefix = _feature_prefix(spec.name)
+        raw = spec.dtype != INT64
+        if raw:
+            kind_tag, values = b"\x12", col.view(np.uint8).reshape(n, 4 * spec.length)
+            p = np.full(n, values.shape[1], dtype=np.int64)
+        elif not spec.length:
+            kind_tag, values, p = b"\x1a", col, np.zeros(n, dtype=np.int64)
+        else:
+            kind_tag, values = b"\x1a", col
+            raw = int(col.max()) < 0x80  # one byte a value (masks, segment ids, labels): the values are the bytes
+            p = np.full(n, spec.length, dtype=np.int64) if raw else example_kernels.payload_lengths()(col)
+        il, fl, me = _nested_lengths(p, spec.length, prefix)
+        total += 1 + _varint_lengths(me) + me
+        parts, heads = [b"\x0a", prefix, kind_tag], [me, fl, il]
+        if spec.length:
+            parts.append(b"\x0a")
+            heads.append(p)
+        consts = np.frombuffer(b"".join(parts), dtype=np.uint8)
+        fields.append((consts, np.cumsum([len(part) for part in parts]), np.stack(heads), values, raw))
+
+    sizes = 1 + _varint_lengths(total) + total
+    header, footer = (_FRAME_HEADER, _FRAME_FOOTER) if framed else (0, 0)
+    ends = np.cumsum(sizes + (header + footer))
+    starts = ends - (sizes + (header + footer))
+    flat = np.empty(int(ends[-1]), dtype=np.uint8)
+    pos = starts + header
+    write(flat, pos, np.array([0x0A], dtype=np.uint8), np.array([1]), total.reshape(1, n),
+          np.zeros((n, 0), dtype=np.uint8), False)
+    for consts, const_ends, heads, values, raw in fields:
+        write(flat, pos, consts, const_ends, heads, values, raw)
+    if not np.array_equal(pos, ends - footer):  # internal consistency check, cheap
+        raise AssertionError("encoder length mismatch: the records' bytes differ from their planned lengths")
+    if framed:
+        example_kernels.frame_records()(flat, starts, sizes, _crc32c_tables())
+    return flat, sizes
+
+
+@lru_cache(maxsize=1)
+def _crc32c_tables() -> np.ndarray:
+    return example_kernels.crc32c_tables()
 
 
 def _chunks(columns: Mapping[str, np.ndarray], specs: Sequence[FeatureSpec], framed: bool):
