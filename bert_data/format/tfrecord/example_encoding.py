@@ -279,47 +279,48 @@ def _encode_chunk_reference(prepared, n: int, framed: bool) -> Tuple[np.ndarray,
 
 
 def _encode_chunk_compiled(prepared, n: int, framed: bool, write) -> Tuple[np.ndarray, np.ndarray]:
-    """:func:`_encode_chunk` with compiled kernels: numpy plans every nested length and where
-    each record starts (cumulative offsets), ``write`` fills one buffer with each byte once, and
-    the records are framed in place (the reference's bytes)."""
-    fields = []  # per feature: its constant bytes, where each ends, the lengths after them, the values
-    total = np.zeros(n, dtype=np.int64)
-    for spec, col in prepared:
-        prefix = _feature_prefix(spec.name)
-        raw = spec.dtype != INT64
-        if raw:
-            kind_tag, values = b"\x12", col.view(np.uint8).reshape(n, 4 * spec.length)
-            p = np.full(n, values.shape[1], dtype=np.int64)
-        elif not spec.length:
-            kind_tag, values, p = b"\x1a", col, np.zeros(n, dtype=np.int64)
+    """:func:`_encode_chunk` with compiled kernels: each feature's payload bytes per row (the
+    varint lengths of its values) plan every nested length and where each record starts
+    (cumulative offsets), ``write`` fills one buffer with each byte once, and the records are
+    framed in place (the reference's bytes)."""
+    payload_lengths = example_kernels.payload_lengths()
+    payloads = np.empty((len(prepared), n), dtype=np.int64)
+    fields = []  # per feature: its constant bytes and where each ends, its values, whether they are bytes
+    for f, (spec, col) in enumerate(prepared):
+        if spec.dtype != INT64:
+            values, raw = col.view(np.uint8).reshape(n, 4 * spec.length), True
+            payloads[f] = values.shape[1]
         else:
-            kind_tag, values = b"\x1a", col
-            raw = int(col.max()) < 0x80  # one byte a value (masks, segment ids, labels): the values are the bytes
-            p = np.full(n, spec.length, dtype=np.int64) if raw else example_kernels.payload_lengths()(col)
-        il, fl, me = _nested_lengths(p, spec.length, prefix)
-        total += 1 + _varint_lengths(me) + me
-        parts, heads = [b"\x0a", prefix, kind_tag], [me, fl, il]
-        if spec.length:
-            parts.append(b"\x0a")
-            heads.append(p)
-        consts = np.frombuffer(b"".join(parts), dtype=np.uint8)
-        fields.append((consts, np.cumsum([len(part) for part in parts]), np.stack(heads), values, raw))
-
-    sizes = 1 + _varint_lengths(total) + total
+            # Values below 128 (masks, segment ids, labels) are their own varints: written as bytes.
+            values, raw = col, not spec.length or int(col.max()) < 0x80
+            payloads[f] = spec.length if raw else payload_lengths(col)
+        fields.append((*_feature_constants(spec.name, spec.dtype, bool(spec.length)), values, raw))
+    has_list = np.array([spec.length > 0 for spec, _ in prepared])
+    prefix_lengths = np.array([len(_feature_prefix(spec.name)) for spec, _ in prepared], dtype=np.int64)
     header, footer = (_FRAME_HEADER, _FRAME_FOOTER) if framed else (0, 0)
-    ends = np.cumsum(sizes + (header + footer))
-    starts = ends - (sizes + (header + footer))
-    flat = np.empty(int(ends[-1]), dtype=np.uint8)
+    heads, totals, sizes, starts, length = example_kernels.plan_records()(payloads, has_list, prefix_lengths,
+                                                                          header, footer)
+    flat = np.empty(length, dtype=np.uint8)
     pos = starts + header
-    write(flat, pos, np.array([0x0A], dtype=np.uint8), np.array([1]), total.reshape(1, n),
-          np.zeros((n, 0), dtype=np.uint8), False)
-    for consts, const_ends, heads, values, raw in fields:
-        write(flat, pos, consts, const_ends, heads, values, raw)
-    if not np.array_equal(pos, ends - footer):  # internal consistency check, cheap
+    write(flat, pos, _RECORD_TAG, _RECORD_TAG_END, totals.reshape(1, n), np.zeros((n, 0), dtype=np.uint8), False)
+    for f, (consts, const_ends, values, raw) in enumerate(fields):
+        write(flat, pos, consts, const_ends, heads[f, :len(const_ends)], values, raw)
+    if not np.array_equal(pos, starts + header + sizes):  # internal consistency check, cheap
         raise AssertionError("encoder length mismatch: the records' bytes differ from their planned lengths")
     if framed:
         example_kernels.frame_records()(flat, starts, sizes, _crc32c_tables())
     return flat, sizes
+
+
+_RECORD_TAG, _RECORD_TAG_END = np.array([0x0A], dtype=np.uint8), np.array([1], dtype=np.int64)
+
+
+@lru_cache(maxsize=256)
+def _feature_constants(name: str, dtype: str, has_list: bool) -> Tuple[np.ndarray, np.ndarray]:
+    """A feature's constant bytes, before its map entry's length, its ``Feature``'s, its list's
+    and (``has_list``) its payload's, and where each part ends (for ``write_fields``)."""
+    parts = [b"\x0a", _feature_prefix(name), b"\x1a" if dtype == INT64 else b"\x12"] + ([b"\x0a"] if has_list else [])
+    return np.frombuffer(b"".join(parts), dtype=np.uint8), np.cumsum([len(part) for part in parts])
 
 
 @lru_cache(maxsize=1)

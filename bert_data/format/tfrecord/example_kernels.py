@@ -1,8 +1,9 @@
 """Compiled loops of the TFRecord encoder (:mod:`.example_encoding`): a chunk's framed records
 written straight into one output buffer, each byte once, then framed with CRC-32C.
 
-The numpy side plans the chunk (every nested message's length per row, from each row's payload
-length, and where each record starts: cumulative offsets); these loops fill the bytes: per row,
+A chunk is planned from each row's payload length per feature (:func:`plan_records`: every
+nested message's length, and where each record starts: cumulative offsets); then these loops
+fill the bytes: per row,
 constant bytes and varints of the plan's lengths (:func:`write_fields`, which also writes the
 feature values: varints, or bytes as they are: a float32 list's, or values below 128), then each record's frame
 (:func:`frame_records`: the length, the masked CRC-32C of its 8 bytes, the masked CRC-32C of the
@@ -16,7 +17,7 @@ import numpy as np
 
 from ...compiled import kernel
 
-__all__ = ["payload_lengths", "write_fields", "frame_records", "crc32c_tables", "MASK_DELTA"]
+__all__ = ["payload_lengths", "plan_records", "write_fields", "frame_records", "crc32c_tables", "MASK_DELTA"]
 
 MASK_DELTA = 0xA282EAD8
 _CRC32C_POLYNOMIAL = 0x82F63B78  # reflected Castagnoli polynomial
@@ -51,6 +52,44 @@ def payload_lengths(values):
                       + (v >= np.uint64(1 << 49)) + (v >= np.uint64(1 << 56)) + (v >= np.uint64(1 << 63)))
         out[i] = total
     return out
+
+
+@kernel
+def plan_records(payloads, has_list, prefix_lengths, header, footer):
+    """The plan of a chunk of records from each feature's payload bytes per row (``payloads``,
+    ``(F, n)``): ``heads`` ``(F, 4, n)``, the lengths written before each feature's values
+    (its map entry, its ``Feature``, its list message, its payload; a feature without
+    ``has_list`` -- zero length -- has an empty list message and no payload field); each
+    record's ``Features`` length, its size, where its frame (``header`` and ``footer`` bytes
+    around it) starts; and the bytes of them all."""
+    features, n = payloads.shape
+
+    def varint_length(x):
+        return (1 + (x >= 1 << 7) + (x >= 1 << 14) + (x >= 1 << 21) + (x >= 1 << 28) + (x >= 1 << 35)
+                + (x >= 1 << 42) + (x >= 1 << 49) + (x >= 1 << 56))
+
+    heads = np.zeros((features, 4, n), dtype=np.int64)
+    totals = np.empty(n, dtype=np.int64)
+    sizes = np.empty(n, dtype=np.int64)
+    starts = np.empty(n, dtype=np.int64)
+    at = 0
+    for i in range(n):
+        total = 0
+        for f in range(features):
+            p = payloads[f, i]
+            il = 1 + varint_length(p) + p if has_list[f] else 0
+            fl = 1 + varint_length(il) + il
+            me = prefix_lengths[f] + varint_length(fl) + fl
+            heads[f, 0, i] = me
+            heads[f, 1, i] = fl
+            heads[f, 2, i] = il
+            heads[f, 3, i] = p
+            total += 1 + varint_length(me) + me
+        totals[i] = total
+        sizes[i] = 1 + varint_length(total) + total
+        starts[i] = at
+        at += header + sizes[i] + footer
+    return heads, totals, sizes, starts, at
 
 
 @kernel
