@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from typing import Callable, Optional
 
-__all__ = ["kernel", "kernels_enabled", "compiled_missing_note", "DISABLE_VARIABLE"]
+__all__ = ["kernel", "helper", "kernels_enabled", "compiled_missing_note", "DISABLE_VARIABLE"]
 
 PACKAGE = "numba"
 DISABLE_VARIABLE = "BERT_DATA_COMPILED"
+_HELPERS: list = []  # functions kernels call, registered with numba before the first compilation
+_REGISTERING = threading.Lock()  # a kernel compiled in another thread waits until all are registered
 
 
 @functools.lru_cache(maxsize=None)
@@ -51,11 +54,35 @@ def kernel(function: Callable) -> Callable[[], Optional[Callable]]:
         if "kernel" not in compiled:
             import numba
 
+            _register_helpers()
             compiled["kernel"] = numba.njit(cache=True, nogil=True)(function)
         return compiled["kernel"]
 
     get.python_function = function  # type: ignore[attr-defined]  (tests may run the loop uncompiled)
     return get
+
+
+def helper(function: Optional[Callable] = None, *, inline: bool = False):
+    """Decorator for a plain function that kernels call (a kernel can call only compiled code):
+    from Python it stays the function itself; before the first kernel compiles, numba's
+    ``register_jitable`` makes it compilable into the kernels that call it (``inline``: its body
+    copied into each caller, for a small function called per element: numba's calls cost tens of
+    nanoseconds; not for a large one, whose copies make compiling slow).  (numba's on-disk
+    cache keys a kernel on its own file: after editing a helper in another module, delete the
+    kernel's cache, ``__pycache__/*.nbi``/``*.nbc``, or the old code runs on.)"""
+    if function is None:
+        return functools.partial(helper, inline=inline)
+    _HELPERS.append((function, inline))
+    return function
+
+
+def _register_helpers() -> None:
+    from numba.extending import register_jitable
+
+    with _REGISTERING:
+        while _HELPERS:
+            function, inline = _HELPERS.pop()
+            register_jitable(inline="always" if inline else "never")(function)
 
 
 def compiled_missing_note() -> Optional[str]:

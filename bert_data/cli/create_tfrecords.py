@@ -206,6 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_bool(recipes, "--span_masking",
              help="SpanBERT's span masking: spans of whole words, lengths geometric (p 0.2, at most 10 words, "
                   "mean 3.8), until masked_lm_prob of the tokens are chosen")
+    add_bool(recipes, "--store_word_starts",
+             help="store each token's word start (a word_starts feature or column, 1 where a word starts, as the "
+                  "tokenizer splits words) for load-time whole-word, n-gram and span masks with a tokenizer whose "
+                  "pieces show no word start (no ##, \u2581 or \u0120); on by itself when such masks are drawn at "
+                  "generation")
     add_bool(recipes, "--v2_feature_names",
              help="name features input_word_ids and input_type_ids (TF Model Garden's BERT)")
     add_bool(recipes, "--pack_sequences",
@@ -215,7 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
                   "no attention across instances; Parquet and MDS rows hold position_ids instead "
                   "(docs/packing.md)")
     recipes.add_argument("--max_sequences_per_pack", type=int, default=None, metavar="K",
-                         help="with --pack_sequences: the most instances a row holds (default 3, as Graphcore)")
+                         help="with --pack_sequences: the most instances a row holds (default 16, or as many of the "
+                              "shortest instances as fit in max_seq_length; Graphcore's 3 caps the fill)")
     recipes.add_argument("--compression", choices=["gzip", "zlib", "zstd", "snappy"], default=None,
                          help="compress the shards as their format does: tfrecord gzip or zlib (read with "
                               "tf.data.TFRecordDataset(compression_type='GZIP' or 'ZLIB')), hdf5 gzip (as NVIDIA's "

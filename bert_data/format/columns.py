@@ -25,7 +25,7 @@ from typing import BinaryIO, Dict, Iterator, List, Optional
 
 import numpy as np
 
-from .layout import PROVENANCE_FEATURE_NAMES
+from .layout import PROVENANCE_FEATURE_NAMES, WORD_STARTS
 
 # transformers' ignore index: CrossEntropyLoss skips these labels.
 IGNORE_INDEX = -100
@@ -94,6 +94,8 @@ def to_rows(columns: Dict[str, np.ndarray], sentence_order: bool = False) -> Dic
         rows["token_type_ids"] = columns["segment_ids"][keep].astype(np.int64)
     if "masked_lm_positions" in columns:
         rows["labels"] = labels_of(columns)[keep]
+    if WORD_STARTS in columns:  # --store_word_starts: a list like input_ids
+        rows[WORD_STARTS] = columns[WORD_STARTS][keep].astype(np.int64)
     if "next_sentence_labels" in columns:
         rows[pair_label_name(sentence_order)] = columns["next_sentence_labels"].reshape(-1).astype(np.int64)
     for name in PROVENANCE_FEATURE_NAMES:  # --record_provenance: one value a row
@@ -125,6 +127,8 @@ def from_rows(lists: Dict[str, List[np.ndarray]], max_seq_length: int,
                              ).astype(np.int64)
     if "token_type_ids" in lists:
         columns["segment_ids"] = padded("token_type_ids")
+    if WORD_STARTS in lists:
+        columns[WORD_STARTS] = padded(WORD_STARTS)
     if "labels" in lists:
         labels = padded("labels")
         labels[columns["input_mask"] == 0] = IGNORE_INDEX
@@ -143,4 +147,6 @@ def from_rows(lists: Dict[str, List[np.ndarray]], max_seq_length: int,
     for name in PROVENANCE_FEATURE_NAMES:
         if name in lists:
             columns[name] = np.asarray(lists[name], dtype=np.int64).reshape(-1, 1)
+    if WORD_STARTS in columns:  # the layout's order: last
+        columns[WORD_STARTS] = columns.pop(WORD_STARTS)
     return columns

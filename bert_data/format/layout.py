@@ -38,7 +38,8 @@ next_sentence_weights    float32  k
 =======================  =======  ===========================================
 
 MLM-only packed rows have no ``segment_ids`` and no ``next_sentence_*``; unmasked ones no
-``masked_lm_*``.
+``masked_lm_*``.  Data made with ``--store_word_starts`` has ``word_starts`` last (int64,
+max_seq_length: 1 where a token starts a word), packed or not.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, List, Optional
 
-DEFAULT_SEQUENCES_PER_PACK = 3  # Graphcore's choice: more adds little once pairs fill rows
+DEFAULT_SEQUENCES_PER_PACK = 3  # what a manifest that does not record max_sequences_per_pack means (older runs)
 
 INT64 = "int64"
 FLOAT32 = "float32"
@@ -74,6 +75,10 @@ PACKED_FEATURE_NAMES = ("positions", "next_sentence_positions", "next_sentence_w
 # without one) and the document's position in its source's listing; one int64 each, after the
 # layout's features (Google's run_pretraining.py parses the features it names and ignores these).
 PROVENANCE_FEATURE_NAMES = ("source_index", "document_index")
+# Each token's word start (``--store_word_starts``, for tokenizers whose pieces show none): 1
+# where a token starts a word, 0 for a continuation, a special token or padding; max_seq_length
+# int64, last (run_pretraining.py ignores it); load-time whole-word and span masks use it.
+WORD_STARTS = "word_starts"
 
 
 V2_NAMES = {"input_ids": "input_word_ids", "segment_ids": "input_type_ids"}
@@ -87,6 +92,7 @@ def feature_specs(
     v2_feature_names: bool = False,
     max_sequences_per_pack: int = 0,
     provenance: bool = False,
+    word_starts: bool = False,
 ) -> List[FeatureSpec]:
     """The features of one record, in the order the writer emits them.
 
@@ -102,6 +108,7 @@ def feature_specs(
     MLM-only packed layout is the same for every k.
 
     ``provenance``: ``source_index`` and ``document_index`` last (``PROVENANCE_FEATURE_NAMES``).
+    ``word_starts``: each token's word start (``WORD_STARTS``), after everything else.
     """
     packed = max_sequences_per_pack > 0
     specs = [FeatureSpec("input_ids", INT64, max_seq_length), FeatureSpec("input_mask", INT64, max_seq_length)]
@@ -123,6 +130,8 @@ def feature_specs(
         specs.append(FeatureSpec("next_sentence_labels", INT64, 1))
     if provenance:
         specs += [FeatureSpec(name, INT64, 1) for name in PROVENANCE_FEATURE_NAMES]
+    if word_starts:
+        specs.append(FeatureSpec(WORD_STARTS, INT64, max_seq_length))
     if v2_feature_names:
         specs = [FeatureSpec(V2_NAMES.get(spec.name, spec.name), spec.dtype, spec.length) for spec in specs]
     return specs
@@ -139,7 +148,7 @@ def layout_options(names: Iterable[str], pack_slots: Optional[int] = None) -> di
     return {"mlm_only": "segment_ids" not in canonical, "masked": "masked_lm_positions" in canonical,
             "v2_feature_names": V2_NAMES["input_ids"] in names,
             "max_sequences_per_pack": (pack_slots or 1) if "positions" in canonical else 0,
-            "provenance": PROVENANCE_FEATURE_NAMES[0] in canonical}
+            "provenance": PROVENANCE_FEATURE_NAMES[0] in canonical, "word_starts": WORD_STARTS in canonical}
 
 
 _CANONICAL_NAMES = {v2: canonical for canonical, v2 in V2_NAMES.items()}

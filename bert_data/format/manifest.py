@@ -179,7 +179,8 @@ class Manifest:
         predictions = packed_predictions(self.max_predictions_per_seq, k) if k else self.max_predictions_per_seq
         return feature_specs(self.max_seq_length, predictions, mlm_only=self.mlm_only, masked=self.masked,
                              v2_feature_names=self.v2_feature_names, max_sequences_per_pack=k,
-                             provenance=bool(self.option("record_provenance", False)))
+                             provenance=bool(self.option("record_provenance", False)),
+                             word_starts=bool(self.option("store_word_starts", False)))
 
     def find_vocab_file(self, manifest_path: Optional[str] = None) -> Optional[str]:
         """The vocabulary file this manifest names, if it exists: its absolute path

@@ -14,6 +14,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from .columns import IGNORE_INDEX, pad_rows
+from .layout import WORD_STARTS
 
 __all__ = ["packed_to_rows", "packed_from_rows"]
 
@@ -44,6 +45,8 @@ def packed_to_rows(columns: Dict[str, np.ndarray], pair_label: str = "next_sente
         rows["instance_offsets"] = np.concatenate([[0], np.cumsum(used.sum(axis=1))]).astype(np.int64)
         rows[pair_label] = np.asarray(columns["next_sentence_labels"])[used].astype(np.int64)
         rows["next_sentence_positions"] = np.asarray(columns["next_sentence_positions"])[used].astype(np.int64)
+    if WORD_STARTS in columns:  # --store_word_starts: a list like input_ids
+        rows[WORD_STARTS] = np.asarray(columns[WORD_STARTS])[real].astype(np.int64)
     return rows
 
 
@@ -87,4 +90,6 @@ def packed_from_rows(lists: Dict[str, List[np.ndarray]], max_seq_length: int, pr
             out["next_sentence_labels"][i, :count] = lists[pair][i]
             out["next_sentence_positions"][i, :count] = lists["next_sentence_positions"][i]
             out["next_sentence_weights"][i, :count] = 1.0
+    if WORD_STARTS in lists:
+        out[WORD_STARTS] = padded(WORD_STARTS)
     return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Sequence
 
-from ..format.layout import canonical_name
+from ..format.layout import WORD_STARTS, canonical_name
 from ..config import default_of
 
 # The generator's default, for data whose manifest does not say.
@@ -85,16 +85,23 @@ class DynamicMasking:
             return RowStreams([np.random.default_rng([self.seed, *(int(k) for k in row)]) for row in key])
         return np.random.default_rng([self.seed, *(int(k) for k in key)])
 
-    def arrays(self, input_ids, input_mask, key: Sequence[int]):
-        """``(input_ids, masked_lm_positions, masked_lm_ids, masked_lm_weights)`` for a batch."""
+    def arrays(self, input_ids, input_mask, key: Sequence[int], word_starts=None):
+        """``(input_ids, masked_lm_positions, masked_lm_ids, masked_lm_weights)`` for a batch.
+        ``word_starts``: the records' stored word starts (``--store_word_starts``), which whole
+        words then follow instead of the pieces' marks."""
         import numpy as np
 
         from ..pipeline.masking import mask_tokens
 
+        if word_starts is None and self.vocab.word_boundary is None and self.spec.strategy != "token":
+            raise ValueError(f"{self.spec.strategy} masks need word starts, and the pieces of {self.vocab.path} show "
+                             "none and the records store none: make the data with --store_word_starts")
+        if word_starts is not None:
+            word_starts = np.asarray(word_starts)
         if self.max_sequences_per_pack:
-            return self._packed_arrays(np.asarray(input_ids), np.asarray(input_mask), key)
+            return self._packed_arrays(np.asarray(input_ids), np.asarray(input_mask), key, word_starts)
         lengths = np.asarray(input_mask).sum(axis=1)
-        out = mask_tokens(np.asarray(input_ids), lengths, self.spec, self.vocab, self.rng(key))
+        out = mask_tokens(np.asarray(input_ids), lengths, self.spec, self.vocab, self.rng(key), word_starts)
         return (out.input_ids.astype(np.int32, copy=False), out.masked_lm_positions.astype(np.int32, copy=False),
                 out.masked_lm_ids.astype(np.int32, copy=False), out.masked_lm_weights.astype(np.float32, copy=False))
 
@@ -108,7 +115,7 @@ class DynamicMasking:
             return self.max_predictions_per_seq
         return packed_predictions(self.max_predictions_per_seq, self.max_sequences_per_pack)
 
-    def _packed_arrays(self, input_ids, input_mask, key):
+    def _packed_arrays(self, input_ids, input_mask, key, word_starts=None):
         """Packed rows are masked instance by instance, with the rules and budget of an unpacked
         instance, and the predictions laid out as the generator packs them."""
         import numpy as np
@@ -126,10 +133,11 @@ class DynamicMasking:
         inside = columns < lengths[:, None]
         source = np.where(inside, offsets[:, None] + columns, 0)
         ids = np.where(inside, input_ids[rows[:, None], source], 0)
+        starts = None if word_starts is None else np.where(inside, word_starts[rows[:, None], source], 0)
         rng = self.rng(key)
         if isinstance(rng, RowStreams):  # each instance draws from its record's stream, in order
             rng = rng.rows(rows)
-        out = mask_tokens(ids, lengths, self.spec, self.vocab, rng)
+        out = mask_tokens(ids, lengths, self.spec, self.vocab, rng, starts)
         packed = pack_columns({"input_ids": out.input_ids, "masked_lm_positions": out.masked_lm_positions,
                                "masked_lm_ids": out.masked_lm_ids, "masked_lm_weights": out.masked_lm_weights},
                               lengths, sizes, width, self.max_sequences_per_pack, self.prediction_slots)
@@ -146,7 +154,7 @@ class DynamicMasking:
         present = [n for n in MASK_OUTPUTS if n in batch]
         if present:
             raise ValueError(f"the batch is already masked (it has {present[0]})")
-        ids, positions, labels, weights = self.arrays(batch[name], batch["input_mask"], key)
+        ids, positions, labels, weights = self.arrays(batch[name], batch["input_mask"], key, batch.get(WORD_STARTS))
         out = dict(batch)
         out[name] = ids
         out.update(masked_lm_positions=positions, masked_lm_ids=labels, masked_lm_weights=weights)
@@ -217,7 +225,9 @@ def dynamic_masking(vocab_file: Optional[str] = None, masked_lm_prob: Optional[f
     ``strategy``: ``"token"`` (Google's BERT), ``"whole_word"``, ``"ngram"`` (TF Model Garden's;
     ``max_ngram_size``, default 3) or ``"span"`` (SpanBERT's, :mod:`bert_data.pipeline.span_masking`);
     whole words come from the tokenizer's marks (WordPiece ``##``, SentencePiece ``▁``,
-    byte-level BPE ``Ġ``).  ``mask_token_share`` / ``random_token_share``: the shares of the
+    byte-level BPE ``Ġ``), or from the records' ``word_starts`` when they store them
+    (``--store_word_starts``: for tokenizers whose pieces carry no mark).
+    ``mask_token_share`` / ``random_token_share``: the shares of the
     chosen tokens that become [MASK] and a random ordinary token (default 0.8 and 0.1; the
     rest keep their token).
 
@@ -334,7 +344,9 @@ def masking_spec(manifest, vocab, document_separator_token: Optional[str], **giv
         separator = separator_token(manifest.mlm_only, manifest.option("document_separator_token", SEPARATOR)) \
             if manifest is not None else SEPARATOR
     shares = {name: given[name] for name in ("mask_token_share", "random_token_share") if given.get(name) is not None}
-    return MaskingSpec.for_vocab(vocab, separator, **{field: option(field) for field in _MASKING_OPTIONS}, **shares)
+    stored = manifest is not None and any(spec.name == WORD_STARTS for spec in manifest.specs)
+    return MaskingSpec.for_vocab(vocab, separator, stored_word_starts=stored,
+                                 **{field: option(field) for field in _MASKING_OPTIONS}, **shares)
 
 
 def masker_for(mask, info):

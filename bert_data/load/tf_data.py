@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..format.dataset import Paths, dataset_info
-from ..format.layout import canonical_name
+from ..format.layout import WORD_STARTS, canonical_name
 from .dynamic_masks import masker_for
 from .stages import IGNORE_INDEX, check_format, output_names, postprocess, sequence_label_name, to_transformers
 
@@ -81,6 +81,11 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
     records are read, as TensorFlow does); a damaged shard raises
     :class:`bert_data.format.checksums.ChecksumError` naming it.  False skips the check.
 
+    Resuming mid-epoch: the pipeline is checkpointable as TensorFlow checkpoints iterators
+    (``tf.train.Checkpoint(iterator=iter(dataset))``; the batch counter that keys the masks is
+    saved with it): restored into an iterator of the same dataset built again (with ``seed``
+    when training), it goes on with exactly the batches the uninterrupted one would have given.
+
     ``max_seq_length`` / ``max_predictions_per_seq`` may be omitted when the shards' manifest
     (or first record) tells them; when given, they are checked against the manifest.
     """
@@ -139,6 +144,8 @@ def load_dataset(file_pattern: Paths, max_seq_length: Optional[int] = None,
 
     # Masked records are masked anew from their original tokens, which need their masks.
     static_masks = ["masked_lm_positions", "masked_lm_ids", "masked_lm_weights"] if info.masked else []
+    # Stored word starts (--store_word_starts) go to the masker with the ids.
+    static_masks += [WORD_STARTS] if WORD_STARTS in description else []
 
     def apply_mask(example, number):
         def run(ids, input_mask, number_np, *masks):

@@ -20,9 +20,13 @@ from __future__ import annotations
 import random
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence
+from itertools import chain
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from . import instance_kernels
+from .python_random import restore, state_of
 
 
 @dataclass(frozen=True)
@@ -78,9 +82,21 @@ class TokenPool:
 
     tokens: np.ndarray
     bounds: List[List[int]]
+    _flat: Optional[Tuple[np.ndarray, np.ndarray]] = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.bounds)
+
+    def flat_bounds(self) -> Tuple[np.ndarray, np.ndarray]:
+        """``bounds`` end to end as one int64 array, and where each document's begin in it (one
+        offset a document, then the end): the kernels' form, built once per pool."""
+        if self._flat is None:
+            sizes = np.fromiter(map(len, self.bounds), np.int64, len(self.bounds))
+            offsets = np.zeros(len(sizes) + 1, np.int64)
+            np.cumsum(sizes, out=offsets[1:])
+            flat = np.fromiter(chain.from_iterable(self.bounds), np.int64, int(offsets[-1]))
+            self._flat = (flat, offsets)
+        return self._flat
 
     @classmethod
     def from_documents(cls, documents: Sequence[Sequence[Sequence[int]]], dtype=np.int32) -> "TokenPool":
@@ -291,13 +307,43 @@ def create_pairs(
     sentence_order: bool = False,
 ) -> PairArrays:
     """All pairs of a pool: ``dupe_factor`` passes over every document (``sentence_order``: ALBERT's
-    sentence-order pairs, see :func:`add_pairs_from_document`)."""
+    sentence-order pairs, see :func:`add_pairs_from_document`).  With compiled kernels, the same
+    pairs and the same state of ``rng`` after, from instance_kernels.pair_ranges."""
+    compiled = instance_kernels.pair_ranges()
+    if compiled is not None and type(rng) is random.Random:  # a subclass may draw otherwise
+        bounds, offsets = pool.flat_bounds()
+        # A pair takes one sentence or more of its document: at most one pair a sentence a pass.
+        pairs = _run_kernel(compiled, rng, 5, dupe_factor * (len(bounds) - len(pool)), bounds, offsets,
+                            int(dupe_factor), int(max_num_tokens), float(short_seq_prob), int(min_short_seq_length),
+                            bool(per_chunk), bool(sentence_order))
+        if pairs is not None:
+            return pairs
     out = PairBatch()
     for _ in range(dupe_factor):
         for document_index in range(len(pool)):
             add_pairs_from_document(pool, document_index, max_num_tokens, short_seq_prob, min_short_seq_length,
                                     rng, out, per_chunk, sentence_order)
     return out.arrays()
+
+
+def _run_kernel(compiled, rng: random.Random, n_columns: int, capacity: int, *arguments) -> Optional["PairArrays"]:
+    """Run a kernel of instance_kernels on ``rng``'s state, with columns for ``capacity`` rows (more
+    if they fill: from the same state again); leave ``rng`` as the reference would.  None when the
+    kernel stopped where the reference raises (``rng`` untouched: the reference then runs)."""
+    while True:
+        words, state = state_of(rng)
+        # np.empty: pages a kernel does not reach are never touched, so a generous capacity is free.
+        columns = [np.empty(capacity, np.int32) for _ in range(n_columns)]
+        count = compiled(*arguments, words, *columns)
+        if count != instance_kernels.FULL:
+            break
+        capacity = 2 * capacity + 16
+    if count < 0:
+        return None
+    restore(rng, words, state)
+    columns = [column[:count].copy() for column in columns]
+    zeros = np.zeros(count, np.int32)
+    return PairArrays(*(columns + [zeros] * (5 - n_columns)))
 
 
 def add_windows(start: int, end: int, target_length, overlap: int, rng: random.Random, out: PairBatch,
@@ -325,7 +371,21 @@ def create_windows(pool: TokenPool, dupe_factor: int, max_num_tokens: int, overl
     """All MLM-only instances of a pool: ``dupe_factor`` passes of windows, within each document,
     or (``cross_document``) over the whole pool, where a separator token stands between
     documents.  With probability ``short_seq_prob`` a window's length is drawn in
-    [min_short_seq_length, max_num_tokens], as in Cerebras's tool."""
+    [min_short_seq_length, max_num_tokens], as in Cerebras's tool.  With compiled kernels, the
+    same windows and the same state of ``rng`` after, from instance_kernels.window_ranges."""
+    compiled = instance_kernels.window_ranges()
+    if compiled is not None and type(rng) is random.Random:
+        bounds, offsets = pool.flat_bounds()
+        if cross_document:
+            starts, ends = np.zeros(1, np.int64), np.full(1, len(pool.tokens), np.int64)
+        else:
+            starts, ends = bounds[offsets[:-1]], bounds[offsets[1:] - 1]
+        shortest = min(max_num_tokens, min_short_seq_length) if short_seq_prob > 0 else max_num_tokens
+        capacity = dupe_factor * int(((ends - starts) // max(1, shortest - overlap) + 1).sum())
+        windows = _run_kernel(compiled, rng, 2, capacity, starts, ends, int(dupe_factor), int(max_num_tokens),
+                              int(overlap), float(short_seq_prob), int(min_short_seq_length))
+        if windows is not None:
+            return windows
     uniform = rng.random
 
     def target_length():

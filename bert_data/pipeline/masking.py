@@ -32,7 +32,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .span_masking import choose_spans, word_starts
+from .span_masking import choose_spans, word_starts as starts_of_words
 
 
 @dataclass(frozen=True)
@@ -94,15 +94,17 @@ class MaskingSpec:
         return "whole_word" if self.whole_word else "token"
 
     @classmethod
-    def for_vocab(cls, vocab, document_separator_token: Optional[str] = None, **options) -> "MaskingSpec":
+    def for_vocab(cls, vocab, document_separator_token: Optional[str] = None, *, stored_word_starts: bool = False,
+                  **options) -> "MaskingSpec":
         """[CLS] and [SEP] of ``vocab`` are never masked, nor ``document_separator_token`` when
         given (it must be in the vocabulary).  ``options``: the fields (``masked_lm_prob``,
-        ``max_predictions_per_seq``, ``whole_word``, ``max_ngram_size``, ``span``, the shares)."""
-        whole_words = (options.get("whole_word") or int(options.get("max_ngram_size") or 1) > 1
-                       or options.get("span"))
-        if whole_words and getattr(vocab, "word_boundary", True) is None:
+        ``max_predictions_per_seq``, ``whole_word``, ``max_ngram_size``, ``span``, the shares).
+        ``stored_word_starts``: the rows come with their word starts (``mask_tokens``'
+        ``word_starts``), so whole words need no marks in the pieces."""
+        if uses_words(options) and getattr(vocab, "word_boundary", True) is None and not stored_word_starts:
             raise ValueError("whole-word, n-gram and span masking need word boundaries, and this tokenizer's pieces do "
-                             "not show where a word starts (no ##, \u2581 or \u0120 mark)")
+                             "not show where a word starts (no ##, \u2581 or \u0120 mark): make the data with "
+                             "--store_word_starts")
         special = {vocab.cls_id, vocab.sep_id}
         if document_separator_token is not None:
             separator = vocab.token_to_id.get(document_separator_token)
@@ -111,6 +113,12 @@ class MaskingSpec:
                                  f"vocabulary {vocab.path}")
             special.add(separator)
         return cls(special_ids=tuple(special), **options)
+
+
+def uses_words(options) -> bool:
+    """Whether masking options (``MaskingSpec``'s fields) choose whole words: whole-word, n-gram
+    or span masking."""
+    return bool(options.get("whole_word") or int(options.get("max_ngram_size") or 1) > 1 or options.get("span"))
 
 
 def separator_token(mlm_only: bool, token: str) -> Optional[str]:
@@ -253,6 +261,10 @@ def _choose_ngrams(candidates, input_ids, is_continuation, budget, max_ngram_siz
     return chosen
 
 
+# Stored word starts as marks: index 0 starts a word, index 1 continues one.
+_STORED_MARKS = np.array([False, True])
+
+
 @dataclass
 class MaskedTokens:
     input_ids: np.ndarray  # (n, width) int32, with masks applied
@@ -262,10 +274,12 @@ class MaskedTokens:
 
 
 def mask_tokens(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingSpec, vocab,
-                rng: np.random.Generator) -> MaskedTokens:
+                rng: np.random.Generator, word_starts: Optional[np.ndarray] = None) -> MaskedTokens:
     """Mask a batch of token rows (the real tokens are the first ``lengths`` of each row) as
     ``spec`` says; ``vocab`` gives the [MASK] id, the ordinary tokens random replacements come
-    from, and which tokens continue a word (``##`` pieces).
+    from, and which tokens continue a word (``##`` pieces).  ``word_starts`` (``(n, L)``,
+    nonzero where a token starts a word), when given, says it instead of the marks: the word
+    starts the tokenizer recorded (``--store_word_starts``).
 
     The writer calls it for static masks, and the loaders for masks drawn at load time
     (``--disable_masking``): the same rules either way.
@@ -274,15 +288,19 @@ def mask_tokens(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingSpec, v
     n, width = input_ids.shape
     lengths = np.asarray(lengths)
     max_predictions_per_seq = spec.max_predictions_per_seq
-    is_continuation = vocab.is_continuation
     candidates = candidate_mask(input_ids, lengths, spec.special_ids)
     budget = num_to_predict(lengths, spec.masked_lm_prob, max_predictions_per_seq)
+    # The word choosers look up each id's mark; stored starts become a two-entry table of marks
+    # looked up by "does not start a word".
+    marked_ids, is_continuation = input_ids, vocab.is_continuation
+    if word_starts is not None:
+        marked_ids, is_continuation = (np.asarray(word_starts) == 0).astype(np.intp), _STORED_MARKS
     if spec.span:
-        chosen = choose_spans(candidates, word_starts(input_ids, candidates, is_continuation), budget, rng)
+        chosen = choose_spans(candidates, starts_of_words(marked_ids, candidates, is_continuation), budget, rng)
     elif spec.max_ngram_size > 1:
-        chosen = _choose_ngrams(candidates, input_ids, is_continuation, budget, spec.max_ngram_size, rng)
+        chosen = _choose_ngrams(candidates, marked_ids, is_continuation, budget, spec.max_ngram_size, rng)
     elif spec.whole_word:
-        chosen = _choose_whole_words(candidates, input_ids, is_continuation, budget, rng)
+        chosen = _choose_whole_words(candidates, marked_ids, is_continuation, budget, rng)
     else:
         chosen = _choose_single_tokens(candidates, budget, max_predictions_per_seq, rng)
 

@@ -16,7 +16,8 @@ Cross-contamination") and the MLPerf BERT submissions that followed it store a p
   of each.
 
 This module is that layout's one implementation, pure numpy: :func:`pack_instances` decides
-which instances share a row (best-fit decreasing over a bounded group of instances, deterministic),
+which instances share a row (Graphcore's shortest-pack-first histogram packing, :func:`plan_rows`:
+best-fit decreasing decided on the histogram of lengths, deterministic),
 :func:`pack_columns` lays out masked instances as packed rows, and :func:`unpack_rows` splits
 rows into instances again (``inspect``, tests); ``format.packed_rows`` writes and reads them in
 transformers' row model (Parquet, MDS).  The readers build the model inputs of packed rows with
@@ -37,44 +38,104 @@ import numpy as np
 from ..format.layout import DEFAULT_SEQUENCES_PER_PACK, packed_predictions  # noqa: F401 (re-exported)
 from .masking import num_to_predict
 
-# Instances a packing decision looks at together: large enough for best-fit to find partners
-# (the fill rate no longer grows past a thousand or so), small enough to keep one decision's
-# working set to a few hundred KB whatever the unit's size.
-PACKING_GROUP = 4096
-
-__all__ = ["PACKING_GROUP", "PackingSpec", "DEFAULT_SEQUENCES_PER_PACK", "packed_predictions", "pack_instances",
+__all__ = ["PackingSpec", "DEFAULT_SEQUENCES_PER_PACK", "packed_predictions", "pack_instances", "plan_rows",
+           "pack_split", "PackedBlock", "budgets_of",
            "pack_columns", "unpack_rows", "instance_lengths", "block_diagonal_mask", "cu_seqlens", "fill_rate",
            "row_members"]
 
 
-def _best_fit_decreasing(lengths: np.ndarray, budgets: np.ndarray, capacity: int, prediction_capacity: int,
-                         max_per_pack: int) -> List[List[int]]:
-    """Bins (lists of indices into ``lengths``) by best-fit decreasing: the longest instance
-    first, each into the open row with the least room left that still takes it (tokens,
-    predictions and instance count), else a new row.  Ties break by index: deterministic."""
-    order = np.lexsort((np.arange(len(lengths)), -lengths))
-    bins: List[List[int]] = []
-    room: List[int] = []  # tokens left, per bin
-    predictions_room: List[int] = []
-    open_bins: List[Tuple[int, int]] = []  # (tokens left, bin) of bins that can take more, sorted
-    for index in order.tolist():
-        length, budget = int(lengths[index]), int(budgets[index])
-        at = bisect.bisect_left(open_bins, (length, -1))
-        while at < len(open_bins) and predictions_room[open_bins[at][1]] < budget:
-            at += 1  # fits by tokens, not by predictions: the next roomier row
-        if at < len(open_bins):
-            _, target = open_bins.pop(at)
-        else:
-            target = len(bins)
-            bins.append([])
-            room.append(capacity)
-            predictions_room.append(prediction_capacity)
-        bins[target].append(index)
-        room[target] -= length
-        predictions_room[target] -= budget
-        if len(bins[target]) < max_per_pack and room[target] > 0:
-            bisect.insort(open_bins, (room[target], target))
-    return bins
+@dataclass
+class _Packs:
+    """Open or closed packs of one kind: ``count`` rows each holding instances of the
+    ``kinds`` (indices into the distinct (length, budget) kinds), ``room`` tokens and
+    ``predictions_room`` predictions left."""
+
+    kinds: Tuple[int, ...]
+    count: int
+    room: int
+    predictions_room: int
+
+
+def plan_rows(kind_lengths, kind_budgets, kind_counts, capacity: int, prediction_capacity: int,
+              max_per_pack: int) -> List[Tuple[Tuple[int, ...], int]]:
+    """Graphcore's shortest-pack-first histogram packing (SPFHP): which kinds of instance share
+    a row, decided on the histogram alone, never on the instances themselves.
+
+    ``kind_lengths``/``kind_budgets``: the distinct (tokens, masking budget) of the instances,
+    ``kind_counts``: how many instances of each.  Kinds are taken longest first (then the
+    larger budget); each kind's instances go, as many as fit, into the open packs with the least
+    room left that still take one (tokens, predictions, fewer than ``max_per_pack`` instances),
+    splitting a group of equal packs when only some of them are needed, and the rest open new
+    packs.  This is best-fit decreasing with multiplicities: its cost grows with the number of
+    distinct packs (a few thousand), not with the instances, so a whole split's histogram
+    (kilobytes) is packed in milliseconds.  Returns ``[(kinds of a row, number of such rows)]``
+    in the order the packs were made; a pure function of its arguments."""
+    lengths = np.asarray(kind_lengths, dtype=np.int64)
+    budgets = np.asarray(kind_budgets, dtype=np.int64)
+    counts = np.asarray(kind_counts, dtype=np.int64)
+    packs: List[_Packs] = []  # every pack group, in the order made (the plan's order)
+    open_by_room: Dict[int, List[int]] = {}  # room left -> open pack groups with that room, oldest first
+    rooms: List[int] = []  # the rooms of open_by_room, ascending
+    for kind in np.lexsort((-budgets, -lengths)).tolist():
+        length, budget, left = int(lengths[kind]), int(budgets[kind]), int(counts[kind])
+        at = bisect.bisect_left(rooms, length)
+        while left > 0:
+            target = None
+            while at < len(rooms) and target is None:  # the least room that takes it
+                for group in open_by_room[rooms[at]]:
+                    if packs[group].predictions_room >= budget:
+                        target = group
+                        break
+                else:
+                    at += 1
+            if target is None:  # new packs, each taking as many as it can (as best fit would)
+                each = min(capacity // length, max_per_pack,
+                           prediction_capacity // budget if budget else max_per_pack)
+                for per_pack, count in ((each, left // each), (left % each, 1)):
+                    if per_pack and count:
+                        packs.append(_Packs((kind,) * per_pack, count, capacity - per_pack * length,
+                                            prediction_capacity - per_pack * budget))
+                        _open(packs, len(packs) - 1, open_by_room, rooms, max_per_pack)
+                break
+            source = packs[target]
+            # Instance by instance, best fit would put the next ones into the same pack while
+            # it has room for them (its room is now the least that fits): ``each`` a pack.
+            each = min(source.room // length, max_per_pack - len(source.kinds),
+                       source.predictions_room // budget if budget else max_per_pack)
+            taken = min(left // each, source.count)
+            if not taken:  # fewer left than a pack takes: one pack takes them all
+                each, taken = left, 1
+            source.count -= taken
+            if not source.count:
+                _close(source.room, target, open_by_room, rooms)
+            packs.append(_Packs(source.kinds + (kind,) * each, taken, source.room - each * length,
+                                source.predictions_room - each * budget))
+            _open(packs, len(packs) - 1, open_by_room, rooms, max_per_pack)
+            left -= each * taken
+            at = bisect.bisect_left(rooms, length)
+    return [(group.kinds, group.count) for group in packs if group.count]
+
+
+def _open(packs: List[_Packs], group: int, open_by_room: Dict[int, List[int]], rooms: List[int],
+          max_per_pack: int) -> None:
+    """A new pack group takes more instances if it has room for a token and an instance."""
+    pack = packs[group]
+    if pack.room <= 0 or len(pack.kinds) >= max_per_pack:
+        return
+    if pack.room not in open_by_room:
+        open_by_room[pack.room] = []
+        bisect.insort(rooms, pack.room)
+    open_by_room[pack.room].append(group)
+
+
+def _close(room: int, group: int, open_by_room: Dict[int, List[int]], rooms: List[int]) -> None:
+    groups = open_by_room.get(room)
+    if groups is None or group not in groups:
+        return  # (a full pack was never open)
+    groups.remove(group)
+    if not groups:
+        del open_by_room[room]
+        rooms.pop(bisect.bisect_left(rooms, room))
 
 
 @dataclass(frozen=True)
@@ -95,40 +156,114 @@ class PackingSpec:
         return packed_predictions(self.max_predictions_per_seq, self.max_sequences_per_pack)
 
 
+def budgets_of(lengths: np.ndarray, spec: PackingSpec) -> np.ndarray:
+    """Each instance's masking budget, drawn as its masks are."""
+    return num_to_predict(np.asarray(lengths, dtype=np.int64), spec.masked_lm_prob, spec.max_predictions_per_seq)
+
+
 def pack(lengths: np.ndarray, spec: PackingSpec) -> Tuple[np.ndarray, np.ndarray]:
     """Which instances share a row (see :func:`pack_instances`), each instance's masking budget
     drawn as its masks are."""
-    budgets = num_to_predict(lengths, spec.masked_lm_prob, spec.max_predictions_per_seq)
-    return pack_instances(lengths, budgets, spec.max_seq_length, spec.prediction_slots, spec.max_sequences_per_pack)
+    return pack_instances(lengths, budgets_of(lengths, spec), spec.max_seq_length, spec.prediction_slots,
+                          spec.max_sequences_per_pack)
 
 
-def pack_instances(lengths, budgets, max_seq_length: int, prediction_capacity: int, max_sequences_per_pack: int,
-                   group: int = PACKING_GROUP) -> Tuple[np.ndarray, np.ndarray]:
+def pack_instances(lengths, budgets, max_seq_length: int, prediction_capacity: int,
+                   max_sequences_per_pack: int) -> Tuple[np.ndarray, np.ndarray]:
     """Which instances share a row: returns ``(order, sizes)``, the instance indices row after
     row and the number of instances of each row (``sizes.sum() == len(lengths)``).
 
     ``lengths``: tokens of each instance (with its [CLS] and [SEP]s), at most
     ``max_seq_length``; ``budgets``: the most predictions each may get (its masking budget).
-    Instances are taken in groups of ``group`` consecutive ones, each packed by best-fit
-    decreasing; within a row instances keep their given order, and rows come in the order of
-    their first instance.  A pure function of its arguments.
+    The rows are planned on the histogram of all the instances (:func:`plan_rows`, see
+    :func:`pack_split`, of which this is the case of one unit).  Within a row instances keep
+    their given order, and rows come in the order of their first instance.  A pure function of
+    its arguments.
     """
-    lengths = np.asarray(lengths, dtype=np.int64)
-    budgets = np.asarray(budgets, dtype=np.int64)
+    blocks = pack_split([lengths], [budgets], max_seq_length, prediction_capacity, max_sequences_per_pack)
+    return blocks[0].members, blocks[0].sizes
+
+
+@dataclass
+class PackedBlock:
+    """The rows a unit writes when a whole split is packed together (:func:`pack_split`): its
+    rows' members, row after row, as (unit, index among that unit's instances), and the number of
+    instances of each row."""
+
+    member_units: np.ndarray
+    members: np.ndarray
+    sizes: np.ndarray
+
+
+def pack_split(unit_lengths: List[np.ndarray], unit_budgets: List[np.ndarray], max_seq_length: int,
+               prediction_capacity: int, max_sequences_per_pack: int) -> List[PackedBlock]:
+    """A whole split packed at once, across its units: returns each unit's block of rows.
+
+    ``unit_lengths``/``unit_budgets``: each unit's instances (tokens, masking budget), in the
+    unit's order.  The rows are planned on the split's histogram of (length, budget)
+    (:func:`plan_rows`); then the k-th instance of a kind, counting unit after unit, takes the
+    k-th place of that kind in the plan.  The plan's rows are interleaved so that the places of
+    every kind are used at the same pace (a row ``i`` of ``n`` alike rows comes at ``(i + 0.5) / n``
+    of the way), so a row mostly takes instances of one unit, and only rows near the end of a
+    unit's instances take some from the next units.  A row is written by the unit of its first
+    instance, in the order of the rows' first instances; within a row instances come in unit and
+    index order.  A pure function of its arguments."""
+    counts = np.asarray([len(lengths) for lengths in unit_lengths], dtype=np.int64)
+    lengths = np.concatenate([np.asarray(x, dtype=np.int64) for x in unit_lengths]) if len(counts) else \
+        np.zeros(0, dtype=np.int64)
+    budgets = np.concatenate([np.asarray(x, dtype=np.int64) for x in unit_budgets]) if len(counts) else \
+        np.zeros(0, dtype=np.int64)
     if len(lengths) and (lengths.max() > max_seq_length or lengths.min() < 1):
         raise ValueError(f"instance lengths must lie in [1, {max_seq_length}]")
-    if max_sequences_per_pack < 1 or group < 1:
-        raise ValueError("max_sequences_per_pack and group must be at least 1")
-    order: List[int] = []
-    sizes: List[int] = []
-    for first in range(0, len(lengths), group):
-        end = min(first + group, len(lengths))
-        bins = _best_fit_decreasing(lengths[first:end], budgets[first:end], max_seq_length, prediction_capacity,
-                                    max_sequences_per_pack)
-        for members in sorted(sorted(members) for members in bins):
-            order.extend(first + member for member in members)
-            sizes.append(len(members))
-    return np.asarray(order, dtype=np.int64), np.asarray(sizes, dtype=np.int64)
+    if max_sequences_per_pack < 1:
+        raise ValueError("max_sequences_per_pack must be at least 1")
+    if len(budgets) and (budgets.max() > prediction_capacity or budgets.min() < 0):
+        raise ValueError(f"masking budgets must lie in [0, {prediction_capacity}]")
+    empty = np.zeros(0, dtype=np.int64)
+    if not len(lengths):
+        return [PackedBlock(empty, empty, empty) for _ in counts]
+    scale = int(budgets.max()) + 1
+    distinct, kind_of, kind_counts = np.unique(lengths * scale + budgets, return_inverse=True, return_counts=True)
+    plan = plan_rows(distinct // scale, distinct % scale, kind_counts, max_seq_length, prediction_capacity,
+                     max_sequences_per_pack)
+    place_rows, place_kinds = _interleaved_places(plan)
+    # The k-th instance of a kind (in unit, then index order) takes the k-th place of that kind.
+    row_of = np.empty(len(lengths), dtype=np.int64)
+    row_of[np.argsort(kind_of.reshape(-1), kind="stable")] = place_rows[np.argsort(place_kinds, kind="stable")]
+    n_rows = int(place_rows.max()) + 1
+    first = np.full(n_rows, len(lengths), dtype=np.int64)
+    np.minimum.at(first, row_of, np.arange(len(lengths)))
+    row_order = np.argsort(first, kind="stable")
+    order = np.lexsort((np.arange(len(lengths)), first[row_of]))
+    sizes = np.bincount(row_of, minlength=n_rows)[row_order]
+    unit_starts = np.concatenate([[0], np.cumsum(counts)])
+    unit_of = np.repeat(np.arange(len(counts)), counts)
+    # Rows by first instance: each unit's block is a run of rows.
+    row_bounds = np.searchsorted(first[row_order], unit_starts)
+    member_bounds = np.concatenate([[0], np.cumsum(sizes)])[row_bounds]
+    blocks = []
+    for unit in range(len(counts)):
+        members = order[member_bounds[unit]:member_bounds[unit + 1]]
+        blocks.append(PackedBlock(unit_of[members], members - unit_starts[unit_of[members]],
+                                  sizes[row_bounds[unit]:row_bounds[unit + 1]]))
+    return blocks
+
+
+def _interleaved_places(plan: List[Tuple[Tuple[int, ...], int]]) -> Tuple[np.ndarray, np.ndarray]:
+    """The places of a plan, row after row: each place's row and the kind of instance it takes.
+    The rows of each pack group are spread evenly over the whole (row ``i`` of a group of ``n``
+    at ``(i + 0.5) / n``), so that every kind's places are used at the same pace."""
+    keys, widths, kinds = [], [], []
+    for group_kinds, count in plan:
+        keys.append((np.arange(count) + 0.5) / count)
+        widths.append(np.full(count, len(group_kinds), dtype=np.int64))
+        kinds.append(np.tile(np.asarray(group_kinds, dtype=np.int64), count))
+    keys, widths, kinds = np.concatenate(keys), np.concatenate(widths), np.concatenate(kinds)
+    rank = np.empty(len(keys), dtype=np.int64)
+    rank[np.argsort(keys, kind="stable")] = np.arange(len(keys))  # each plan row's place in the interleaving
+    place_rows = np.repeat(rank, widths)
+    order = np.argsort(place_rows, kind="stable")
+    return place_rows[order], kinds[order]
 
 
 def _row_places(lengths: np.ndarray, sizes: np.ndarray):
@@ -173,6 +308,9 @@ def pack_columns(columns: Dict[str, np.ndarray], lengths, sizes, max_seq_length:
     if "segment_ids" in columns:
         out["segment_ids"] = np.zeros((n_rows, max_seq_length), dtype=np.int32)
         out["segment_ids"][target] = columns["segment_ids"][instance, column]
+    if "word_starts" in columns:  # --store_word_starts: token by token, as the ids
+        out["word_starts"] = np.zeros((n_rows, max_seq_length), dtype=np.int32)
+        out["word_starts"][target] = columns["word_starts"][instance, column]
     out["positions"] = np.zeros((n_rows, max_seq_length), dtype=np.int32)
     out["positions"][target] = column
     if "masked_lm_positions" in columns:

@@ -29,9 +29,27 @@ TOKENIZE_BATCH = 4096
 TOKENIZE_CHARS = 1_000_000
 
 
-def id_dtype(vocab_size: int) -> np.dtype:
-    """Two bytes a token while the vocabulary fits (BERT's 30,522 does), else four."""
+# With stored word starts (``--store_word_starts``) each token id carries its word start in its
+# top bit (ids stay below 2**31): the start travels with its id through the slices, the unit's
+# pool, pairing and truncation with nothing else to keep in step, and is split off where
+# instances are laid out (:func:`split_word_starts`).
+WORD_START_BIT = 1 << 31
+
+
+def id_dtype(vocab_size: int, word_starts: bool = False) -> np.dtype:
+    """Two bytes a token while the vocabulary fits (BERT's 30,522 does), else four; four, unsigned,
+    when the ids carry word starts."""
+    if word_starts:
+        return np.dtype(np.uint32)
     return np.dtype(np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32)
+
+
+def split_word_starts(ids: np.ndarray):
+    """``(ids, word_starts)`` of int32 ids gathered from a pool whose ids carry word starts
+    (``WORD_START_BIT``, wrapped to the sign bit by the cast to int32): the plain ids (int32)
+    and 1 where a token starts a word (int32; 0 for a continuation, a special token, padding)."""
+    bits = np.ascontiguousarray(ids, dtype=np.int32).view(np.uint32)
+    return (bits & np.uint32(WORD_START_BIT - 1)).view(np.int32), (bits >> np.uint32(31)).astype(np.int32)
 
 
 @dataclass
@@ -53,8 +71,11 @@ class DocumentTokenizer:
     """Tokenizes the documents of one slice: ``tokenize(documents)`` once.  ``last_read`` is the
     document read last (for a message naming it when something fails)."""
 
-    def __init__(self, splitter, tokenizer, dtype: np.dtype):
+    def __init__(self, splitter, tokenizer, dtype: np.dtype, word_starts: bool = False):
+        """``word_starts``: each id carries its word start (``WORD_START_BIT``), as the
+        tokenizer says it (``encode_flat_words``)."""
         self.splitter, self.tokenizer, self.dtype = splitter, tokenizer, dtype
+        self.word_starts = word_starts
         self._read: List[Document] = []  # as read (the splitter may read ahead of what it yields)
         self._pending: List[Tuple[Document, List[str]]] = []  # split, waiting to be tokenized together
         self._n_chars = 0
@@ -104,7 +125,11 @@ class DocumentTokenizer:
             while end < len(batch) and end - start < TOKENIZE_BATCH and chars < TOKENIZE_CHARS:
                 chars += len(batch[end])
                 end += 1
-            ids, counts = self.tokenizer.encode_flat(batch[start:end])
+            if self.word_starts:
+                ids, counts, starts = self.tokenizer.encode_flat_words(batch[start:end])
+                ids = ids.astype(np.uint32) | (starts.astype(np.uint32) << np.uint32(31))
+            else:
+                ids, counts = self.tokenizer.encode_flat(batch[start:end])
             lengths[start:end] = counts
             parts.append(ids.astype(self.dtype, copy=False))
             del ids

@@ -175,7 +175,7 @@ def deal_units(plan: Plan, spec: RunSpec, doc_tokens: Optional[np.ndarray]) -> N
     need them; None before tokenizing)."""
     mixing = spec.mixing
     if plan.sources is not None:
-        plan.sources.realize(plan.corpus.doc_splits, doc_tokens)
+        plan.sources.realize(plan.corpus.doc_splits, kept_tokens(plan, doc_tokens))
         plan.split_docs[TRAIN] = plan.sources.training_list(plan.corpus.doc_splits)
     plan.orders = {split: CorpusOrder(len(docs), mixing.seed, shuffle=not mixing.keep_corpus_order,
                                       region_size=region_size(mixing.split_num))
@@ -186,6 +186,16 @@ def deal_units(plan: Plan, spec: RunSpec, doc_tokens: Optional[np.ndarray]) -> N
     if spec.output.sizes_shards or spec.screening is not None:
         for unit in plan.units:
             unit.last_slice = len(plan.corpus.slices) - 1
+
+
+def kept_tokens(plan: Plan, doc_tokens: Optional[np.ndarray]) -> Optional[np.ndarray]:
+    """Every document's tokens, none for a document --dedup or --decontaminate removed: a
+    budget or share is met by documents that are written, and the report counts only those."""
+    if doc_tokens is None or plan.removed is None or not len(plan.removed):
+        return doc_tokens
+    kept = np.array(doc_tokens, dtype=np.int64, copy=True)
+    kept[np.asarray(plan.removed, dtype=np.int64)] = 0
+    return kept
 
 
 def warn_about_split_sizes(inputs, n_train: int, n_val: int) -> None:

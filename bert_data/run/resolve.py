@@ -73,6 +73,8 @@ def resolve(config: GeneratorConfig) -> RunSpec:
     if config.mlm_only and config.document_separator_token not in vocab.token_to_id:
         raise ConfigError(f"--document_separator_token {config.document_separator_token} is not in "
                           f"{vocab.path}")
+    if needs_stored_word_starts(config, vocab):
+        config.store_word_starts = True  # (before the options are recorded: the manifest says it)
     masking = None
     if not config.disable_masking:
         try:  # e.g. whole words with a tokenizer whose pieces do not show where words start
@@ -108,7 +110,7 @@ def resolve(config: GeneratorConfig) -> RunSpec:
         mixing=MixingSpec(config.seed, config.split_num, config.keep_corpus_order),
         instances=instances, masking=masking, packing=packing, output=output_spec(config, sources),
         control=RunControl(**{name: getattr(config, name) for name in RUN_CONTROL_OPTIONS}),
-        options=options, vocab=vocab, screening=screening_spec(config))
+        options=options, vocab=vocab, screening=screening_spec(config), word_starts=config.store_word_starts)
 
 
 def screening_spec(config: GeneratorConfig) -> Optional[ScreeningSpec]:
@@ -190,9 +192,18 @@ def tokenizer_source(config: GeneratorConfig) -> TokenizerSource:
     return TokenizerSource(WORDPIECE, config.vocab_file, None, bool(config.do_lower_case), specials)
 
 
+def needs_stored_word_starts(config: GeneratorConfig, vocab) -> bool:
+    """Whether whole-word, n-gram or span masks drawn at generation need the tokenizer's word
+    starts stored with the ids, its pieces showing none (``Vocab.word_boundary`` None)."""
+    words = config.mask_whole_word or config.max_ngram_size > 1 or config.span_masking
+    return bool(words and not config.disable_masking and vocab.word_boundary is None
+                and _holds_instances(config.output_format))
+
+
 def masking_spec(config: GeneratorConfig, vocab) -> MaskingSpec:
     """The masks the encode tasks draw (``--masked_lm_prob`` and the rest)."""
     return MaskingSpec.for_vocab(vocab, separator_token(config.mlm_only, config.document_separator_token),
+                                 stored_word_starts=config.store_word_starts,
                                  masked_lm_prob=config.masked_lm_prob,
                                  max_predictions_per_seq=config.max_predictions_per_seq,
                                  whole_word=config.mask_whole_word, max_ngram_size=config.max_ngram_size,

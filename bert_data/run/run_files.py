@@ -10,7 +10,7 @@ unfinished run by them).
 
 The work directory holds, for the tasks to hand each other data (see ``scratch``): tokenized
 slices (``slice-N.tokens.npy``, ``.sentences.npy``, ``.docs.npy`` and the summary ``.json``,
-written last), each unit's token pool (``unit-N.pool.npy``), encode tasks' pieces
+written last), each unit's token pool (``unit-N.pool.npy``, and packed: its pairs), encode tasks' pieces
 (``unit-N-SPLIT-SHARD.piece``), pieces fetched from a URL work directory, and temporaries
 (``*.PID.UUID.tmp``); beside them the journal (``journal.json``).  Units are numbered from 1
 in these names, as messages number them.
@@ -187,6 +187,10 @@ def slice_paths(work_dir: str, index: int) -> Dict[str, str]:
 
 def pool_path(work_dir: str, unit_index: int) -> str:
     return storage.join(work_dir, f"unit-{unit_index + 1:07d}.pool.npy")  # units numbered from 1, as messages do
+
+
+def pairs_path(work_dir: str, unit_index: int) -> str:  # --pack_sequences: a unit's pairs (run.split_packing)
+    return storage.join(work_dir, f"unit-{unit_index + 1:07d}.pairs.npy")
 
 
 def piece_path(work_dir: str, unit_index: int, split: str, first_shard: int) -> str:

@@ -38,6 +38,7 @@ from typing import Dict, Optional
 
 from .. import storage
 from ..notices import note
+from ..compiled import compiled_missing_note
 from ..tokenizers import native_note
 from ..format.dataset_layout import SPLIT_CODES
 from ..pipeline.documents.types import BINARY, DEFAULT_TEXT_FIELD, MISSING_KEY
@@ -46,10 +47,11 @@ from .corpus_output import record_totals, write_corpus
 from .executors import dead_worker_signal, default_executor, local_workers, shares_local_files, stop_executor, wait_first
 from .fault_injection import pause_if_chosen
 from .locations import RemoteOutput, RunLocations, prepare_work_dir, run_locations
-from .planning import Plan, deal_units, make_plan, some_of, warn
-from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pool_path,
-                        prepare_output_dir, refuse_writing_over_inputs, remove_run_files, remove_shards_being_shuffled,
-                        shard_in_progress, slice_paths, stopped, write_input_stamps, write_journal)
+from .planning import Plan, deal_units, kept_tokens, make_plan, some_of, warn
+from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pairs_path,
+                        pool_path, prepare_output_dir, refuse_writing_over_inputs, remove_run_files,
+                        remove_shards_being_shuffled, shard_in_progress, slice_paths, stopped, write_input_stamps,
+                        write_journal)
 from .screening import screen_corpus
 from .scheduler import Scheduler, ShardCounts, UnitResult, slices_still_needed
 from .scratch import finished_slices
@@ -84,9 +86,9 @@ def run(spec: RunSpec, executor: Optional[cf.Executor] = None, progress: bool = 
     if executor is None:  # our own pool of processes: no more of them than cores
         parallelism = local_workers(parallelism or workers)
     plan = make_plan(spec, skip_missing, allow_case_mismatch=allow_case_mismatch)
-    slower = native_note(spec.tokenizer)
-    if slower and progress:  # (--quiet: the output is the same either way)
-        note(slower)
+    for slower in (native_note(spec.tokenizer), compiled_missing_note()):
+        if slower and progress:  # (--quiet: the output is the same either way)
+            note(slower)
     output = spec.output
     refuse_writing_over_inputs(output, [source.path for slice_ in plan.slices for source in slice_.sources]
                                + list(spec.inputs.metadata_files) + list(spec.inputs.val_metadata_files)
@@ -150,7 +152,7 @@ def _run_locked(spec: RunSpec, staged: OutputSpec, places: RunLocations, remote:
             doc_tokens = document_tokens(plan.corpus.n_docs, len(plan.slices), places.scratch)
             if plan.units_pending:  # (finishing a run that was stopped while finalizing)
                 deal_units(plan, spec, doc_tokens)
-            per_source = plan.sources.report(plan.corpus.doc_splits, doc_tokens,
+            per_source = plan.sources.report(plan.corpus.doc_splits, kept_tokens(plan, doc_tokens),
                                              {split: counts.source_instances for split, counts in totals.splits.items()})
         manifests = finalize(spec.output, staged, places, totals.shard_counts,
                              lambda sizes, digests: make_manifests(spec, plan, totals, skipped, sizes, digests,
@@ -187,10 +189,16 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
         if own_executor:
             executor = default_executor(max(1, min(parallelism, len(plan.slices))))
         _tokenize_all(spec, plan, executor, work_dir, parallelism, progress, own_executor)
+        if spec.screening is not None:  # removals first: a budget is met by documents that are kept
+            summaries = finished_slices([slice_.index for slice_ in plan.slices], work_dir, len(plan.slices))
+            screen_corpus(plan, spec.screening, work_dir,
+                          [SliceSummary.from_json(summaries[index]) for index in sorted(summaries)])
         deal_units(plan, spec, document_tokens(plan.corpus.n_docs, len(plan.slices), work_dir))
     first_unit = len(plan.units) if corpus else totals.units_done
     shards = ShardCounts(plan, staged, spec.encoding, spec.vocab, assembler, totals.shard_counts, work_dir)
     still_needed = slices_still_needed(plan)
+    if spec.pairing.packing is not None:  # every unit is paired again on --resume: every slice stays
+        still_needed = [0] * len(still_needed)
     done_slices = {index: SliceSummary.from_json(data) for index, data in
                    finished_slices([slice_.index for slice_ in plan.slices], work_dir,
                                    0 if corpus else still_needed[first_unit], verify=journal is not None).items()}
@@ -218,7 +226,11 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
             while totals.units_done in finished:  # strictly in unit order: bytes do not depend on timing
                 result = finished.pop(totals.units_done)
                 assembler.append(result.segments)
-                storage.remove(pool_path(work_dir, result.pairs.unit_index))  # the unit's pool is spent
+                # The unit's pool (and packed, its pairs) is spent: rows packed with the split take
+                # instances of their own unit and later ones only (split_packing).
+                storage.remove(pool_path(work_dir, result.pairs.unit_index))
+                if spec.pairing.packing is not None:
+                    storage.remove(pairs_path(work_dir, result.pairs.unit_index))
                 totals.add(result)
                 scheduler.merged()
                 # Tokenized slices that no later unit reads (with the corpus mixed: none before the

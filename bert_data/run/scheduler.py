@@ -22,6 +22,7 @@ from .run_files import slice_paths
 from .scratch import load_arrays
 from .screening import screen_corpus
 from .specs import EncodeSpec, OutputSpec, RunSpec
+from .split_packing import SplitPacker
 from .tasks import SliceSummary, encode_shards, pair_unit, record_bytes, tokenize_slice
 from .units import SliceTable, UnitPairs, make_encode_tasks
 
@@ -80,6 +81,17 @@ class Scheduler:
         # tasks need the instances of the units before it, so they wait for those to be paired.
         self.records_before = dict(records_before or {TRAIN: 0, VAL: 0})
         self.next_to_encode = first_unit
+        # --pack_sequences: each split packed as a whole once all its units are paired, so every
+        # unit is paired, those a resumed run has written too (their lengths are the split's).
+        self.packer = None
+        if spec.pairing.packing is not None:
+            units_per_split: Dict[str, List[int]] = {}
+            for unit in plan.units:
+                units_per_split.setdefault(unit.split, []).append(unit.index)
+            self.packer = SplitPacker(units_per_split, spec.pairing.packing, spec.pairing.seed, work_dir)
+            self.next_unit = 0
+        self.first_unit = first_unit
+        self.paired: Dict[int, UnitPairs] = {}  # packed: paired units waiting for their split's packing
 
     @property
     def tokenized_prefix(self) -> int:
@@ -95,7 +107,7 @@ class Scheduler:
                 self.in_flight[self.executor.submit(encode_shards, *args)] = (kind, index, None)
                 continue
             units = self.plan.units
-            if (self.next_unit < len(units) and self.unmerged_units < self.open_units
+            if (self.next_unit < len(units) and (self.packer is not None or self.unmerged_units < self.open_units)
                     and units[self.next_unit].last_slice < self.tokenized_prefix and self.screened()):
                 unit = units[self.next_unit]
                 work = self.plan.unit_work(unit)
@@ -131,16 +143,13 @@ class Scheduler:
                 self.docs_tokenized += self.plan.slices[index].n_docs
                 self.bytes_done += value.n_bytes
                 self.binary_skips += [skip for skip in value.skips if skip.reason in (BINARY, COMPRESSED_UNNAMED)]
+            elif kind == "pair" and self.packer is not None:
+                yield from self._packed(index, value)
             elif kind == "pair":
                 self.units[index] = UnitResult(value)
                 self.instances_paired += value.n_instances
                 self.waiting_for_count[index] = value
-                for ready_index in self.shards.settle(self.waiting_for_count):
-                    if self.named_files:  # in unit order, without gaps (see records_before)
-                        if ready_index != self.next_to_encode:
-                            break
-                        self.next_to_encode += 1
-                    yield from self._encode(self.waiting_for_count.pop(ready_index))
+                yield from self._settled()
             else:
                 self.records_encoded += sum(segment.n_records for segment in value)
                 result = self.units[index]
@@ -148,6 +157,35 @@ class Scheduler:
                 result.encode_tasks_left -= 1
                 if not result.encode_tasks_left:
                     yield self.units.pop(index)
+
+    def _settled(self):
+        """Encode the units waiting whose split's shard count is now set."""
+        for ready_index in self.shards.settle(self.waiting_for_count):
+            if self.named_files:  # in unit order, without gaps (see records_before)
+                if ready_index != self.next_to_encode:
+                    break
+                self.next_to_encode += 1
+            yield from self._encode(self.waiting_for_count.pop(ready_index))
+
+    def _packed(self, index: int, value: UnitPairs):
+        """A paired unit when splits are packed whole: its lengths kept; once its split's units
+        are all paired, the split packed and each unit still to write given its rows."""
+        self.packer.add(index, value.lengths)
+        value.lengths = None
+        if index >= self.first_unit:  # (a resumed run pairs the units it has written for their lengths only)
+            self.units[index] = UnitResult(value)
+            self.instances_paired += value.n_instances
+            self.paired[index] = value
+        if not self.packer.ready(value.split):
+            return
+        for unit, (rows, tokens) in self.packer.blocks(value.split).items():
+            if unit < self.first_unit:
+                continue
+            paired = self.paired.pop(unit)
+            paired.pairs, paired.n_record_tokens = rows, tokens
+            paired.n_records = rows.n_records if rows is not None else 0
+            self.waiting_for_count[unit] = paired
+        yield from self._settled()
 
     def _encode(self, value: UnitPairs):
         """Queue a paired unit's encode tasks (none for a unit without text: it is done)."""

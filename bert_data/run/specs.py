@@ -128,6 +128,7 @@ class TokenizeSpec:
     sentences: SentenceSpec
     reading: ReadingSpec
     screening: Optional[ScreeningSpec] = None
+    word_starts: bool = False  # --store_word_starts: each id carries its word start (tokens.WORD_START_BIT)
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,7 @@ class EncodeSpec:
     shard_options: ShardOptions
     segment_compression: Optional[str]
     provenance: bool = False  # --record_provenance: each record's source_index and document_index
+    word_starts: bool = False  # --store_word_starts: the pool's ids carry word starts, stored and used by masks
 
 
 @dataclass(frozen=True)
@@ -180,10 +182,11 @@ class RunSpec:
     screening: Optional[ScreeningSpec] = None  # --dedup, --decontaminate (None: neither)
     sources: Optional[SourcesSpec] = None  # --sources: the corpus as several sources (else ``inputs``)
     provenance: bool = False  # --record_provenance
+    word_starts: bool = False  # --store_word_starts
 
     @property
     def tokenizing(self) -> TokenizeSpec:
-        return TokenizeSpec(self.tokenizer, self.sentences, self.inputs.reading, self.screening)
+        return TokenizeSpec(self.tokenizer, self.sentences, self.inputs.reading, self.screening, self.word_starts)
 
     @property
     def pairing(self) -> PairSpec:
@@ -194,7 +197,7 @@ class RunSpec:
     def encoding(self) -> EncodeSpec:
         return EncodeSpec(self.tokenizer, self.instances, self.masking, self.packing, self.mixing.seed,
                           self.output.format, self.output.shard_options, self.output.segment_compression,
-                          self.provenance)
+                          self.provenance, self.word_starts)
 
     def __getstate__(self):
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "vocab"}

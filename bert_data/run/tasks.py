@@ -5,11 +5,12 @@ slice of the listed corpus (neighbouring documents).  Slices are small, so every
 even when documents are few and large.  Its tokens and a table of its documents stay in the work
 directory.
 
-``pair_unit``: token ids -> shuffled instances (:mod:`bert_data.pipeline.instances`, packed by
-:mod:`bert_data.pipeline.packing`), for one unit: a few runs of neighbouring documents from all
-over the corpus (see :mod:`bert_data.pipeline.mixing`), gathered from the slices that hold them
-into the unit's pool, where its random next sentences come from.  Pairs are token ranges:
-small to send.
+``pair_unit``: token ids -> shuffled instances (:mod:`bert_data.pipeline.instances`), for one
+unit: a few runs of neighbouring documents from all over the corpus (see
+:mod:`bert_data.pipeline.mixing`), gathered from the slices that hold them into the unit's pool,
+where its random next sentences come from.  Pairs are token ranges: small to send.  With
+``--pack_sequences`` they wait in the work directory until the whole split is packed
+(``split_packing``).
 
 ``encode_shards``: pairs -> masked instances -> columns (:mod:`bert_data.pipeline.columns`) ->
 the output format's segments, for one unit and some of the output shards, into a piece file.
@@ -39,19 +40,19 @@ from ..format.tfrecord.splicing import SegmentCompressor
 from ..pipeline.columns import instance_columns
 from ..pipeline.documents.reading import Undecoded, read_documents
 from ..pipeline.documents.types import InputError, Skip, Slice
-from ..pipeline.instances import PairArrays, create_instances
-from ..pipeline.packing import PackingSpec, pack, row_members
+from ..pipeline.instances import create_instances
 from ..pipeline.decontamination import eval_ngrams
 from ..pipeline.screening import DocumentScreen, LineRemoval
 from ..pipeline.sentences import SentenceSpec
-from ..pipeline.streams import MASKING, PACKING, PAIRING, SHUFFLING, python_random, random_streams
+from ..pipeline.streams import MASKING, PAIRING, SHUFFLING, python_random, random_streams
 from ..pipeline.tokens import DocumentTokenizer, id_dtype
 from ..tokenizers import TokenizerSource, make_tokenizer
 from .locations import local_tokenizer
 from .pieces import Segment
-from .run_files import piece_path, pool_path, slice_paths
+from .run_files import pairs_path, piece_path, pool_path, slice_paths
 from .scratch import PieceWriter, load_array, load_json, save_array, save_json
 from .specs import EncodeSpec, PairSpec, TokenizeSpec
+from .split_packing import gather_pairs, save_unit_pairs
 from .work_checks import crc32c
 from .units import SliceTable, SplitPairs, UnitPairs, UnitWork, EncodeTask, record_slices, unit_pool
 
@@ -127,7 +128,8 @@ def tokenize_slice(slice_: Slice, spec: TokenizeSpec, work_dir: str) -> SliceSum
     """Documents -> sentences -> token ids, for one slice; writes its tokens, sentence lengths and
     document table to the work directory."""
     tokenizer = worker_tokenizer(spec.tokenizer)
-    stage = DocumentTokenizer(worker_splitter(spec.sentences), tokenizer, id_dtype(tokenizer.vocab.size))
+    stage = DocumentTokenizer(worker_splitter(spec.sentences), tokenizer,
+                              id_dtype(tokenizer.vocab.size, spec.word_starts), spec.word_starts)
     skips: List[Skip] = []
     reading = spec.reading
     undecoded = Undecoded()
@@ -193,21 +195,12 @@ def pair_unit(unit: UnitWork, table: SliceTable, spec: PairSpec, work_dir: str) 
     lengths = instances.lengths(pairs)
     result.n_instances = result.n_records = len(pairs)
     result.n_record_tokens = int(lengths.sum())
+    if spec.packing is not None:  # packed with the whole split's (run.split_packing): the pairs wait here
+        save_unit_pairs(pairs, pairs_path(work_dir, unit.index))
+        result.lengths = lengths.astype(np.int32)
+        return result
     result.pairs = SplitPairs(path, pairs)
-    if spec.packing is not None:
-        result.pairs = pack_pairs(pairs, lengths, path, spec.packing, spec.seed, unit)
-        result.n_records = result.pairs.n_records
     return result
-
-
-def pack_pairs(pairs: PairArrays, lengths: np.ndarray, tokens_path: str, packing: PackingSpec, seed: int,
-               unit: UnitWork) -> SplitPairs:
-    """A unit's instances (in their shuffled order) packed into rows (``--pack_sequences``), the
-    rows in a random order of their own: best-fit over a group puts long instances in the
-    first rows of each group, which a seeded permutation spreads out again."""
-    order, sizes = pack(lengths, packing)
-    rows = np.random.default_rng(random_streams(seed, unit.index, unit.split, PACKING)).permutation(len(sizes))
-    return SplitPairs(tokens_path, pairs.take(order[row_members(sizes, rows)]), sizes[rows])
 
 
 # ---------------------------------------------------------------------------- encode_shards
@@ -219,7 +212,9 @@ def encode_shards(task: EncodeTask, spec: EncodeSpec, work_dir: str) -> List[Seg
     vocab = worker_tokenizer(spec.tokenizer).vocab
     writer = get_format(spec.format).make_writer(spec.shard_options)
     path = piece_path(work_dir, task.unit_index, task.split, task.shards[0])
-    tokens = load_array(task.tokens_path)
+    # Packed with the split: a chunk's instances are gathered from their units' pools.
+    tokens = load_array(task.tokens_path) if task.sources is None else None
+    loaded: Dict[str, np.ndarray] = {}  # (packed: the pools and pairs read so far)
     segments = []
     first_row = 0
     with PieceWriter(path) as piece_file:
@@ -229,8 +224,11 @@ def encode_shards(task: EncodeTask, spec: EncodeSpec, work_dir: str) -> List[Seg
             compressor = SegmentCompressor(spec.segment_compression)
             crc = 0
             for rows, pack_sizes in record_slices(task.pack_sizes, first_row, first_row + size, CHUNK_ROWS):
-                columns = instance_columns(tokens, task.pairs.take(rows), spec.instances, vocab, spec.masking,
-                                           masking_rng, spec.packing, pack_sizes, spec.provenance)
+                chunk_tokens, pairs = (tokens, task.pairs.take(rows)) if tokens is not None else \
+                    gather_pairs(task.sources.take(rows), loaded)
+                columns = instance_columns(chunk_tokens, pairs, spec.instances, vocab, spec.masking,
+                                           masking_rng, spec.packing, pack_sizes, spec.provenance,
+                                           spec.word_starts)
                 data = compressor.compress(writer.encode_segment(columns))
                 crc = crc32c(data, crc)
                 piece_file.write(data)
@@ -243,7 +241,7 @@ def encode_shards(task: EncodeTask, spec: EncodeSpec, work_dir: str) -> List[Seg
     return segments
 
 
-def record_bytes(pairs: SplitPairs, spec: EncodeSpec, vocab, compression: Optional[str], segment_rows: int,
+def record_bytes(pairs, spec: EncodeSpec, vocab, compression: Optional[str], segment_rows: int,
                  sample: int = 2048) -> float:
     """Bytes a record takes in the shards (for TFRecord: framed, and compressed as ``compression``
     says; for the other formats: in a shard of the sample, as the format writes it), from the
@@ -251,15 +249,17 @@ def record_bytes(pairs: SplitPairs, spec: EncodeSpec, vocab, compression: Option
     stream: they change a record's size by a byte or two at most).  Compressed, each unit's part
     of a TFRecord shard is a segment of its own (a gzip member, a flushed deflate block), so the
     sample is compressed in segments of ``segment_rows`` records: small segments compress less
-    well.  ``vocab``: the parent's (it encodes here, not in a worker)."""
+    well.  ``pairs``: a unit's ``SplitPairs`` or packed ``PackedRows``.  ``vocab``: the parent's
+    (it encodes here, not in a worker)."""
     n = min(sample, pairs.n_records)
     if not n:
         return 0.0
     fmt = get_format(spec.format)
     writer = fmt.make_writer(spec.shard_options)
-    rows, pack_sizes = next(record_slices(pairs.pack_sizes, 0, n, n))
-    columns = instance_columns(load_array(pairs.tokens_path), pairs.pairs.take(rows), spec.instances, vocab,
-                               spec.masking, np.random.default_rng(0), spec.packing, pack_sizes, spec.provenance)
+    tokens, sample_pairs, pack_sizes = pairs.first_records(n)
+    columns = instance_columns(tokens, sample_pairs, spec.instances, vocab,
+                               spec.masking, np.random.default_rng(0), spec.packing, pack_sizes, spec.provenance,
+                               spec.word_starts)
     if not fmt.appendable:  # HDF5, Parquet, MDS: a sample shard, written (and compressed) as theirs are
         with tempfile.TemporaryDirectory() as directory:
             written = os.path.join(directory, "sample")

@@ -21,6 +21,7 @@ from ..pipeline.packing import row_members
 from ..pipeline.tokens import DOC_POSITION, DOC_REPLACED, SENTENCE_END, SENTENCE_START, TOKEN_END, TOKEN_START
 from .run_files import slice_paths
 from .scratch import load_array, new_array_file, private_temporary, save_array, slice_rows
+from .split_packing import PackedRows, PairSources
 
 
 @dataclass
@@ -73,6 +74,11 @@ class SplitPairs:
     def n_records(self) -> int:
         return len(self.pairs) if self.pack_sizes is None else len(self.pack_sizes)
 
+    def first_records(self, n: int):
+        """The pool's tokens, the pairs of the first ``n`` records and their instances a record."""
+        rows, pack_sizes = next(record_slices(self.pack_sizes, 0, n, n))
+        return load_array(self.tokens_path), self.pairs.take(rows), pack_sizes
+
 
 @dataclass
 class UnitPairs:
@@ -87,6 +93,7 @@ class UnitPairs:
     n_tokens: int = 0
     n_replaced: int = 0
     source_instances: Optional[List[int]] = None  # instances made from each source's documents (sources)
+    lengths: Optional[np.ndarray] = None  # packed: each instance's tokens, for the split's packing (split_packing)
 
 
 def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
@@ -169,17 +176,23 @@ class EncodeTask:
     shards: List[int]
     shard_sizes: List[int]  # records
     pack_sizes: Optional[np.ndarray] = None  # packed: instances of each record, the pairs row after row
+    sources: Optional[PairSources] = None  # packed with the split: the rows' instances, from several units
 
 
-def make_encode_tasks(unit_index: int, split: str, data: SplitPairs, n_shards: int,
+def make_encode_tasks(unit_index: int, split: str, data, n_shards: int,
                       rotation: Optional[int] = None) -> List[EncodeTask]:
+    """A unit's records (``SplitPairs``, or packed with its split ``PackedRows``) dealt to the
+    shards, in encode tasks."""
     rotation = unit_index if rotation is None else rotation
     tasks = []
     n_records = data.n_records
     for shards in shards_per_encode_task(n_records, n_shards):
         rows = np.concatenate([shard_rows(n_records, rotation, shard, n_shards) for shard in shards])
         sizes = [len(shard_rows(n_records, rotation, shard, n_shards)) for shard in shards]
-        if data.pack_sizes is None:
+        if isinstance(data, PackedRows):
+            sources, pack_sizes = data.take_rows(rows)
+            tasks.append(EncodeTask(unit_index, split, "", None, shards, sizes, pack_sizes, sources))
+        elif data.pack_sizes is None:
             tasks.append(EncodeTask(unit_index, split, data.tokens_path, data.pairs.take(rows), shards, sizes))
         else:
             tasks.append(EncodeTask(unit_index, split, data.tokens_path,

@@ -19,7 +19,10 @@ model with a ``continuing_subword_prefix``, marks continuations with that prefix
 ``Metaspace`` pre-tokenizer (SentencePiece-style, "▁") or a byte-level one ("Ġ") marks word
 starts, read with ALBERT's rule (:func:`bert_data.tokenizers.vocab.is_start_piece`); a WordLevel
 model's pieces are words.  Any other tokenizer (e.g. BPE on white-space words without a
-prefix or suffix mark) gives no boundaries, and whole-word/n-gram masking is refused for it.
+prefix or suffix mark) shows no boundaries in its pieces: for whole-word, n-gram and span
+masking the run then records each token's word start from the tokenizer's own words
+(:meth:`HuggingFaceTokenizer.encode_flat_words`, the pre-tokenizer's words) and stores them
+with the records (``word_starts``; ``--store_word_starts``).
 
 With a BERT-uncased ``tokenizer.json`` (``BertWordPieceTokenizer(vocab, lowercase=True)``) the
 records are byte-identical to ``--vocab_file vocab.txt --do_lower_case`` except where Hugging
@@ -35,7 +38,7 @@ import hashlib
 import json
 from typing import List, Optional, Sequence
 
-from .base import SourceTokenizer
+from .base import SourceTokenizer, flatten, starts_of_word_ids
 from .native import native_wordpiece
 from .vocab import KIND_OF_OPTION, SPECIAL_TOKENS, VocabError, option_for_file, vocab_from_tokens
 
@@ -196,6 +199,16 @@ class HuggingFaceTokenizer(SourceTokenizer):
         if self._native is not None:
             return self._native.encode_flat(list(texts))
         return super().encode_flat(texts)
+
+    def encode_flat_words(self, texts: Sequence[str]):
+        """``(ids, lengths, word_starts)``: by the pieces' marks when they have some, else by the
+        words of the file's pre-tokenizer (``Encoding.word_ids``; e.g. a Whitespace
+        pre-tokenizer's words and punctuation), as the tokenizer itself splits the text."""
+        if self.vocab.word_boundary is not None:
+            return super().encode_flat_words(texts)
+        encodings = self._tk.encode_batch(list(texts), add_special_tokens=False) if texts else []
+        ids, lengths = flatten([encoding.ids for encoding in encodings])
+        return ids, lengths, starts_of_word_ids([encoding.word_ids for encoding in encodings])
 
     def encode_one(self, text: str) -> List[int]:
         return self._tk.encode(text, add_special_tokens=False).ids

@@ -42,7 +42,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .base import flatten
+from .base import flatten, with_word_starts
 from .native import native_wordpiece
 from .vocab import Vocab, load_vocab, unk_rate
 
@@ -300,6 +300,10 @@ class WordPieceTokenizer:
             done = starts[i]
         parts.append(ids[done:])
         return np.concatenate(parts), lengths
+
+    def encode_flat_words(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``encode_flat`` and each id's word start (uint8), by the ``##`` marks."""
+        return with_word_starts(self.encode_flat(texts), self.vocab)
 
     def encode_one(self, text: str) -> list[int]:
         """Token ids of one text (no special tokens): public API, the single-text form of

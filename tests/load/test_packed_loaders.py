@@ -58,7 +58,7 @@ def test_transformers_format_of_packed_rows(packed):
     assert np.array_equal(batch["next_sentence_positions"], stored["next_sentence_positions"])
     used = stored["next_sentence_weights"] > 0
     labels = batch["next_sentence_label"]
-    assert labels.shape == (len(stored["input_ids"]), 3)
+    assert labels.shape == (len(stored["input_ids"]), 9)  # the default k at 48 tokens: 48 // 5 instances of 5
     assert np.array_equal(labels[used], stored["next_sentence_labels"][used]) and (labels[~used] == -100).all()
     # Every instance's [CLS] sits where its pair label says.
     assert (batch["input_ids"][np.nonzero(used)[0], stored["next_sentence_positions"][used]] == 4).all()

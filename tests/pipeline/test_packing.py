@@ -8,7 +8,7 @@ from bert_data.format.dataset import describe_layout, layout_flags
 from bert_data.format.layout import feature_specs, is_packed
 from bert_data.format.packed_rows import packed_from_rows, packed_to_rows
 from bert_data.pipeline.packing import (block_diagonal_mask, cu_seqlens, fill_rate, pack_columns, pack_instances,
-                                        packed_predictions, row_members, unpack_rows)
+                                        pack_split, packed_predictions, plan_rows, row_members, unpack_rows)
 
 
 def instances(lengths, width, seed=0, masked=True):
@@ -35,11 +35,25 @@ def instances(lengths, width, seed=0, masked=True):
     return columns
 
 
-def test_best_fit_fills_rows_and_keeps_every_instance_once():
+def best_fit_rows(lengths, capacity, max_per_pack):
+    """The oracle: best-fit decreasing instance by instance (longest first, each into the open
+    row with the least room that takes it, else a new row): the number of rows."""
+    rooms = []
+    for length in sorted(lengths, reverse=True):
+        fits = [(room, r) for r, (room, n) in enumerate(rooms) if room >= length and n < max_per_pack]
+        if fits:
+            _, r = min(fits)
+            rooms[r] = (rooms[r][0] - length, rooms[r][1] + 1)
+        else:
+            rooms.append((capacity - length, 1))
+    return len(rooms)
+
+
+def test_histogram_packing_fills_rows_as_best_fit_and_keeps_every_instance_once():
     rng = np.random.default_rng(1)
     lengths = np.concatenate([np.full(300, 64), rng.integers(5, 64, 700)])
     rng.shuffle(lengths)
-    order, sizes = pack_instances(lengths, np.ones_like(lengths), 64, 100, 3, group=256)
+    order, sizes = pack_instances(lengths, np.ones_like(lengths), 64, 100, 3)
     assert sorted(order.tolist()) == list(range(len(lengths)))
     assert sizes.sum() == len(lengths) and sizes.max() <= 3 and sizes.min() >= 1
     row_of = np.repeat(np.arange(len(sizes)), sizes)
@@ -49,13 +63,31 @@ def test_best_fit_fills_rows_and_keeps_every_instance_once():
     members = [order[row_members(sizes, [r])] for r in range(len(sizes))]
     assert all(list(m) == sorted(m) for m in members)
     firsts = [m[0] for m in members]
-    group_of = np.asarray(firsts) // 256
-    assert all(np.diff(group_of) >= 0)
-    assert lengths.sum() / (len(sizes) * 64) > 0.97
-    # Deterministic, and a row never mixes two groups.
-    again = pack_instances(lengths, np.ones_like(lengths), 64, 100, 3, group=256)
+    assert firsts == sorted(firsts)
+    assert len(sizes) == best_fit_rows(lengths.tolist(), 64, 3)
+    again = pack_instances(lengths, np.ones_like(lengths), 64, 100, 3)
     assert np.array_equal(again[0], order) and np.array_equal(again[1], sizes)
-    assert all(len(set(m // 256)) == 1 for m in members)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_histogram_plan_makes_as_few_rows_as_best_fit_instance_by_instance(seed):
+    rng = np.random.default_rng(seed)
+    capacity, max_per_pack = int(rng.integers(8, 40)), int(rng.integers(2, 7))
+    lengths = rng.integers(1, capacity + 1, int(rng.integers(1, 300)))
+    order, sizes = pack_instances(lengths, np.ones_like(lengths), capacity, 100, max_per_pack)
+    assert len(sizes) == best_fit_rows(lengths.tolist(), capacity, max_per_pack)
+    assert sorted(order.tolist()) == list(range(len(lengths))) and sizes.max() <= max_per_pack
+    row_of = np.repeat(np.arange(len(sizes)), sizes)
+    assert np.bincount(row_of, weights=lengths[order]).max() <= capacity
+
+
+def test_the_plan_is_a_histogram_of_kinds_not_of_instances():
+    # A million instances of three kinds: the plan has a handful of pack groups.
+    plan = plan_rows([400, 100, 12], [60, 15, 2], [500_000, 300_000, 200_000], 512, 79, 3)
+    assert len(plan) < 10
+    assert sum(count * len(kinds) for kinds, count in plan) == 1_000_000
+    lengths = np.array([400, 100, 12])
+    assert all(lengths[list(kinds)].sum() <= 512 and len(kinds) <= 3 for kinds, _ in plan)
 
 
 def test_the_prediction_budget_caps_a_row():
@@ -184,3 +216,30 @@ def test_transformers_rows_of_packed_columns_round_trip():
     assert set(back) == set(packed)
     for name, value in packed.items():
         assert np.array_equal(back[name], value), name
+
+
+def test_a_split_packs_across_units_each_row_in_the_block_of_its_first_instance():
+    rng = np.random.default_rng(3)
+    # Unit 0 has only long instances, unit 2 only short ones: their rows need each other.
+    units = [rng.integers(40, 64, 200), rng.integers(5, 64, 300), rng.integers(3, 12, 250)]
+    budgets = [np.ones_like(lengths) for lengths in units]
+    blocks = pack_split(units, budgets, 64, 100, 4)
+    seen = []
+    for unit, block in enumerate(blocks):
+        assert len(block.member_units) == len(block.members) == block.sizes.sum()
+        if not len(block.sizes):  # (every instance of the unit went to rows of units before it)
+            continue
+        starts = np.concatenate([[0], np.cumsum(block.sizes)[:-1]])
+        assert (block.member_units[starts] == unit).all() and (block.member_units >= unit).all()
+        tokens = np.array([units[u][i] for u, i in zip(block.member_units, block.members)])
+        assert np.add.reduceat(tokens, starts).max() <= 64 and block.sizes.max() <= 4
+        seen += list(zip(block.member_units.tolist(), block.members.tolist()))
+    assert sorted(seen) == [(u, i) for u, lengths in enumerate(units) for i in range(len(lengths))]
+    assert any((block.member_units > unit).any() for unit, block in enumerate(blocks))
+    everything = np.concatenate(units)
+    n_rows = sum(len(block.sizes) for block in blocks)
+    assert n_rows == len(pack_instances(everything, np.ones_like(everything), 64, 100, 4)[1])
+    assert n_rows < sum(len(pack_instances(x, np.ones_like(x), 64, 100, 4)[1]) for x in units)
+    again = pack_split(units, budgets, 64, 100, 4)
+    assert all(np.array_equal(a.members, b.members) and np.array_equal(a.sizes, b.sizes)
+               for a, b in zip(blocks, again))

@@ -144,3 +144,15 @@ def test_dask_with_dedup_and_decontamination_gives_the_bytes_of_a_local_run(clus
                        parallelism=2, progress=False)
     assert file_hashes(tmp_path / "out") == file_hashes(tmp_path / "local")
     assert summary.manifests["train"]["documents_removed"] == local.manifests["train"]["documents_removed"]
+
+
+def test_packed_splits_on_the_cluster_give_the_bytes_of_a_local_run(cluster, tmp_path):
+    # --pack_sequences packs each split as a whole: rows gather instances from several units'
+    # pools, on whichever worker encodes them.
+    corpus = make_corpus(tmp_path / "corpus", n_docs=40, min_sentences=4, max_sentences=20, words_per_doc=30)
+    options = dict(pack_sequences=True, dupe_factor=2, val_fraction=0.2)
+    generate(config_for(corpus, tmp_path / "local", **options), progress=False)
+    _, client = cluster
+    generate(config_for(corpus, tmp_path / "out", **options), executor=client.get_executor(pure=False),
+             parallelism=2, progress=False)
+    assert file_hashes(tmp_path / "out") == file_hashes(tmp_path / "local")

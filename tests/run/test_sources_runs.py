@@ -186,3 +186,35 @@ def test_documents_removed_by_dedup_are_reported_per_source(corpus, tmp_path):
                                                                "near_duplicates": 0}}
     assert removed["by_source"] == {"second": {"documents": 1, "exact_duplicates": 1, "near_duplicates": 0}}
     assert summary.manifests["train"]["n_docs"] == 60
+
+
+def test_a_budget_is_met_by_documents_dedup_keeps(corpus, tmp_path):
+    """--dedup with a token budget: removals are decided before the budget is realized, so the
+    copies dedup removes count for nothing and the kept documents make up the budget (before,
+    the budget counted them and the run came out short by what was removed)."""
+    synthetic, lists = corpus
+    first_labels = lists[0].read_text().split()[:6]
+    copies_dir = synthetic.root / "budget-copies"
+    copies_dir.mkdir(exist_ok=True)
+    second = tmp_path / "second.txt"
+    names = []
+    for number, label in enumerate(first_labels):
+        (copies_dir / f"copy-{number}.txt").write_bytes((synthetic.root / label).read_bytes())
+        names.append(f"budget-copies/copy-{number}.txt")
+    second.write_text("\n".join(names) + "\n" + lists[1].read_text())  # the copies first: drawn often
+    tokens = doc_tokens(synthetic, lists)
+    budget = int(0.8 * sum(tokens[1]))
+    try:
+        path = sources_file(tmp_path / "sources.toml", synthetic, [lists[0], second], {"weight": 1.0},
+                            {"tokens": budget})
+        summary = generate(source_config(corpus, path, tmp_path / "out", dedup="exact"), progress=False)
+    finally:
+        for number in range(len(first_labels)):
+            (copies_dir / f"copy-{number}.txt").unlink()
+        copies_dir.rmdir()
+    manifest = summary.manifests["train"]
+    assert manifest["documents_removed"]["by_source"]["second"]["documents"] >= 1
+    first, second_report = manifest["per_source"]
+    # Realized counts only written documents, and the budget is met by them.
+    assert first["realized"]["documents"] + second_report["realized"]["documents"] == manifest["n_docs"]
+    assert abs(second_report["realized"]["tokens"] - budget) <= max(tokens[1] + tokens[0])

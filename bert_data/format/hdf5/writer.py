@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterable
 
+from ..layout import WORD_STARTS
 from ..output_formats import Writer
 
 NVIDIA_DTYPES: Dict[str, str] = {
@@ -29,6 +30,7 @@ NVIDIA_DTYPES: Dict[str, str] = {
 }
 # --record_provenance's datasets (not NVIDIA's: their reader never asks for them).
 PROVENANCE_DTYPES: Dict[str, str] = {"source_index": "i4", "document_index": "i8"}
+WORD_STARTS_DTYPE = "i1"  # --store_word_starts: 0 or 1 a token
 CHUNK_ROWS = 1024  # rows per HDF5 chunk: what a reader decompresses at a time
 DERIVED = ("masked_lm_weights",)  # NVIDIA's reader derives it: a prediction slot at position 0 is padding
 
@@ -42,6 +44,12 @@ class HDF5Writer(Writer):
         return _write(batches, path, name, self.options)
 
 
+def _dtype(column: str) -> str:
+    if column == WORD_STARTS:
+        return WORD_STARTS_DTYPE
+    return NVIDIA_DTYPES.get(column) or PROVENANCE_DTYPES.get(column) or ("f4" if column == "masked_lm_weights" else "i4")
+
+
 def _write(batches, path: str, name: str, options) -> dict:
     import h5py
 
@@ -53,7 +61,7 @@ def _write(batches, path: str, name: str, options) -> dict:
         for column, width in widths.items():
             shape = (0,) if width == 1 else (0, width)
             datasets[column] = out.create_dataset(
-                column, shape=shape, maxshape=(None,) + shape[1:], dtype=NVIDIA_DTYPES.get(column) or PROVENANCE_DTYPES.get(column) or ("f4" if column == "masked_lm_weights" else "i4"),
+                column, shape=shape, maxshape=(None,) + shape[1:], dtype=_dtype(column),
                 chunks=(CHUNK_ROWS,) + shape[1:], compression="gzip" if options.compression == "gzip" else None,
                 fletcher32=True, track_times=False)
         for batch in batches:

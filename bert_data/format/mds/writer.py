@@ -6,7 +6,8 @@ which a padding collator makes): ``input_ids`` (``ndarray:int32``, unpadded, mas
 masks; with ``--disable_masking`` the plain tokens, for masking at load time as ModernBERT
 trains), ``token_type_ids`` (``ndarray:uint8``, pairs), ``labels`` (``ndarray:int32``, -100 but
 at masked positions) and ``next_sentence_label`` / ``sentence_order_label`` (``int32``); with
-``--record_provenance``, ``source_index`` and ``document_index`` (``int64``).
+``--record_provenance``, ``source_index`` and ``document_index`` (``int64``); with
+``--store_word_starts``, ``word_starts`` (``ndarray:uint8``, 1 where a token starts a word).
 
 The shard file (MDS version 2): uint32 sample count, uint32 offsets of each sample and of the
 end (n + 1, from the file's start), the writer's configuration as JSON, then the samples; a
@@ -36,15 +37,16 @@ import numpy as np
 
 from ..checksums import ALGORITHM, file_digest
 from ..columns import pair_label_name, to_rows
-from ..layout import PROVENANCE_FEATURE_NAMES
+from ..layout import PROVENANCE_FEATURE_NAMES, WORD_STARTS
 from ..output_formats import MDS_INDEX, Writer
 from ..packed_rows import packed_to_rows
 
 COMPRESSION_EXTENSIONS = {"zstd": "zstd", "gzip": "gz"}  # ours -> streaming's compression name
 _SHAPE_BYTE = {np.dtype(np.uint8): 0, np.dtype(np.uint16): 1, np.dtype(np.uint32): 2}
-_VALUE_TYPES = {"input_ids": np.int32, "token_type_ids": np.uint8, "labels": np.int32, "position_ids": np.int32}
+_VALUE_TYPES = {"input_ids": np.int32, "token_type_ids": np.uint8, "labels": np.int32, "position_ids": np.int32,
+                WORD_STARTS: np.uint8}
 _ENCODINGS = {"input_ids": "ndarray:int32", "token_type_ids": "ndarray:uint8", "labels": "ndarray:int32",
-              "position_ids": "ndarray:int32"}
+              "position_ids": "ndarray:int32", WORD_STARTS: "ndarray:uint8"}
 _SCALAR_SIZES = {"int32": 4, "int64": 8}
 _INSTANCE_COLUMNS = ("next_sentence_positions",)  # packed rows: one value an instance, with the pair label
 
@@ -67,6 +69,8 @@ def column_encodings(options) -> Dict[str, str]:
     for name in PROVENANCE_FEATURE_NAMES:  # --record_provenance
         if name in widths:
             columns[name] = "int64"
+    if WORD_STARTS in widths:  # --store_word_starts
+        columns[WORD_STARTS] = _ENCODINGS[WORD_STARTS]
     return dict(sorted(columns.items()))
 
 

@@ -12,6 +12,7 @@ next_sentence_label        int64           1 when B is a random next sentence (B
 sentence_order_label       int64           1 when A and B are swapped (ALBERT's SOP)
 source_index               int64           with --record_provenance: the source's place in --sources
 document_index             int64           with --record_provenance: the document's place in its source
+word_starts                list<int64>     with --store_word_starts: 1 where a token starts a word
 =========================  ==============  ================================================
 
 MLM-only data has no ``token_type_ids`` and no pair label, unmasked data (``--disable_masking``,
@@ -34,12 +35,12 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..columns import pair_label_name, to_rows
-from ..layout import PROVENANCE_FEATURE_NAMES
+from ..layout import PROVENANCE_FEATURE_NAMES, WORD_STARTS
 from ..output_formats import Writer
 from ..packed_rows import packed_to_rows
 
 ROW_GROUP_ROWS = 16384
-LIST_COLUMNS = ("input_ids", "token_type_ids", "attention_mask", "labels", "position_ids")
+LIST_COLUMNS = ("input_ids", "token_type_ids", "attention_mask", "labels", "position_ids", WORD_STARTS)
 # Packed rows' per-instance lists (cut by ``instance_offsets``): the pair label and [CLS] positions.
 INSTANCE_COLUMNS = ("next_sentence_label", "sentence_order_label", "next_sentence_positions")
 
@@ -62,6 +63,8 @@ def schema_for(options):
         else:
             fields.append(pa.field(label, pa.int64()))
     fields += [pa.field(name, pa.int64()) for name in PROVENANCE_FEATURE_NAMES if name in widths]
+    if WORD_STARTS in widths:
+        fields.append(pa.field(WORD_STARTS, pa.list_(pa.int64())))
     return pa.schema(fields)
 
 
