@@ -431,13 +431,25 @@ class InstanceArrays:
 def gather_instances(pool_tokens: np.ndarray, pairs: PairArrays, max_seq_length: int, cls_id: int,
                      sep_id: int, single_segment: bool = False) -> InstanceArrays:
     """Lay out ``[CLS] A [SEP] B [SEP]`` (or, ``single_segment``, ``[CLS] A [SEP]``) for a batch
-    of pairs with one gather."""
+    of pairs with one gather (a compiled copy per row when kernels are on: ``gathering``)."""
+    from .gathering import gather_rows
+
+    n = len(pairs)
+    a_length = pairs.a_length
+    end = a_length + 1 if single_segment else a_length + 2 + pairs.b_length  # where the last [SEP] goes
+    copy = gather_rows()
+    # The copy reads no further than each pair's tokens: pairs out of the pool or the row (never
+    # made by the pairing) are left to the reference's clipped gather.
+    fits = n and int(end.max()) < max_seq_length and len(pool_tokens) >= int((pairs.a_start + a_length).max()) and (
+        single_segment or len(pool_tokens) >= int((pairs.b_start + pairs.b_length).max()))
+    if copy is not None and fits:
+        input_ids = copy(np.asarray(pool_tokens), pairs.a_start, a_length, pairs.b_start, pairs.b_length,
+                         max_seq_length, cls_id, sep_id, single_segment)
+        return InstanceArrays(input_ids, end + 1, pairs.a_length, pairs.is_random_next)
     # Every position first reads the pool as if A ran on to the row's end; B's positions are moved
     # to B's start; reads past the pool are clipped (those positions are overwritten below).
-    n = len(pairs)
     rows = np.arange(n)
     column = np.arange(max_seq_length, dtype=np.int32)[None, :]
-    a_length = pairs.a_length
     source = column + (pairs.a_start - 1)[:, None]
     if single_segment:
         end = a_length + 1  # the [SEP]
