@@ -32,14 +32,17 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from ..compiled import kernel
 from ..pipeline.mixing import CorpusOrder
 from ..format.tfrecord.splicing import StreamCompressor, record_offsets  # (TFRecord: the one format of framed records)
 from .run_files import shard_being_shuffled
 from .specs import OutputSpec
+from .work_checks import start_writeback
 
 # Records gathered and written at a time: large enough that numpy and the writes pay, small
 # enough to keep a few MB in memory.
 BATCH_RECORDS = 4096
+_WRITEBACK_STEP = 8 << 20  # bytes of a shuffled shard handed to the disk at a time
 _SHARD_KEY, _RUN_KEY = 1, 2  # what the order is keyed on: one shard, or a whole run's files
 
 
@@ -116,6 +119,7 @@ class _Source:
         size = os.fstat(self.handle.fileno()).st_size
         self.data = mmap.mmap(self.handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
         self.view = memoryview(self.data)
+        self.bytes = np.frombuffer(self.data, dtype=np.uint8) if size else np.zeros(0, np.uint8)
         try:
             self.offsets = record_offsets(self.data)
         except ValueError as error:
@@ -127,6 +131,7 @@ class _Source:
         return len(self.offsets) - 1
 
     def close(self) -> None:
+        self.bytes = None  # (an export of the map: it must go before the map closes)
         try:
             self.view.release()
             if isinstance(self.data, mmap.mmap):
@@ -143,9 +148,18 @@ class _Target:
         self.path, self.temporary = path, shard_being_shuffled(path)
         self.handle = open(self.temporary, "wb")
         self.engine = StreamCompressor(compression)  # (gzip with mtime 0: the same bytes every run)
+        self.written = self.started = 0  # bytes written, and handed to the disk (see ``write``)
 
-    def write(self, data: bytes) -> None:
-        self.handle.write(self.engine.compress(data))
+    def write(self, data) -> None:
+        data = self.engine.compress(data)
+        self.handle.write(data)
+        self.written += len(data)
+        if self.written - self.started >= _WRITEBACK_STEP:
+            # The disk writes what is written while the next records are gathered, instead of
+            # all of it in ``close``'s fsync (the shard's durability is still that fsync's).
+            self.handle.flush()
+            start_writeback(self.handle.fileno(), self.started, self.written - self.started)
+            self.started = self.written
 
     def close(self) -> None:
         self.handle.write(self.engine.flush())
@@ -174,9 +188,7 @@ def run_shuffle_task(task: ShuffleTask) -> List[str]:
             # Records are joined from views of the mapped sources: one copy a record, by join (no
             # view may outlive the expression: a map with views cannot close).
             if n == 1:
-                data, offsets = sources[0].view, sources[0].offsets
-                targets[0].write(b"".join([data[a:b] for a, b in zip(offsets[runs].tolist(),
-                                                                       offsets[runs + 1].tolist())]))
+                targets[0].write(_gathered(sources[0], runs))
                 continue
             files, rows = np.divmod(runs, n)[::-1]
             begins, ends = np.empty_like(runs), np.empty_like(runs)
@@ -200,6 +212,29 @@ def run_shuffle_task(task: ShuffleTask) -> List[str]:
         for source in sources:
             source.close()
     return task.keys
+
+
+def _gathered(source: _Source, runs: np.ndarray):
+    """The records ``runs`` of ``source``, one after another (a compiled copy of the ranges when
+    there is one, else a join of views of the map)."""
+    begins, ends = source.offsets[runs], source.offsets[runs + 1]
+    gather = _gather_ranges()
+    if gather is None:
+        data = source.view
+        return b"".join([data[a:b] for a, b in zip(begins.tolist(), ends.tolist())])
+    out = np.empty(int((ends - begins).sum()), np.uint8)
+    gather(source.bytes, begins, ends, out)
+    return out
+
+
+@kernel
+def _gather_ranges(data, begins, ends, out):
+    """``data[begins[i]:ends[i]]`` for each i, one after another, into ``out``."""
+    at = 0
+    for i in range(begins.shape[0]):
+        length = ends[i] - begins[i]
+        out[at:at + length] = data[begins[i]:ends[i]]
+        at += length
 
 
 def publish_shuffled(task: ShuffleTask) -> None:
