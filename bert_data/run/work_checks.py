@@ -131,6 +131,15 @@ def sync_directory(directory: str) -> None:
         os.close(handle)
 
 
+def sync_file(path: str) -> None:
+    """A file's bytes durable (an fsync of it, by name; its name is its directory's business)."""
+    handle = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
 def replace_durably(temporary: str, path: str, handle=None) -> None:
     """``temporary`` (its open ``handle``, flushed here, if given) renamed to ``path``, its bytes
     on disk before the name, the name on disk before this returns: a journal written after it
