@@ -32,7 +32,6 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from ..compiled import kernel
 from ..pipeline.mixing import CorpusOrder
 from ..format.tfrecord.splicing import StreamCompressor, record_offsets  # (TFRecord: the one format of framed records)
 from .run_files import shard_being_shuffled
@@ -119,7 +118,6 @@ class _Source:
         size = os.fstat(self.handle.fileno()).st_size
         self.data = mmap.mmap(self.handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
         self.view = memoryview(self.data)
-        self.bytes = np.frombuffer(self.data, dtype=np.uint8) if size else np.zeros(0, np.uint8)
         try:
             self.offsets = record_offsets(self.data)
         except ValueError as error:
@@ -131,7 +129,6 @@ class _Source:
         return len(self.offsets) - 1
 
     def close(self) -> None:
-        self.bytes = None  # (an export of the map: it must go before the map closes)
         try:
             self.view.release()
             if isinstance(self.data, mmap.mmap):
@@ -188,7 +185,9 @@ def run_shuffle_task(task: ShuffleTask) -> List[str]:
             # Records are joined from views of the mapped sources: one copy a record, by join (no
             # view may outlive the expression: a map with views cannot close).
             if n == 1:
-                targets[0].write(_gathered(sources[0], runs))
+                data, offsets = sources[0].view, sources[0].offsets
+                targets[0].write(b"".join([data[a:b] for a, b in zip(offsets[runs].tolist(),
+                                                                       offsets[runs + 1].tolist())]))
                 continue
             files, rows = np.divmod(runs, n)[::-1]
             begins, ends = np.empty_like(runs), np.empty_like(runs)
@@ -212,29 +211,6 @@ def run_shuffle_task(task: ShuffleTask) -> List[str]:
         for source in sources:
             source.close()
     return task.keys
-
-
-def _gathered(source: _Source, runs: np.ndarray):
-    """The records ``runs`` of ``source``, one after another (a compiled copy of the ranges when
-    there is one, else a join of views of the map)."""
-    begins, ends = source.offsets[runs], source.offsets[runs + 1]
-    gather = _gather_ranges()
-    if gather is None:
-        data = source.view
-        return b"".join([data[a:b] for a, b in zip(begins.tolist(), ends.tolist())])
-    out = np.empty(int((ends - begins).sum()), np.uint8)
-    gather(source.bytes, begins, ends, out)
-    return out
-
-
-@kernel
-def _gather_ranges(data, begins, ends, out):
-    """``data[begins[i]:ends[i]]`` for each i, one after another, into ``out``."""
-    at = 0
-    for i in range(begins.shape[0]):
-        length = ends[i] - begins[i]
-        out[at:at + length] = data[begins[i]:ends[i]]
-        at += length
 
 
 def publish_shuffled(task: ShuffleTask) -> None:

@@ -4,15 +4,13 @@ an interrupted pass resumed shard by shard."""
 
 from __future__ import annotations
 
-import re
 import zlib
 
-import numpy as np
 import pytest
 
 from bert_data.config import GeneratorConfig
 from bert_data.format.tfrecord import frame_records, iter_records
-from bert_data.format.tfrecord.splicing import _record_offsets_reference, record_offsets
+from bert_data.format.tfrecord.splicing import record_offsets
 from bert_data.run.resolve import generate
 from bert_data.run.shard_shuffle import ShuffleTask, publish_shuffled, run_shuffle_task
 
@@ -40,36 +38,6 @@ def test_record_offsets_find_every_frame_and_refuse_a_cut_one(tmp_path):
     assert offsets[0] == 0 and offsets[-1] == len(data) and len(offsets) == 6
     with pytest.raises(ValueError, match="past the end"):
         record_offsets(data[:-3])
-
-
-@pytest.mark.parametrize("compiled", ["1", "0"])
-def test_record_offsets_compiled_or_not_give_the_reference_offsets_and_errors(compiled, monkeypatch):
-    monkeypatch.setenv("BERT_DATA_COMPILED", compiled)
-    rng = np.random.default_rng(3)
-    data = frame_records([rng.bytes(int(n)) for n in rng.integers(0, 400, 3000)])
-    assert np.array_equal(record_offsets(data), _record_offsets_reference(data))
-    assert np.array_equal(record_offsets(memoryview(data)), _record_offsets_reference(data))
-    assert list(record_offsets(b"")) == [0]
-    huge_length = bytearray(data)
-    huge_length[7] = 0xFF  # the first frame's length past any file
-    for damaged in (data[:-1], data[:-3], data[:-13], data[:-16], data + b"\x01" * 5, data + b"\x01" * 20,
-                    data[:len(data) // 2], bytes(huge_length)):
-        with pytest.raises(ValueError) as expected:
-            _record_offsets_reference(damaged)
-        with pytest.raises(ValueError, match=re.escape(str(expected.value))):
-            record_offsets(damaged)
-
-
-def test_the_shuffle_writes_the_same_bytes_compiled_or_not(tmp_path, monkeypatch):
-    original = records(5000)
-    outputs = []
-    for compiled in ("1", "0"):
-        monkeypatch.setenv("BERT_DATA_COMPILED", compiled)
-        source = tmp_path / f"{compiled}.tmp"
-        write_records(source, original)
-        shuffle(ShuffleTask(["train/0"], [str(source)], [str(tmp_path / compiled)], [5, 0, 1, 0]))
-        outputs.append((tmp_path / compiled).read_bytes())
-    assert outputs[0] == outputs[1] and sorted(iter_records(str(tmp_path / "1"))) == sorted(original)
 
 
 def test_a_shard_is_its_records_in_an_order_keyed_on_its_seed(tmp_path):
