@@ -357,11 +357,12 @@ def _shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Di
         shuffles += shuffle_tasks(staged, SPLIT_CODES[split], split, paths, paths)
     done = set(totals.shuffled)
 
-    def finished(shuffle) -> None:
+    def finished(shuffle, digests: Dict[str, str]) -> None:
         if not set(shuffle.keys) <= done:
             for key, target in zip(shuffle.keys, shuffle.targets):
                 sizes[key] = shuffled_size(target)
             totals.shuffled += shuffle.keys
+            totals.shuffled_sha256.update(digests)
             done.update(shuffle.keys)
             write_journal(journal_dir, plan.fingerprint, sizes, checksums, totals.to_json(), record=plan.record)
         publish_shuffled(shuffle)
@@ -377,8 +378,7 @@ def _shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Di
     try:
         if executor is None:
             for shuffle in pending:
-                run_shuffle_task(shuffle)
-                finished(shuffle)
+                finished(shuffle, run_shuffle_task(shuffle))
                 bar.update(len(shuffle.keys))
             return
         waiting, running = list(reversed(pending)), {}
@@ -390,10 +390,10 @@ def _shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Di
                 scheduler.in_flight[future] = ("shuffle", len(running), None)  # cancelled with the rest on a stop
             ended, _ = wait_first(list(running), executor)
             for future in ended:
-                future.result()
+                digests = future.result()
                 shuffle = running.pop(future)
                 scheduler.in_flight.pop(future)
-                finished(shuffle)
+                finished(shuffle, digests)
                 bar.update(len(shuffle.keys))
     finally:
         bar.close()

@@ -25,6 +25,7 @@ whatever ``N`` is: one file holds the records of three files interleaved.
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import os
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ import numpy as np
 from ..pipeline.mixing import CorpusOrder
 from ..format.tfrecord.splicing import StreamCompressor, record_offsets  # (TFRecord: the one format of framed records)
 from .run_files import shard_being_shuffled
+from ..format.checksums import ALGORITHM
 from .specs import OutputSpec
 from .work_checks import start_writeback
 
@@ -146,9 +148,11 @@ class _Target:
         self.handle = open(self.temporary, "wb")
         self.engine = StreamCompressor(compression)  # (gzip with mtime 0: the same bytes every run)
         self.written = self.started = 0  # bytes written, and handed to the disk (see ``write``)
+        self.digest = hashlib.new(ALGORITHM)  # the manifest's, of the bytes as written
 
     def write(self, data) -> None:
         data = self.engine.compress(data)
+        self.digest.update(data)
         self.handle.write(data)
         self.written += len(data)
         if self.written - self.started >= _WRITEBACK_STEP:
@@ -159,16 +163,20 @@ class _Target:
             self.started = self.written
 
     def close(self) -> None:
-        self.handle.write(self.engine.flush())
+        data = self.engine.flush()
+        self.digest.update(data)
+        self.handle.write(data)
         self.handle.flush()
         os.fsync(self.handle.fileno())
         self.handle.close()
 
 
-def run_shuffle_task(task: ShuffleTask) -> List[str]:
+def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
     """Write ``task``'s records in their seeded order beside its targets
     (``run_files.shard_being_shuffled``; ``publish_shuffled`` puts them in place once the journal
-    says so, so an interruption leaves the sources whole); returns its keys."""
+    says so, so an interruption leaves the sources whole); returns its keys, each with the
+    SHA-256 of the shard written (the manifest's: hashed here, in a worker, as the bytes go
+    by, and not read again by the parent at the end)."""
     sources = [_Source(path) for path in task.sources]
     targets: List[_Target] = []
     try:
@@ -210,7 +218,7 @@ def run_shuffle_task(task: ShuffleTask) -> List[str]:
     finally:
         for source in sources:
             source.close()
-    return task.keys
+    return {key: target.digest.hexdigest() for key, target in zip(task.keys, targets)}
 
 
 def publish_shuffled(task: ShuffleTask) -> None:
