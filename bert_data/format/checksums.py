@@ -155,11 +155,13 @@ def damage(path: str, digests: Mapping[str, str], sizes: Mapping[str, int], wher
     found = digest(path)
     return None if found == want else damage_message(None, size, want, found, where)
 
-def split_digests(shards, kind: str, directory: str, local=None) -> Dict[str, str]:
+def split_digests(shards, kind: str, directory: str, local=None, known: Optional[Mapping[str, str]] = None
+                  ) -> Dict[str, str]:
     """The manifest's ``sha256_per_file`` for a split: each shard (paths, in order), its
     companions and the files kept beside the split's shards (in ``directory``), by name.
     ``local(path)``: where a shard or companion's bytes are on this machine, when not at its
-    path (shards staged for an upload keep their names in progress)."""
+    path (shards staged for an upload keep their names in progress).  ``known``: digests by
+    name taken as the file was written (not read again)."""
     from .dataset_layout import companion_paths
     from .output_formats import get_format
 
@@ -170,4 +172,6 @@ def split_digests(shards, kind: str, directory: str, local=None) -> Dict[str, st
             files[os.path.basename(path)] = local(path) if local else path
     for name in fmt.split_files:
         files[name] = os.path.join(directory, name)
-    return file_digests(files)
+    known = known or {}
+    hashed = file_digests({name: path for name, path in files.items() if name not in known})
+    return {name: known[name] if name in known else hashed[name] for name in files}

@@ -30,7 +30,7 @@ from .run_files import GenerationError, shard_in_progress, shard_path
 from .scratch import fetch_piece
 from .shard_shuffle import shuffled_batches
 from .specs import OutputSpec
-from .work_checks import crc32c, crc32c_combine, file_crc32c, sync_directory
+from .work_checks import crc32c, crc32c_combine, file_crc32c, start_writeback, sync_directory, sync_file
 
 
 def copy_range(source, offset: int, length: int, target, name: str) -> None:
@@ -80,6 +80,7 @@ class ShardAssembler:
         self.checksums: Dict[str, list] = dict(checksums or {})
         self.rewritten = set(rewritten)
         self.lengths: Dict[str, int] = {}  # key ("split/shard") -> bytes written
+        self.unsynced = set()  # keys of shards appended to and not yet made durable (see ``sync``)
         self.shard_counts: Dict[str, int] = {}  # per split, once known (see open_split)
         for split, count in (shard_counts or {}).items():
             self.open_split(split, count, sizes)
@@ -132,8 +133,8 @@ class ShardAssembler:
 
     def append(self, segments: List[Segment]) -> None:
         """One unit's segments, in (split, shard) order; their piece files are removed after.
-        Each shard is flushed and closed before the next: the journal written next must never
-        vouch for bytes still in a buffer."""
+        Each shard is flushed, handed to the disk (not waited for) and closed before the next;
+        :meth:`sync` makes them durable, before a journal vouches for them."""
         pieces = {}
         fetched = {}  # piece URL -> local copy
         try:
@@ -145,9 +146,12 @@ class ShardAssembler:
                 key = f"{segment.split}/{segment.shard}"
                 with open(self.path(key), "r+b") as shard:
                     shard.seek(self.lengths[key])
+                    self.unsynced.add(key)  # (first: a failure below still leaves it to sync)
                     copy_range(piece, segment.offset, segment.length, shard, segment.path)
                     shard.flush()
-                    os.fsync(shard.fileno())  # on disk before the journal vouches for it
+                    # The disk writes it while the run goes on; the fsync (``sync``), before the
+                    # journal that vouches for it, then waits for little or nothing.
+                    start_writeback(shard.fileno(), self.lengths[key], shard.tell() - self.lengths[key])
                     self.lengths[key] = shard.tell()
                 adler, length, crc = (self.checksums[key] + [0])[:3]
                 self.checksums[key] = [adler32_combine(adler, segment.adler32, segment.raw_length),
@@ -161,6 +165,13 @@ class ShardAssembler:
         for path in pieces:
             if not storage.is_url(path):
                 os.remove(path)
+
+    def sync(self) -> None:
+        """Every shard appended to since the last call, durable (one fsync each, done together:
+        the group commit before a journal record)."""
+        for key in sorted(self.unsynced):
+            sync_file(self.path(key))
+        self.unsynced.clear()
 
     def sizes(self) -> Dict[str, int]:
         return dict(self.lengths)

@@ -36,13 +36,20 @@ GO_ON = signal.SIGUSR1
 def pause_if_chosen(units_done: int) -> None:
     chosen = os.environ.get(PAUSE_AFTER_UNIT)
     if chosen and int(chosen) == units_done:
-        # SIGUSR1 blocked before the line is printed: one sent after it is never lost.
+        # SIGUSR1 blocked before the line is printed: one sent after it is never lost.  Blocked
+        # in this thread only: between two waits (a busy machine may hold this thread there for
+        # long) the kernel gives a signal sent to the process to another thread (a pool's, a
+        # storage library's), where its default action would kill the run; a handler of our
+        # own, for the time of the pause, takes it there instead.
+        released = []
+        previous = signal.signal(GO_ON, lambda signum, frame: released.append(signum))
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {GO_ON})
         try:
             print(f"bert_data: test: paused after unit {units_done}", file=sys.stderr, flush=True)
             # Any other signal's handler (it raises, or it kills) ends the wait as well: it runs
             # when the wait is interrupted, or between waits.
-            while signal.sigtimedwait({GO_ON}, 1.0) is None:
+            while not released and signal.sigtimedwait({GO_ON}, 1.0) is None:
                 pass
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            signal.signal(GO_ON, signal.SIG_DFL if previous is None else previous)

@@ -218,6 +218,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
     units_bar = _progress(len(plan.units), progress, "written", "unit", first_unit, position=1)
     previous_term = _raise_on_sigterm()
     warned_binary = 0
+    commits = _UnitCommits(assembler, journal_dir, plan)
     try:
         while (scheduler.to_tokenize or scheduler.in_flight) if corpus else totals.units_done < len(plan.units):
             scheduler.fill()
@@ -225,6 +226,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                 finished[result.pairs.unit_index] = result
             while totals.units_done in finished:  # strictly in unit order: bytes do not depend on timing
                 result = finished.pop(totals.units_done)
+                commits.commit()  # the unit before, journaled now that its bytes had time to reach the disk
                 assembler.append(result.segments)
                 # The unit's pool (and packed, its pairs) is spent: rows packed with the split take
                 # instances of their own unit and later ones only (split_packing).
@@ -241,10 +243,8 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                     # The summary and the document table stay: skips and split sizes are counted from them.
                     storage.remove_many([paths["tokens"], paths["sentences"]])
                     freed_below += 1
-                write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json(),
-                      record=plan.record)
+                commits.appended(totals)
                 units_bar.update(1)
-                pause_if_chosen(totals.units_done)
             while scheduler.binary_skips:  # a binary file among the inputs is worth a word at once
                 skip = scheduler.binary_skips.pop(0)
                 if warned_binary < 20:
@@ -271,6 +271,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                    else "name files that hold text")
             raise NoText("no document with any text: every listed document was skipped "
                          f"({', '.join(f'{n:,} {r}' for r, n in reasons.items())}: {some_of(first)}); {fix}")
+        commits.commit()
         shards.finish()
         if staged.shuffles_shards:
             sizes = assembler.finish(sync=False)  # written again, durably, by the final shuffle
@@ -284,6 +285,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
         if isinstance(error, cf.process.BrokenProcessPool) and not hasattr(error, "worker_signal"):  # see wait_first
             error.worker_signal = dead_worker_signal(executor)
         _stop_work(executor, own_executor, scheduler)
+        commits.commit_on_stop()
         raise
     finally:
         tokenize_bar.close()
@@ -292,6 +294,45 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
             signal.signal(signal.SIGTERM, previous_term)
     if own_executor:
         executor.shutdown()
+
+
+class _UnitCommits:
+    """Group commit of the units appended to the shards: unit k is journaled (its shards' new
+    bytes fsynced first, then the journal) just before unit k + 1 is appended, when the units
+    end, or when the run stops, not at once: the disk writes unit k's bytes (handed to it by
+    ``ShardAssembler.append``) while the next unit is made, and the fsync waits for little.
+    The journal never vouches for bytes not on disk; a power cut loses at most the unit not
+    yet journaled, which ``--resume`` truncates and writes again."""
+
+    def __init__(self, assembler: ShardAssembler, journal_dir: str, plan: Plan):
+        self.assembler, self.journal_dir, self.plan = assembler, journal_dir, plan
+        self.pending: Optional[tuple] = None  # what the journal will say of the last unit appended
+
+    def appended(self, totals: RunTotals) -> None:
+        self.pending = (totals.units_done, self.assembler.sizes(),
+                        {key: list(value) for key, value in self.assembler.checksums.items()}, totals.to_json())
+
+    def commit(self) -> None:
+        if self.pending is None:
+            return
+        units_done, sizes, checksums, totals = self.pending
+        self.pending = None  # (tried once: a journal that failed to be written is not tried again on the stop)
+        self.assembler.sync()
+        write_journal(self.journal_dir, self.plan.fingerprint, sizes, checksums, totals, record=self.plan.record)
+        pause_if_chosen(units_done)
+
+    def commit_on_stop(self) -> None:
+        """The unit appended whole before a stop is kept too, as when it was journaled at once
+        (a failure to journal it now leaves the journal before it, which is as true)."""
+        if self.pending is None:
+            return
+        units_done, sizes, checksums, totals = self.pending
+        self.pending = None
+        try:
+            self.assembler.sync()
+            write_journal(self.journal_dir, self.plan.fingerprint, sizes, checksums, totals, record=self.plan.record)
+        except BaseException:  # noqa: BLE001 - (a second Ctrl-C, a full disk): the run stops either way
+            pass
 
 
 def _tokenize_all(spec: RunSpec, plan: Plan, executor, work_dir: str, parallelism: int, progress: bool,
@@ -328,11 +369,12 @@ def _shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Di
         shuffles += shuffle_tasks(staged, SPLIT_CODES[split], split, paths, paths)
     done = set(totals.shuffled)
 
-    def finished(shuffle) -> None:
+    def finished(shuffle, digests: Dict[str, str]) -> None:
         if not set(shuffle.keys) <= done:
             for key, target in zip(shuffle.keys, shuffle.targets):
                 sizes[key] = shuffled_size(target)
             totals.shuffled += shuffle.keys
+            totals.shuffled_sha256.update(digests)
             done.update(shuffle.keys)
             write_journal(journal_dir, plan.fingerprint, sizes, checksums, totals.to_json(), record=plan.record)
         publish_shuffled(shuffle)
@@ -348,8 +390,7 @@ def _shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Di
     try:
         if executor is None:
             for shuffle in pending:
-                run_shuffle_task(shuffle)
-                finished(shuffle)
+                finished(shuffle, run_shuffle_task(shuffle))
                 bar.update(len(shuffle.keys))
             return
         waiting, running = list(reversed(pending)), {}
@@ -361,10 +402,10 @@ def _shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Di
                 scheduler.in_flight[future] = ("shuffle", len(running), None)  # cancelled with the rest on a stop
             ended, _ = wait_first(list(running), executor)
             for future in ended:
-                future.result()
+                digests = future.result()
                 shuffle = running.pop(future)
                 scheduler.in_flight.pop(future)
-                finished(shuffle)
+                finished(shuffle, digests)
                 bar.update(len(shuffle.keys))
     finally:
         bar.close()

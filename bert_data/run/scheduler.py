@@ -103,7 +103,10 @@ class Scheduler:
     def fill(self) -> None:
         while len(self.in_flight) < self.max_in_flight:
             if self.ready:
-                kind, index, args = self.ready.pop(0)
+                # The earliest unit's first: units are appended in unit order, so a later unit's
+                # pieces wait for it, and the parent's appends would all come at the end, while
+                # the workers have nothing to do.
+                kind, index, args = self.ready.pop(min(range(len(self.ready)), key=lambda at: self.ready[at][1]))
                 self.in_flight[self.executor.submit(encode_shards, *args)] = (kind, index, None)
                 continue
             units = self.plan.units

@@ -44,7 +44,9 @@ class _Checksummed:
 
 def save_array(array: np.ndarray, path: str) -> int:
     """Returns the file's CRC-32C (kept in the slice's summary: ``--resume`` checks it).  A local
-    file is durable (file and name) when this returns."""
+    file is handed to the disk and renamed into place, not waited for: the :func:`save_json`
+    that vouches for it (``vouching_for``) makes it durable first, one fsync a file and the
+    directory's once for them all."""
     if storage.is_url(path):
         buffer = io.BytesIO()
         np.save(buffer, array, allow_pickle=False)
@@ -54,7 +56,9 @@ def save_array(array: np.ndarray, path: str) -> int:
     with open(temporary, "wb") as handle:
         checksummed = _Checksummed(handle)
         np.save(checksummed, array, allow_pickle=False)
-        work_checks.replace_durably(temporary, path, handle)
+        handle.flush()
+        work_checks.start_writeback(handle.fileno(), 0, handle.tell())
+    os.replace(temporary, path)
     return checksummed.crc32c
 
 
@@ -90,12 +94,17 @@ def load_arrays(paths: Sequence[str]) -> List[np.ndarray]:
     return [np.load(io.BytesIO(data), allow_pickle=False) for data in storage.read_many(list(paths))]
 
 
-def save_json(data: dict, path: str) -> None:
-    """With a checksum of its content (``work_checks.dumps_checked``); durable when local."""
+def save_json(data: dict, path: str, vouching_for: Sequence[str] = ()) -> None:
+    """With a checksum of its content (``work_checks.dumps_checked``); durable when local, and
+    the files it vouches for (``vouching_for``, written with ``save_array`` in its
+    directory) durable before it is: a power cut never leaves it naming a file whose bytes
+    were lost (one that did lose them is found by its checksum, and rebuilt)."""
     text = work_checks.dumps_checked(data)
     if storage.is_url(path):
         storage.write_bytes(path, text.encode("utf-8"))
         return
+    for vouched in vouching_for:  # one fsync a file, together; their names with this one's, below
+        work_checks.sync_file(vouched)
     temporary = private_temporary(path)
     with open(temporary, "w", encoding="utf-8") as handle:
         handle.write(text)

@@ -25,6 +25,7 @@ whatever ``N`` is: one file holds the records of three files interleaved.
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import os
 from dataclasses import dataclass
@@ -35,11 +36,14 @@ import numpy as np
 from ..pipeline.mixing import CorpusOrder
 from ..format.tfrecord.splicing import StreamCompressor, record_offsets  # (TFRecord: the one format of framed records)
 from .run_files import shard_being_shuffled
+from ..format.checksums import ALGORITHM
 from .specs import OutputSpec
+from .work_checks import start_writeback
 
 # Records gathered and written at a time: large enough that numpy and the writes pay, small
 # enough to keep a few MB in memory.
 BATCH_RECORDS = 4096
+_WRITEBACK_STEP = 8 << 20  # bytes of a shuffled shard handed to the disk at a time
 _SHARD_KEY, _RUN_KEY = 1, 2  # what the order is keyed on: one shard, or a whole run's files
 
 
@@ -143,21 +147,36 @@ class _Target:
         self.path, self.temporary = path, shard_being_shuffled(path)
         self.handle = open(self.temporary, "wb")
         self.engine = StreamCompressor(compression)  # (gzip with mtime 0: the same bytes every run)
+        self.written = self.started = 0  # bytes written, and handed to the disk (see ``write``)
+        self.digest = hashlib.new(ALGORITHM)  # the manifest's, of the bytes as written
 
-    def write(self, data: bytes) -> None:
-        self.handle.write(self.engine.compress(data))
+    def write(self, data) -> None:
+        data = self.engine.compress(data)
+        self.digest.update(data)
+        self.handle.write(data)
+        self.written += len(data)
+        if self.written - self.started >= _WRITEBACK_STEP:
+            # The disk writes what is written while the next records are gathered, instead of
+            # all of it in ``close``'s fsync (the shard's durability is still that fsync's).
+            self.handle.flush()
+            start_writeback(self.handle.fileno(), self.started, self.written - self.started)
+            self.started = self.written
 
     def close(self) -> None:
-        self.handle.write(self.engine.flush())
+        data = self.engine.flush()
+        self.digest.update(data)
+        self.handle.write(data)
         self.handle.flush()
         os.fsync(self.handle.fileno())
         self.handle.close()
 
 
-def run_shuffle_task(task: ShuffleTask) -> List[str]:
+def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
     """Write ``task``'s records in their seeded order beside its targets
     (``run_files.shard_being_shuffled``; ``publish_shuffled`` puts them in place once the journal
-    says so, so an interruption leaves the sources whole); returns its keys."""
+    says so, so an interruption leaves the sources whole); returns its keys, each with the
+    SHA-256 of the shard written (the manifest's: hashed here, in a worker, as the bytes go
+    by, and not read again by the parent at the end)."""
     sources = [_Source(path) for path in task.sources]
     targets: List[_Target] = []
     try:
@@ -199,7 +218,7 @@ def run_shuffle_task(task: ShuffleTask) -> List[str]:
     finally:
         for source in sources:
             source.close()
-    return task.keys
+    return {key: target.digest.hexdigest() for key, target in zip(task.keys, targets)}
 
 
 def publish_shuffled(task: ShuffleTask) -> None:

@@ -152,6 +152,7 @@ def tokenize_slice(slice_: Slice, spec: TokenizeSpec, work_dir: str) -> SliceSum
             raise UnitError(str(error)) from error
         raise UnitError(f"{where}: {type(error).__name__}: {error}") from error
     paths = slice_paths(work_dir, slice_.index)
+    # Made durable together with the summary (save_json's vouching_for): one fsync a file, one of the directory.
     checksums = {"tokens": save_array(tokenized.tokens, paths["tokens"]),
                  "sentences": save_array(tokenized.sentence_lengths, paths["sentences"]),
                  "docs": save_array(tokenized.table, paths["docs"])}
@@ -161,7 +162,7 @@ def tokenize_slice(slice_: Slice, spec: TokenizeSpec, work_dir: str) -> SliceSum
                            tokenized.kept_in_parts, undecoded, screen.lines_removed if screen is not None else [])
     # Written last (a slice with a summary is complete), with its files' checksums: ``--resume``
     # checks them before it reuses the slice.
-    save_json(dict(summary.to_json(), checksums=checksums), paths["summary"])
+    save_json(dict(summary.to_json(), checksums=checksums), paths["summary"], [paths[kind] for kind in checksums])
     return summary
 
 

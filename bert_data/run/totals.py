@@ -50,6 +50,8 @@ class RunTotals:
     records_per_shard: Dict[str, int] = field(default_factory=dict)
     shard_counts: Dict[str, int] = field(default_factory=dict)  # per split, once set
     shuffled: List[str] = field(default_factory=list)  # shards ("split/shard") written in their final order
+    # Their SHA-256, taken as they were written (the manifest's, without reading them again at the end).
+    shuffled_sha256: Dict[str, str] = field(default_factory=dict)
 
     def add(self, result) -> None:  # a finished unit (runner.UnitResult): its pairs and segments
         pairs = result.pairs
@@ -78,12 +80,13 @@ class RunTotals:
     def to_json(self) -> dict:
         return {"units_done": self.units_done, "records_per_shard": self.records_per_shard,
                 "splits": {split: dataclasses.asdict(totals) for split, totals in self.splits.items()},
-                "shard_counts": self.shard_counts, "shuffled": self.shuffled}
+                "shard_counts": self.shard_counts, "shuffled": self.shuffled, "shuffled_sha256": self.shuffled_sha256}
 
     @classmethod
     def from_json(cls, data: dict) -> "RunTotals":
         return cls(data["units_done"], {split: SplitTotals(**totals) for split, totals in data["splits"].items()},
-                   data["records_per_shard"], data.get("shard_counts", {}), data.get("shuffled", []))
+                   data["records_per_shard"], data.get("shard_counts", {}), data.get("shuffled", []),
+                   data.get("shuffled_sha256", {}))
 
 
 class SkippedTotals:

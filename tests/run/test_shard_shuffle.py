@@ -19,7 +19,7 @@ from tests.helpers.corpus import file_hashes, make_corpus
 
 def shuffle(task):
     """One task of the final pass, as the runner does it: written beside, then put in place."""
-    keys = run_shuffle_task(task)
+    keys = list(run_shuffle_task(task))
     publish_shuffled(task)
     return keys
 
@@ -148,3 +148,28 @@ def test_hdf5_shards_hold_the_shuffled_tfrecord_instances_in_the_same_order(tmp_
                 with h5py.File(p, "r") as handle:
                     ids[fmt].append(handle["input_ids"][:].tolist())
     assert ids["hdf5"] == ids["tfrecord"] and all(len(shard) > 5 for shard in ids["hdf5"])
+
+
+@pytest.mark.parametrize("options", [{}, {"compression": None}, {"val_fraction": 0.3}],
+                         ids=["zlib", "uncompressed", "validation"])
+def test_shuffled_shards_are_hashed_as_they_are_written_not_read_again(tmp_path, monkeypatch, options):
+    """The manifest's SHA-256 of a shard the final shuffle wrote comes from the shuffle task (a
+    worker, as the bytes go by): the parent does not read the shards again to hash them."""
+    import hashlib
+    import json
+
+    from bert_data.format import checksums
+
+    corpus = make_corpus(tmp_path / "c", n_docs=16, min_sentences=5, max_sentences=12)
+    hashed = []
+    real = checksums.file_digest
+    monkeypatch.setattr(checksums, "file_digest", lambda path: hashed.append(path) or real(path))
+    generate(config(corpus, tmp_path / "out", **options), progress=False)
+    assert not [path for path in hashed if ".tfrecords" in path]
+    manifests = list((tmp_path / "out").rglob("data_params.json"))
+    assert len(manifests) == (2 if options.get("val_fraction") else 1)
+    for manifest in manifests:
+        digests = json.loads(manifest.read_text())["sha256_per_file"]
+        assert len(digests) == 3
+        for name, digest in digests.items():
+            assert hashlib.sha256((manifest.parent / name).read_bytes()).hexdigest() == digest

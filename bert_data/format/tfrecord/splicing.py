@@ -98,7 +98,9 @@ class StreamCompressor:
 def record_offsets(data) -> np.ndarray:
     """Where the TFRecord frames of ``data`` (bytes-like, uncompressed) begin, and its end:
     ``n + 1`` int64.  Only the length headers are read (the CRCs are the reader's business):
-    a frame is a uint64 length, its CRC, the data and the data's CRC."""
+    a frame is a uint64 length, its CRC, the data and the data's CRC.  (A compiled walk was
+    measured: 11 ms less a 35 MB shard, against 0.5-1 s to import numba and load the kernel
+    in a process that has no other kernel: not worth it.)"""
     offsets = array("q")
     append = offsets.append
     length_at = _LENGTH.unpack_from  # reads in place: no slice of ``data`` a record

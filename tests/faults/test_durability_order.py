@@ -1,0 +1,84 @@
+"""Work files are durable before a record vouches for them, with fewer fsyncs (group commit):
+the shards' appended bytes before the journal that counts their unit, a tokenized slice's
+arrays before the summary that names them.  The order is recorded in one in-process run (one
+worker runs its tasks inline), from the calls that write, sync and journal."""
+
+from __future__ import annotations
+
+import os
+
+from bert_data.cli.create_tfrecords import main
+from bert_data.run import assembly, runner, scratch, tasks, work_checks
+
+from tests.helpers.corpus import file_hashes, make_corpus
+
+
+def run(corpus, output, *extra):
+    return main(["--metadata_files", str(corpus.metadata), "--input_files_prefix", str(corpus.root),
+                 "--vocab_file", str(corpus.vocab), "--do_lower_case", "--output_dir", str(output),
+                 "--max_seq_length", "64", "--max_predictions_per_seq", "10", "--num_output_files", "3",
+                 "--split_num", "4", "--dupe_factor", "2", "--num_workers", "1", "--quiet", *extra])
+
+
+def test_nothing_is_vouched_for_before_its_bytes_are_synced(tmp_path, monkeypatch):
+    corpus = make_corpus(tmp_path / "corpus", n_docs=20, min_sentences=8, max_sentences=16, words_per_doc=20)
+    events = []  # ("write" | "sync" | "journal" | "summary", path or units done)
+
+    real_copy, real_sync, real_journal = assembly.copy_range, work_checks.sync_file, runner.write_journal
+    real_save_array, real_replace = tasks.save_array, work_checks.replace_durably
+
+    def copy_range(source, offset, length, target, name):
+        real_copy(source, offset, length, target, name)
+        events.append(("write", os.path.realpath(target.name)))
+
+    def sync_file(path):
+        real_sync(path)
+        events.append(("sync", os.path.realpath(path)))
+
+    def write_journal(work_dir, fingerprint, sizes, checksums, totals, **kwargs):
+        events.append(("journal", totals["units_done"]))
+        real_journal(work_dir, fingerprint, sizes, checksums, totals, **kwargs)
+
+    def save_array(array, path):
+        crc = real_save_array(array, path)
+        events.append(("write", os.path.realpath(path)))
+        return crc
+
+    def replace_durably(temporary, path, handle=None):
+        if path.endswith(".json") and os.path.basename(path).startswith("slice-"):
+            events.append(("summary", os.path.realpath(path)))
+        real_replace(temporary, path, handle)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(assembly, "copy_range", copy_range)
+        patch.setattr(work_checks, "sync_file", sync_file)
+        patch.setattr(assembly, "sync_file", sync_file)
+        patch.setattr(scratch.work_checks, "sync_file", sync_file)
+        patch.setattr(runner, "write_journal", write_journal)
+        patch.setattr(tasks, "save_array", save_array)
+        patch.setattr(work_checks, "replace_durably", replace_durably)
+        assert run(corpus, tmp_path / "out") == 0
+
+    unsynced = set()  # files written since their last sync
+    journaled_units, summaries = [], 0
+    for kind, what in events:
+        if kind == "write":
+            unsynced.add(what)
+        elif kind == "sync":
+            unsynced.discard(what)
+        elif kind == "journal":
+            shards = {path for path in unsynced if ".tfrecords" in path}
+            assert not shards, f"the journal of {what} units vouches for bytes not synced: {sorted(shards)}"
+            journaled_units.append(what)
+        else:  # a slice's summary: its arrays (same name up to the suffix) synced before it is durable
+            stem = what[:-len(".json")]
+            assert not {path for path in unsynced if path.startswith(stem + ".")}, what
+            summaries += 1
+    assert summaries >= 1
+    n_units = journaled_units[-1]
+    # Every unit was journaled, in order (a unit's journal may wait for the next unit: group commit).
+    assert n_units >= 3 and sorted(set(journaled_units)) == list(range(n_units + 1))
+
+    # And the group commit changes nothing of the bytes.
+    assert run(corpus, tmp_path / "again") == 0
+    assert file_hashes(tmp_path / "out") == file_hashes(tmp_path / "again")
