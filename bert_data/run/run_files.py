@@ -558,8 +558,7 @@ def finalize(output: OutputSpec, staged: OutputSpec, places, shard_counts: Dict[
                 step()
             work_checks.sync_directory(directory)
     uploaded = dataset_layout.in_progress if remote is not None else None  # hashed: the staged copies
-    # Shards the final shuffle wrote were hashed as they were written (their digests journaled).
-    known = journal.get("totals", {}).get("shuffled_sha256", {})
+    known = journal.get("totals", {}).get("shuffled_sha256", {})  # the final shuffle hashed what it wrote
     digests = {split: split_digests([shard_path(directory, staged, shard) for shard in range(shard_counts[split])],
                                     staged.format, directory, uploaded,
                                     {os.path.basename(shard_path(directory, staged, shard)): known[f"{split}/{shard}"]
