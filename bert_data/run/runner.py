@@ -226,6 +226,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                 finished[result.pairs.unit_index] = result
             while totals.units_done in finished:  # strictly in unit order: bytes do not depend on timing
                 result = finished.pop(totals.units_done)
+                scheduler.fill()  # the workers get their next tasks before the parent waits on the disk
                 commits.commit()  # the unit before, journaled now that its bytes had time to reach the disk
                 assembler.append(result.segments)
                 # The unit's pool (and packed, its pairs) is spent: rows packed with the split take
