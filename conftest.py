@@ -13,6 +13,28 @@ from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
 from tests.helpers.markdown_docs import BashParser, make_page_dir, make_sample, parse_outputs
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _dask_scratch_in_pytest_temp(tmp_path_factory):
+    """Dask's clusters (the tests' and docs' LocalClusters, ``--dask_scheduler local``) keep their
+    scratch space under pytest's temporary directory, not in /tmp, where it would outlive the run.
+    Set in the environment, so that worker processes see it too."""
+    import os
+
+    previous = os.environ.get("DASK_TEMPORARY_DIRECTORY")
+    os.environ["DASK_TEMPORARY_DIRECTORY"] = str(tmp_path_factory.mktemp("dask-scratch"))
+    try:
+        import dask.config
+
+        dask.config.refresh()
+    except ImportError:
+        pass
+    yield
+    if previous is None:
+        os.environ.pop("DASK_TEMPORARY_DIRECTORY", None)
+    else:
+        os.environ["DASK_TEMPORARY_DIRECTORY"] = previous
+
+
 @pytest.fixture(scope="session")
 def docs_sample(tmp_path_factory):
     """The README's quick start on the shipped sample, made once for every page."""
