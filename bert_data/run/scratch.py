@@ -220,7 +220,7 @@ def slice_rows(paths: Sequence[Dict[str, str]], wanted: np.ndarray, position_col
             table = load_array(slice_files["docs"])
             hits = np.flatnonzero(np.isin(table[:, position_column], wanted))
             found.append(None if not len(hits) else (
-                [np.array(table[hit]) for hit in hits], load_array(slice_files["tokens"]),
+                list(np.array(table[hits])), load_array(slice_files["tokens"]),  # (rows copied at once)
                 load_array(slice_files["sentences"])))
         return found
     # One round: every document table, and the headers of the arrays.
