@@ -97,6 +97,10 @@ class UnitPairs:
     lengths: Optional[np.ndarray] = None  # packed: each instance's tokens, for the split's packing (split_packing)
 
 
+def _plain(array):
+    return np.asarray(array) if isinstance(array, np.memmap) else array
+
+
 def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
               separator_id: Optional[int] = None, kept: Optional[List[int]] = None) -> Tuple[TokenPool, int]:
     """The unit's documents, gathered from the tokenized slices in the unit's order, as one token
@@ -116,9 +120,10 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
     for number, hit in zip(numbers.tolist(), found):
         if hit is None:
             continue
-        # Plain views of the mapped files: slicing a np.memmap builds a memmap each time (microseconds
-        # a document, the most of this function's time on a corpus of many short documents).
-        table_hits, tokens[number], sentences[number] = hit[0], np.asarray(hit[1]), np.asarray(hit[2])
+        # Plain views of mapped files: slicing a np.memmap builds a memmap each time (microseconds a
+        # document, the most of this function's time on a corpus of many short documents).  (From a
+        # URL work directory they are the fetched ranges, ``scratch._Ranges``: kept as they are.)
+        table_hits, tokens[number], sentences[number] = hit[0], _plain(hit[1]), _plain(hit[2])
         for row in table_hits:
             rows.setdefault(int(row[DOC_POSITION]), []).append((number, row))
 
