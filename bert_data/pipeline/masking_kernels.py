@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compiled import kernel
+from ..compiled import helper, kernel
 
 __all__ = ["single_token_positions", "whole_word_positions", "apply_masks"]
 
@@ -187,6 +187,35 @@ def apply_masks(input_ids, positions, counts, draw, random_index, ordinary_ids, 
 
 
 
+@helper
+def _words_by_key(keys, i, words, order, filled):
+    """Row ``i``'s first ``words`` words in ascending key order, into ``order``: a bucket sort
+    (the keys are uniform: about one a bucket), then an insertion sort of what is left out of
+    order (within buckets).  Returns whether two keys tie (the caller hands the row to the
+    reference, whose unstable sort decides ties).  ``filled``: scratch, ``words + 1`` long."""
+    for bucket in range(words + 1):
+        filled[bucket] = 0
+    for word in range(words):
+        filled[min(max(int(keys[i, word] * words), 0), words - 1) + 1] += 1
+    for bucket in range(words):
+        filled[bucket + 1] += filled[bucket]
+    for word in range(words):
+        bucket = min(max(int(keys[i, word] * words), 0), words - 1)
+        order[filled[bucket]] = word
+        filled[bucket] += 1
+    tie = False
+    for rank in range(1, words):
+        word = order[rank]
+        key = keys[i, word]
+        place = rank
+        while place > 0 and keys[i, order[place - 1]] > key:
+            order[place] = order[place - 1]
+            place -= 1
+        order[place] = word
+        tie |= place > 0 and keys[i, order[place - 1]] == key
+    return tie
+
+
 @kernel
 def ngram_positions(input_ids, marks, lengths, is_special, is_continuation, keys, size_draws, thresholds, budget,
                     positions, counts):
@@ -217,29 +246,7 @@ def ngram_positions(input_ids, marks, lengths, is_special, is_continuation, keys
             word_of[j] = words - 1
             ends[words] += 1
         wanted = budget[i]
-        # The words by key: a bucket sort (the keys are uniform: about one a bucket), then an
-        # insertion sort of what is left out of order (within buckets).
-        for bucket in range(words + 1):
-            filled[bucket] = 0
-        for word in range(words):
-            filled[min(max(int(keys[i, word] * words), 0), words - 1) + 1] += 1
-        for bucket in range(words):
-            filled[bucket + 1] += filled[bucket]
-        for word in range(words):
-            bucket = min(max(int(keys[i, word] * words), 0), words - 1)
-            order[filled[bucket]] = word
-            filled[bucket] += 1
-        tie = False
-        for rank in range(1, words):
-            word = order[rank]
-            key = keys[i, word]
-            place = rank
-            while place > 0 and keys[i, order[place - 1]] > key:
-                order[place] = order[place - 1]
-                place -= 1
-            order[place] = word
-            tie |= place > 0 and keys[i, order[place - 1]] == key
-        if tie:
+        if _words_by_key(keys, i, words, order, filled):
             counts[i] = TIE
             continue
         for word in range(words + largest):
@@ -304,29 +311,7 @@ def span_positions(candidates, starts, keys, length_draws, length_thresholds, bu
                 word_of[j] = words - 1
                 ends[words] += 1
         wanted = budget[i]
-        # The words by key: a bucket sort (the keys are uniform: about one a bucket), then an
-        # insertion sort of what is left out of order (within buckets).
-        for bucket in range(words + 1):
-            filled[bucket] = 0
-        for word in range(words):
-            filled[min(max(int(keys[i, word] * words), 0), words - 1) + 1] += 1
-        for bucket in range(words):
-            filled[bucket + 1] += filled[bucket]
-        for word in range(words):
-            bucket = min(max(int(keys[i, word] * words), 0), words - 1)
-            order[filled[bucket]] = word
-            filled[bucket] += 1
-        tie = False
-        for rank in range(1, words):
-            word = order[rank]
-            key = keys[i, word]
-            place = rank
-            while place > 0 and keys[i, order[place - 1]] > key:
-                order[place] = order[place - 1]
-                place -= 1
-            order[place] = word
-            tie |= place > 0 and keys[i, order[place - 1]] == key
-        if tie:
+        if _words_by_key(keys, i, words, order, filled):
             counts[i] = TIE
             continue
         for word in range(words + max_words + 1):
