@@ -47,7 +47,7 @@ import re
 import unicodedata
 from typing import Callable, Optional
 
-from .word_tokens import AffixTokens, matcher_patterns
+from .word_tokens import token_offsets
 
 __all__ = ["RuleSentencizer"]
 
@@ -57,8 +57,6 @@ _WORD = re.compile(r"\S+")
 # The cache of tokenized words is bounded, for flat memory; words longer than this are not cached.
 _CACHE_LIMIT = 100_000
 _CACHED_WORD_CHARS = 200
-# Words whose port tokens are compared with the tokenizer's in each process.
-_VERIFIED_WORDS = 64
 
 
 def _is_p(character: str) -> bool:
@@ -73,19 +71,6 @@ def _is_punct(text: str) -> bool:
     return all(unicodedata.category(c)[0] == "P" for c in text)
 
 
-def _special_case_patterns(tokenizer, patterns: dict[str, list[str]]) -> tuple[set[tuple[str, str]], list[str]]:
-    """Adjacent token pairs of the patterns of the tokenizer's special-case matcher
-    (``word_tokens.matcher_patterns``), and the special cases whose tokens differ from their
-    pattern's (applying them changes tokens)."""
-    pairs: set[tuple[str, str]] = set()
-    changing = []
-    for text, pattern in patterns.items():
-        pairs.update(zip(pattern, pattern[1:]))
-        if [token.text for token in tokenizer(text)] != pattern:
-            changing.append(text)
-    return pairs, changing
-
-
 class _AskSpacy(Exception):
     """A word at ``position`` could be tokenized differently in context."""
 
@@ -94,22 +79,30 @@ class _AskSpacy(Exception):
 
 
 class RuleSentencizer:
-    """Sentence starts of the rule-based sentencizer for texts as the splitter gives them to spaCy."""
+    """Sentence starts of the rule-based sentencizer for texts as the splitter gives them to spaCy.
 
-    def __init__(self, nlp, punct_chars) -> None:
-        self._tokenizer = nlp.tokenizer
-        self._pipe_names = list(nlp.pipe_names)
-        self._sentencizer = nlp.get_pipe("sentencizer")
-        self._punct = frozenset(punct_chars)
-        patterns = matcher_patterns(nlp.tokenizer)
-        self._pairs, self._changing_cases = _special_case_patterns(nlp.tokenizer, patterns)
+    Made from ``rules`` (``spacy_rules_cache.SentencizerRules``: what the pipeline's tokenizer
+    and sentencizer hold, as plain data) without importing spaCy; ``tokenizer()`` returns the
+    pipeline's tokenizer, called (and spaCy imported) only for a word or paragraph the word port
+    cannot answer: where the port does not serve the tokenizer, or a special case's substrings
+    are not plain texts.
+    """
+
+    def __init__(self, rules, tokenizer: Callable[[], Callable]) -> None:
+        self._tokenizer_of_pipeline = tokenizer
+        self._punct = frozenset(rules.punct_chars)
+        patterns = rules.patterns
+        # The adjacent token pairs of the patterns of spaCy's special-case matcher.
+        pairs: set[tuple[str, str]] = set()
+        for pattern in patterns.values():
+            pairs.update(zip(pattern, pattern[1:]))
         # The pairs by the last character of their first token; tokens are those of the patterns
         # (the tokens before the matcher), so pairs are tested on the words' text.
         self._pairs_by_last_char: dict[str, list[tuple[str, str]]] = {}
         # And by each token, the tokens a pattern has after it and before it.
         self._seconds_after: dict[str, list[str]] = {}
         self._firsts_before: dict[str, list[str]] = {}
-        for first, second in self._pairs:
+        for first, second in pairs:
             if not any(c.isspace() for c in first + second):
                 self._pairs_by_last_char.setdefault(first[-1], []).append((first, second))
                 self._seconds_after.setdefault(first, []).append(second)
@@ -119,50 +112,30 @@ class RuleSentencizer:
         cheap = "".join(re.escape(c) for c in self._ascii_punct)
         self._candidates = re.compile(rf"[{cheap}\x80-\U0010ffff]")
         self._cache: dict[str, tuple] = {}
-        # spaCy's tokenizer rules for one word without a Doc (word_tokens.py), checked against the
-        # tokenizer on the first words.  It declines words holding a token-changing case on token
-        # boundaries (its own count of them, and these), so the words it answers hold none.
-        self._affix = AffixTokens.for_tokenizer(nlp.tokenizer, patterns, self._changing_cases)
-        self._unverified = _VERIFIED_WORDS
-        self._changing_set = self._affix.changing if self._affix is not None else frozenset(self._changing_cases)
+        # spaCy's tokenizer rules without a Doc (word_tokens.py), checked against the tokenizer
+        # when the rules were derived (spacy_rules_cache.py).
+        self._affix = rules.affix_tokens()
+        self._changing_set = frozenset(rules.changing)
         self._longest_change = max(map(len, self._changing_set), default=0)
         self._is_punct: dict[str, bool] = {}
 
-    @classmethod
-    def for_pipeline(cls, nlp, first_component: str) -> Optional["RuleSentencizer"]:
-        """The rule sentencizer for ``nlp`` (``first_component`` + ``sentencizer``), or None when
-        the pipeline is not one whose sentences the arguments of the module docstring cover."""
-        from spacy.attrs import IS_PUNCT
-        from spacy.lang.lex_attrs import is_punct
-        from spacy.pipeline import Sentencizer
-        from spacy.tokenizer import Tokenizer
+    def _spacy_tokens(self, text: str) -> list[tuple[int, bool, bool]]:
+        """(offset, in punct_chars, is_punct) of the pipeline tokenizer's tokens of ``text``."""
+        return [(token.idx, token.text in self._punct, token.is_punct) for token in self._tokenizer_of_pipeline()(text)]
 
-        if nlp.pipe_names != [first_component, "sentencizer"]:
-            return None
-        sentencizer = nlp.get_pipe("sentencizer")
-        punct = getattr(sentencizer, "punct_chars", None)
-        if type(sentencizer) is not Sentencizer or not punct:
-            return None
-        if any(len(c) != 1 or c.isspace() for c in punct):
-            return None
-        if type(nlp.tokenizer) is not Tokenizer or nlp.vocab.lex_attr_getters.get(IS_PUNCT) is not is_punct:
-            return None
-        # Special cases holding whitespace could join words; whitespace-only ones (spaCy's own
-        # " ", "\t", "\n", "\xa0") only touch whitespace tokens.
-        for text in nlp.tokenizer.rules or {}:
-            if any(c.isspace() for c in text) and not text.isspace():
-                return None
-        return cls(nlp, punct)
-
-    def serves(self, nlp) -> bool:
-        """Whether ``nlp`` is still the pipeline this was made from (its tokenizer, components
-        and punctuation characters unchanged since)."""
-        return (
-            nlp.tokenizer is self._tokenizer
-            and nlp.pipe_names == self._pipe_names
-            and nlp.get_pipe("sentencizer") is self._sentencizer
-            and frozenset(self._sentencizer.punct_chars) == self._punct
-        )
+    def _token_flags(self, pairs) -> list[tuple[int, bool, bool]]:
+        """(offset, in punct_chars, is_punct) of tokens given as (offset, text)."""
+        known = self._is_punct
+        punct_chars = self._punct
+        flags = []
+        for idx, text in pairs:
+            punct = known.get(text)
+            if punct is None:
+                punct = _is_punct(text)
+                if len(known) < _CACHE_LIMIT:
+                    known[text] = punct
+            flags.append((idx, text in punct_chars, punct))
+        return flags
 
     def _entry(self, word: str) -> tuple:
         """(starts if the flag is clear, flag after, starts if set, flag after, token offsets,
@@ -180,26 +153,17 @@ class RuleSentencizer:
             pre, special = self._affix.affix_tokens(word)
             if pre:
                 changing = self._affix.spells_a_changing_case(pre)
-                if not special and not changing:
+                if not changing:
                     texts = pre
-                    if self._unverified:
-                        texts = pre = self._verified(word, texts)
+                else:  # spaCy's matcher over the word alone
+                    final = self._affix.retokenize(pre, [False] * len(pre), list(token_offsets(pre)))
+                    texts = final[0] if final is not None else None
             else:
                 pre = None
         if texts is None:
-            tokens = [(token.idx, token.text in self._punct, token.is_punct) for token in self._tokenizer(word)]
+            tokens = self._spacy_tokens(word)
         else:
-            tokens = []
-            idx = 0
-            known = self._is_punct
-            for text in texts:
-                punct = known.get(text)
-                if punct is None:
-                    punct = _is_punct(text)
-                    if len(known) < _CACHE_LIMIT:
-                        known[text] = punct
-                tokens.append((idx, text in self._punct, punct))
-                idx += len(text)
+            tokens = self._token_flags(zip(token_offsets(texts), texts))
         runs = []
         for seen in (False, True):
             starts = []
@@ -220,16 +184,6 @@ class RuleSentencizer:
                 self._cache.clear()
             self._cache[word] = entry
         return entry
-
-    def _verified(self, word: str, texts: list[str]) -> Optional[list[str]]:
-        """The port's tokens of ``word``, checked against the tokenizer for the first words of a
-        process (a guard against a spaCy whose tokenizer the port does not follow: it is then
-        turned off; the tests are the proof, on hostile words)."""
-        self._unverified -= 1
-        if [token.text for token in self._tokenizer(word)] == texts:
-            return texts
-        self._affix = None
-        return None
 
     def _check_neighbours(self, text: str, start: int, end: int, entry: tuple) -> None:
         """Raise _AskSpacy if a special-case match could span the word ``text[start:end]`` and a
@@ -395,14 +349,32 @@ class RuleSentencizer:
                 self._ask_spacy(text, ask.position, starts, spacy_starts)
         return starts
 
-    @staticmethod
-    def _ask_spacy(text: str, position: int, starts: list[int], spacy_starts) -> int:
-        """Replace the starts of the paragraph around ``position`` with spaCy's; its end."""
+    def _paragraph_starts(self, paragraph: str, spacy_starts: Callable[[str], list[int]]) -> list[int]:
+        """The sentencizer's starts in a paragraph (after its first token) from all of its
+        tokens: the word port's (``AffixTokens.text_tokens``: spaCy's matcher over the whole
+        paragraph) where it answers, else ``spacy_starts`` (the pipeline's)."""
+        tokens = self._affix.text_tokens(paragraph) if self._affix is not None else None
+        if tokens is None:
+            return spacy_starts(paragraph)
+        starts = []
+        seen = False
+        for i, (idx, period, punct) in enumerate(self._token_flags(tokens)):
+            if seen and not punct and not period:
+                if i:
+                    starts.append(idx)
+                seen = False
+            elif period:
+                seen = True
+        return starts
+
+    def _ask_spacy(self, text: str, position: int, starts: list[int], spacy_starts) -> int:
+        """Replace the starts of the paragraph around ``position`` with those from all of its
+        tokens; its end."""
         begin = text.rfind("\n\n", 0, position)
         begin = 0 if begin < 0 else begin + 2
         end = text.find("\n\n", position)
         end = len(text) if end < 0 else end
         while starts and starts[-1] >= begin:
             starts.pop()
-        starts.extend(begin + offset for offset in spacy_starts(text[begin:end]))
+        starts.extend(begin + offset for offset in self._paragraph_starts(text[begin:end], spacy_starts))
         return end

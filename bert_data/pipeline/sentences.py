@@ -306,12 +306,16 @@ def _build_nlp(model: Optional[str]):
     return nlp
 
 
-def _punctuation_free_test(nlp):
-    """For the rule-based sentencizer: a test that a text holds none of its punctuation
-    characters (so the sentencizer would find no boundary in it), or None if not applicable."""
+def _punctuation_characters(nlp) -> Optional[list[str]]:
+    """The rule-based sentencizer's punctuation characters in ``nlp``, or None if not applicable."""
     if "sentencizer" not in nlp.pipe_names:
         return None
-    characters = getattr(nlp.get_pipe("sentencizer"), "punct_chars", None) or ()
+    return getattr(nlp.get_pipe("sentencizer"), "punct_chars", None) or None
+
+
+def _punctuation_free_test(characters):
+    """For the rule-based sentencizer: a test that a text holds none of its punctuation
+    ``characters`` (so the sentencizer would find no boundary in it), or None if not applicable."""
     if not characters or any(len(c) != 1 for c in characters):
         return None
     pattern = re.compile("[" + "".join(re.escape(c) for c in sorted(characters)) + "]")
@@ -381,20 +385,69 @@ class SpacySentenceSplitter:
         self.batch_size = _check_positive_int("batch_size", batch_size)
         self.max_passage_chars = _check_positive_int("max_passage_chars", max_passage_chars)
         self.force_spacy = bool(force_spacy)
-        self.nlp = _build_nlp(model)
-        self._no_boundary_possible = _punctuation_free_test(self.nlp) if model is None else None
+        self._nlp = None
+        self._pristine: Optional[tuple] = None
         self._rules = None
+        punct_chars = None
         if model is None and not self.force_spacy:
+            # The built-in sentencizer's rules, from the cache when they are there (no spaCy
+            # import), else from a pipeline built now (kept: it is self.nlp).
             from .rule_sentences import RuleSentencizer
+            from .spacy_rules_cache import load_rules
 
-            self._rules = RuleSentencizer.for_pipeline(self.nlp, _COMPONENT_NAME)
+            rules, nlp = load_rules(lambda: _build_nlp(None), _COMPONENT_NAME)
+            if nlp is not None:
+                self._adopt(nlp)
+            if rules.supported:
+                self._rules = RuleSentencizer(rules, lambda: self.nlp.tokenizer)
+                self._rules_facts = (frozenset(rules.punct_chars), rules.max_length)
+                punct_chars = rules.punct_chars
+        if self._rules is None:
+            nlp = self.nlp
+            punct_chars = _punctuation_characters(nlp) if model is None else None
+        self._no_boundary_possible = _punctuation_free_test(punct_chars)
+
+    @property
+    def nlp(self):
+        """The spaCy pipeline (built, and spaCy imported, at first use when the rule
+        sentencizer's rules came from the cache)."""
+        if self._nlp is None:
+            self._adopt(_build_nlp(self.model))
+        return self._nlp
+
+    def _adopt(self, nlp) -> None:
+        self._nlp = nlp
+        sentencizer = nlp.get_pipe("sentencizer") if "sentencizer" in nlp.pipe_names else None
+        self._pristine = (nlp.tokenizer, list(nlp.pipe_names), sentencizer)
+
+    def _rules_serve(self) -> bool:
+        """Whether the rule sentencizer gives this splitter's sentences: it exists, and the
+        pipeline, if built, is still as built (its tokenizer, components and punctuation
+        characters unchanged since) and holds the rules' punctuation characters."""
+        if self._rules is None:
+            return False
+        nlp = self._nlp
+        if nlp is None:
+            return True
+        tokenizer, names, sentencizer = self._pristine
+        return (
+            nlp.tokenizer is tokenizer
+            and nlp.pipe_names == names
+            and nlp.get_pipe("sentencizer") is sentencizer
+            and frozenset(sentencizer.punct_chars) == self._rules_facts[0]
+        )
+
+    def _max_length(self) -> int:
+        if self._nlp is None and self._rules is not None:
+            return self._rules_facts[1]
+        return self.nlp.max_length
 
     def _passages(self, texts: Iterable[str]) -> Iterator[tuple[str, tuple[str, bool, Optional[list]]]]:
         """``(text for spaCy, (passage, is_last_passage_of_its_document, sentences or None))``; each
         document gives >= 1 passage.  With the built-in sentencizer, a passage with no sentence
         punctuation at all can only split at paragraph breaks: its sentences are known without
         spaCy (its cost is the tokenizer, and such text can be hundreds of MB), and spaCy gets ""."""
-        limit = max(1, min(self.max_passage_chars, self.nlp.max_length))
+        limit = max(1, min(self.max_passage_chars, self._max_length()))
 
         def item(passage: str, last: bool):
             if self._no_boundary_possible is not None and self._no_boundary_possible(passage):
@@ -416,7 +469,7 @@ class SpacySentenceSplitter:
 
     def split(self, texts: Iterable[str]) -> Iterator[list[str]]:
         """Yield the sentences of each document of ``texts``, in order, streaming."""
-        if self._rules is not None and self._rules.serves(self.nlp):
+        if self._rules_serve():
             yield from self._split_by_rules(texts)
             return
         sentences: list[str] = []

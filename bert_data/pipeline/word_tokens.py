@@ -33,65 +33,67 @@ returns None for any other major version or tokenizer class, and the differentia
 
 from __future__ import annotations
 
+import re as _re
 from typing import Callable, Iterable, Optional
 
-__all__ = ["AffixTokens", "matcher_patterns", "needed_characters"]
+__all__ = ["AffixTokens", "ingredients", "token_offsets", "matcher_patterns", "needed_characters"]
 
 
 class AffixTokens:
-    """The token texts spaCy's ``Tokenizer`` gives a single word (no whitespace), or None."""
+    """The token texts spaCy's ``Tokenizer`` gives a single word (no whitespace), or a text.
 
-    def __init__(
-        self, tokenizer, patterns: Optional[dict[str, list[str]]] = None, also_changing: Iterable[str] = ()
-    ) -> None:
-        from spacy.attrs import NORM, ORTH
+    Made from plain *ingredients* (``ingredients(tokenizer)``: the rules' regular expressions as
+    pattern strings, the special cases' token texts, the matcher's patterns), which is what
+    ``spacy_rules_cache.py`` stores, so that a process can tokenize without importing spaCy.
+    """
 
-        self._prefix_search = tokenizer.prefix_search
-        self._suffix_search = tokenizer.suffix_search
-        self._infix_finditer = tokenizer.infix_finditer
-        self._token_match = tokenizer.token_match
-        self._url_match = tokenizer.url_match
-        rules = tokenizer.rules or {}
-        self._rules = rules
-        self._orth = ORTH
-        self._specials = frozenset(rules)
-        # The special cases of spaCy's matcher whose tokens are not their pattern's (applying
-        # one changes tokens; one whose substrings are its pattern, with nothing but a norm,
-        # leaves the texts as they were), and any the caller counts as such too.
-        if patterns is None:
-            patterns = matcher_patterns(tokenizer)
-        self._changing = frozenset(
-            text
-            for text, pattern in patterns.items()
-            if [substring.get(ORTH) for substring in rules[text]] != pattern
-            or any(set(substring) - {ORTH, NORM} for substring in rules[text])
-        ) | frozenset(also_changing)
+    def __init__(self, ingredients: dict) -> None:
+        import re
+
+        def compiled(name: str):
+            spec = ingredients[name]
+            if spec is None:
+                return None
+            return getattr(re.compile(spec["pattern"], spec["flags"]), spec["method"])
+
+        self._prefix_search = compiled("prefix_search")
+        self._suffix_search = compiled("suffix_search")
+        self._infix_finditer = compiled("infix_finditer")
+        self._token_match = compiled("token_match")
+        self._url_match = compiled("url_match")
+        # Special case -> its tokens' texts (None: a substring whose text is not a plain str).
+        self._special_texts: dict[str, Optional[list[str]]] = ingredients["specials"]
+        self._specials = frozenset(self._special_texts)
+        self._changing = frozenset(ingredients["changing"])
         # Every beginning of one: a run of tokens spelling none stops growing.
         self._changing_beginnings = frozenset(text[:i] for text in self._changing for i in range(1, len(text) + 1))
+        # spaCy's special-case matcher (a PhraseMatcher on ORTH): its patterns by first token.
+        self._patterns_by_first: dict[str, list[tuple[str, ...]]] = {}
+        for pattern in ingredients["patterns"].values():
+            self._patterns_by_first.setdefault(pattern[0], []).append(tuple(pattern))
         # For each rule, characters a string must hold for it to match anywhere: a word part
         # without any (a run of letters, mostly) skips the search.
-        self._prefix_needs = _needs_of(self._prefix_search)
-        self._suffix_needs = _needs_of(self._suffix_search)
-        self._infix_needs = _needs_of(self._infix_finditer)
-        self._url_needs = _needs_of(self._url_match)
+        needs = ingredients["needs"]
+        self._prefix_needs = _needs_search(needs["prefix_search"])
+        self._suffix_needs = _needs_search(needs["suffix_search"])
+        self._infix_needs = _needs_search(needs["infix_finditer"])
+        self._url_needs = _needs_search(needs["url_match"])
+        self._word_cache: dict[str, tuple[tuple[str, ...], bool]] = {}
 
     @property
     def changing(self) -> frozenset[str]:
-        """The special cases the port declines to see spelt by adjacent tokens."""
+        """The special cases of spaCy's matcher whose application changes tokens."""
         return self._changing
 
     @classmethod
     def for_tokenizer(
         cls, tokenizer, patterns: Optional[dict[str, list[str]]] = None, also_changing: Iterable[str] = ()
     ) -> Optional["AffixTokens"]:
-        """The port for ``tokenizer``, or None when it is not spaCy 3's ``Tokenizer`` (the port
-        follows that class's code; a subclass may tokenize differently)."""
-        import spacy
-        from spacy.tokenizer import Tokenizer
-
-        if type(tokenizer) is not Tokenizer or not spacy.__version__.startswith("3."):
-            return None
-        return cls(tokenizer, patterns, also_changing)
+        """The port for ``tokenizer``, or None when it is not spaCy 3's ``Tokenizer`` with its
+        rules as compiled regular expressions (the port follows that class's code; a subclass
+        may tokenize differently)."""
+        found = ingredients(tokenizer, patterns, also_changing)
+        return None if found is None else cls(found)
 
     def _prefix_length(self, string: str) -> int:  # Tokenizer.find_prefix
         if self._prefix_search is None or (self._prefix_needs and not self._prefix_needs(string)):
@@ -107,11 +109,14 @@ class AffixTokens:
 
     def tokens(self, word: str) -> Optional[list[str]]:
         """spaCy's token texts of ``word`` (non-empty, no whitespace) tokenized alone, or None
-        where a special case takes part (the caller then asks spaCy)."""
-        tokens, special = self.affix_tokens(word)
-        if special or tokens is None or self.spells_a_changing_case(tokens):
+        where a special case's substrings are not plain texts (the caller then asks spaCy)."""
+        tokens, _ = self.affix_tokens(word)
+        if tokens is None:
             return None
-        return tokens
+        if not self.spells_a_changing_case(tokens):
+            return tokens
+        final = self.retokenize(tokens, [False] * len(tokens), list(token_offsets(tokens)))
+        return None if final is None else final[0]
 
     def affix_tokens(self, word: str) -> tuple[Optional[list[str]], bool]:
         """The tokens spaCy's tokenizer has for ``word`` before its special-case matcher runs
@@ -200,8 +205,105 @@ class AffixTokens:
 
     def _special_tokens(self, text: str) -> Optional[list[str]]:
         """The token texts of the special case ``text`` (its substrings' ORTH)."""
-        orths = [substring.get(self._orth, substring.get("ORTH")) for substring in self._rules[text]]
-        return orths if all(isinstance(orth, str) for orth in orths) else None
+        texts = self._special_texts[text]
+        return None if texts is None else list(texts)
+
+    def retokenize(
+        self, texts: list[str], spaces: list[bool], starts: list[int]
+    ) -> Optional[tuple[list[str], list[bool], list[int]]]:
+        """spaCy's special-case matcher over tokens (``Tokenizer._apply_special_cases``): the
+        tokens' texts, trailing-space flags and offsets after it, or None where a matched special
+        case's substrings are not plain texts.
+
+        The matcher finds every run of tokens equal to a pattern; the runs are taken longest
+        first, then leftmost, each unless its first or last token is in a run looked at before
+        (``_filter_special_spans``); a taken run whose text (its tokens with their spaces) is a
+        special case becomes that case's tokens, any other stays as it is."""
+        n = len(texts)
+        by_first = self._patterns_by_first
+        matches = []
+        for i in range(n):
+            for pattern in by_first.get(texts[i], ()):
+                j = i + len(pattern)
+                if j <= n and tuple(texts[i:j]) == pattern:
+                    matches.append((i - j, i))  # sorted: longest first, then leftmost
+        if not matches:
+            return texts, spaces, starts
+        matches.sort()
+        seen: set[int] = set()
+        taken = []
+        for negative_length, i in matches:
+            j = i - negative_length
+            if i not in seen and j - 1 not in seen:
+                taken.append((i, j))
+            seen.update(range(i, j))
+        taken.sort()
+        out_texts: list[str] = []
+        out_spaces: list[bool] = []
+        out_starts: list[int] = []
+        done = 0
+        for i, j in taken:
+            out_texts += texts[done:i]
+            out_spaces += spaces[done:i]
+            out_starts += starts[done:i]
+            done = j
+            text = "".join(t + (" " if s else "") for t, s in zip(texts[i : j - 1], spaces[i : j - 1])) + texts[j - 1]
+            if text not in self._specials:
+                out_texts += texts[i:j]
+                out_spaces += spaces[i:j]
+                out_starts += starts[i:j]
+                continue
+            substrings = self._special_texts[text]
+            if substrings is None:
+                return None
+            out_texts += substrings
+            out_spaces += [False] * (len(substrings) - 1) + [spaces[j - 1]]
+            out_starts += [starts[i] + offset for offset in token_offsets(substrings)]
+        out_texts += texts[done:]
+        out_spaces += spaces[done:]
+        out_starts += starts[done:]
+        return out_texts, out_spaces, out_starts
+
+    def text_tokens(self, text: str) -> Optional[list[tuple[int, str]]]:
+        """spaCy's tokens of a whole text, as (offset, text), or None where a special case's
+        substrings are not plain texts (``Tokenizer.__call__``: ``_tokenize_affixes`` then
+        ``_apply_special_cases``).
+
+        The text is cut into runs of whitespace and of other characters; one space after a
+        word is that word's trailing space, and every other run (whitespace included) is
+        tokenized as a word."""
+        texts: list[str] = []
+        spaces: list[bool] = []
+        starts: list[int] = []
+        cache = self._word_cache
+        for match in _RUNS.finditer(text):
+            start, span = match.start(), match.group()
+            if span[0] == " " and start:
+                spaces[-1] = True  # the space after a word: no token
+                span = span[1:]
+                start += 1
+                if not span:
+                    continue
+            known = cache.get(span)
+            if known is None:
+                tokens, special = self.affix_tokens(span)
+                if tokens is None:
+                    return None
+                known = (tuple(tokens), special)
+                if len(cache) >= 100_000:
+                    cache.clear()
+                cache[span] = known
+            tokens = known[0]
+            texts += tokens
+            spaces += [False] * len(tokens)
+            starts += [start + offset for offset in token_offsets(tokens)]
+        if not texts:
+            return []
+        # The matcher needs its tokens to spell a special case; none spelt, nothing changes.
+        if not self.spells_a_changing_case(texts):
+            return list(zip(starts, texts))
+        final = self.retokenize(texts, spaces, starts)
+        return None if final is None else list(zip(final[2], final[0]))
 
     def spells_a_changing_case(self, tokens: list[str]) -> bool:
         """Whether adjacent tokens spell a special case of spaCy's matcher that changes tokens
@@ -250,6 +352,75 @@ def matcher_patterns(tokenizer) -> dict[str, list[str]]:
             continue
         patterns[text] = [token.text for token in bare(text)]
     return patterns
+
+
+# Runs of whitespace (str.isspace(), as spaCy splits) and of other characters.
+_RUNS = _re.compile(r"\s+|\S+")
+
+
+def token_offsets(tokens) -> Iterable[int]:
+    """The offsets of consecutive tokens (texts) in the text they make."""
+    offset = 0
+    for token in tokens:
+        yield offset
+        offset += len(token)
+
+
+def _regex_spec(method) -> Optional[dict]:
+    """A compiled pattern's bound search/match/finditer as plain data; raises ValueError for
+    any other callable (the port then does not serve the tokenizer)."""
+    import re
+
+    if method is None:
+        return None
+    pattern = getattr(method, "__self__", None)
+    name = getattr(method, "__name__", "")
+    if not isinstance(pattern, re.Pattern) or not isinstance(pattern.pattern, str) or name not in (
+        "search", "match", "fullmatch", "finditer"
+    ):
+        raise ValueError(f"not a compiled regular expression's method: {method!r}")
+    return {"pattern": pattern.pattern, "flags": pattern.flags, "method": name}
+
+
+def ingredients(
+    tokenizer, patterns: Optional[dict[str, list[str]]] = None, also_changing: Iterable[str] = ()
+) -> Optional[dict]:
+    """What ``AffixTokens`` is made of, read from spaCy 3's ``Tokenizer`` (plain data: str,
+    int, lists and dicts), or None for any other tokenizer or rules that are not compiled
+    regular expressions."""
+    import spacy
+    from spacy.attrs import NORM, ORTH
+    from spacy.tokenizer import Tokenizer
+
+    if type(tokenizer) is not Tokenizer or not spacy.__version__.startswith("3."):
+        return None
+    try:
+        found = {name: _regex_spec(getattr(tokenizer, name)) for name in _RULES}
+    except ValueError:
+        return None
+    rules = tokenizer.rules or {}
+    specials: dict[str, Optional[list[str]]] = {}
+    for text, substrings in rules.items():
+        orths = [substring.get(ORTH, substring.get("ORTH")) for substring in substrings]
+        specials[text] = orths if all(isinstance(orth, str) for orth in orths) else None
+    if patterns is None:
+        patterns = matcher_patterns(tokenizer)
+    # The special cases of spaCy's matcher whose tokens are not their pattern's (applying one
+    # changes tokens; one whose substrings are its pattern, with nothing but a norm, leaves the
+    # texts as they were), and any the caller counts as such too.
+    changing = {
+        text
+        for text, pattern in patterns.items()
+        if specials[text] != pattern or any(set(substring) - {ORTH, NORM} for substring in rules[text])
+    } | set(also_changing)
+    found["specials"] = specials
+    found["patterns"] = {text: list(pattern) for text, pattern in patterns.items()}
+    found["changing"] = sorted(changing)
+    found["needs"] = {name: needs_spec(found[name]) for name in _RULES}
+    return found
+
+
+_RULES = ("prefix_search", "suffix_search", "infix_finditer", "token_match", "url_match")
 
 
 # -- characters a match needs ----------------------------------------------------------------------
@@ -313,24 +484,30 @@ def _needed(items) -> Optional[list[tuple[int, int]]]:
     return best
 
 
-def _needs_of(method) -> Optional[Callable[[str], object]]:
-    """For a compiled pattern's search/match/finditer method: the search for the characters a
-    match needs (``needed_characters``), or None."""
+def needs_spec(spec: Optional[dict]) -> Optional[dict]:
+    """For a rule (``_regex_spec``'s data): the character classes a match needs (``needed_characters``)
+    as pattern strings, the whole class and its ASCII part, or None."""
     import re
 
-    pattern = getattr(method, "__self__", None)
-    if not isinstance(pattern, re.Pattern) or getattr(method, "__name__", "") not in (
-        "search", "match", "fullmatch", "finditer"
-    ):
+    if spec is None or spec["method"] not in ("search", "match", "fullmatch", "finditer"):
         return None
-    needs = needed_characters(pattern)
+    needs = needed_characters(re.compile(spec["pattern"], spec["flags"]))
     if needs is None:
         return None
     # The class can be thousands of ranges, which re tests one by one for every character; its
     # ASCII part is a small table, enough for an ASCII string (most words).
     ascii_part = "".join(re.escape(chr(c)) for c in range(128) if needs.match(chr(c)))
-    search_ascii = re.compile(f"[{ascii_part}]").search if ascii_part else (lambda string: None)
-    search_all = needs.search
+    return {"all": needs.pattern, "ascii": f"[{ascii_part}]" if ascii_part else None}
+
+
+def _needs_search(needs: Optional[dict]) -> Optional[Callable[[str], object]]:
+    """The search for the characters a rule's match needs (``needs_spec``), or None."""
+    import re
+
+    if needs is None:
+        return None
+    search_ascii = re.compile(needs["ascii"]).search if needs["ascii"] else (lambda string: None)
+    search_all = re.compile(needs["all"]).search
 
     def search(string: str):
         return search_ascii(string) if string.isascii() else search_all(string)

@@ -95,10 +95,39 @@ def test_the_common_shapes_are_answered_without_spacy(port):
     assert port.tokens('Word."') == ["Word", ".", '"']
     assert port.tokens("(word)?") == ["(", "word", ")", "?"]
     assert port.tokens("3.") == ["3", "."]
-    # A special case (Mr.), or tokens spelling one spaCy's matcher could retokenize: declined.
-    assert port.tokens("Mr.") is None
-    assert port.tokens('"Mr.') is None
-    assert port.tokens(":)") is None
+    # Special cases, and tokens spelling one spaCy's matcher retokenizes.
+    assert port.tokens("Mr.") == ["Mr."]
+    assert port.tokens('"Mr.') == ['"', "Mr."]
+    assert port.tokens(":)") == [":)"]
+    assert port.tokens("don't.") == ["do", "n't", "."]
+
+
+def test_the_port_gives_the_tokenizers_tokens_of_whole_texts(tokenizer, port):
+    """AffixTokens.text_tokens: spaCy's tokens and offsets of a whole text -- whitespace tokens,
+    and the special-case matcher over the text, across words too -- on hostile text, and texts
+    built of special cases and the words a pattern could join them to."""
+    from tests.pipeline.test_sentence_rules import _fast_path_edge_texts, _hostile_text
+
+    rng = random.Random(13)
+    texts = [_hostile_text(rng, rng.randint(0, 250)) for _ in range(150)]
+    texts += _fast_path_edge_texts(rng, tokenizer.rules)
+    texts += ["for the benefit . _beloved_'s most.", "  lead", "a  \t b", "", " ", "x . _y_'s :) (:"]
+    for text in texts:
+        assert port.text_tokens(text) == [(token.idx, token.text) for token in tokenizer(text)], text
+
+
+def test_the_ports_ingredients_are_plain_data(tokenizer):
+    """What spacy_rules_cache.py stores: JSON round trips it, and the port made from the round
+    trip tokenizes as the one made from the tokenizer."""
+    import json
+
+    from bert_data.pipeline.word_tokens import ingredients
+
+    found = ingredients(tokenizer)
+    again = AffixTokens(json.loads(json.dumps(found)))
+    for word in _edge_words(tokenizer)[:3000]:
+        if not any(c.isspace() for c in word):
+            assert again.tokens(word) == _spacy_tokens(tokenizer, word), word
 
 
 def test_the_port_declines_other_tokenizers(tokenizer):
