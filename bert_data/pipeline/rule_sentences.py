@@ -18,9 +18,9 @@ set.  Hence:
   character is P*"), so the sentence starts at the word;
 * every other word that matters (one holding a punctuation character, or one starting with P*
   while the flag is set) is tokenized alone -- by ``word_tokens.AffixTokens``, which runs the
-  pipeline tokenizer's own rules in spaCy's order without a ``Doc`` and hands any word where a
-  special case takes part to the tokenizer itself -- and the state machine is run over its tokens
-  for both values of the flag; the result is cached per word.
+  pipeline tokenizer's own rules (special cases and the special-case matcher included) in
+  spaCy's order without a ``Doc`` -- and the state machine is run over its tokens for both
+  values of the flag; the result is cached per word.
 
 Tokenizing a word alone gives the tokens it gets in context, with one exception: after the
 words are tokenized, spaCy runs a matcher for special cases over the whole ``Doc``, and a match
@@ -28,15 +28,19 @@ can span two words separated by one space (its text then holds a space, so it is
 and changes nothing itself), but it can hide an overlapping match inside a word.  Such a match
 needs adjacent tokens of some special case's pattern on either side of the space, and it matters
 only if the word holds, on token boundaries, a special case that changes tokens; where a
-tokenized word could be so joined to a neighbour, the paragraph holding it is given to spaCy
+tokenized word could be so joined to a neighbour, the paragraph holding it is tokenized whole
+(``AffixTokens.text_tokens``: every word, then the matcher over all of the paragraph's tokens;
+spaCy's pipeline where the port cannot answer) and the state machine run over its tokens
 (paragraphs are independent: the paragraph separator is a whitespace token, which clears the
 flag).  Where the word's tokens before the matcher are known (``AffixTokens.affix_tokens``), the
 pattern's tokens on its side of the space are compared with them, not with its text.
-``RuleSentencizer.for_pipeline`` returns None for any pipeline whose behaviour these arguments
-do not cover, so spaCy stays the source of truth: the tokenizer's rules and the
-punctuation set are read from the loaded pipeline, and tests compare the result with the
-pipeline's on hostile text (tests/pipeline/test_sentence_rules.py; scripts/sentence_differential.py
-does it on a corpus).
+
+spaCy stays the source of truth: the tokenizer's rules and the punctuation set are read from the
+loaded pipeline (``spacy_rules_cache.derive_rules``, which declines any pipeline whose behaviour
+these arguments do not cover, and checks the port against the tokenizer) and kept on disk, so
+that a process splits without importing spaCy; tests compare the result with the pipeline's on
+hostile text (tests/pipeline/test_sentence_rules.py; scripts/sentence_differential.py does it on
+a corpus).
 
 Here a *word* is a maximal run of non-whitespace characters (what ``str.split()`` returns).
 """
@@ -65,7 +69,7 @@ def _is_p(character: str) -> bool:
 
 def _is_punct(text: str) -> bool:
     """spaCy's ``is_punct`` lexical attribute (``spacy.lang.lex_attrs.is_punct``, which
-    ``RuleSentencizer.for_pipeline`` requires the pipeline to use): every character is P*."""
+    ``spacy_rules_cache.derive_rules`` requires the pipeline to use): every character is P*."""
     if text.isalnum():  # letters and digits, no P* character: most tokens
         return False
     return all(unicodedata.category(c)[0] == "P" for c in text)

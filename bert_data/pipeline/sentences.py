@@ -12,7 +12,10 @@ strings per input document, in input order, streamed (documents are consumed laz
     ``spacy.blank("en")`` + ``sentencizer`` (punctuation-based, nothing to download); with a model
     it loads an installed pipeline package or a pipeline directory and disables the components
     that take no part in sentence boundaries (ner, lemmatizer, tagger, attribute_ruler, ...).
-    spaCy is imported only when one of these is constructed.
+    spaCy is imported only when a model is given, or the pipeline itself is needed: the
+    built-in sentencizer's rules are read from a cache derived from the pipeline once
+    (``spacy_rules_cache.py``), and spaCy is imported only to build that cache or for text the
+    rules cannot answer.
 
 Line breaks (unlike the Cerebras tool, which deletes ``"\\n"`` and so glues the last word of a
 line to the first word of the next):
@@ -35,8 +38,9 @@ is the same text as ``Span.text.strip()`` but avoids building a Python object pe
 The built-in sentencizer's sentences are computed without a spaCy ``Doc``: its boundaries depend
 only on spaCy's tokens of each whitespace-delimited word that holds sentence punctuation, which
 ``rule_sentences.py`` gets from the pipeline tokenizer's own rules (``word_tokens.py``, once a
-word) and runs the sentencizer's state machine over; a paragraph it cannot vouch for goes through the pipeline.  The sentences are
-the pipeline's (``force_spacy=True`` runs the pipeline itself: the oracle of the tests).
+word) and runs the sentencizer's state machine over; a paragraph where a word's tokens could
+depend on its neighbours is tokenized whole.  The sentences are the pipeline's (``force_spacy=True``
+runs the pipeline itself: the oracle of the tests).
 
 Long documents: a document is fed to spaCy in *passages* of at most ``max_passage_chars`` characters
 (default 100,000, and never more than ``nlp.max_length``).  A passage ends after the last paragraph
@@ -363,8 +367,11 @@ class SpacySentenceSplitter:
     ``self.nlp`` is the spaCy pipeline (passages are also kept within ``nlp.max_length``).
 
     The built-in sentencizer's sentences are computed without building a spaCy ``Doc`` per passage
-    (``rule_sentences.py``: spaCy's tokenizer per whitespace-delimited word holding punctuation,
-    cached; the pipeline for a paragraph that cannot be vouched for); they are the pipeline's.
+    (``rule_sentences.py``: spaCy's tokenizer rules per whitespace-delimited word holding
+    punctuation, cached; a paragraph whose words could be joined by spaCy's matcher tokenized
+    whole), from rules read from the pipeline once and cached on disk (``spacy_rules_cache.py``),
+    so that ``self.nlp`` is built, and spaCy imported, only when first used; they are the
+    pipeline's.
     ``force_spacy=True`` runs the pipeline on every passage instead: the oracle tests compare with.
     """
 

@@ -8,17 +8,18 @@ trying hundreds of alternatives at every position of the word.  ``AffixTokens`` 
 searches, with the tokenizer's own compiled ``prefix_search``, ``suffix_search``,
 ``infix_finditer``, ``token_match`` and ``url_match`` and its own special-case table, in the order
 ``spacy/tokenizer.pyx`` does (``Tokenizer._split_affixes`` then ``Tokenizer._attach_tokens``):
-``affix_tokens`` gives the tokens before spaCy's special-case matcher runs over the ``Doc``, and
-``tokens`` declines -- returns None, so the caller asks spaCy -- wherever a special case takes part:
-
-* the word, or any string the affix loop reaches, is a special case (spaCy then copies the
-  special's tokens, and stops caching);
-* a run of adjacent tokens spells a special case that spaCy put in its special-case matcher
-  (``Tokenizer.add_special_case``: one with a prefix, suffix or infix, or every one without
-  ``faster_heuristics``) and whose tokens are not its pattern's: ``Tokenizer._apply_special_cases``
-  could retokenize them.  A match needs its tokens to spell the special case's text, so when no
-  run does, no match changes a token (one whose substrings are its pattern, like ``"'"``, gives
-  back the same texts).
+``affix_tokens`` gives the tokens before spaCy's special-case matcher runs over the ``Doc`` (a
+special case the word, or any string the affix loop reaches, is, gives the special's tokens), and
+``retokenize`` runs that matcher (``Tokenizer._apply_special_cases``: a ``PhraseMatcher`` on the
+token texts, the longest then leftmost match taken where it overlaps none taken before, a match
+whose text is a special case replaced by its tokens).  spaCy puts a special case in its matcher
+(``Tokenizer.add_special_case``) when it has a prefix, suffix or infix (or always, without
+``faster_heuristics``), with the tokens the affix rules alone give its text; a match needs its
+tokens to spell the special case's text, so the matcher only runs where a run of adjacent tokens
+spells one whose tokens are not its pattern's (one whose substrings are its pattern, like
+``"'"``, gives back the same texts).  ``tokens`` gives a word's final tokens, ``text_tokens`` a
+whole text's (whitespace tokens and matches across words included); both return None only where
+a special case's substrings are not plain texts, and the caller then asks spaCy.
 
 What is left is spaCy's algorithm with nothing but the regular expressions deciding, which this
 module follows step by step.  spaCy's tokenizer cache only memoises whole words' tokens, and the
@@ -26,9 +27,10 @@ string ``_attach_tokens`` looks up in it is one the affix loop left with no pref
 (or a special case), whose cached tokens are the infix split done here: the cache changes
 nothing.  A search is skipped where the string holds none of the characters every match of the
 expression needs (``needed_characters``, read once from the expression's parse tree): a run of
-letters skips all four.  The port follows spaCy 3's tokenizer; ``AffixTokens.for_tokenizer``
-returns None for any other major version or tokenizer class, and the differential tests
-(tests/pipeline/test_word_tokens.py) compare it with the tokenizer on hostile words.
+letters skips all four.  The port follows spaCy 3's tokenizer; ``ingredients`` (what the port is
+made of, as plain data, which ``spacy_rules_cache.py`` keeps on disk) returns None for any other
+major version or tokenizer class, and the differential tests (tests/pipeline/test_word_tokens.py)
+compare it with the tokenizer on hostile words and texts.
 """
 
 from __future__ import annotations
