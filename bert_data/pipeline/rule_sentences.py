@@ -121,7 +121,8 @@ class RuleSentencizer:
         self._affix = rules.affix_tokens()
         self._changing_set = frozenset(rules.changing)
         self._longest_change = max(map(len, self._changing_set), default=0)
-        self._is_punct: dict[str, bool] = {}
+        # (in punct_chars, is_punct) by token text.
+        self._kinds: dict[str, tuple[bool, bool]] = {}
 
     def _spacy_tokens(self, text: str) -> list[tuple[int, bool, bool]]:
         """(offset, in punct_chars, is_punct) of the pipeline tokenizer's tokens of ``text``."""
@@ -129,16 +130,15 @@ class RuleSentencizer:
 
     def _token_flags(self, pairs) -> list[tuple[int, bool, bool]]:
         """(offset, in punct_chars, is_punct) of tokens given as (offset, text)."""
-        known = self._is_punct
-        punct_chars = self._punct
+        kinds = self._kinds
         flags = []
         for idx, text in pairs:
-            punct = known.get(text)
-            if punct is None:
-                punct = _is_punct(text)
-                if len(known) < _CACHE_LIMIT:
-                    known[text] = punct
-            flags.append((idx, text in punct_chars, punct))
+            kind = kinds.get(text)
+            if kind is None:
+                kind = (text in self._punct, _is_punct(text))
+                if len(kinds) < _CACHE_LIMIT:
+                    kinds[text] = kind
+            flags.append((idx, *kind))
         return flags
 
     def _entry(self, word: str) -> tuple:
@@ -153,31 +153,48 @@ class RuleSentencizer:
         # or the matcher could change them: then spaCy's tokenizer gives them.
         texts = pre = None
         changing = False
-        if self._affix is not None:
-            pre, special = self._affix.affix_tokens(word)
+        affix = self._affix
+        if affix is not None:
+            pre, special = affix.affix_tokens(word)
             if pre:
-                changing = self._affix.spells_a_changing_case(pre)
+                changing = affix.spells_a_changing_case(pre)
                 if not changing:
                     texts = pre
                 else:  # spaCy's matcher over the word alone
-                    final = self._affix.retokenize(pre, [False] * len(pre), list(token_offsets(pre)))
+                    final = affix.retokenize(pre, [False] * len(pre), list(token_offsets(pre)))
                     texts = final[0] if final is not None else None
             else:
                 pre = None
         if texts is None:
             tokens = self._spacy_tokens(word)
         else:
-            tokens = self._token_flags(zip(token_offsets(texts), texts))
-        runs = []
-        for seen in (False, True):
-            starts = []
-            for idx, period, punct in tokens:
-                if seen and not punct and not period:
-                    starts.append(idx)
+            tokens = []
+            idx = 0
+            kinds = self._kinds
+            for text in texts:
+                kind = kinds.get(text)
+                if kind is None:
+                    kind = (text in self._punct, _is_punct(text))
+                    if len(kinds) < _CACHE_LIMIT:
+                        kinds[text] = kind
+                tokens.append((idx, *kind))
+                idx += len(text)
+        # The state machine over the word's tokens, from a clear and from a set flag.
+        clear_starts = []
+        set_starts = []
+        clear = False
+        seen = True
+        for idx, period, punct in tokens:
+            if period:
+                clear = seen = True
+            elif not punct:
+                if clear:
+                    clear_starts.append(idx)
+                    clear = False
+                if seen:
+                    set_starts.append(idx)
                     seen = False
-                elif period:
-                    seen = True
-            runs += [tuple(starts), seen]
+        runs = (tuple(clear_starts), clear, tuple(set_starts), seen)
         offsets = tuple(idx for idx, _, _ in tokens)
         if pre is not None:
             entry = (*runs, offsets, changing, (pre[0], pre[-1]))

@@ -76,10 +76,12 @@ class AffixTokens:
         # For each rule, characters a string must hold for it to match anywhere: a word part
         # without any (a run of letters, mostly) skips the search.
         needs = ingredients["needs"]
-        self._prefix_needs = _needs_search(needs["prefix_search"])
-        self._suffix_needs = _needs_search(needs["suffix_search"])
-        self._infix_needs = _needs_search(needs["infix_finditer"])
-        self._url_needs = _needs_search(needs["url_match"])
+        # By whether the word is ASCII: for each rule, False (it cannot match: absent, or none of
+        # the characters it needs are ASCII), True (search), or the search for what it needs.
+        self._gates = {
+            is_ascii: tuple(_gate(getattr(self, "_" + name), needs[name], is_ascii) for name in _RULES[:3] + _RULES[4:])
+            for is_ascii in (True, False)
+        }
         self._word_cache: dict[str, tuple[tuple[str, ...], bool]] = {}
 
     @property
@@ -96,18 +98,6 @@ class AffixTokens:
         may tokenize differently)."""
         found = ingredients(tokenizer, patterns, also_changing)
         return None if found is None else cls(found)
-
-    def _prefix_length(self, string: str) -> int:  # Tokenizer.find_prefix
-        if self._prefix_search is None or (self._prefix_needs and not self._prefix_needs(string)):
-            return 0
-        match = self._prefix_search(string)
-        return match.end() - match.start() if match is not None else 0
-
-    def _suffix_length(self, string: str) -> int:  # Tokenizer.find_suffix
-        if self._suffix_search is None or (self._suffix_needs and not self._suffix_needs(string)):
-            return 0
-        match = self._suffix_search(string)
-        return match.end() - match.start() if match is not None else 0
 
     def tokens(self, word: str) -> Optional[list[str]]:
         """spaCy's token texts of ``word`` (non-empty, no whitespace) tokenized alone, or None
@@ -128,7 +118,9 @@ class AffixTokens:
         if word in specials:
             return self._special_tokens(word), True
         token_match = self._token_match
-        # Tokenizer._split_affixes (with_special_cases=True).
+        prefix_gate, suffix_gate, infix_gate, url_gate = self._gates[word.isascii()]
+        prefix_search, suffix_search = self._prefix_search, self._suffix_search
+        # Tokenizer._split_affixes (with_special_cases=True); find_prefix and find_suffix inline.
         string = word
         prefixes: list[str] = []
         suffixes: list[str] = []
@@ -140,7 +132,11 @@ class AffixTokens:
             if string in specials:
                 break
             last_size = len(string)
-            pre_len = self._prefix_length(string)
+            pre_len = 0
+            if prefix_gate is True or (prefix_gate and prefix_gate(string)):
+                match = prefix_search(string)
+                if match is not None:
+                    pre_len = match.end() - match.start()
             if pre_len:
                 prefix = string[:pre_len]
                 minus_pre = string[pre_len:]
@@ -148,7 +144,12 @@ class AffixTokens:
                     string = minus_pre
                     prefixes.append(prefix)
                     break
-            suf_len = self._suffix_length(string[pre_len:])
+            suf_len = 0
+            rest = string[pre_len:] if pre_len else string
+            if suffix_gate is True or (suffix_gate and suffix_gate(rest)):
+                match = suffix_search(rest)
+                if match is not None:
+                    suf_len = match.end() - match.start()
             if suf_len:
                 suffix = string[-suf_len:]
                 minus_suf = string[:-suf_len]
@@ -177,32 +178,26 @@ class AffixTokens:
                 tokens += substrings
                 special = True
             elif (token_match is not None and token_match(string)) or (
-                self._url_match is not None
-                and not (self._url_needs and not self._url_needs(string))
-                and self._url_match(string)
+                (url_gate is True or (url_gate and url_gate(string))) and self._url_match(string)
             ):
                 tokens.append(string)
+            elif not (infix_gate is True or (infix_gate and infix_gate(string))):
+                tokens.append(string)
             else:
-                if self._infix_finditer is None or (self._infix_needs and not self._infix_needs(string)):
-                    matches = ()
-                else:
-                    matches = list(self._infix_finditer(string))
-                if not matches:
-                    tokens.append(string)
-                else:
-                    start = 0
-                    for match in matches:
-                        infix_start, infix_end = match.start(), match.end()
-                        if infix_start == 0:  # spaCy's start_before_infixes
-                            continue
-                        if infix_start != start:
-                            tokens.append(string[start:infix_start])
-                        if infix_start != infix_end:
-                            tokens.append(string[infix_start:infix_end])
-                        start = infix_end
-                    if string[start:]:
-                        tokens.append(string[start:])
-        tokens.extend(reversed(suffixes))
+                start = 0
+                for match in self._infix_finditer(string):
+                    infix_start, infix_end = match.start(), match.end()
+                    if infix_start == 0:  # spaCy's start_before_infixes
+                        continue
+                    if infix_start != start:
+                        tokens.append(string[start:infix_start])
+                    if infix_start != infix_end:
+                        tokens.append(string[infix_start:infix_end])
+                    start = infix_end
+                if string[start:]:
+                    tokens.append(string[start:])
+        if suffixes:
+            tokens.extend(reversed(suffixes))
         return tokens, special
 
     def _special_tokens(self, text: str) -> Optional[list[str]]:
@@ -502,19 +497,19 @@ def needs_spec(spec: Optional[dict]) -> Optional[dict]:
     return {"all": needs.pattern, "ascii": f"[{ascii_part}]" if ascii_part else None}
 
 
-def _needs_search(needs: Optional[dict]) -> Optional[Callable[[str], object]]:
-    """The search for the characters a rule's match needs (``needs_spec``), or None."""
+def _gate(rule, needs: Optional[dict], is_ascii: bool):
+    """Whether a rule is worth running on a string (ASCII or not): False when it cannot match
+    (no rule, or none of the characters a match needs is ASCII, for an ASCII string), True when
+    nothing is known, else the search for the characters a match needs (``needs_spec``)."""
     import re
 
+    if rule is None:
+        return False
     if needs is None:
-        return None
-    search_ascii = re.compile(needs["ascii"]).search if needs["ascii"] else (lambda string: None)
-    search_all = re.compile(needs["all"]).search
-
-    def search(string: str):
-        return search_ascii(string) if string.isascii() else search_all(string)
-
-    return search
+        return True
+    if is_ascii:
+        return re.compile(needs["ascii"]).search if needs["ascii"] else False
+    return re.compile(needs["all"]).search
 
 
 def needed_characters(pattern) -> Optional["re.Pattern[str]"]:
