@@ -26,6 +26,7 @@ another directory (the tests' own); the default is ``$XDG_CACHE_HOME/bert_data/s
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -82,8 +83,13 @@ class SentencizerRules:
     changing: tuple[str, ...] = ()
     port: Optional[dict] = None
 
-    def affix_tokens(self) -> Optional[AffixTokens]:
+    @functools.cached_property
+    def _affix(self) -> Optional[AffixTokens]:
         return None if self.port is None else AffixTokens(self.port)
+
+    def affix_tokens(self) -> Optional[AffixTokens]:
+        """The word port made from ``port`` (made once: reading the cache checks it compiles)."""
+        return self._affix
 
     def to_json(self) -> dict:
         return {

@@ -78,11 +78,16 @@ class AffixTokens:
         needs = ingredients["needs"]
         # By whether the word is ASCII: for each rule, False (it cannot match: absent, or none of
         # the characters it needs are ASCII), True (search), or the search for what it needs.
-        self._gates = {
-            is_ascii: tuple(_gate(getattr(self, "_" + name), needs[name], is_ascii) for name in _RULES[:3] + _RULES[4:])
-            for is_ascii in (True, False)
-        }
+        # (The classes of all characters are thousands of ranges: compiled at the first word that
+        # is not ASCII.)
+        self._needs = needs
+        self._gates = {True: self._gates_for(True)}
         self._word_cache: dict[str, tuple[tuple[str, ...], bool]] = {}
+
+    def _gates_for(self, is_ascii: bool) -> tuple:
+        rules = (self._prefix_search, self._suffix_search, self._infix_finditer, self._url_match)
+        names = ("prefix_search", "suffix_search", "infix_finditer", "url_match")
+        return tuple(_gate(rule, self._needs[name], is_ascii) for rule, name in zip(rules, names))
 
     @property
     def changing(self) -> frozenset[str]:
@@ -118,7 +123,11 @@ class AffixTokens:
         if word in specials:
             return self._special_tokens(word), True
         token_match = self._token_match
-        prefix_gate, suffix_gate, infix_gate, url_gate = self._gates[word.isascii()]
+        is_ascii = word.isascii()
+        gates = self._gates.get(is_ascii)
+        if gates is None:
+            gates = self._gates[is_ascii] = self._gates_for(is_ascii)
+        prefix_gate, suffix_gate, infix_gate, url_gate = gates
         prefix_search, suffix_search = self._prefix_search, self._suffix_search
         # Tokenizer._split_affixes (with_special_cases=True); find_prefix and find_suffix inline.
         string = word
