@@ -188,3 +188,26 @@ def test_an_unsupported_pipeline_is_recorded(cache_dir, oracle, monkeypatch):
     splitter = SpacySentenceSplitter()
     assert splitter._rules is None and splitter._nlp is not None
     assert list(splitter.split(COMMON)) == list(oracle.split(COMMON))
+
+
+def test_the_shipped_samples_sentences_from_a_read_cache(cache_dir, oracle):
+    """A corpus sample (the documents shipped in examples/): the pipeline's sentences from a
+    cache read back, without building the pipeline; every paragraph's tokens from the word port
+    are the tokenizer's."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    paths = sorted((repo / "examples" / "sample" / "docs").glob("*.txt")) + [repo / "examples" / "google" / "sample_text.txt"]
+    texts = [path.read_text(encoding="utf-8") for path in paths]
+    assert len(texts) > 10
+    SpacySentenceSplitter()
+    read = SpacySentenceSplitter()
+    assert read._nlp is None
+    assert list(read.split(texts)) == list(oracle.split(texts))
+    assert read._nlp is None
+    port = read._rules._affix
+    tokenizer = oracle.nlp.tokenizer
+    for text in texts:
+        for paragraph in text.split("\n\n"):
+            paragraph = " ".join(paragraph.split("\n"))
+            assert port.text_tokens(paragraph) == [(t.idx, t.text) for t in tokenizer(paragraph)], paragraph
