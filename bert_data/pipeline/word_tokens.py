@@ -76,6 +76,16 @@ class AffixTokens:
         # For each rule, characters a string must hold for it to match anywhere: a word part
         # without any (a run of letters, mostly) skips the search.
         needs = ingredients["needs"]
+        # The suffix expression in two: its alternatives of bounded width, searched in the tail
+        # they can match, and the others (``suffix_parts``).
+        parts = ingredients.get("suffix_parts")
+        self._suffix_tail = None
+        if parts is not None and self._suffix_search is not None:
+            self._suffix_tail = (
+                re.compile(parts["bounded"], ingredients["suffix_search"]["flags"]).search,
+                parts["width"],
+                re.compile(parts["unbounded"], ingredients["suffix_search"]["flags"]).search if parts["unbounded"] else None,
+            )
         # By whether the word is ASCII: for each rule, False (it cannot match: absent, or none of
         # the characters it needs are ASCII), True (search), or the search for what it needs.
         # (The classes of all characters are thousands of ranges: compiled at the first word that
@@ -128,7 +138,7 @@ class AffixTokens:
         if gates is None:
             gates = self._gates[is_ascii] = self._gates_for(is_ascii)
         prefix_gate, suffix_gate, infix_gate, url_gate = gates
-        prefix_search, suffix_search = self._prefix_search, self._suffix_search
+        prefix_search, suffix_search, suffix_tail = self._prefix_search, self._suffix_search, self._suffix_tail
         # Tokenizer._split_affixes (with_special_cases=True); find_prefix and find_suffix inline.
         string = word
         prefixes: list[str] = []
@@ -156,9 +166,19 @@ class AffixTokens:
             suf_len = 0
             rest = string[pre_len:] if pre_len else string
             if suffix_gate is True or (suffix_gate and suffix_gate(rest)):
-                match = suffix_search(rest)
-                if match is not None:
-                    suf_len = match.end() - match.start()
+                if suffix_tail is not None and rest[-1:] != "\n":
+                    # Every match ends at the end: the leftmost is the longest, of either part.
+                    match = suffix_tail[0](rest, max(0, len(rest) - suffix_tail[1]))
+                    if match is not None:
+                        suf_len = match.end() - match.start()
+                    if suffix_tail[2] is not None:
+                        match = suffix_tail[2](rest)
+                        if match is not None and match.end() - match.start() > suf_len:
+                            suf_len = match.end() - match.start()
+                else:
+                    match = suffix_search(rest)
+                    if match is not None:
+                        suf_len = match.end() - match.start()
             if suf_len:
                 suffix = string[-suf_len:]
                 minus_suf = string[:-suf_len]
@@ -423,6 +443,7 @@ def ingredients(
     found["patterns"] = {text: list(pattern) for text, pattern in patterns.items()}
     found["changing"] = sorted(changing)
     found["needs"] = {name: needs_spec(found[name]) for name in _RULES}
+    found["suffix_parts"] = suffix_parts(found["suffix_search"])
     return found
 
 
@@ -488,6 +509,75 @@ def _needed(items) -> Optional[list[tuple[int, int]]]:
         if found and (best is None or _cost(found) < _cost(best)):
             best = found
     return best
+
+
+def _top_level_alternatives(source: str) -> list[str]:
+    """``source`` cut at its top-level ``|`` (outside groups and classes, not escaped)."""
+    pieces = []
+    depth = 0
+    start = 0
+    in_class = False
+    i = 0
+    while i < len(source):
+        c = source[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+        elif c == "[":
+            in_class = True
+            j = i + 1
+            if source[j : j + 1] == "^":
+                j += 1
+            if source[j : j + 1] == "]":  # a "]" first in a class is a character
+                i = j
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            pieces.append(source[start:i])
+            start = i + 1
+        i += 1
+    pieces.append(source[start:])
+    return pieces
+
+
+def suffix_parts(spec: Optional[dict]) -> Optional[dict]:
+    """The suffix expression (spaCy's: alternatives each anchored at the end, ``...$``) cut in
+    two, for a search that does not try every position of a long word: the alternatives of
+    bounded width (``bounded``, at most ``width`` characters: a match starts in the last
+    ``width``) and the others (``unbounded``, or None).  Every match of either ends at the end,
+    so the leftmost match of the whole expression is the longest of the two parts' (a lookbehind
+    still sees the characters before the searched tail).  None where the expression is not cut
+    so (not a search, verbose, an alternative not anchored at the end)."""
+    import re
+
+    if spec is None or spec["method"] != "search" or spec["flags"] & re.VERBOSE:
+        return None
+    source, flags = spec["pattern"], spec["flags"]
+    pieces = _top_level_alternatives(source)
+    if "|".join(pieces) != source:
+        return None
+    bounded, unbounded, width = [], [], 0
+    try:
+        for piece in pieces:
+            parsed = _sre_parse.parse(piece, flags)
+            if not parsed.data or parsed.data[-1] != (_sre.AT, _sre.AT_END):
+                return None
+            low, high = parsed.getwidth()
+            if high >= _sre.MAXREPEAT or high >= 1000:
+                unbounded.append(piece)
+            else:
+                bounded.append(piece)
+                width = max(width, high)
+    except (re.error, RecursionError):
+        return None
+    if not bounded:
+        return None
+    return {"bounded": "|".join(bounded), "width": width, "unbounded": "|".join(unbounded) or None}
 
 
 def needs_spec(spec: Optional[dict]) -> Optional[dict]:

@@ -196,3 +196,30 @@ def test_tokens_before_the_matcher_are_spacys_where_no_pattern_matches(tokenizer
         with_special += special
         assert tokens == _spacy_tokens(tokenizer, word), word
     assert checked > 5000 and with_special > 500
+
+
+def test_the_suffix_expression_cut_in_two_finds_the_same_suffixes(tokenizer, port):
+    """suffix_parts: the alternatives of bounded width searched in the word's tail, the others
+    in all of it, give the suffix the whole expression gives, on edge and fuzzed words (long ones
+    too), and the cut is made only where it is exact."""
+    from bert_data.pipeline.word_tokens import _top_level_alternatives, suffix_parts
+
+    assert port._suffix_tail is not None
+    bounded, width, unbounded = port._suffix_tail
+    rng = random.Random(17)
+    words = _edge_words(tokenizer) + _fuzzed_words(rng, 4000)
+    words += ["".join(rng.choices(["a", "b", ".", "..", "!", "'s", "km", "3", ")", "…"], k=rng.randint(8, 40)))
+              for _ in range(2000)]
+    for word in words:
+        match = tokenizer.suffix_search(word)
+        expected = match.end() - match.start() if match else 0
+        found = bounded(word, max(0, len(word) - width))
+        length = found.end() - found.start() if found else 0
+        found = unbounded(word) if unbounded else None
+        if found is not None:
+            length = max(length, found.end() - found.start())
+        assert length == expected, word
+    assert _top_level_alternatives(r"a(?:b|c)$|[|\]]x$|\|y$") == [r"a(?:b|c)$", r"[|\]]x$", r"\|y$"]
+    assert suffix_parts({"pattern": r"ab$|c", "flags": 32, "method": "search"}) is None  # not anchored
+    assert suffix_parts({"pattern": r"a+$|bc$", "flags": 32, "method": "search"}) == {
+        "bounded": "bc$", "width": 2, "unbounded": "a+$"}
