@@ -61,7 +61,7 @@ _SPACY_FILES = (
     "default_config.cfg",
 )
 # This package's files whose code decides what is derived and how it is read.
-_OWN_FILES = ("word_tokens.py", "spacy_rules_cache.py", "sentences.py")
+_OWN_FILES = ("word_tokens.py", "rule_expressions.py", "spacy_rules_cache.py", "sentences.py")
 
 
 @dataclass(frozen=True)

@@ -202,7 +202,7 @@ def test_the_suffix_expression_cut_in_two_finds_the_same_suffixes(tokenizer, por
     """suffix_parts: the alternatives of bounded width searched in the word's tail, the others
     in all of it, give the suffix the whole expression gives, on edge and fuzzed words (long ones
     too), and the cut is made only where it is exact."""
-    from bert_data.pipeline.word_tokens import _top_level_alternatives, suffix_parts
+    from bert_data.pipeline.rule_expressions import _top_level_alternatives, suffix_parts
 
     assert port._suffix_tail is not None
     bounded, width, unbounded = port._suffix_tail
