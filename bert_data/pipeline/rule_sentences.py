@@ -75,8 +75,9 @@ def _is_punct(text: str) -> bool:
     return all(unicodedata.category(c)[0] == "P" for c in text)
 
 
-class _AskSpacy(Exception):
-    """A word at ``position`` could be tokenized differently in context."""
+class _WholeParagraph(Exception):
+    """A word at ``position`` could be tokenized differently in context: its paragraph is
+    tokenized whole."""
 
     def __init__(self, position: int) -> None:
         self.position = position
@@ -207,7 +208,7 @@ class RuleSentencizer:
         return entry
 
     def _check_neighbours(self, text: str, start: int, end: int, entry: tuple) -> None:
-        """Raise _AskSpacy if a special-case match could span the word ``text[start:end]`` and a
+        """Raise _WholeParagraph if a special-case match could span the word ``text[start:end]`` and a
         neighbour and hide a match inside the word that changes its tokens.
 
         Such a match needs, across the single space between the two words, adjacent tokens of a
@@ -236,7 +237,7 @@ class RuleSentencizer:
                         joined = True
                         break
         if joined:
-            raise _AskSpacy(start)
+            raise _WholeParagraph(start)
 
     def _holds_a_changing_case(self, word: str, token_starts: tuple) -> bool:
         """Whether a special case that changes tokens spans whole tokens of ``word`` (alone).
@@ -343,18 +344,18 @@ class RuleSentencizer:
                 entry = cache.get(word) or self._entry(word)
                 if entry[5]:
                     self._check_neighbours(text, start, end, entry)
-            except _AskSpacy as ask:
-                resume = self._ask_spacy(text, ask.position, starts, spacy_starts)
+            except _WholeParagraph as ask:
+                resume = self._take_whole_paragraph(text, ask.position, starts, spacy_starts)
                 seen = False
                 if start < resume:
                     continue
-                # spaCy took an earlier paragraph (the flag reached here from it): this word
+                # An earlier paragraph was taken whole (the flag reached here from it): this word
                 # starts the next one, with the flag clear.
                 entry = self._entry(text[start:end])
                 try:
                     self._check_neighbours(text, start, end, entry)
-                except _AskSpacy as again:
-                    resume = self._ask_spacy(text, again.position, starts, spacy_starts)
+                except _WholeParagraph as again:
+                    resume = self._take_whole_paragraph(text, again.position, starts, spacy_starts)
                     continue
             if seen:
                 found, seen = entry[2], entry[3]
@@ -366,8 +367,8 @@ class RuleSentencizer:
         if seen:
             try:
                 self._carry(text, resume, len(text), starts)
-            except _AskSpacy as ask:
-                self._ask_spacy(text, ask.position, starts, spacy_starts)
+            except _WholeParagraph as ask:
+                self._take_whole_paragraph(text, ask.position, starts, spacy_starts)
         return starts
 
     def _paragraph_starts(self, paragraph: str, spacy_starts: Callable[[str], list[int]]) -> list[int]:
@@ -388,7 +389,7 @@ class RuleSentencizer:
                 seen = True
         return starts
 
-    def _ask_spacy(self, text: str, position: int, starts: list[int], spacy_starts) -> int:
+    def _take_whole_paragraph(self, text: str, position: int, starts: list[int], spacy_starts) -> int:
         """Replace the starts of the paragraph around ``position`` with those from all of its
         tokens; its end."""
         begin = text.rfind("\n\n", 0, position)
