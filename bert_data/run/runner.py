@@ -312,9 +312,10 @@ class _UnitCommits:
     """Group commit of the units appended to the shards: unit k is journaled (its shards' new
     bytes fsynced first, then the journal) just before unit k + 1 is appended, when the units
     end, or when the run stops, not at once: the disk writes unit k's bytes (handed to it by
-    ``ShardAssembler.append``) while the next unit is made, and the fsync waits for little.
-    The journal never vouches for bytes not on disk; a power cut loses at most the unit not
-    yet journaled, which ``--resume`` truncates and writes again."""
+    ``ShardAssembler.append``) while the next unit is made, and the fsync waits for little; it
+    runs in a thread besides (``commit_in_background``), joined before anything else is
+    appended or journaled.  The journal never vouches for bytes not on disk; a power cut loses
+    at most the unit not yet journaled, which ``--resume`` truncates and writes again."""
 
     def __init__(self, assembler: ShardAssembler, journal_dir: str, plan: Plan):
         self.assembler, self.journal_dir, self.plan = assembler, journal_dir, plan
