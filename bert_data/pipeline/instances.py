@@ -87,6 +87,14 @@ class TokenPool:
     def __len__(self) -> int:
         return len(self.bounds)
 
+    @classmethod
+    def from_flat(cls, tokens: np.ndarray, flat: np.ndarray, offsets: np.ndarray) -> "TokenPool":
+        """A pool from its bounds in the kernels' form (``flat_bounds``)."""
+        values, at = flat.tolist(), offsets.tolist()
+        pool = cls(tokens, [values[a:b] for a, b in zip(at, at[1:])])
+        pool._flat = (flat, offsets)
+        return pool
+
     def flat_bounds(self) -> Tuple[np.ndarray, np.ndarray]:
         """``bounds`` end to end as one int64 array, and where each document's begin in it (one
         offset a document, then the end): the kernels' form, built once per pool."""
