@@ -45,7 +45,8 @@ from ..format.dataset_layout import SPLIT_CODES
 from ..pipeline.documents.types import BINARY, DEFAULT_TEXT_FIELD, MISSING_KEY
 from .assembly import ShardAssembler
 from .corpus_output import record_totals, write_corpus
-from .executors import dead_worker_signal, default_executor, local_workers, shares_local_files, stop_executor, wait_first
+from .executors import (InlineExecutor, dead_worker_signal, default_executor, local_workers, shares_local_files,
+                        stop_executor, wait_first)
 from .fault_injection import pause_if_chosen
 from .locations import RemoteOutput, RunLocations, prepare_work_dir, run_locations
 from .planning import Plan, deal_units, kept_tokens, make_plan, some_of, warn
@@ -448,17 +449,25 @@ def _shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Di
                 bar.update(len(shuffle.keys))
             return
         waiting, running = list(reversed(pending)), {}
-        while waiting or running:
-            while waiting and len(running) < scheduler.parallelism:  # each journaled as it is done
+
+        def submit() -> None:
+            while waiting and len(running) < scheduler.parallelism:
                 shuffle = waiting.pop()
                 future = executor.submit(run_shuffle_task, shuffle)
                 running[future] = shuffle
                 scheduler.in_flight[future] = ("shuffle", len(running), None)  # cancelled with the rest on a stop
+
+        while waiting or running:
+            submit()
             ended, _ = wait_first(list(running), executor)
+            done_now = []
             for future in ended:
-                digests = future.result()
-                shuffle = running.pop(future)
+                done_now.append((running[future], future.result()))
+                running.pop(future)
                 scheduler.in_flight.pop(future)
+            if not isinstance(executor, InlineExecutor):  # (inline, the next shard would run before this one is kept)
+                submit()  # the workers' next shards first, then the journal and renames here, while they work
+            for shuffle, digests in done_now:  # each journaled as it is done
                 finished(shuffle, digests)
                 bar.update(len(shuffle.keys))
     finally:
