@@ -12,8 +12,9 @@ caller runs the reference on the marked rows alone (about 2**-40 of the rows wit
 separator: never candidates), a table rather than a loop over the ids in the inner loop; a token
 continues a word when ``is_continuation[marks[i, j]]`` (``marks``: the ids themselves, or the
 stored word starts as 0/1, ``mask_tokens``' ``word_starts``).
-The kernels write into arrays the caller allocates (``positions`` zeroed, ``counts``), so that
-each is an ordinary loop numba compiles once (``bert_data.compiled``; ``python_function`` runs
+The choice kernels write into arrays the caller allocates (``positions`` zeroed, ``counts``;
+``apply_masks`` makes its own outputs, each row copied and masked in one pass), so that each is
+an ordinary loop numba compiles once (``bert_data.compiled``; ``python_function`` runs
 them uncompiled in tests).
 """
 

@@ -2,16 +2,18 @@
 into one output buffer, each byte once, and framed, in ONE call.
 
 :func:`encode_records` takes every feature of the segment at once: each column as a zero-copy
-``uint8`` view of its rows (``(n, length * itemsize)``; ``features`` is a tuple of them, one
-type whatever the columns' dtypes, so one compiled kernel serves every layout of the same
-number of features), with how to read it (``itemsizes``: the bytes of an integer, little-endian;
-0 for a float list, whose bytes are written as they are).  Row by row it measures each feature's
-packed payload (the varint lengths of its values), derives every nested message's length, writes
-the record (constant bytes, length varints, the values: a plain copy when every value of the row
-is below 128, else varints), then frames it (the length, the masked CRC-32C of its 8 bytes, the
-masked CRC-32C of the data, slicing-by-8 tables) while its bytes are still in the cache.  The
-matrix encoder in :mod:`.example_encoding` is the reference: it runs when kernels are off
-(``bert_data.compiled``), and the tests require the same bytes.
+``uint8`` view of its rows (``(n, length * itemsize)``; ``features`` is a tuple of them, padded
+to a multiple of ``SLOTS``, one type whatever the columns' dtypes, so one compiled kernel serves
+every layout), with how to read it (``itemsizes``: the bytes of an integer, little-endian; 0 for
+a float list, whose bytes are written as they are).  It works a feature at a time, each column
+read through one typed view, row after row (a view a row and feature would cost more than the
+row's bytes): each row's packed payload (the varint lengths of its values), then the plan (every
+nested message's length, where each record starts, the buffer's exact size), then each
+feature's constant bytes, lengths and values into every record (a plain copy for a row whose
+values are all below 128, else varints), then the frames (the length, the masked CRC-32C of its
+8 bytes, the masked CRC-32C of the data, slicing-by-8 tables).  The matrix encoder in
+:mod:`.example_encoding` is the reference: it runs when kernels are off (``bert_data.compiled``),
+and the tests require the same bytes.
 """
 
 from __future__ import annotations
@@ -92,8 +94,14 @@ def _put_values(out, pos, values, payload):
                 out[q + j] = np.uint8(values[i, j])
             q += values.shape[1]
         else:
-            for j in range(values.shape[1]):
-                q = _put_varint(out, q, np.uint64(values[i, j]))
+            for j in range(values.shape[1]):  # (_put_varint's loop, here: no call a value)
+                v = np.uint64(values[i, j])
+                while v >= np.uint64(0x80):
+                    out[q] = np.uint8((v & np.uint64(0x7F)) | np.uint64(0x80))
+                    v >>= np.uint64(7)
+                    q += 1
+                out[q] = np.uint8(v)
+                q += 1
         pos[i] = q
 
 
