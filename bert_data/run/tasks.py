@@ -60,42 +60,6 @@ from .units import SliceTable, SplitPairs, UnitPairs, UnitWork, EncodeTask, reco
 # worker's temporary arrays to a few MB.
 CHUNK_ROWS = 2048
 
-# glibc's mallopt parameters (malloc.h), and what a claimed process keeps (see keep_freed_heap).
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-_HEAP_ARRAYS_UP_TO = 32 << 20  # glibc's largest mmap threshold
-_HEAP_KEPT_UP_TO = 64 << 20
-_heap_kept = False
-
-
-def keep_freed_heap() -> bool:
-    """In a process that runs only bert_data (``compiled.claim_process``: the command line, the
-    generator's local workers), on glibc: arrays up to 32 MB come from the heap and up to 64 MB
-    of freed heap stay with the process.  Each chunk's arrays (~8 MB: tokens, masks, draws,
-    records) are then the last chunk's memory again; by default glibc hands the heap's freed top
-    back to the system after every chunk and the next one pays a page fault a 4 KB page (~1,700
-    a chunk, about half of masking and encoding it).  The resident high-water mark is what it
-    was; a library caller's process keeps its own allocator's policy.  Returns whether it is
-    set (once a process)."""
-    global _heap_kept
-    if _heap_kept:
-        return True
-    from .. import compiled
-
-    if not getattr(compiled, "_OWN_PROCESS", False):
-        return False
-    try:
-        if not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
-            return False
-        import ctypes
-
-        mallopt = ctypes.CDLL(None).mallopt
-    except (ValueError, OSError, AttributeError):  # not glibc: its own policy
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    # (Setting one of them stops glibc adapting the other: both are set.)
-    _heap_kept = bool(mallopt(_M_MMAP_THRESHOLD, _HEAP_ARRAYS_UP_TO) and mallopt(_M_TRIM_THRESHOLD, _HEAP_KEPT_UP_TO))
-    return _heap_kept
-
 
 class UnitError(RuntimeError):
     """A failure inside a task, naming the document being processed."""
@@ -163,7 +127,6 @@ class SliceSummary:
 def tokenize_slice(slice_: Slice, spec: TokenizeSpec, work_dir: str) -> SliceSummary:
     """Documents -> sentences -> token ids, for one slice; writes its tokens, sentence lengths and
     document table to the work directory."""
-    keep_freed_heap()
     tokenizer = worker_tokenizer(spec.tokenizer)
     stage = DocumentTokenizer(worker_splitter(spec.sentences), tokenizer,
                               id_dtype(tokenizer.vocab.size, spec.word_starts), spec.word_starts)
@@ -208,7 +171,6 @@ def tokenize_slice(slice_: Slice, spec: TokenizeSpec, work_dir: str) -> SliceSum
 def pair_unit(unit: UnitWork, table: SliceTable, spec: PairSpec, work_dir: str) -> UnitPairs:
     """Token ids -> shuffled pairs (or MLM-only windows) for one unit: its documents are the pool
     random next sentences come from."""
-    keep_freed_heap()
     instances = spec.instances
     result = UnitPairs(unit.index, unit.split)
     path = pool_path(work_dir, unit.index)
@@ -248,7 +210,6 @@ def encode_shards(task: EncodeTask, spec: EncodeSpec, work_dir: str) -> List[Seg
     """Mask and encode one split's records for some output shards, in the output format's
     segment encoding (framed records for TFRecord, column batches for the others), into one
     piece file."""
-    keep_freed_heap()
     vocab = worker_tokenizer(spec.tokenizer).vocab
     writer = get_format(spec.format).make_writer(spec.shard_options)
     path = piece_path(work_dir, task.unit_index, task.split, task.shards[0])
