@@ -21,9 +21,10 @@ matrix: a segment of a shard in one call.
 
 That matrix encoder is the reference.  With compiled kernels (``bert_data.compiled``, numba),
 the same bytes come from :mod:`.example_kernels` several times faster: one call a segment, which
-reads every column's bytes where they are, measures, writes and frames each record in turn into
-one output buffer (no matrix, no selection, no CRC call a record), and that buffer is what the
-writer hands on (:func:`encode_framed_array`: no bytes object, no join).
+reads every column's bytes where they are, measures every record, writes each feature's bytes
+into all of them and frames them, in one output buffer of the exact size (no matrix, no
+selection, no CRC call a record), and that buffer is what the writer hands on
+(:func:`encode_framed_array`: no bytes object, no join).
 """
 
 from __future__ import annotations
@@ -312,6 +313,7 @@ def _encode_chunk_compiled(prepared, n: int, framed: bool, encode) -> Tuple[np.n
     if not signs_ok:
         for spec, col in prepared:
             _check_not_negative(spec, col)
+        raise AssertionError("the encoder found a negative value that no column holds")  # (never: not silent)
     sizes = np.diff(ends, prepend=0) - (_FRAME_HEADER + _FRAME_FOOTER if framed else 0)
     return flat, sizes
 
