@@ -27,8 +27,8 @@ import os
 import threading
 from typing import Callable, Iterator, Optional
 
-__all__ = ["kernel", "helper", "claim_process", "kernels_enabled", "compiled_missing_note", "start_before_fork",
-           "DISABLE_VARIABLE"]
+__all__ = ["kernel", "helper", "claim_process", "long_lived", "kernels_enabled", "compiled_missing_note",
+           "start_before_fork", "DISABLE_VARIABLE"]
 
 PACKAGE = "numba"
 DISABLE_VARIABLE = "BERT_DATA_COMPILED"
@@ -40,7 +40,7 @@ _start_lock = threading.Lock()  # numba started by one thread (a Dask worker run
 @functools.lru_cache(maxsize=None)
 def _importable() -> bool:
     try:
-        with _long_lived():
+        with long_lived():
             import numba  # noqa: F401
     except Exception:  # not installed, or an install that does not match this numpy: the reference runs
         return False
@@ -65,11 +65,14 @@ def claim_process() -> None:
 
 
 @contextlib.contextmanager
-def _long_lived() -> Iterator[None]:
-    """Around numba's import and start in a claimed process: no cyclic collection while they build
-    their long-lived objects (each would walk all of them: a third of numba's start), and those
-    objects frozen out of every later collection afterwards (``gc.freeze``; refcounting still
-    frees what is dropped).  Elsewhere (a library caller's process) the collector is left alone."""
+def long_lived() -> Iterator[None]:
+    """Around the build of what a claimed process keeps until it ends (numba's start, a worker's
+    tokenizer or spaCy pipeline): no cyclic collection during the build (each would walk all
+    that was built so far: a third of numba's start, about 1 s of each worker's CPU on raw text
+    with spaCy's), and what is alive afterwards frozen out of every later collection and out of
+    the one at exit (``gc.freeze``; refcounting still frees what is dropped).  In any other
+    process (a library caller's) the collector is left alone.  Enter it only when something is
+    built: each use freezes whatever is alive then, garbage included."""
     if not _OWN_PROCESS:
         yield
         return
@@ -101,7 +104,7 @@ def _start_numba() -> None:
         for name in hidden:
             sys.modules[name] = None  # type: ignore[assignment]  (import raises ImportError: no BLAS)
     try:
-        with _long_lived():
+        with long_lived():
             from numba.core.registry import cpu_target
 
             cpu_target.target_context.refresh()
