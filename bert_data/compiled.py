@@ -70,13 +70,15 @@ def long_lived() -> Iterator[None]:
     tokenizer or spaCy pipeline): no cyclic collection during the build (each would walk all
     that was built so far: a third of numba's start, about 1 s of each worker's CPU on raw text
     with spaCy's), and what is alive afterwards frozen out of every later collection and out of
-    the one at exit (``gc.freeze``; refcounting still frees what is dropped).  In any other
-    process (a library caller's) the collector is left alone.  Enter it only when something is
-    built: each use freezes whatever is alive then, garbage included."""
+    the one at exit (``gc.freeze``; refcounting still frees what is dropped).  Garbage is
+    collected first, so that none is frozen (cheap once the process's own start is frozen: only
+    what is younger is walked); what the build itself leaves is.  In any other process (a library
+    caller's) the collector is left alone.  Enter it only when something is built."""
     if not _OWN_PROCESS:
         yield
         return
     enabled = gc.isenabled()
+    gc.collect()
     gc.disable()
     try:
         yield

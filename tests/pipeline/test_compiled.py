@@ -69,6 +69,39 @@ def test_a_claimed_process_starts_numba_without_scipy_and_scipy_still_imports(tm
     assert result.stdout.strip() == "ok"
 
 
+def test_long_lived_freezes_what_a_claimed_process_builds_and_no_garbage(monkeypatch):
+    """In a claimed process what is built inside ``long_lived`` is frozen out of the collector,
+    the garbage made before is collected first (never frozen), and the collector runs again after;
+    elsewhere nothing is frozen."""
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    def garbage_cycle():
+        node = Node()
+        node.me = node
+        return weakref.ref(node)
+
+    monkeypatch.setattr(compiled, "_OWN_PROCESS", False)
+    before = gc.get_freeze_count()
+    with compiled.long_lived():
+        built = [Node() for _ in range(100)]
+    assert gc.get_freeze_count() == before and gc.isenabled()
+
+    monkeypatch.setattr(compiled, "_OWN_PROCESS", True)
+    try:
+        dead = garbage_cycle()
+        with compiled.long_lived():
+            assert not gc.isenabled()
+            built = [Node() for _ in range(100)]
+        assert dead() is None  # collected, not frozen
+        assert gc.get_freeze_count() >= before + len(built) and gc.isenabled()
+    finally:
+        gc.unfreeze()  # (this test's process goes on)
+
+
 def _run_fresh(tmp_path, script: str) -> str:
     """``script`` in a fresh interpreter (a file: numba caches next to it, in tmp_path); its stdout."""
     import os
