@@ -13,9 +13,11 @@ under ``NUMBA_CACHE_DIR``), so a worker pays the compilation once per installati
 numba's start (its import and CPU target, about 100,000 Python objects that live as long as the
 process) costs 0.5-1 s a process: :func:`start_before_fork` pays it once in the parent of a
 forked pool, whose workers inherit it.  In the command's own processes (:func:`claim_process`)
-those objects are kept out of Python's cyclic garbage collector (``gc.freeze``): every full
-collection would walk them all again (0.3-0.6 s each, a few per worker and run), and so would
-the collection at interpreter exit (0.4-0.7 s after the run had finished).
+those objects, and what else a process keeps to its end (a worker's tokenizer and spaCy
+pipeline), are built without cyclic collections and then kept out of them (:func:`long_lived`,
+``gc.freeze``): every full collection would walk them all again (0.3-0.6 s each, a few per
+worker and run: 1.1-1.4 s of each worker's CPU), and so would the collection at interpreter exit
+(0.4-1.2 s after the run had finished).
 """
 
 from __future__ import annotations
