@@ -1,6 +1,8 @@
 """Compiled loop of :func:`.instances.gather_instances`: each row's ``[CLS] A [SEP] B [SEP]``
-copied from the token pool in one pass, zero padded (the numpy gather in ``gather_instances``
-is the reference, and runs when kernels are off: see ``bert_data.compiled``)."""
+copied from the token pool in one pass, zero padded, with its ``input_mask`` and
+``segment_ids`` rows written in the same pass (the numpy gather in ``gather_instances`` and
+``InstanceArrays``' properties are the reference, and run when kernels are off: see
+``bert_data.compiled``)."""
 
 from __future__ import annotations
 
@@ -13,25 +15,44 @@ __all__ = ["gather_rows"]
 
 @kernel
 def gather_rows(pool, a_start, a_length, b_start, b_length, max_seq_length, cls_id, sep_id, single_segment):
-    """``(n, max_seq_length)`` int32 rows: ``[CLS]``, ``pool[a_start:a_start + a_length]``,
-    ``[SEP]``, then (unless ``single_segment``) ``pool[b_start:b_start + b_length]`` and
-    ``[SEP]``; zeros after."""
+    """``(input_ids, input_mask, segment_ids)``, ``(n, max_seq_length)`` int32 each: ``[CLS]``,
+    ``pool[a_start:a_start + a_length]``, ``[SEP]``, then (unless ``single_segment``)
+    ``pool[b_start:b_start + b_length]`` and ``[SEP]``; zeros after; the mask 1 on those
+    tokens, the segment ids 1 on B and its [SEP] (``single_segment``: no segment ids, an
+    ``(n, 0)`` array).  Every element is written once (no zero-filled allocation first)."""
     n = a_start.shape[0]
-    out = np.zeros((n, max_seq_length), dtype=np.int32)
+    width = max_seq_length
+    out = np.empty((n, width), dtype=np.int32)
+    mask = np.empty((n, width), dtype=np.int32)
+    segments = np.empty((n, 0 if single_segment else width), dtype=np.int32)
     for i in range(n):
         row = out[i]
         row[0] = cls_id
-        q = 1
         first = a_start[i]
-        for t in range(a_length[i]):
-            row[q] = pool[first + t]
-            q += 1
-        row[q] = sep_id
-        q += 1
+        a = a_length[i]
+        for t in range(a):
+            row[1 + t] = pool[first + t]
+        row[1 + a] = sep_id
+        end = a + 2  # where B starts, or the row's end
         if not single_segment:
             first = b_start[i]
-            for t in range(b_length[i]):
-                row[q] = pool[first + t]
-                q += 1
-            row[q] = sep_id
-    return out
+            b = b_length[i]
+            for t in range(b):
+                row[end + t] = pool[first + t]
+            row[end + b] = sep_id
+            segment = segments[i]
+            for j in range(end):
+                segment[j] = 0
+            for j in range(end, end + b + 1):
+                segment[j] = 1
+            end += b + 1
+            for j in range(end, width):
+                segment[j] = 0
+        for j in range(end, width):
+            row[j] = 0
+        mask_row = mask[i]
+        for j in range(end):
+            mask_row[j] = 1
+        for j in range(end, width):
+            mask_row[j] = 0
+    return out, mask, segments

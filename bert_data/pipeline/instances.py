@@ -87,6 +87,14 @@ class TokenPool:
     def __len__(self) -> int:
         return len(self.bounds)
 
+    @classmethod
+    def from_flat(cls, tokens: np.ndarray, flat: np.ndarray, offsets: np.ndarray) -> "TokenPool":
+        """A pool from its bounds in the kernels' form (``flat_bounds``)."""
+        values, at = flat.tolist(), offsets.tolist()
+        pool = cls(tokens, [values[a:b] for a, b in zip(at, at[1:])])
+        pool._flat = (flat, offsets)
+        return pool
+
     def flat_bounds(self) -> Tuple[np.ndarray, np.ndarray]:
         """``bounds`` end to end as one int64 array, and where each document's begin in it (one
         offset a document, then the end): the kernels' form, built once per pool."""
@@ -413,16 +421,24 @@ class InstanceArrays:
     lengths: np.ndarray  # (n,) tokens including the three specials (int32, as the pairs)
     a_lengths: np.ndarray  # (n,)
     is_random_next: np.ndarray  # (n,)
+    # The masks and segment ids when the gather made them (the compiled one does, in its pass);
+    # else the properties compute them.
+    gathered_mask: Optional[np.ndarray] = field(default=None, repr=False)
+    gathered_segment_ids: Optional[np.ndarray] = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.lengths)
 
     @property
     def input_mask(self) -> np.ndarray:
+        if self.gathered_mask is not None:
+            return self.gathered_mask
         return (np.arange(self.input_ids.shape[1]) < self.lengths[:, None]).astype(np.int32)
 
     @property
     def segment_ids(self) -> np.ndarray:
+        if self.gathered_segment_ids is not None:
+            return self.gathered_segment_ids
         positions = np.arange(self.input_ids.shape[1])
         b_start = self.a_lengths[:, None] + 2  # [CLS] A [SEP] precede B
         return ((positions >= b_start) & (positions < self.lengths[:, None])).astype(np.int32)
@@ -443,9 +459,10 @@ def gather_instances(pool_tokens: np.ndarray, pairs: PairArrays, max_seq_length:
     fits = n and int(end.max()) < max_seq_length and len(pool_tokens) >= int((pairs.a_start + a_length).max()) and (
         single_segment or len(pool_tokens) >= int((pairs.b_start + pairs.b_length).max()))
     if copy is not None and fits:
-        input_ids = copy(np.asarray(pool_tokens), pairs.a_start, a_length, pairs.b_start, pairs.b_length,
-                         max_seq_length, cls_id, sep_id, single_segment)
-        return InstanceArrays(input_ids, end + 1, pairs.a_length, pairs.is_random_next)
+        input_ids, mask, segments = copy(np.asarray(pool_tokens), pairs.a_start, a_length, pairs.b_start,
+                                         pairs.b_length, max_seq_length, cls_id, sep_id, single_segment)
+        return InstanceArrays(input_ids, end + 1, pairs.a_length, pairs.is_random_next, mask,
+                              None if single_segment else segments)
     # Every position first reads the pool as if A ran on to the row's end; B's positions are moved
     # to B's start; reads past the pool are clipped (those positions are overwritten below).
     rows = np.arange(n)

@@ -421,13 +421,11 @@ def _replaced(input_ids, positions, n_chosen, spec: MaskingSpec, vocab, rng) -> 
     random_index = rng.integers(0, len(ordinary_ids), size=(n, max_predictions_per_seq))
     apply = apply_masks()
     if apply is not None and input_ids.size:
-        ids = np.ascontiguousarray(input_ids, dtype=np.int32)  # (token ids: int32 holds them, as the output does)
-        masked = ids.copy()
-        labels = np.zeros(positions.shape, dtype=np.int32)
-        weights = np.zeros(positions.shape, dtype=np.float32)
-        apply(ids, positions, n_chosen, np.ascontiguousarray(draw, dtype=np.float64),
-              np.ascontiguousarray(random_index, dtype=np.int64), np.ascontiguousarray(ordinary_ids),
-              int(vocab.mask_id), spec.mask_token_share, 1.0 - spec.random_token_share, masked, labels, weights)
+        masked, labels, weights = apply(np.ascontiguousarray(input_ids), positions, n_chosen,
+                                        np.ascontiguousarray(draw, dtype=np.float64),
+                                        np.ascontiguousarray(random_index, dtype=np.int64),
+                                        np.ascontiguousarray(ordinary_ids), int(vocab.mask_id), spec.mask_token_share,
+                                        1.0 - spec.random_token_share)
         return MaskedTokens(masked, positions, labels, weights)
 
     weights = np.arange(max_predictions_per_seq) < n_chosen[:, None]

@@ -12,8 +12,9 @@ caller runs the reference on the marked rows alone (about 2**-40 of the rows wit
 separator: never candidates), a table rather than a loop over the ids in the inner loop; a token
 continues a word when ``is_continuation[marks[i, j]]`` (``marks``: the ids themselves, or the
 stored word starts as 0/1, ``mask_tokens``' ``word_starts``).
-The kernels write into arrays the caller allocates (``positions`` zeroed, ``counts``), so that
-each is an ordinary loop numba compiles once (``bert_data.compiled``; ``python_function`` runs
+The choice kernels write into arrays the caller allocates (``positions`` zeroed, ``counts``;
+``apply_masks`` makes its own outputs, each row copied and masked in one pass), so that each is
+an ordinary loop numba compiles once (``bert_data.compiled``; ``python_function`` runs
 them uncompiled in tests).
 """
 
@@ -163,15 +164,20 @@ def whole_word_positions(input_ids, marks, lengths, is_special, is_continuation,
 
 
 @kernel
-def apply_masks(input_ids, positions, counts, draw, random_index, ordinary_ids, mask_id, mask_below,
-                keep_below, masked, labels, weights):
-    """The 80/10/10 replacement of the chosen tokens: ``masked`` (a copy of ``input_ids``) gets
-    [MASK] where ``draw < mask_below``, the token itself where ``draw < keep_below``, else
-    ``ordinary_ids[random_index]``; ``labels`` the original tokens and ``weights`` 1.0 in the
-    used slots (both zero past them, as allocated)."""
-    n = positions.shape[0]
+def apply_masks(input_ids, positions, counts, draw, random_index, ordinary_ids, mask_id, mask_below, keep_below):
+    """The 80/10/10 replacement of the chosen tokens: ``(masked, labels, weights)``, ``masked``
+    each row of ``input_ids`` (int32) with [MASK] where ``draw < mask_below``, the token itself
+    where ``draw < keep_below``, else ``ordinary_ids[random_index]``; ``labels`` the original
+    tokens and ``weights`` 1.0 in the used slots, zero past them.  A row is copied, then masked,
+    in one pass (no copy of the whole batch first)."""
+    n, width = input_ids.shape
     slots = positions.shape[1]
+    masked = np.empty((n, width), np.int32)
+    labels = np.zeros((n, slots), np.int32)
+    weights = np.zeros((n, slots), np.float32)
     for i in range(n):
+        for j in range(width):
+            masked[i, j] = input_ids[i, j]
         for slot in range(min(counts[i], slots)):
             position = positions[i, slot]
             original = input_ids[i, position]
@@ -184,7 +190,7 @@ def apply_masks(input_ids, positions, counts, draw, random_index, ordinary_ids, 
                 masked[i, position] = original
             else:
                 masked[i, position] = ordinary_ids[random_index[i, slot]]
-
+    return masked, labels, weights
 
 
 @helper

@@ -14,6 +14,7 @@ dropped, and a document left with no sentence is skipped (and recorded as such).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -80,10 +81,11 @@ class DocumentTokenizer:
         self._pending: List[Tuple[Document, List[str]]] = []  # split, waiting to be tokenized together
         self._n_chars = 0
         self._skips: List[Skip] = []
-        self._rows: List[List[int]] = []
+        self._rows: List[np.ndarray] = []  # a table a batch of documents
         self._token_parts: List[np.ndarray] = []
         self._n_tokens = 0
-        self._sentence_lengths: List[int] = []
+        self._sentence_lengths: List[np.ndarray] = []  # the kept sentences' lengths, a batch at a time
+        self._n_sentences = 0
         self._kept_in_parts: List[int] = []
 
     def tokenize(self, documents: Iterable[Document], skips: List[Skip]) -> TokenizedDocuments:
@@ -100,9 +102,9 @@ class DocumentTokenizer:
                 n_sentences = n_chars = 0
         self._flush()
         tokens = np.concatenate(self._token_parts) if self._token_parts else np.zeros(0, dtype=self.dtype)
-        return TokenizedDocuments(tokens, np.asarray(self._sentence_lengths, dtype=np.int32),
-                                  np.asarray(self._rows, dtype=np.int64).reshape(-1, TABLE_COLUMNS),
-                                  self._n_chars, skips, self._kept_in_parts)
+        sentence_lengths = np.concatenate(self._sentence_lengths) if self._sentence_lengths else np.zeros(0, np.int32)
+        table = np.concatenate(self._rows) if self._rows else np.zeros((0, TABLE_COLUMNS), dtype=np.int64)
+        return TokenizedDocuments(tokens, sentence_lengths, table, self._n_chars, skips, self._kept_in_parts)
 
     @property
     def last_read(self) -> Optional[Document]:
@@ -116,45 +118,62 @@ class DocumentTokenizer:
             document.text = ""  # the splitter has it; hold no second copy
 
     def _encode(self, batch: List[str]) -> Tuple[np.ndarray, np.ndarray]:
-        """Ids of a batch of sentences end to end, and each sentence's count, in bounded calls."""
+        """Ids of a batch of sentences end to end, and each sentence's count, in bounded calls: at
+        most TOKENIZE_BATCH sentences, ending at the sentence that brings a call's characters to
+        TOKENIZE_CHARS (the bounds found on the sentences' summed lengths, not sentence by
+        sentence)."""
         lengths = np.zeros(len(batch), dtype=np.int64)
         parts: List[np.ndarray] = []
+        chars = np.cumsum(np.fromiter(map(len, batch), np.int64, len(batch)))
         start = 0
         while start < len(batch):
-            end, chars = start, 0
-            while end < len(batch) and end - start < TOKENIZE_BATCH and chars < TOKENIZE_CHARS:
-                chars += len(batch[end])
-                end += 1
+            before = int(chars[start - 1]) if start else 0
+            filled = int(np.searchsorted(chars, before + TOKENIZE_CHARS, side="left")) + 1
+            end = min(len(batch), start + TOKENIZE_BATCH, filled)
             if self.word_starts:
-                ids, counts, starts = self.tokenizer.encode_flat_words(batch[start:end])
+                ids, counts, starts = self.tokenizer.encode_flat_words(batch[start:end] if start or end < len(batch)
+                                                                       else batch)
                 ids = ids.astype(np.uint32) | (starts.astype(np.uint32) << np.uint32(31))
             else:
-                ids, counts = self.tokenizer.encode_flat(batch[start:end])
+                ids, counts = self.tokenizer.encode_flat(batch[start:end] if start or end < len(batch) else batch)
             lengths[start:end] = counts
             parts.append(ids.astype(self.dtype, copy=False))
             del ids
             start = end
-        return (np.concatenate(parts) if parts else np.zeros(0, dtype=self.dtype)), lengths
+        return (np.concatenate(parts) if len(parts) != 1 else parts[0]) if parts else np.zeros(0, dtype=self.dtype), \
+            lengths
 
     def _flush(self) -> None:
-        tokens, lengths = self._encode([sentence for _, sentences in self._pending for sentence in sentences])
-        ends = np.cumsum(lengths)
-        first = 0
-        for document, sentences in self._pending:
-            doc_lengths = lengths[first : first + len(sentences)]
-            kept = doc_lengths[doc_lengths > 0]
-            if not len(kept):
+        """Tokenize the pending documents' sentences together, and keep them as arrays a batch:
+        the tokens whole (a document left with no token has none in them), the nonempty
+        sentences' lengths, a table row a kept document (counted on the sentences' summed
+        lengths and counts, not document by document)."""
+        pending = self._pending
+        if not pending:
+            return
+        tokens, lengths = self._encode(list(chain.from_iterable(sentences for _, sentences in pending)))
+        bounds = np.zeros(len(pending) + 1, dtype=np.int64)  # where each document's sentences begin
+        np.cumsum(np.fromiter((len(sentences) for _, sentences in pending), np.int64, len(pending)), out=bounds[1:])
+        kept_sentence = lengths > 0
+        sentences_before = np.concatenate([[0], np.cumsum(kept_sentence)])[bounds]  # kept sentences before each
+        tokens_before = np.concatenate([[0], np.cumsum(lengths)])[bounds]
+        kept = np.diff(sentences_before) > 0
+        rows = np.empty((int(kept.sum()), TABLE_COLUMNS), dtype=np.int64)
+        documents = [document for document, _ in pending]
+        rows[:, DOC_POSITION] = [documents[d].corpus_doc for d in np.flatnonzero(kept).tolist()]
+        rows[:, TOKEN_START] = self._n_tokens + tokens_before[:-1][kept]
+        rows[:, TOKEN_END] = self._n_tokens + tokens_before[1:][kept]
+        rows[:, SENTENCE_START] = self._n_sentences + sentences_before[:-1][kept]
+        rows[:, SENTENCE_END] = self._n_sentences + sentences_before[1:][kept]
+        rows[:, DOC_REPLACED] = [documents[d].n_replaced for d in np.flatnonzero(kept).tolist()]
+        for d, document in enumerate(documents):
+            if not kept[d]:
                 self._skips.append(Skip(NO_SENTENCE, document.label, document.corpus_doc, document.in_parts))
-            else:
-                begin = int(ends[first - 1]) if first else 0
-                part = tokens[begin : int(ends[first + len(sentences) - 1])]
-                self._token_parts.append(part)
-                self._rows.append([document.corpus_doc, self._n_tokens, self._n_tokens + len(part),
-                                   len(self._sentence_lengths), len(self._sentence_lengths) + len(kept),
-                                   document.n_replaced])
-                self._n_tokens += len(part)
-                self._sentence_lengths.extend(kept.tolist())
-                if document.in_parts:
-                    self._kept_in_parts.append(document.corpus_doc)
-            first += len(sentences)
-        self._pending.clear()
+            elif document.in_parts:
+                self._kept_in_parts.append(document.corpus_doc)
+        self._rows.append(rows)
+        self._token_parts.append(tokens)
+        self._sentence_lengths.append(lengths[kept_sentence].astype(np.int32))
+        self._n_tokens += len(tokens)
+        self._n_sentences += int(sentences_before[-1])
+        pending.clear()

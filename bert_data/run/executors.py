@@ -24,7 +24,7 @@ import signal
 import sys
 from typing import Iterator, Optional, Tuple
 
-from ..compiled import claim_process
+from ..compiled import claim_process, start_before_fork
 from ..config import ConfigError, available_cores
 from ..notices import warn
 
@@ -80,8 +80,11 @@ def local_workers(requested: int) -> int:
 def default_executor(workers: int) -> cf.Executor:
     if workers == 1:
         return InlineExecutor()
-    # fork: workers start at once and inherit what the parent imported (never TensorFlow).
+    # fork: workers start at once and inherit what the parent imported (never TensorFlow), and
+    # numba started (the pool forks at its first task).
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    if method == "fork":
+        start_before_fork()
     return cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method), initializer=_worker_init,
                                   initargs=(os.getpid(),))
 

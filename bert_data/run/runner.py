@@ -32,9 +32,10 @@ from __future__ import annotations
 import concurrent.futures as cf
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 from .. import storage
 from ..notices import note
@@ -44,7 +45,8 @@ from ..format.dataset_layout import SPLIT_CODES
 from ..pipeline.documents.types import BINARY, DEFAULT_TEXT_FIELD, MISSING_KEY
 from .assembly import ShardAssembler
 from .corpus_output import record_totals, write_corpus
-from .executors import dead_worker_signal, default_executor, local_workers, shares_local_files, stop_executor, wait_first
+from .executors import (InlineExecutor, dead_worker_signal, default_executor, local_workers, shares_local_files,
+                        stop_executor, wait_first)
 from .fault_injection import pause_if_chosen
 from .locations import RemoteOutput, RunLocations, prepare_work_dir, run_locations
 from .planning import Plan, deal_units, kept_tokens, make_plan, some_of, warn
@@ -226,8 +228,12 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                 finished[result.pairs.unit_index] = result
             while totals.units_done in finished:  # strictly in unit order: bytes do not depend on timing
                 result = finished.pop(totals.units_done)
-                scheduler.fill()  # the workers get their next tasks before the parent waits on the disk
-                commits.commit()  # the unit before, journaled now that its bytes had time to reach the disk
+                # The unit before, journaled now that its bytes had time to reach the disk: in a
+                # thread, while the workers get their next tasks (with one worker, while this
+                # process does them); the journal is written before the next unit is appended.
+                commits.commit_in_background()
+                scheduler.fill()
+                commits.wait()
                 assembler.append(result.segments)
                 # The unit's pool (and packed, its pairs) is spent: rows packed with the split take
                 # instances of their own unit and later ones only (split_packing).
@@ -272,13 +278,19 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                    else "name files that hold text")
             raise NoText("no document with any text: every listed document was skipped "
                          f"({', '.join(f'{n:,} {r}' for r, n in reasons.items())}: {some_of(first)}); {fix}")
-        commits.commit()
-        shards.finish()
         if staged.shuffles_shards:
+            # The last unit's fsync runs while the shuffle starts on its bytes (from the page
+            # cache); the shuffle's first journal record waits for it.
+            commits.commit_in_background()
+            shards.finish()
             sizes = assembler.finish(sync=False)  # written again, durably, by the final shuffle
             _shuffle_shards(staged, plan, totals, sizes, assembler.checksums, journal_dir,
-                            executor if own_executor or shares_local_files(executor) else None, scheduler, progress)
+                            executor if own_executor or shares_local_files(executor) else None, scheduler, progress,
+                            commits.wait)
+            commits.wait()
         else:
+            commits.commit()
+            shards.finish()
             sizes = assembler.finish()
         write_journal(journal_dir, plan.fingerprint, sizes, assembler.checksums, totals.to_json(), finished=True,
                       record=plan.record)
@@ -301,13 +313,16 @@ class _UnitCommits:
     """Group commit of the units appended to the shards: unit k is journaled (its shards' new
     bytes fsynced first, then the journal) just before unit k + 1 is appended, when the units
     end, or when the run stops, not at once: the disk writes unit k's bytes (handed to it by
-    ``ShardAssembler.append``) while the next unit is made, and the fsync waits for little.
-    The journal never vouches for bytes not on disk; a power cut loses at most the unit not
-    yet journaled, which ``--resume`` truncates and writes again."""
+    ``ShardAssembler.append``) while the next unit is made, and the fsync waits for little; it
+    runs in a thread besides (``commit_in_background``), joined before anything else is
+    appended or journaled.  The journal never vouches for bytes not on disk; a power cut loses
+    at most the unit not yet journaled, which ``--resume`` truncates and writes again."""
 
     def __init__(self, assembler: ShardAssembler, journal_dir: str, plan: Plan):
         self.assembler, self.journal_dir, self.plan = assembler, journal_dir, plan
         self.pending: Optional[tuple] = None  # what the journal will say of the last unit appended
+        self.background: Optional[threading.Thread] = None  # ``commit_in_background``'s
+        self.background_outcome: list = []  # its units done, or the error it met
 
     def appended(self, totals: RunTotals) -> None:
         self.pending = (totals.units_done, self.assembler.sizes(),
@@ -316,15 +331,51 @@ class _UnitCommits:
     def commit(self) -> None:
         if self.pending is None:
             return
-        units_done, sizes, checksums, totals = self.pending
-        self.pending = None  # (tried once: a journal that failed to be written is not tried again on the stop)
+        pending, self.pending = self.pending, None  # (tried once: a journal that failed is not tried again on the stop)
+        pause_if_chosen(self._journal(pending))
+
+    def _journal(self, pending: tuple) -> int:
+        units_done, sizes, checksums, totals = pending
         self.assembler.sync()
         write_journal(self.journal_dir, self.plan.fingerprint, sizes, checksums, totals, record=self.plan.record)
-        pause_if_chosen(units_done)
+        return units_done
+
+    def commit_in_background(self) -> None:
+        """``commit`` in a thread (``os.fsync`` lets the interpreter run on): the bytes reach
+        the disk while the run goes on (for the last unit, while the final shuffle reads them
+        from the page cache).  Nothing is appended and no other journal record is written before
+        ``wait`` returns."""
+        if self.pending is None:
+            return
+        pending, self.pending = self.pending, None
+
+        def journal() -> None:
+            try:
+                self.background_outcome.append(self._journal(pending))
+            except BaseException as error:  # noqa: BLE001 - raised by ``wait``, in the run's own thread
+                self.background_outcome.append(error)
+
+        self.background = threading.Thread(target=journal, name="bert_data-last-commit", daemon=True)
+        self.background.start()
+
+    def wait(self) -> None:
+        """The background commit done (its error raised here); the test seam's pause after it."""
+        if self.background is None:
+            return
+        self.background.join()
+        self.background = None
+        outcome = self.background_outcome.pop()
+        if isinstance(outcome, BaseException):
+            raise outcome
+        pause_if_chosen(outcome)
 
     def commit_on_stop(self) -> None:
         """The unit appended whole before a stop is kept too, as when it was journaled at once
         (a failure to journal it now leaves the journal before it, which is as true)."""
+        if self.background is not None:  # the last unit, being journaled: kept once that is done
+            self.background.join()
+            self.background = None
+            return
         if self.pending is None:
             return
         units_done, sizes, checksums, totals = self.pending
@@ -359,11 +410,13 @@ def _tokenize_all(spec: RunSpec, plan: Plan, executor, work_dir: str, parallelis
 
 def _shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Dict[str, int],
                     checksums: Dict[str, list], journal_dir: str, executor: Optional[cf.Executor],
-                    scheduler: Scheduler, progress: bool) -> None:
+                    scheduler: Scheduler, progress: bool, units_journaled: Callable[[], None]) -> None:
     """The final pass (``shard_shuffle``): every shard not yet shuffled, a task each (on the
     executor when its workers see these files, else here).  Each task is written beside its
     shards in progress, journaled (its keys and new sizes), then put in their place, so a
-    resumed run finds every shard either whole and unshuffled or shuffled, never half."""
+    resumed run finds every shard either whole and unshuffled or shuffled, never half.
+    ``units_journaled`` returns once the last unit is journaled (it is, in a thread, while the
+    first tasks run): no shuffled shard is journaled before the units it holds."""
     shuffles = []
     for split, directory in staged.split_dirs().items():
         paths = [shard_in_progress(directory, staged, shard) for shard in range(totals.shard_counts[split])]
@@ -377,6 +430,7 @@ def _shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Di
             totals.shuffled += shuffle.keys
             totals.shuffled_sha256.update(digests)
             done.update(shuffle.keys)
+            units_journaled()
             write_journal(journal_dir, plan.fingerprint, sizes, checksums, totals.to_json(), record=plan.record)
         publish_shuffled(shuffle)
 
@@ -395,17 +449,25 @@ def _shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Di
                 bar.update(len(shuffle.keys))
             return
         waiting, running = list(reversed(pending)), {}
-        while waiting or running:
-            while waiting and len(running) < scheduler.parallelism:  # each journaled as it is done
+
+        def submit() -> None:
+            while waiting and len(running) < scheduler.parallelism:
                 shuffle = waiting.pop()
                 future = executor.submit(run_shuffle_task, shuffle)
                 running[future] = shuffle
                 scheduler.in_flight[future] = ("shuffle", len(running), None)  # cancelled with the rest on a stop
+
+        while waiting or running:
+            submit()
             ended, _ = wait_first(list(running), executor)
+            done_now = []
             for future in ended:
-                digests = future.result()
-                shuffle = running.pop(future)
+                done_now.append((running[future], future.result()))
+                running.pop(future)
                 scheduler.in_flight.pop(future)
+            if not isinstance(executor, InlineExecutor):  # (inline, the next shard would run before this one is kept)
+                submit()  # the workers' next shards first, then the journal and renames here, while they work
+            for shuffle, digests in done_now:  # each journaled as it is done
                 finished(shuffle, digests)
                 bar.update(len(shuffle.keys))
     finally:

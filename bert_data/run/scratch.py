@@ -15,8 +15,11 @@ A unit's pool and an encode task's piece are read or written whole.
 from __future__ import annotations
 
 import errno
+import functools
 import io
+import mmap
 import os
+import re
 import tempfile
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -84,7 +87,43 @@ def load_array(path: str) -> np.ndarray:
     sizes).  URL: read whole."""
     if storage.is_url(path):
         return np.load(io.BytesIO(storage.read_bytes(path)), allow_pickle=False)
-    return np.load(path, mmap_mode="r", allow_pickle=False)
+    with open(path, "rb") as handle:
+        header = _plain_header(handle.read(HEADER_PROBE))
+        if header is None:  # not one of ours: numpy reads it
+            return np.load(path, mmap_mode="r", allow_pickle=False)
+        dtype, shape, offset = header
+        count = int(np.prod(shape))
+        if not count:  # (an empty file cannot be mapped)
+            empty = np.zeros(shape, dtype)
+            empty.flags.writeable = False
+            return empty
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    return np.frombuffer(mapped, dtype, count, offset).reshape(shape)
+
+
+# The header numpy writes for a C-ordered array of a plain dtype (ours: ``save_array``,
+# ``new_array_file``).  numpy's own reader evaluates it as a Python literal, a millisecond a file:
+# a unit of many short documents maps dozens of slice files.
+_PLAIN_HEADER = re.compile(rb"\{'descr': '([<>|][a-z][0-9]+)', 'fortran_order': False, 'shape': \(([0-9, ]*)\), \} *\n")
+
+
+@functools.lru_cache(maxsize=64)
+def _dtype(descr: bytes) -> np.dtype:
+    return np.dtype(descr.decode("ascii"))
+
+
+def _plain_header(data: bytes) -> Optional[Tuple[np.dtype, Tuple[int, ...], int]]:
+    """(dtype, shape, offset of the data) of an ``.npy`` file's first bytes in numpy's format
+    1.0 or 2.0, when its header is ``_PLAIN_HEADER``; else None."""
+    if data[:6] != b"\x93NUMPY" or data[6] not in (1, 2):
+        return None
+    start = 10 if data[6] == 1 else 12
+    end = start + int.from_bytes(data[8:start], "little")
+    found = _PLAIN_HEADER.fullmatch(data, start, end) if end <= len(data) else None
+    if found is None:
+        return None
+    shape = tuple(int(size) for size in found.group(2).split(b",") if size.strip())
+    return _dtype(found.group(1)), shape, end
 
 
 def load_arrays(paths: Sequence[str]) -> List[np.ndarray]:
@@ -206,6 +245,15 @@ def _header(data: bytes) -> Tuple[np.dtype, int]:
     return dtype, handle.tell()
 
 
+def _wanted_rows(column: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """The rows whose value in ``column`` is one of ``wanted`` (sorted, unique): ``np.isin`` by
+    binary search (isin sorts both, a slice's whole table for a unit's few documents)."""
+    if not len(wanted):
+        return np.zeros(0, np.int64)
+    at = np.minimum(np.searchsorted(wanted, column), len(wanted) - 1)
+    return np.flatnonzero(wanted[at] == column)
+
+
 def slice_rows(paths: Sequence[Dict[str, str]], wanted: np.ndarray, position_column: int,
                ranges_of) -> List[Optional[tuple]]:
     """For each slice (its ``run_files.slice_paths``): None if it holds none of the ``wanted``
@@ -218,9 +266,9 @@ def slice_rows(paths: Sequence[Dict[str, str]], wanted: np.ndarray, position_col
         found = []
         for slice_files in paths:
             table = load_array(slice_files["docs"])
-            hits = np.flatnonzero(np.isin(table[:, position_column], wanted))
+            hits = _wanted_rows(table[:, position_column], wanted)
             found.append(None if not len(hits) else (
-                list(np.array(table[hits])), load_array(slice_files["tokens"]),  # (rows copied at once)
+                np.array(table[hits]), load_array(slice_files["tokens"]),  # (rows copied at once)
                 load_array(slice_files["sentences"])))
         return found
     # One round: every document table, and the headers of the arrays.

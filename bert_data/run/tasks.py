@@ -34,6 +34,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from .. import storage
+from ..compiled import long_lived
 from ..format.dataset_layout import TRAIN
 from ..format.output_formats import get_format
 from ..format.tfrecord.splicing import SegmentCompressor
@@ -79,14 +80,16 @@ def worker_tokenizer(source: TokenizerSource):
         from ..tokenizers.wordpiece import force_single_thread
 
         force_single_thread()  # one worker process, one tokenizer thread: parallelism comes from processes
-        _tokenizers[key] = make_tokenizer(local_tokenizer(source))
+        with long_lived():  # (kept by the process: out of its garbage collections, see compiled.long_lived)
+            _tokenizers[key] = make_tokenizer(local_tokenizer(source))
     return _tokenizers[key]
 
 
 def worker_splitter(spec: SentenceSpec):
     key = (threading.get_ident(), spec)
     if key not in _splitters:
-        _splitters[key] = spec.splitter()
+        with long_lived():  # spaCy's pipeline: some 10^5 objects a collection would walk again
+            _splitters[key] = spec.splitter()
     return _splitters[key]
 
 

@@ -111,18 +111,130 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
     the place in ``unit.docs`` of each document of the pool."""
     first, last = table.slices_of(unit.docs)
     wanted = np.unique(unit.docs)
+    numbers = np.unique(_ranges(first, last - first + 1))
+    found = slice_rows([slice_paths(work_dir, number) for number in numbers.tolist()], wanted, DOC_POSITION,
+                       lambda row: ((row[TOKEN_START], row[TOKEN_END]), (row[SENTENCE_START], row[SENTENCE_END])))
+    hits = [(number, hit) for number, hit in zip(numbers.tolist(), found) if hit is not None]
+    if storage.is_url(path) or storage.is_url(work_dir):  # fetched ranges (``scratch._Ranges``): a row at a time
+        return _pool_by_rows(unit, hits, path, separator_id, kept)
+    layout = _pool_layout(unit.docs, [(number, hit[0]) for number, hit in hits], separator_id is not None)
+    if layout is None:
+        return TokenPool(np.zeros(0, hits[0][1][1].dtype if hits else np.int32), []), 0
+    if kept is not None:
+        kept.extend(layout.places.tolist())
+    arrays = {number: (_plain(hit[1]), _plain(hit[2])) for number, hit in hits}
+    dtype = arrays[hits[0][0]][0].dtype
+    temporary = private_temporary(path)
+    pool = new_array_file(temporary, dtype, layout.size)
+    sentence_lengths = np.empty(layout.n_sentences, np.int64)
+    for number, (tokens, sentences) in arrays.items():  # a gather a slice: no Python a document
+        rows = np.flatnonzero(layout.numbers == number)
+        if not len(rows):
+            continue
+        pool[_ranges(layout.row_starts[rows], layout.token_counts[rows])] = \
+            tokens[_ranges(layout.token_froms[rows], layout.token_counts[rows])]
+        sentence_lengths[_ranges(layout.sentence_offsets[rows], layout.sentence_counts[rows])] = \
+            sentences[_ranges(layout.sentence_froms[rows], layout.sentence_counts[rows])]
+    if separator_id is not None:
+        pool[layout.doc_starts[1:] - 1] = separator_id
+    del pool  # (unmapped, not flushed: the tasks that read it map the same pages; an msync a unit waited on the disk)
+    os.replace(temporary, path)
+    return TokenPool.from_flat(load_array(path), *layout.bounds(sentence_lengths)), layout.replaced
+
+
+@dataclass
+class _PoolLayout:
+    """Where each table row of a unit's documents goes in its pool, the rows in pool order
+    (a document's rows in slice order; a document listed twice, twice)."""
+
+    places: np.ndarray  # the place in the unit's documents of each document in the pool
+    numbers: np.ndarray  # per row: its slice
+    token_froms: np.ndarray  # per row: its first token in its slice's tokens
+    token_counts: np.ndarray
+    row_starts: np.ndarray  # per row: where its tokens go in the pool
+    sentence_froms: np.ndarray  # per row: its first sentence in its slice's sentence lengths
+    sentence_counts: np.ndarray
+    sentence_offsets: np.ndarray  # per row: where its sentences' lengths go, all rows end to end
+    doc_rows: np.ndarray  # per document: its first row, then the end
+    doc_starts: np.ndarray  # per document: where it starts in the pool
+    size: int
+    replaced: int
+
+    @property
+    def n_sentences(self) -> int:
+        return int(self.sentence_counts.sum())
+
+    def bounds(self, sentence_lengths: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """``TokenPool``'s flat bounds: each document's start, then where each of its sentences
+        ends (a row's sentences end to end from where the row starts), and each document's offset
+        in them."""
+        before = np.zeros(len(sentence_lengths) + 1, np.int64)  # sentence lengths summed, all rows end to end
+        np.cumsum(sentence_lengths, out=before[1:])
+        ends = before[1:] + np.repeat(self.row_starts - before[self.sentence_offsets], self.sentence_counts)
+        counted = np.zeros(len(self.sentence_counts) + 1, np.int64)
+        np.cumsum(self.sentence_counts, out=counted[1:])
+        doc_sentences = counted[self.doc_rows[1:]] - counted[self.doc_rows[:-1]]
+        offsets = np.zeros(len(self.doc_starts) + 1, np.int64)
+        np.cumsum(doc_sentences + 1, out=offsets[1:])
+        flat = np.empty(int(offsets[-1]), np.int64)
+        is_start = np.zeros(len(flat), bool)
+        is_start[offsets[:-1]] = True
+        flat[is_start] = self.doc_starts
+        flat[~is_start] = ends
+        return flat, offsets
+
+
+def _ranges(firsts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``firsts[i] .. firsts[i] + counts[i] - 1`` for every i, end to end."""
+    counts = counts.astype(np.int64, copy=False)
+    total = int(counts.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    ends = np.cumsum(counts)
+    return np.arange(total, dtype=np.int64) + np.repeat(firsts.astype(np.int64, copy=False) - (ends - counts), counts)
+
+
+def _pool_layout(docs: np.ndarray, tables: List[Tuple[int, np.ndarray]], separated: bool) -> Optional[_PoolLayout]:
+    """The layout of a pool of ``docs`` (corpus positions, in the unit's order) from each slice's
+    table rows of them (``(slice, rows)`` in slice order); None when no document has a row."""
+    if not tables:
+        return None
+    rows = np.concatenate([np.asarray(table, dtype=np.int64).reshape(-1, np.asarray(table).shape[-1])
+                           for _, table in tables])
+    numbers = np.concatenate([np.full(len(table), number, np.int64) for number, table in tables])
+    order = np.argsort(rows[:, DOC_POSITION], kind="stable")  # by document, then slice (its parts in order)
+    rows, numbers = rows[order], numbers[order]
+    positions = rows[:, DOC_POSITION]
+    docs = np.asarray(docs, dtype=np.int64)
+    lows, highs = np.searchsorted(positions, docs, "left"), np.searchsorted(positions, docs, "right")
+    places = np.flatnonzero(highs > lows)
+    if not len(places):
+        return None
+    per_doc = (highs - lows)[places]
+    taken = _ranges(lows[places], per_doc)
+    rows, numbers = rows[taken], numbers[taken]
+    doc_rows = np.zeros(len(places) + 1, np.int64)
+    np.cumsum(per_doc, out=doc_rows[1:])
+    token_counts = rows[:, TOKEN_END] - rows[:, TOKEN_START]
+    row_starts = np.zeros(len(rows), np.int64)
+    np.cumsum(token_counts[:-1], out=row_starts[1:])
+    if separated:  # one token before every document but the first
+        row_starts += np.repeat(np.arange(len(places), dtype=np.int64), per_doc)
+    sentence_counts = rows[:, SENTENCE_END] - rows[:, SENTENCE_START]
+    sentence_offsets = np.zeros(len(rows), np.int64)
+    np.cumsum(sentence_counts[:-1], out=sentence_offsets[1:])
+    return _PoolLayout(places, numbers, rows[:, TOKEN_START], token_counts, row_starts, rows[:, SENTENCE_START],
+                       sentence_counts, sentence_offsets, doc_rows, row_starts[doc_rows[:-1]],
+                       int(row_starts[-1] + token_counts[-1]), int(rows[:, DOC_REPLACED].sum()))
+
+
+def _pool_by_rows(unit: UnitWork, hits: list, path: str, separator_id: Optional[int],
+                  kept: Optional[List[int]]) -> Tuple[TokenPool, int]:
+    """``unit_pool`` a table row at a time (the reference, and the way for fetched ranges)."""
     rows: Dict[int, List[Tuple[int, np.ndarray]]] = {}  # position -> [(slice, row)] in slice order
     sentences: Dict[int, np.ndarray] = {}
     tokens: Dict[int, np.ndarray] = {}
-    numbers = np.unique(np.concatenate([np.arange(a, b + 1) for a, b in zip(first, last)] or [[]])).astype(int)
-    found = slice_rows([slice_paths(work_dir, number) for number in numbers.tolist()], wanted, DOC_POSITION,
-                       lambda row: ((row[TOKEN_START], row[TOKEN_END]), (row[SENTENCE_START], row[SENTENCE_END])))
-    for number, hit in zip(numbers.tolist(), found):
-        if hit is None:
-            continue
-        # Plain views of mapped files: slicing a np.memmap builds a memmap each time (microseconds a
-        # document, the most of this function's time on a corpus of many short documents).  (From a
-        # URL work directory they are the fetched ranges, ``scratch._Ranges``: kept as they are.)
+    for number, hit in hits:
         table_hits, tokens[number], sentences[number] = hit[0], _plain(hit[1]), _plain(hit[2])
         for row in table_hits:
             rows.setdefault(int(row[DOC_POSITION]), []).append((number, row))
@@ -138,8 +250,7 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
             size += 1
         starts = [size]
         for number, row in rows[position]:
-            # Each sentence's end: a running sum in Python (a document has a few sentences; numpy's
-            # cumsum costs a microsecond a call, and there is a call a document).
+            # Each sentence's end: a running sum in Python (a document has a few sentences).
             ends = accumulate(sentences[number][row[SENTENCE_START]:row[SENTENCE_END]].tolist(), initial=size)
             next(ends)
             starts.extend(ends)

@@ -90,9 +90,14 @@ def native_missing_note() -> Optional[str]:
             f"pip install \"bert_data[native]\" (or {PACKAGE}) for the native tokenizer")
 
 
-def _as_generator_runs_it(tokenizer_json: str) -> str:
-    """The JSON with special tokens treated as text (left out of the added tokens: Hugging Face's
-    ``encode_special_tokens``) and no truncation or padding."""
+def _as_generator_runs_it(hf_tokenizer) -> str:
+    """The tokenizer's JSON with special tokens treated as text (left out of the added tokens:
+    Hugging Face's ``encode_special_tokens``) and no truncation or padding: as it is when it has
+    none of them (a ``vocab.txt``'s, built here), without parsing half a megabyte of JSON twice."""
+    tokenizer_json = hf_tokenizer.to_str()
+    if hf_tokenizer.truncation is None and hf_tokenizer.padding is None \
+            and not hf_tokenizer.get_added_tokens_decoder():
+        return tokenizer_json
     parsed = json.loads(tokenizer_json)
     parsed["added_tokens"] = [entry for entry in parsed.get("added_tokens") or [] if not entry.get("special")]
     parsed["truncation"] = None
@@ -113,7 +118,7 @@ def native_wordpiece(hf_tokenizer) -> Optional[NativeWordPiece]:
     if "NANOTOKEN_CACHE_ENTRIES" not in os.environ:
         nanotoken.set_cache_entries(CACHE_ENTRIES)
     try:
-        backend = WordPieceTokenizer.from_json(_as_generator_runs_it(hf_tokenizer.to_str()))
+        backend = WordPieceTokenizer.from_json(_as_generator_runs_it(hf_tokenizer))
     except Exception:  # UnsupportedTokenizerError, or a file nanotoken reads otherwise: Hugging Face runs it
         return None
     native = NativeWordPiece(backend)

@@ -38,6 +38,7 @@ SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 _UNUSED_RE = re.compile(r"^\[unused\d+\]$")
 _BRACKETED_SPECIAL_RE = re.compile(r"^\[[A-Z_]+\]$")
+_WHITE_SPACE = re.compile(r"\s")  # what str.split() splits on (both are Py_UNICODE_ISSPACE)
 
 
 class VocabError(ValueError):
@@ -50,6 +51,16 @@ class VocabError(ValueError):
 def _is_excluded_from_random(token: str, specials=()) -> bool:
     return (not token or token in SPECIAL_TOKENS or token in specials or _UNUSED_RE.match(token) is not None
             or _BRACKETED_SPECIAL_RE.match(token) is not None)
+
+
+def _ordinary_ids(tokens: Sequence[str], excluded: set) -> np.ndarray:
+    """The ids ``_is_excluded_from_random`` lets through, with the patterns tried only on tokens
+    that open with "[" (both need it): a vocabulary is loaded by every process of a run."""
+    keep = np.ones(len(tokens), dtype=bool)
+    keep[[i for i, token in enumerate(tokens)
+          if not token or token in excluded
+          or (token[0] == "[" and (_UNUSED_RE.match(token) or _BRACKETED_SPECIAL_RE.match(token)))]] = False
+    return np.flatnonzero(keep).astype(np.int32)
 
 
 # How whole-word and n-gram masking tell where a word starts (``Vocab.word_boundary``):
@@ -156,12 +167,14 @@ def vocab_from_tokens(tokens: Sequence[str], path: str = "<memory>", sha256: str
         sha256 = hashlib.sha256(("\n".join(tokens) + "\n").encode("utf-8")).hexdigest()
     if not tokens:
         raise VocabError(f"{path}: vocabulary is empty")
-    token_to_id: dict[str, int] = {}
-    for i, tok in enumerate(tokens):
-        first = token_to_id.setdefault(tok, i)
-        if first != i:
-            shown = repr(tok) + (" (blank line)" if tok == "" else "")
-            raise VocabError(f"{path}: duplicate token {shown} at lines {first + 1} and {i + 1}")
+    token_to_id: dict[str, int] = dict(zip(tokens, range(len(tokens))))
+    if len(token_to_id) != len(tokens):  # a duplicate: found again, in order, for the message
+        token_to_id = {}
+        for i, tok in enumerate(tokens):
+            first = token_to_id.setdefault(tok, i)
+            if first != i:
+                shown = repr(tok) + (" (blank line)" if tok == "" else "")
+                raise VocabError(f"{path}: duplicate token {shown} at lines {first + 1} and {i + 1}")
     if None in special_tokens[2:]:
         raise VocabError(f"{path}: [CLS], [SEP] and [MASK] tokens are required")
     missing = [s for s in special_tokens if s is not None and s not in token_to_id]
@@ -172,8 +185,7 @@ def vocab_from_tokens(tokens: Sequence[str], path: str = "<memory>", sha256: str
         raise VocabError(f"{path}: missing special token(s) {' '.join(missing)}")
     is_cont = continuation_flags(tokens, word_boundary)
     excluded = {s for s in special_tokens if s is not None} | set(reserved)
-    ordinary = np.fromiter((i for i, t in enumerate(tokens) if not _is_excluded_from_random(t, excluded)),
-                           dtype=np.int32)
+    ordinary = _ordinary_ids(tokens, excluded | set(SPECIAL_TOKENS))
     is_cont.flags.writeable = False
     ordinary.flags.writeable = False
     pad, unk, cls, sep, mask = (None if s is None else token_to_id[s] for s in special_tokens)
@@ -291,6 +303,8 @@ def _mostly_nul(half: bytes) -> bool:
 def _not_one_token_a_line(tokens: Sequence[str]) -> str | None:
     """Why these lines cannot be a vocab.txt (prose, paragraphs), or None.  One blank line is
     let through, as Google's load_vocab does (it becomes the token '')."""
+    if not _WHITE_SPACE.search("".join(tokens)) and tokens.count("") <= 1:  # (stripped: a space is between words)
+        return None
     for number, token in enumerate(tokens, start=1):
         if len(token.split()) > 1:
             shown = token if len(token) <= 40 else token[:40] + "..."

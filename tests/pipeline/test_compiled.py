@@ -67,3 +67,110 @@ def test_a_claimed_process_starts_numba_without_scipy_and_scipy_still_imports(tm
                             env={**__import__("os").environ, compiled.DISABLE_VARIABLE: "1"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def test_long_lived_freezes_what_a_claimed_process_builds_and_no_garbage(monkeypatch):
+    """In a claimed process what is built inside ``long_lived`` is frozen out of the collector,
+    the garbage made before is collected first (never frozen), and the collector runs again after;
+    elsewhere nothing is frozen."""
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    def garbage_cycle():
+        node = Node()
+        node.me = node
+        return weakref.ref(node)
+
+    monkeypatch.setattr(compiled, "_OWN_PROCESS", False)
+    before = gc.get_freeze_count()
+    with compiled.long_lived():
+        built = [Node() for _ in range(100)]
+    assert gc.get_freeze_count() == before and gc.isenabled()
+
+    monkeypatch.setattr(compiled, "_OWN_PROCESS", True)
+    try:
+        dead = garbage_cycle()
+        with compiled.long_lived():
+            assert not gc.isenabled()
+            built = [Node() for _ in range(100)]
+        assert dead() is None  # collected, not frozen
+        assert gc.get_freeze_count() >= before + len(built) and gc.isenabled()
+    finally:
+        gc.unfreeze()  # (this test's process goes on)
+
+
+def _run_fresh(tmp_path, script: str) -> str:
+    """``script`` in a fresh interpreter (a file: numba caches next to it, in tmp_path); its stdout."""
+    import os
+    import subprocess
+    import sys
+
+    program = tmp_path / "program.py"
+    program.write_text(script)
+    result = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, cwd=tmp_path,
+                            env={**os.environ, compiled.DISABLE_VARIABLE: "1"})
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_a_library_callers_numba_starts_with_blas_and_its_collector_is_left_alone(tmp_path):
+    """Not claimed (a library caller's process): numba starts as numba does (its BLAS bindings
+    loaded, for the caller's own code) and nothing is frozen out of the garbage collector."""
+    pytest.importorskip("numba")
+    pytest.importorskip("scipy")
+    out = _run_fresh(tmp_path, (
+        "import gc, sys, numpy as np\n"
+        "from bert_data import compiled\n"
+        "@compiled.kernel\n"
+        "def twice(values):\n"
+        "    return values * 2\n"
+        "assert twice()(np.arange(3)).tolist() == [0, 2, 4]\n"
+        "compiled.start_before_fork()  # nothing in a library caller's process\n"
+        "print('scipy.linalg.cython_blas' in sys.modules, gc.get_freeze_count(), gc.isenabled())\n"))
+    assert out == "True 0 True"
+
+
+def test_a_claimed_process_freezes_numbas_objects_out_of_the_collector(tmp_path):
+    """Claimed: numba's import and start leave their objects frozen (``gc.freeze``: no later
+    collection walks them, nor the one at exit) and the collector running; what the run builds
+    afterwards is collected as usual."""
+    pytest.importorskip("numba")
+    out = _run_fresh(tmp_path, (
+        "import gc, numpy as np\n"
+        "from bert_data import compiled\n"
+        "compiled.claim_process()\n"
+        "assert gc.get_freeze_count() == 0\n"
+        "@compiled.kernel\n"
+        "def twice(values):\n"
+        "    return values * 2\n"
+        "assert twice()(np.arange(3)).tolist() == [0, 2, 4]\n"
+        "frozen = gc.get_freeze_count()\n"
+        "class Node:\n"
+        "    pass\n"
+        "node = Node(); node.me = node; del node  # garbage made after the start: collected\n"
+        "print(frozen > 50_000, gc.isenabled(), gc.collect() >= 1)\n"))
+    assert out == "True True True"
+
+
+def test_workers_forked_by_the_command_inherit_numba_started_and_the_frozen_heap(tmp_path):
+    """The command's pool: numba started once in the parent before the fork (no worker starts it
+    again) and the parent's heap frozen, so that the workers' collections do not walk it."""
+    pytest.importorskip("numba")
+    out = _run_fresh(tmp_path, (
+        "import gc\n"
+        "from bert_data import compiled\n"
+        "from bert_data.run.executors import default_executor\n"
+        "def state(_):\n"
+        "    return compiled._STARTED, gc.get_freeze_count() > 50_000\n"
+        "if __name__ == '__main__':\n"
+        "    compiled.claim_process()\n"
+        "    assert not compiled._STARTED\n"
+        "    pool = default_executor(2)\n"
+        "    try:\n"
+        "        print(sorted(set(pool.map(state, range(4)))))\n"
+        "    finally:\n"
+        "        pool.shutdown()\n"))
+    assert out == "[(True, True)]"

@@ -33,10 +33,14 @@ def test_compiled_gather_gives_the_reference_rows(monkeypatch, tmp_path, single_
     monkeypatch.setenv(DISABLE_VARIABLE, "1")
     assert gather_rows() is not None, "numba is a dev dependency: the kernel must run here"
     compiled = gather_instances(pool, pairs, max_seq_length, CLS, SEP, single_segment=single_segment)
+    # The kernel's own masks and segment ids (not the properties' numpy) are what is compared below.
+    assert compiled.gathered_mask is not None and (compiled.gathered_segment_ids is None) == single_segment
     monkeypatch.setenv(DISABLE_VARIABLE, "0")
     assert gather_rows() is None
     reference = gather_instances(pool, pairs, max_seq_length, CLS, SEP, single_segment=single_segment)
-    assert compiled.input_ids.dtype == reference.input_ids.dtype == np.int32
+    assert reference.gathered_mask is None and reference.gathered_segment_ids is None
+    assert compiled.input_ids.dtype == reference.input_ids.dtype == compiled.input_mask.dtype == np.int32
+    assert compiled.segment_ids.dtype == np.int32
     np.testing.assert_array_equal(compiled.input_ids, reference.input_ids)
     np.testing.assert_array_equal(compiled.lengths, reference.lengths)
     np.testing.assert_array_equal(compiled.input_mask, reference.input_mask)

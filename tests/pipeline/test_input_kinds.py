@@ -113,3 +113,38 @@ def test_a_jsonl_corpus_gives_the_shards_of_its_text_files(tmp_path):
     shards = [(tmp_path / out / "examples-1.tfrecords").read_bytes() for out in ("a", "b")]
     assert shards[0] == shards[1] and Manifest.read(str(tmp_path / "b")).n_docs == 8
     assert Manifest.read(str(tmp_path / "b")).options["text_field"] is None
+
+
+HOSTILE_LINES = [
+    '{"text": "plain"}', "", "   ", "\t\v\f\r", "\u00a0", '{"text": "nbsp \u00a0 inside"}', '\ufeff{"text": "bom"}',
+    '{"text": "crlf"}\r', "not json", "[1, 2]", '{"other": "x"}', '{"text": 3}', '{"text": "nul \\u0000"}',
+    '{"text": "lone \\ud800 surrogate"}', '{"text": "pair \\ud83d\\ude00"}', '{"text": "escaped \\\\ud800"}',
+    '{"text": "   "}', '{"text": "caf\u00e9 \u4e2d\u6587 \U0001f600"}', '1, [2', '3]', '{"text": "dup", "text": "last"}',
+    '{"text": "NaN", "n": NaN}', '{"text": "replacement \ufffd kept"}', '{"text": "last line, no break"}',
+]
+
+
+@pytest.mark.parametrize("trailing_break", [True, False])
+def test_json_lines_decoded_at_once_are_the_lines_decoded_one_by_one(tmp_path, monkeypatch, trailing_break):
+    """The fast path for a valid UTF-8 range (decoded once, split at line breaks) gives exactly the
+    documents and skips of the line-by-line reader: labels, positions, text, replacements."""
+    import random
+
+    from bert_data.pipeline.documents import text_files
+    from bert_data.pipeline.documents.types import Source
+
+    rng = random.Random(5)
+    lines = [rng.choice(HOSTILE_LINES) for _ in range(400)] + HOSTILE_LINES
+    path = tmp_path / "hostile.jsonl"
+    path.write_bytes(("\n".join(lines) + ("\n" if trailing_break else "")).encode("utf-8", "surrogatepass"))
+    source = Source(str(path), "hostile.jsonl", 0, path.stat().st_size, first_doc=7, text_field="text", corpus_doc=100)
+
+    def read():
+        skips = []
+        documents = [(d.label, d.text, d.n_replaced, d.corpus_doc) for d in text_files.text_documents(source, None, skips)]
+        return documents, [(s.reason, s.label, s.corpus_doc, s.in_parts) for s in skips]
+
+    fast = read()
+    monkeypatch.setattr(text_files, "_utf8_lines", lambda data: None)  # the line-by-line reader
+    assert fast == read()
+    assert len(fast[0]) > 100 and len(fast[1]) > 50

@@ -337,6 +337,37 @@ def test_vocab_errors(tmp_path, content, needle):
     assert str(p) in msg and "\n" not in msg
 
 
+def test_ordinary_ids_are_what_the_exclusion_rule_lets_through():
+    """``vocab_from_tokens`` finds the ordinary ids with the patterns tried only on tokens opening
+    with "[": the same ids as the rule token by token, on tokens made to tell them apart."""
+    from bert_data.tokenizers.vocab import SPECIAL_TOKENS, _is_excluded_from_random, vocab_from_tokens
+
+    tricky = ["", "[unused0]", "[unused12]", "[unused\u0663]", "[unused]", "[unused1]x", "x[unused1]", "[UNUSED1]",
+              "[XYZ]", "[A_B]", "[AB1]", "[ab]", "[]", "[", "]", "[[MASK]]", "[MASK]x", "<s>", "<pad>", "[Unused2]",
+              "\u2581[X]", "[X] ", "the", "##s", "[\u00c9]"]
+    tokens = list(SPECIAL_TOKENS) + ["<s>", "<pad>"]
+    tokens += sorted({token + end for token in tricky for end in ("", "a", "##", "[Q]")} - set(tokens) - {""},
+                     key=lambda token: random.Random(token).random())
+    tokens.append("")
+    for specials, reserved in [(SPECIAL_TOKENS, ()), (("<pad>", "[UNK]", "[CLS]", "[SEP]", "[MASK]"), ("<s>",))]:
+        vocab = vocab_from_tokens(tokens, special_tokens=specials, reserved=reserved)
+        excluded = set(specials) | set(reserved)
+        expected = [i for i, token in enumerate(tokens) if not _is_excluded_from_random(token, excluded)]
+        assert vocab.ordinary_ids.dtype == np.int32 and vocab.ordinary_ids.tolist() == expected
+
+
+def test_a_vocab_line_of_several_words_is_found_whatever_separates_them(tmp_path):
+    """The check that a vocab.txt holds one token a line looks for white space in all the lines at
+    once: a regular expression's \\s, which must be exactly what str.split() splits on."""
+    from bert_data.tokenizers.vocab import _WHITE_SPACE
+
+    assert [c for c in map(chr, range(0x110000)) if bool(_WHITE_SPACE.match(c)) != c.isspace()] == []
+    for space in (" ", "\t", "\x1c", "\x85", "\u00a0", "\u2003", "\u3000"):
+        p = _write(tmp_path / "v.txt", "\n".join(SPECIALS + ["one" + space + "two", "three"]) + "\n")
+        with pytest.raises(VocabError, match="line 6 holds several words"):
+            load_vocab(p)
+
+
 def test_vocab_error_missing_file_and_directory(tmp_path):
     with pytest.raises(VocabError, match="not found") as e:
         load_vocab(tmp_path / "nope.txt")

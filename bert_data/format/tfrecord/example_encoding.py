@@ -20,9 +20,11 @@ columns it uses come from two 1-D table lookups (``np.take``), not from arithmet
 matrix: a segment of a shard in one call.
 
 That matrix encoder is the reference.  With compiled kernels (``bert_data.compiled``, numba),
-the same bytes come from :mod:`.example_kernels` several times faster: each row's payload length
-per feature plans every nested length and where each record starts, and one output buffer is
-filled with each byte once, then framed in place (no matrix, no selection, no CRC call a record).
+the same bytes come from :mod:`.example_kernels` several times faster: one call a segment, which
+reads every column's bytes where they are, measures every record, writes each feature's bytes
+into all of them and frames them, in one output buffer of the exact size (no matrix, no
+selection, no CRC call a record), and that buffer is what the writer hands on
+(:func:`encode_framed_array`: no bytes object, no join).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from ..layout import FLOAT32, INT64, FeatureSpec
 from . import example_kernels
 from .records import frame_header, masked_crc32c_batch
 
-__all__ = ["encode_examples", "encode_framed"]
+__all__ = ["encode_examples", "encode_framed", "encode_framed_array"]
 
 # Upper bound on the bytes per chunk of the batch matrix.
 _CHUNK_BYTES = 8 << 20
@@ -159,7 +161,10 @@ class _Blocks:
         return data[keep]
 
 
-def _prepare_columns(columns: Mapping[str, np.ndarray], specs: Sequence[FeatureSpec]):
+def _prepare_columns(columns: Mapping[str, np.ndarray], specs: Sequence[FeatureSpec], check_signs: bool = True):
+    """The columns in ``specs`` order, checked and in the dtypes the encoders read, and their rows
+    (``check_signs`` False: negative values are left to the compiled encoder to find, in the pass
+    it makes anyway)."""
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate feature names in specs: {names}")
@@ -184,8 +189,8 @@ def _prepare_columns(columns: Mapping[str, np.ndarray], specs: Sequence[FeatureS
         if spec.dtype == INT64:
             if col.dtype.kind not in "iub":
                 raise ValueError(f"feature {spec.name!r} is int64 but the column has dtype {col.dtype}")
-            if col.dtype.kind == "i" and col.size and int(col.min()) < 0:
-                raise ValueError(f"feature {spec.name!r}: negative values are not supported (min {int(col.min())})")
+            if check_signs:
+                _check_not_negative(spec, col)
             if col.dtype.kind == "b":
                 col = col.view(np.uint8)
         elif spec.dtype == FLOAT32:
@@ -196,6 +201,11 @@ def _prepare_columns(columns: Mapping[str, np.ndarray], specs: Sequence[FeatureS
             raise ValueError(f"feature {spec.name!r}: unknown dtype {spec.dtype!r}")
         prepared.append((spec, col))
     return prepared, (n or 0)
+
+
+def _check_not_negative(spec: FeatureSpec, col: np.ndarray) -> None:
+    if col.dtype.kind == "i" and col.size and int(col.min()) < 0:
+        raise ValueError(f"feature {spec.name!r}: negative values are not supported (min {int(col.min())})")
 
 
 def _feature_prefix(name: str) -> bytes:
@@ -216,12 +226,12 @@ def _nested_lengths(p: np.ndarray, length: int, prefix: bytes):
     return il, fl, me
 
 
-def _encode_chunk(prepared, n: int, framed: bool) -> Tuple[np.ndarray, np.ndarray]:
+def _encode_chunk(prepared, n: int, framed: bool, encode=None) -> Tuple[np.ndarray, np.ndarray]:
     """``(flat, sizes)``: the records of a chunk end to end (with ``framed``, each in its TFRecord
-    frame) as 1-D uint8, and each record's size without its frame."""
-    write = example_kernels.write_fields()
-    if write is not None:
-        return _encode_chunk_compiled(prepared, n, framed, write)
+    frame) as 1-D uint8, and each record's size without its frame (``encode``: the compiled
+    kernel, None for the reference)."""
+    if encode is not None:
+        return _encode_chunk_compiled(prepared, n, framed, encode)
     return _encode_chunk_reference(prepared, n, framed)
 
 
@@ -283,49 +293,48 @@ def _encode_chunk_reference(prepared, n: int, framed: bool) -> Tuple[np.ndarray,
     return flat, sizes
 
 
-def _encode_chunk_compiled(prepared, n: int, framed: bool, write) -> Tuple[np.ndarray, np.ndarray]:
-    """:func:`_encode_chunk` with compiled kernels: each feature's payload bytes per row (the
-    varint lengths of its values) plan every nested length and where each record starts
-    (cumulative offsets), ``write`` fills one buffer with each byte once, and the records are
-    framed in place (the reference's bytes)."""
-    payload_lengths = example_kernels.payload_lengths()
-    payloads = np.empty((len(prepared), n), dtype=np.int64)
-    fields = []  # per feature: its constant bytes and where each ends, its values, whether they are bytes
+def _encode_chunk_compiled(prepared, n: int, framed: bool, encode) -> Tuple[np.ndarray, np.ndarray]:
+    """:func:`_encode_chunk` with the compiled kernel: every feature's rows as bytes (zero-copy
+    views), one call writing and framing all the records (the reference's bytes), the result a
+    view of its buffer (no copy)."""
+    specs = tuple(spec for spec, _ in prepared)
+    consts, const_ends, lengths = _layout_constants(tuple((s.name, s.dtype, s.length) for s in specs))
+    features, signed = [], np.zeros(len(prepared), dtype=np.bool_)
+    itemsizes = np.zeros(len(prepared), dtype=np.int64)  # a float list: 0
     for f, (spec, col) in enumerate(prepared):
-        if spec.dtype != INT64:
-            values, raw = col.view(np.uint8).reshape(n, 4 * spec.length), True
-            payloads[f] = values.shape[1]
-        else:
-            # Values below 128 (masks, segment ids, labels) are their own varints: written as bytes.
-            values, raw = col, not spec.length or int(col.max()) < 0x80
-            payloads[f] = spec.length if raw else payload_lengths(col)
-        fields.append((*_feature_constants(spec.name, spec.dtype, bool(spec.length)), values, raw))
-    has_list = np.array([spec.length > 0 for spec, _ in prepared])
-    prefix_lengths = np.array([len(_feature_prefix(spec.name)) for spec, _ in prepared], dtype=np.int64)
-    header, footer = (_FRAME_HEADER, _FRAME_FOOTER) if framed else (0, 0)
-    heads, totals, sizes, starts, length = example_kernels.plan_records()(payloads, has_list, prefix_lengths,
-                                                                          header, footer)
-    flat = np.empty(length, dtype=np.uint8)
-    pos = starts + header
-    write(flat, pos, _RECORD_TAG, _RECORD_TAG_END, totals.reshape(1, n), np.zeros((n, 0), dtype=np.uint8), False)
-    for f, (consts, const_ends, values, raw) in enumerate(fields):
-        write(flat, pos, consts, const_ends, heads[f, :len(const_ends)], values, raw)
-    if not np.array_equal(pos, starts + header + sizes):  # internal consistency check, cheap
-        raise AssertionError("encoder length mismatch: the records' bytes differ from their planned lengths")
-    if framed:
-        example_kernels.frame_records()(flat, starts, sizes, _crc32c_tables())
+        if spec.dtype == INT64:
+            col = col.astype(col.dtype.newbyteorder("<"), copy=False)  # (the kernel reads little-endian)
+            itemsizes[f], signed[f] = col.dtype.itemsize, col.dtype.kind == "i"
+        features.append(np.ascontiguousarray(col).reshape(-1).view(np.uint8).reshape(n, -1))
+    features += [np.zeros((n, 0), dtype=np.uint8)] * (-len(features) % example_kernels.SLOTS)
+    ends = np.empty(n, dtype=np.int64)
+    flat, signs_ok = encode(tuple(features), itemsizes, signed, lengths, consts, const_ends, framed, _crc32c_tables(),
+                            ends)
+    if not signs_ok:
+        for spec, col in prepared:
+            _check_not_negative(spec, col)
+        raise AssertionError("the encoder found a negative value that no column holds")  # (never: not silent)
+    sizes = np.diff(ends, prepend=0) - (_FRAME_HEADER + _FRAME_FOOTER if framed else 0)
     return flat, sizes
 
 
-_RECORD_TAG, _RECORD_TAG_END = np.array([0x0A], dtype=np.uint8), np.array([1], dtype=np.int64)
-
-
-@lru_cache(maxsize=256)
-def _feature_constants(name: str, dtype: str, has_list: bool) -> Tuple[np.ndarray, np.ndarray]:
-    """A feature's constant bytes, before its map entry's length, its ``Feature``'s, its list's
-    and (``has_list``) its payload's, and where each part ends (for ``write_fields``)."""
-    parts = [b"\x0a", _feature_prefix(name), b"\x1a" if dtype == INT64 else b"\x12"] + ([b"\x0a"] if has_list else [])
-    return np.frombuffer(b"".join(parts), dtype=np.uint8), np.cumsum([len(part) for part in parts])
+@lru_cache(maxsize=64)
+def _layout_constants(layout: Tuple[Tuple[str, str, int], ...]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The constant bytes of a layout's features (``(name, dtype, length)`` each) end to end,
+    where each feature's four parts end (``encode_records``' ``consts`` and ``const_ends``), and
+    each feature's values a row (read-only: cached)."""
+    parts, ends, at = [], np.zeros((len(layout), 5), dtype=np.int64), 0
+    for f, (name, dtype, length) in enumerate(layout):
+        feature = [b"\x0a", _feature_prefix(name), b"\x1a" if dtype == INT64 else b"\x12", b"\x0a" if length else b""]
+        ends[f, 0] = at
+        for k, part in enumerate(feature):
+            at += len(part)
+            ends[f, k + 1] = at
+        parts += feature
+    lengths = np.array([length for _, _, length in layout], dtype=np.int64)
+    for array in (ends, lengths):
+        array.flags.writeable = False
+    return np.frombuffer(b"".join(parts), dtype=np.uint8), ends, lengths
 
 
 @lru_cache(maxsize=1)
@@ -334,15 +343,17 @@ def _crc32c_tables() -> np.ndarray:
 
 
 def _chunks(columns: Mapping[str, np.ndarray], specs: Sequence[FeatureSpec], framed: bool):
-    prepared, n = _prepare_columns(columns, specs)
+    encode = example_kernels.encode_records()
+    prepared, n = _prepare_columns(columns, specs, check_signs=encode is None)
     if n == 0:
         return
-    # Rough bytes per row of the batch matrix (ids take ~3 varint bytes): only sizes chunks.
+    # Rough bytes per row of the batch matrix (ids take ~3 varint bytes): only sizes chunks (the
+    # generator's segments are one chunk).
     width = 16 + sum(len(spec.name) + 24 + 4 * spec.length for spec, _ in prepared)
     rows = max(64, _CHUNK_BYTES // max(1, width))
     for start in range(0, n, rows):
         sub = [(spec, col[start:start + rows]) for spec, col in prepared] if n > rows else prepared
-        yield _encode_chunk(sub, min(rows, n - start), framed)
+        yield _encode_chunk(sub, min(rows, n - start), framed, encode)
 
 
 def encode_examples(
@@ -364,7 +375,17 @@ def encode_examples(
     return out
 
 
-def encode_framed(columns: Mapping[str, np.ndarray], specs: Sequence[FeatureSpec]) -> bytes:
+def encode_framed_array(columns: Mapping[str, np.ndarray], specs: Sequence[FeatureSpec]) -> np.ndarray:
     """The records of :func:`encode_examples`, framed as a TFRecord file holds them (what
-    ``records.frame_records`` makes of them), end to end: a segment of a shard."""
-    return b"".join(flat.tobytes() for flat, _ in _chunks(columns, specs, framed=True))
+    ``records.frame_records`` makes of them), end to end, as one uint8 array: a segment of a
+    shard, written where it is made (no copy: a file, a compressor or a checksum reads it as
+    bytes)."""
+    flats = [flat for flat, _ in _chunks(columns, specs, framed=True)]
+    if len(flats) == 1:
+        return flats[0]
+    return np.concatenate(flats) if flats else np.zeros(0, dtype=np.uint8)
+
+
+def encode_framed(columns: Mapping[str, np.ndarray], specs: Sequence[FeatureSpec]) -> bytes:
+    """:func:`encode_framed_array` as bytes."""
+    return encode_framed_array(columns, specs).tobytes()

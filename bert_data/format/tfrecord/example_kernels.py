@@ -1,26 +1,35 @@
-"""Compiled loops of the TFRecord encoder (:mod:`.example_encoding`): a chunk's framed records
-written straight into one output buffer, each byte once, then framed with CRC-32C.
+"""The compiled TFRecord encoder (:mod:`.example_encoding`): a segment's records written straight
+into one output buffer, each byte once, and framed, in ONE call.
 
-A chunk is planned from each row's payload length per feature (:func:`plan_records`: every
-nested message's length, and where each record starts: cumulative offsets); then these loops
-fill the bytes: per row,
-constant bytes and varints of the plan's lengths (:func:`write_fields`, which also writes the
-feature values: varints, or bytes as they are: a float32 list's, or values below 128), then each record's frame
-(:func:`frame_records`: the length, the masked CRC-32C of its 8 bytes, the masked CRC-32C of the
-data, slicing-by-8 tables).  The matrix encoder in :mod:`.example_encoding` is the reference: it
-runs when kernels are off (``bert_data.compiled``), and the tests require the same bytes.
+:func:`encode_records` takes every feature of the segment at once: each column as a zero-copy
+``uint8`` view of its rows (``(n, length * itemsize)``; ``features`` is a tuple of them, padded
+to a multiple of ``SLOTS``, one type whatever the columns' dtypes, so one compiled kernel serves
+every layout), with how to read it (``itemsizes``: the bytes of an integer, little-endian; 0 for
+a float list, whose bytes are written as they are).  It works a feature at a time, each column
+read through one typed view, row after row (a view a row and feature would cost more than the
+row's bytes): each row's packed payload (the varint lengths of its values), then the plan (every
+nested message's length, where each record starts, the buffer's exact size), then each
+feature's constant bytes, lengths and values into every record (a plain copy for a row whose
+values are all below 128, else varints), then the frames (the length, the masked CRC-32C of its
+8 bytes, the masked CRC-32C of the data, slicing-by-8 tables).  The matrix encoder in
+:mod:`.example_encoding` is the reference: it runs when kernels are off (``bert_data.compiled``),
+and the tests require the same bytes.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...compiled import kernel
+from ...compiled import helper, kernel
 
-__all__ = ["payload_lengths", "plan_records", "write_fields", "frame_records", "crc32c_tables", "MASK_DELTA"]
+__all__ = ["encode_records", "crc32c_tables", "MASK_DELTA", "SLOTS"]
 
 MASK_DELTA = 0xA282EAD8
 _CRC32C_POLYNOMIAL = 0x82F63B78  # reflected Castagnoli polynomial
+_FLOAT = 0  # itemsizes[f] of a float list: its bytes as they are
+# ``features`` is padded with empty columns to a multiple of this many: the kernel's type is its
+# number of slots, so that one compilation serves every layout of up to 16 features.
+SLOTS = 8
 
 
 def crc32c_tables() -> np.ndarray:
@@ -38,89 +47,54 @@ def crc32c_tables() -> np.ndarray:
     return table
 
 
-@kernel
-def payload_lengths(values):
-    """Bytes of each row's packed varints: ``(n, L)`` non-negative integers -> ``(n,)`` int64."""
-    n, length = values.shape
-    out = np.zeros(n, dtype=np.int64)
-    for i in range(n):
-        total = length
-        for j in range(length):  # a byte more past each 7 bits: comparisons, no branch (vectorised)
+@helper(inline=True)
+def _length_varint_bytes(x):
+    """Bytes of the varint of a non-negative int64 (a message's length)."""
+    return (1 + (x >= 1 << 7) + (x >= 1 << 14) + (x >= 1 << 21) + (x >= 1 << 28) + (x >= 1 << 35)
+            + (x >= 1 << 42) + (x >= 1 << 49) + (x >= 1 << 56))
+
+
+@helper
+def _put_varint(out, q, v):
+    """The varint of ``v`` (uint64) at ``out[q]``; returns where it ends."""
+    while v >= np.uint64(0x80):
+        out[q] = np.uint8((v & np.uint64(0x7F)) | np.uint64(0x80))
+        v >>= np.uint64(7)
+        q += 1
+    out[q] = np.uint8(v)
+    return q + 1
+
+
+@helper
+def _payloads(values, payload):
+    """Bytes of each row's packed varints (``values``: ``(n, L)`` unsigned integers) into
+    ``payload``; returns every value's bits OR-ed (the sign bit of any negative one read as
+    unsigned)."""
+    bits = np.uint64(0)
+    for i in range(values.shape[0]):
+        p = values.shape[1]
+        for j in range(values.shape[1]):  # a byte more past each 7 bits (comparisons: no branch)
             v = np.uint64(values[i, j])
-            total += ((v >= np.uint64(1 << 7)) + (v >= np.uint64(1 << 14)) + (v >= np.uint64(1 << 21))
-                      + (v >= np.uint64(1 << 28)) + (v >= np.uint64(1 << 35)) + (v >= np.uint64(1 << 42))
-                      + (v >= np.uint64(1 << 49)) + (v >= np.uint64(1 << 56)) + (v >= np.uint64(1 << 63)))
-        out[i] = total
-    return out
+            bits |= v
+            p += ((v >= np.uint64(1 << 7)) + (v >= np.uint64(1 << 14)) + (v >= np.uint64(1 << 21))
+                  + (v >= np.uint64(1 << 28)) + (v >= np.uint64(1 << 35)) + (v >= np.uint64(1 << 42))
+                  + (v >= np.uint64(1 << 49)) + (v >= np.uint64(1 << 56)) + (v >= np.uint64(1 << 63)))
+        payload[i] = p
+    return bits
 
 
-@kernel
-def plan_records(payloads, has_list, prefix_lengths, header, footer):
-    """The plan of a chunk of records from each feature's payload bytes per row (``payloads``,
-    ``(F, n)``): ``heads`` ``(F, 4, n)``, the lengths written before each feature's values
-    (its map entry, its ``Feature``, its list message, its payload; a feature without
-    ``has_list`` -- zero length -- has an empty list message and no payload field); each
-    record's ``Features`` length, its size, where its frame (``header`` and ``footer`` bytes
-    around it) starts; and the bytes of them all."""
-    features, n = payloads.shape
-
-    def varint_length(x):
-        return (1 + (x >= 1 << 7) + (x >= 1 << 14) + (x >= 1 << 21) + (x >= 1 << 28) + (x >= 1 << 35)
-                + (x >= 1 << 42) + (x >= 1 << 49) + (x >= 1 << 56))
-
-    heads = np.zeros((features, 4, n), dtype=np.int64)
-    totals = np.empty(n, dtype=np.int64)
-    sizes = np.empty(n, dtype=np.int64)
-    starts = np.empty(n, dtype=np.int64)
-    at = 0
-    for i in range(n):
-        total = 0
-        for f in range(features):
-            p = payloads[f, i]
-            il = 1 + varint_length(p) + p if has_list[f] else 0
-            fl = 1 + varint_length(il) + il
-            me = prefix_lengths[f] + varint_length(fl) + fl
-            heads[f, 0, i] = me
-            heads[f, 1, i] = fl
-            heads[f, 2, i] = il
-            heads[f, 3, i] = p
-            total += 1 + varint_length(me) + me
-        totals[i] = total
-        sizes[i] = 1 + varint_length(total) + total
-        starts[i] = at
-        at += header + sizes[i] + footer
-    return heads, totals, sizes, starts, at
-
-
-@kernel
-def write_fields(out, pos, consts, const_ends, heads, values, raw):
-    """Append to each row ``i`` of ``out`` (from ``pos[i]``, advanced past what is written) a
-    sequence of fields: for each ``k``, the constant bytes ``consts[const_ends[k - 1]:
-    const_ends[k]]`` then the varint of ``heads[k, i]``; then the row's values: with ``raw``,
-    one byte each (values below 256: a float list's bytes, or varints below 128), else the
-    varint of each of ``values[i]``."""
-    n = pos.shape[0]
-    for i in range(n):
+@helper
+def _put_values(out, pos, values, payload):
+    """Each row's values as packed varints at ``out[pos[i]]`` (``pos`` advanced): a plain copy
+    when every value of the row is below 128 (``payload[i]``: one byte each)."""
+    for i in range(values.shape[0]):
         q = pos[i]
-        first = 0
-        for k in range(heads.shape[0]):
-            for c in range(first, const_ends[k]):
-                out[q] = consts[c]
-                q += 1
-            first = const_ends[k]
-            v = np.uint64(heads[k, i])
-            while v >= np.uint64(0x80):
-                out[q] = np.uint8((v & np.uint64(0x7F)) | np.uint64(0x80))
-                v >>= np.uint64(7)
-                q += 1
-            out[q] = np.uint8(v)
-            q += 1
-        if raw:
+        if payload[i] == values.shape[1]:
             for j in range(values.shape[1]):
-                out[q] = np.uint8(values[i, j])
-                q += 1
+                out[q + j] = np.uint8(values[i, j])
+            q += values.shape[1]
         else:
-            for j in range(values.shape[1]):
+            for j in range(values.shape[1]):  # (_put_varint's loop, here: no call a value)
                 v = np.uint64(values[i, j])
                 while v >= np.uint64(0x80):
                     out[q] = np.uint8((v & np.uint64(0x7F)) | np.uint64(0x80))
@@ -131,32 +105,144 @@ def write_fields(out, pos, consts, const_ends, heads, values, raw):
         pos[i] = q
 
 
+@helper
+def _masked_crc(out, first, end, tables):
+    """The masked CRC-32C (TFRecord's) of ``out[first:end]``: slicing-by-8, eight bytes a step."""
+    crc = np.uint32(0xFFFFFFFF)
+    q = first
+    while q + 8 <= end:
+        low = crc ^ (np.uint32(out[q]) | (np.uint32(out[q + 1]) << np.uint32(8))
+                     | (np.uint32(out[q + 2]) << np.uint32(16)) | (np.uint32(out[q + 3]) << np.uint32(24)))
+        crc = (tables[7, low & np.uint32(0xFF)] ^ tables[6, (low >> np.uint32(8)) & np.uint32(0xFF)]
+               ^ tables[5, (low >> np.uint32(16)) & np.uint32(0xFF)] ^ tables[4, low >> np.uint32(24)]
+               ^ tables[3, out[q + 4]] ^ tables[2, out[q + 5]] ^ tables[1, out[q + 6]] ^ tables[0, out[q + 7]])
+        q += 8
+    while q < end:
+        crc = tables[0, (crc ^ np.uint32(out[q])) & np.uint32(0xFF)] ^ (crc >> np.uint32(8))
+        q += 1
+    crc ^= np.uint32(0xFFFFFFFF)
+    return ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(MASK_DELTA)
+
+
 @kernel
-def frame_records(out, starts, sizes, tables):
-    """Frame each record ``i`` in place: its data (``sizes[i]`` bytes) sits at ``starts[i] + 12``;
-    write the little-endian uint64 length at ``starts[i]``, the masked CRC-32C of those 8 bytes
-    after it, and the masked CRC-32C of the data after the data."""
-    for i in range(starts.shape[0]):
-        s = starts[i]
-        size = np.uint64(sizes[i])
-        for b in range(8):
-            out[s + b] = np.uint8((size >> np.uint64(8 * b)) & np.uint64(0xFF))
-        for part in range(2):
-            first = s if part == 0 else s + 12
-            end = s + 8 if part == 0 else s + 12 + sizes[i]
-            crc = np.uint32(0xFFFFFFFF)
-            q = first
-            while q + 8 <= end:  # slicing-by-8: eight bytes a step
-                low = crc ^ (np.uint32(out[q]) | (np.uint32(out[q + 1]) << np.uint32(8))
-                             | (np.uint32(out[q + 2]) << np.uint32(16)) | (np.uint32(out[q + 3]) << np.uint32(24)))
-                crc = (tables[7, low & np.uint32(0xFF)] ^ tables[6, (low >> np.uint32(8)) & np.uint32(0xFF)]
-                       ^ tables[5, (low >> np.uint32(16)) & np.uint32(0xFF)] ^ tables[4, low >> np.uint32(24)]
-                       ^ tables[3, out[q + 4]] ^ tables[2, out[q + 5]] ^ tables[1, out[q + 6]] ^ tables[0, out[q + 7]])
-                q += 8
-            while q < end:
-                crc = tables[0, (crc ^ np.uint32(out[q])) & np.uint32(0xFF)] ^ (crc >> np.uint32(8))
-                q += 1
-            crc ^= np.uint32(0xFFFFFFFF)
-            masked = (((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(MASK_DELTA))
+def encode_records(features, itemsizes, signed, lengths, consts, const_ends, framed, tables, ends):
+    """The ``n`` records of ``features`` end to end (``framed``: each in its TFRecord frame, 12
+    bytes before it, 4 after), and True; ``ends[i]``: where record ``i`` (its frame) ends.  False
+    (and no bytes) when a ``signed`` column holds a negative value.
+
+    Feature ``f`` (of ``len(itemsizes)``): ``features[f]`` its rows as bytes, ``lengths[f]`` its values a row,
+    ``itemsizes[f]`` the bytes of one (0: float32, written as they are).  Its constant bytes are
+    ``consts[const_ends[f, 0]:const_ends[f, 4]]`` in four parts, which its lengths follow: the
+    map entry's tag, then its length; the key and the ``Feature``'s tag, then its length; the
+    list's tag, then its length; the packed field's tag (none for an empty list), then the
+    payload's length and the values.
+
+    A feature at a time (each column read through one typed view, its rows one after another):
+    the payloads, then every record's plan (nested lengths, where it starts), then each
+    feature's bytes into every record, then the frames."""
+    n_features = len(itemsizes)  # (``features`` may have more slots: see SLOTS)
+    n = ends.shape[0]
+    payload = np.empty((n_features, n), np.int64)
+    for f in range(n_features):
+        size = itemsizes[f]
+        bits = np.uint64(0)
+        if size == 1:
+            bits = _payloads(features[f], payload[f])
+        elif size == 2:
+            bits = _payloads(features[f].view(np.uint16), payload[f])
+        elif size == 4:
+            bits = _payloads(features[f].view(np.uint32), payload[f])
+        elif size == 8:
+            bits = _payloads(features[f].view(np.uint64), payload[f])
+        else:  # a float list: its bytes
+            payload[f, :] = features[f].shape[1]
+        if signed[f] and (bits >> np.uint64(8 * size - 1)) & np.uint64(1):
+            return np.empty(0, np.uint8), False
+
+    header, footer = (12, 4) if framed else (0, 0)
+    # The plan: each feature's three lengths a row (its map entry, its Feature, its list), each
+    # record's Features length, and where each record's data starts.
+    heads = np.empty((n_features, 3, n), np.int64)
+    totals = np.empty(n, np.int64)
+    pos = np.empty(n, np.int64)
+    q = 0
+    for i in range(n):
+        total = 0
+        for f in range(n_features):
+            p = payload[f, i]
+            il = 1 + _length_varint_bytes(p) + p if lengths[f] else 0  # an empty list: no packed field
+            fl = 1 + _length_varint_bytes(il) + il
+            me = const_ends[f, 2] - const_ends[f, 1] + _length_varint_bytes(fl) + fl
+            heads[f, 0, i] = me
+            heads[f, 1, i] = fl
+            heads[f, 2, i] = il
+            total += 1 + _length_varint_bytes(me) + me
+        totals[i] = total
+        pos[i] = q + header
+        q += header + 1 + _length_varint_bytes(total) + total + footer
+        ends[i] = q
+
+    out = np.empty(q, np.uint8)
+    for i in range(n):
+        at = pos[i]
+        out[at] = 0x0A  # Example.features
+        pos[i] = _put_varint(out, at + 1, np.uint64(totals[i]))
+    for f in range(n_features):
+        first, second, third, fourth, last = (const_ends[f, 0], const_ends[f, 1], const_ends[f, 2], const_ends[f, 3],
+                                              const_ends[f, 4])
+        for i in range(n):
+            at = pos[i]
+            for c in range(first, second):
+                out[at] = consts[c]
+                at += 1
+            at = _put_varint(out, at, np.uint64(heads[f, 0, i]))
+            for c in range(second, third):
+                out[at] = consts[c]
+                at += 1
+            at = _put_varint(out, at, np.uint64(heads[f, 1, i]))
+            for c in range(third, fourth):
+                out[at] = consts[c]
+                at += 1
+            at = _put_varint(out, at, np.uint64(heads[f, 2, i]))
+            if lengths[f]:
+                for c in range(fourth, last):
+                    out[at] = consts[c]
+                    at += 1
+                at = _put_varint(out, at, np.uint64(payload[f, i]))
+            pos[i] = at
+        size = itemsizes[f]
+        if size == 1:
+            _put_values(out, pos, features[f], payload[f])
+        elif size == 2:
+            _put_values(out, pos, features[f].view(np.uint16), payload[f])
+        elif size == 4:
+            _put_values(out, pos, features[f].view(np.uint32), payload[f])
+        elif size == 8:
+            _put_values(out, pos, features[f].view(np.uint64), payload[f])
+        else:  # a float list: its bytes as they are
+            values = features[f]
+            for i in range(n):
+                at = pos[i]
+                for j in range(values.shape[1]):
+                    out[at + j] = values[i, j]
+                pos[i] = at + values.shape[1]
+
+    for i in range(n):
+        if pos[i] != ends[i] - footer:  # internal consistency check, cheap
+            raise AssertionError("encoder length mismatch: a record's bytes differ from its planned length")
+    if framed:
+        start = 0
+        for i in range(n):
+            data = start + header
+            end = ends[i] - footer
+            length = np.uint64(end - data)
+            for b in range(8):
+                out[start + b] = np.uint8((length >> np.uint64(8 * b)) & np.uint64(0xFF))
+            crc = _masked_crc(out, start, start + 8, tables)
             for b in range(4):
-                out[end + b] = np.uint8((masked >> np.uint32(8 * b)) & np.uint32(0xFF))
+                out[start + 8 + b] = np.uint8((crc >> np.uint32(8 * b)) & np.uint32(0xFF))
+            crc = _masked_crc(out, data, end, tables)
+            for b in range(4):
+                out[end + b] = np.uint8((crc >> np.uint32(8 * b)) & np.uint32(0xFF))
+            start = ends[i]
+    return out, True

@@ -11,16 +11,17 @@ import numpy as np
 
 from ..layout import canonical_name
 from ..output_formats import Reader, Writer
-from .example_encoding import encode_framed
+from .example_encoding import encode_framed_array
 from .records import iter_records
 from .splicing import StreamCompressor
 
 
 class TFRecordWriter(Writer):
-    def encode_segment(self, columns: Dict[str, np.ndarray]) -> bytes:
-        """The layout names the features (v2 names or not); the columns are its canonical ones."""
+    def encode_segment(self, columns: Dict[str, np.ndarray]) -> memoryview:
+        """The layout names the features (v2 names or not); the columns are its canonical ones.
+        The framed records as the encoder wrote them, bytes-like (no copy into a bytes object)."""
         specs = list(self.options.specs)
-        return encode_framed({spec.name: columns[canonical_name(spec.name)] for spec in specs}, specs)
+        return memoryview(encode_framed_array({spec.name: columns[canonical_name(spec.name)] for spec in specs}, specs))
 
     def write_shard(self, batches: Iterable[Dict[str, np.ndarray]], path: str, name: str) -> dict:
         """A whole shard at once, compressed as one stream (the generator never needs this: its

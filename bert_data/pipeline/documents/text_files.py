@@ -18,8 +18,8 @@ from ... import storage
 from .files import (HEAD_BYTES, READ_CHUNK, RangeBuffer, compression_of, open_decompressed, read_range, skip_bytes,
                     sniffed_compression)
 from .spans import LINE_PATTERN, document_spans
-from .types import (BINARY, COMPRESSED_UNNAMED, EMPTY, INVALID_JSON, MISSING_KEY, NOT_OBJECT, NOT_STRING, Document, Skip, Source,
-                    decode_text)
+from .types import (BINARY, COMPRESSED_UNNAMED, EMPTY, INVALID_JSON, MISSING_KEY, NOT_OBJECT, NOT_STRING, UTF8, Document,
+                    Skip, Source, decode_text)
 
 # A file named so (before any compression suffix: data.jsonl.gz) is JSON Lines.
 JSON_LINES_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -198,6 +198,12 @@ def text_documents(source: Source, pattern, skips: List[Skip]) -> Iterator[Docum
             document.continues = source.continues
             yield document
         return
+    if source.text_field is not None and not encoding:
+        lines = _utf8_lines(data)
+        if lines is not None:  # valid UTF-8: decoded once, not a line at a time
+            del data
+            yield from _json_lines(lines, source, skips)
+            return
     spans = list(document_spans(data, 0, len(data), LINE_PATTERN if source.text_field is not None else pattern))
     for offset, (doc_start, doc_end) in enumerate(spans):
         label, position = f"{source.label}#{source.first_doc + offset}", source.corpus_doc + offset
@@ -210,40 +216,78 @@ def text_documents(source: Source, pattern, skips: List[Skip]) -> Iterator[Docum
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_ASCII_SPACE = " \t\n\r\f\v"  # what ``spans``' bytes patterns call white space
+
+
+def _utf8_lines(data: bytes) -> Optional[List[str]]:
+    """A JSON Lines range's lines, decoded at once (None if it is not valid UTF-8).  The same
+    lines as its bytes split at line breaks, each decoded: in UTF-8 a line break is one byte,
+    never part of another character."""
+    try:
+        return data.decode(UTF8).split("\n")
+    except UnicodeDecodeError:
+        return None
+
+
+def _json_lines(lines: List[str], source: Source, skips: List[Skip]) -> Iterator[Document]:
+    """``text_documents`` over the lines of a valid UTF-8 JSON Lines range: each line holding
+    more than white space is a document, as ``document_spans`` with ``LINE_PATTERN`` finds them."""
+    key, offset = source.text_field, 0
+    for line in lines:
+        if not line.strip(_ASCII_SPACE):
+            continue
+        document = _json_value(line, 0, f"{source.label}#{source.first_doc + offset}", key, skips,
+                               source.corpus_doc + offset)
+        offset += 1
+        if document is not None:
+            yield document
 
 
 def _json_document(line: bytes, label: str, key: str, skips: List[Skip], position: int,
                    encoding: str = "") -> Optional[Document]:
     """One JSON Lines document: the string at ``key`` of the object on the line."""
-    skips = _Skips(skips, label, position)
     text, n_replaced, _ = decode_text(line, encoding)
-    try:
-        record = json.loads(text[1:] if text.startswith("\ufeff") else text)  # a byte-order mark may lead
-    except (ValueError, RecursionError):
-        skips.add(INVALID_JSON)
+    return _json_value(text, n_replaced, label, key, skips, position)
+
+
+def _json_value(text: str, n_replaced: int, label: str, key: str, into: List[Skip],
+                position: int) -> Optional[Document]:
+    """The document of one decoded JSON line (``n_replaced``: characters that replaced invalid
+    bytes), or None with its skip recorded in ``into``."""
+    found = _json_text(text, key)
+    if not isinstance(found, str):
+        into.append(Skip(found[0], label, position, False))
         return None
-    if not isinstance(record, dict):
-        skips.add(NOT_OBJECT)
-        return None
-    if key not in record:
-        skips.add(MISSING_KEY)
-        return None
-    value = record[key]
-    if not isinstance(value, str):
-        skips.add(NOT_STRING)
-        return None
-    if "\x00" in value:
-        skips.add(BINARY)
-        return None
+    value = found
     if n_replaced:  # invalid UTF-8 elsewhere on the line does not count
         n_replaced = min(n_replaced, value.count("\ufffd"))
-    if _SURROGATE.search(value):  # a lone surrogate escape ("\\ud800"): not encodable text
+    # A lone surrogate escape ("\\ud800"): not encodable text.  (``isascii`` is a flag of the
+    # string: most values are not searched at all.)
+    if not value.isascii() and _SURROGATE.search(value):
         value, replaced = _SURROGATE.subn("\ufffd", value)
         n_replaced += replaced
     if not value.strip():
-        skips.add(EMPTY)
+        into.append(Skip(EMPTY, label, position, False))
         return None
     return Document(label, value, n_replaced, 1 if n_replaced else 0, corpus_doc=position)
+
+
+def _json_text(text: str, key: str):
+    """The string at ``key`` of the JSON object ``text``, or (why not,) ."""
+    try:
+        record = json.loads(text[1:] if text.startswith("\ufeff") else text)  # a byte-order mark may lead
+    except (ValueError, RecursionError):
+        return (INVALID_JSON,)
+    if not isinstance(record, dict):
+        return (NOT_OBJECT,)
+    if key not in record:
+        return (MISSING_KEY,)
+    value = record[key]
+    if not isinstance(value, str):
+        return (NOT_STRING,)
+    if "\x00" in value:
+        return (BINARY,)
+    return value
 
 
 def _decoded(data: bytes, label: str, skips: List[Skip], position: int, in_parts: bool = False,

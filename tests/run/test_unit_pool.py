@@ -1,0 +1,99 @@
+"""A unit's token pool: gathered a slice at a time with numpy (``unit_pool``) it is exactly the
+pool of the reference that reads a table row at a time (``_pool_by_rows``): the same tokens,
+sentence bounds, documents kept and replaced-character count, on generated slices with
+documents split over several slices, documents skipped, listed twice, and the MLM separator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bert_data.pipeline.tokens import TABLE_COLUMNS
+from bert_data.run import units
+from bert_data.run.run_files import slice_paths
+from bert_data.run.scratch import _wanted_rows, save_array, slice_rows
+from bert_data.run.units import SliceTable, UnitWork, unit_pool
+
+
+def _write_slices(work_dir, rng: np.random.Generator, n_docs: int):
+    """Documents 0 .. n_docs - 1 over slices; some have no text (no row), some continue in the
+    next slice (a row in each, in order).  Returns the slice table."""
+    slices, current = [], {"rows": [], "tokens": [], "sentences": []}
+    first_docs, parts = [0], [False]
+
+    def close():
+        slices.append(current.copy())
+
+    for doc in range(n_docs):
+        if rng.random() < 0.1:  # skipped: no row
+            continue
+        pieces = 2 if rng.random() < 0.15 else 1
+        for piece in range(pieces):
+            n_sentences = int(rng.integers(0, 4)) if piece else int(rng.integers(1, 5))
+            lengths = rng.integers(0, 9, n_sentences)
+            token_start, sentence_start = len(current["tokens"]), len(current["sentences"])
+            current["tokens"].extend(rng.integers(100, 30000, int(lengths.sum())).tolist())
+            current["sentences"].extend(lengths.tolist())
+            current["rows"].append([doc, token_start, len(current["tokens"]), sentence_start,
+                                    len(current["sentences"]), int(rng.integers(0, 3))])
+            if piece < pieces - 1 or rng.random() < 0.08:  # a new slice (its first row maybe a later part)
+                close()
+                current = {"rows": [], "tokens": [], "sentences": []}
+                first_docs.append(doc if piece < pieces - 1 else doc + 1)
+                parts.append(piece < pieces - 1)
+    close()
+    for number, data in enumerate(slices):
+        paths = slice_paths(str(work_dir), number)
+        save_array(np.asarray(data["rows"], np.int64).reshape(-1, TABLE_COLUMNS), paths["docs"])
+        save_array(np.asarray(data["tokens"], np.int32), paths["tokens"])
+        save_array(np.asarray(data["sentences"], np.int32), paths["sentences"])
+    return SliceTable(np.asarray(first_docs, np.int64), np.asarray(parts, bool))
+
+
+def _reference(unit, table, work_dir, path, separator_id, kept):
+    first, last = table.slices_of(unit.docs)
+    numbers = np.unique(np.concatenate([np.arange(a, b + 1) for a, b in zip(first, last)])).astype(int)
+    found = slice_rows([slice_paths(str(work_dir), n) for n in numbers.tolist()], np.unique(unit.docs), 0,
+                       lambda row: ((row[1], row[2]), (row[3], row[4])))
+    hits = [(n, hit) for n, hit in zip(numbers.tolist(), found) if hit is not None]
+    return units._pool_by_rows(unit, hits, path, separator_id, kept)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("separator_id", [None, 7])
+def test_unit_pool_is_the_row_by_row_pool(tmp_path, seed, separator_id):
+    rng = np.random.default_rng(seed)
+    n_docs = 300
+    table = _write_slices(tmp_path, rng, n_docs)
+    for index in range(4):
+        docs = rng.choice(n_docs, int(rng.integers(1, 120)), replace=bool(index % 2))  # twice, at times
+        unit = UnitWork(index, "train", docs.astype(np.int64))
+        kept, kept_reference = [], []
+        pool, replaced = unit_pool(unit, table, str(tmp_path), str(tmp_path / f"pool-{index}.npy"),
+                                   separator_id, kept)
+        expected, replaced_expected = _reference(unit, table, tmp_path, str(tmp_path / f"ref-{index}.npy"),
+                                                 separator_id, kept_reference)
+        assert np.array_equal(np.asarray(pool.tokens), np.asarray(expected.tokens))
+        assert pool.tokens.dtype == expected.tokens.dtype
+        assert pool.bounds == expected.bounds
+        flat, offsets = pool.flat_bounds()
+        expected_flat, expected_offsets = expected.flat_bounds()
+        assert np.array_equal(flat, expected_flat) and np.array_equal(offsets, expected_offsets)
+        assert (kept, replaced) == (kept_reference, replaced_expected)
+        del pool, expected
+
+
+def test_a_unit_without_text_gives_an_empty_pool(tmp_path):
+    table = _write_slices(tmp_path, np.random.default_rng(0), 50)
+    docs = np.asarray([10_000, 10_001], np.int64)  # past every slice's documents: no rows
+    kept = []
+    pool, replaced = unit_pool(UnitWork(0, "train", docs), table, str(tmp_path), str(tmp_path / "p.npy"), None, kept)
+    assert (len(pool), len(pool.tokens), replaced, kept) == (0, 0, 0, [])
+
+
+def test_wanted_rows_is_isin():
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        column = rng.integers(0, 60, int(rng.integers(0, 40)))
+        wanted = np.unique(rng.integers(0, 60, int(rng.integers(0, 20))))
+        assert np.array_equal(_wanted_rows(column, wanted), np.flatnonzero(np.isin(column, wanted)))
