@@ -7,7 +7,8 @@
 Splits every listed document twice -- ``SpacySentenceSplitter()`` (bert_data/pipeline/rule_sentences.py)
 and ``SpacySentenceSplitter(force_spacy=True)`` (spacy.blank("en") + sentencizer, a Doc per
 passage) -- and reports documents and sentences that differ (the first few shown), the CPU time
-of each and the text the shortcut handed to spaCy.  Exit status 1 if any document differs.
+of each, the paragraphs the shortcut tokenized whole or handed to spaCy, and whether it needed
+spaCy at all.  Exit status 1 if any document differs.
 """
 
 from __future__ import annotations
@@ -43,9 +44,13 @@ def main(argv=None) -> int:
     oracle = SpacySentenceSplitter(force_spacy=True)
     if fast._rules is None:
         sys.exit("sentence_differential: the rule sentencizer does not serve this spaCy pipeline")
+    built = fast._nlp is not None  # the rules were derived now (a cold cache), not read
     asked = []
     pipeline_starts = fast._pipeline_starts
     fast._pipeline_starts = lambda text: asked.append(len(text)) or pipeline_starts(text)
+    whole = []
+    paragraph_starts = fast._rules._paragraph_starts
+    fast._rules._paragraph_starts = lambda text, ask: whole.append(len(text)) or paragraph_starts(text, ask)
 
     started = time.process_time()
     got = list(fast.split(texts))
@@ -63,7 +68,10 @@ def main(argv=None) -> int:
           f"sentences in identical documents: {same_sentences:,} of {n_sentences:,}")
     print(f"CPU time: rules {fast_seconds:.2f} s ({megabytes / fast_seconds:.2f} MB/s), spaCy pipeline "
           f"{oracle_seconds:.2f} s ({megabytes / oracle_seconds:.2f} MB/s): {oracle_seconds / fast_seconds:.1f}x")
-    print(f"handed to spaCy by the rules: {len(asked)} paragraphs, {sum(asked):,} characters")
+    print(f"tokenized whole by the rules: {len(whole)} paragraphs, {sum(whole):,} characters; "
+          f"handed to spaCy: {len(asked)} paragraphs, {sum(asked):,} characters")
+    print("spaCy pipeline used by the rules: "
+          + ("built to derive the rules (a cold cache)" if built else "yes" if fast._nlp is not None else "no"))
     for i in differing[: args.show]:
         a, b = got[i], expected[i]
         k = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))

@@ -14,6 +14,22 @@ def synthetic_corpus(tmp_path_factory) -> SyntheticCorpus:
     return make_corpus(tmp_path_factory.mktemp("corpus"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _spacy_rules_cache_in_pytest_temp(tmp_path_factory):
+    """The built-in splitter's derived spaCy rules (bert_data/pipeline/spacy_rules_cache.py) are
+    cached under pytest's temporary directory, not in the user's cache; set in the environment,
+    so that processes started by the tests share it."""
+    import os
+
+    previous = os.environ.get("BERT_DATA_SPACY_RULES_CACHE")
+    os.environ["BERT_DATA_SPACY_RULES_CACHE"] = str(tmp_path_factory.mktemp("spacy-rules"))
+    yield
+    if previous is None:
+        os.environ.pop("BERT_DATA_SPACY_RULES_CACHE", None)
+    else:
+        os.environ["BERT_DATA_SPACY_RULES_CACHE"] = previous
+
+
 @pytest.fixture(scope="session")
 def s3_endpoint():
     """An S3 server on 127.0.0.1 (moto, as s3fs's own tests use it), with dummy credentials, a

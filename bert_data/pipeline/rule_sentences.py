@@ -18,9 +18,9 @@ set.  Hence:
   character is P*"), so the sentence starts at the word;
 * every other word that matters (one holding a punctuation character, or one starting with P*
   while the flag is set) is tokenized alone -- by ``word_tokens.AffixTokens``, which runs the
-  pipeline tokenizer's own rules in spaCy's order without a ``Doc`` and hands any word where a
-  special case takes part to the tokenizer itself -- and the state machine is run over its tokens
-  for both values of the flag; the result is cached per word.
+  pipeline tokenizer's own rules (special cases and the special-case matcher included) in
+  spaCy's order without a ``Doc`` -- and the state machine is run over its tokens for both
+  values of the flag; the result is cached per word.
 
 Tokenizing a word alone gives the tokens it gets in context, with one exception: after the
 words are tokenized, spaCy runs a matcher for special cases over the whole ``Doc``, and a match
@@ -28,15 +28,19 @@ can span two words separated by one space (its text then holds a space, so it is
 and changes nothing itself), but it can hide an overlapping match inside a word.  Such a match
 needs adjacent tokens of some special case's pattern on either side of the space, and it matters
 only if the word holds, on token boundaries, a special case that changes tokens; where a
-tokenized word could be so joined to a neighbour, the paragraph holding it is given to spaCy
+tokenized word could be so joined to a neighbour, the paragraph holding it is tokenized whole
+(``AffixTokens.text_tokens``: every word, then the matcher over all of the paragraph's tokens;
+spaCy's pipeline where the port cannot answer) and the state machine run over its tokens
 (paragraphs are independent: the paragraph separator is a whitespace token, which clears the
 flag).  Where the word's tokens before the matcher are known (``AffixTokens.affix_tokens``), the
 pattern's tokens on its side of the space are compared with them, not with its text.
-``RuleSentencizer.for_pipeline`` returns None for any pipeline whose behaviour these arguments
-do not cover, so spaCy stays the source of truth: the tokenizer's rules and the
-punctuation set are read from the loaded pipeline, and tests compare the result with the
-pipeline's on hostile text (tests/pipeline/test_sentence_rules.py; scripts/sentence_differential.py
-does it on a corpus).
+
+spaCy stays the source of truth: the tokenizer's rules and the punctuation set are read from the
+loaded pipeline (``spacy_rules_cache.derive_rules``, which declines any pipeline whose behaviour
+these arguments do not cover, and checks the port against the tokenizer) and kept on disk, so
+that a process splits without importing spaCy; tests compare the result with the pipeline's on
+hostile text (tests/pipeline/test_sentence_rules.py; scripts/sentence_differential.py does it on
+a corpus).
 
 Here a *word* is a maximal run of non-whitespace characters (what ``str.split()`` returns).
 """
@@ -47,7 +51,7 @@ import re
 import unicodedata
 from typing import Callable, Optional
 
-from .word_tokens import AffixTokens, matcher_patterns
+from .word_tokens import token_offsets
 
 __all__ = ["RuleSentencizer"]
 
@@ -57,8 +61,6 @@ _WORD = re.compile(r"\S+")
 # The cache of tokenized words is bounded, for flat memory; words longer than this are not cached.
 _CACHE_LIMIT = 100_000
 _CACHED_WORD_CHARS = 200
-# Words whose port tokens are compared with the tokenizer's in each process.
-_VERIFIED_WORDS = 64
 
 
 def _is_p(character: str) -> bool:
@@ -67,49 +69,45 @@ def _is_p(character: str) -> bool:
 
 def _is_punct(text: str) -> bool:
     """spaCy's ``is_punct`` lexical attribute (``spacy.lang.lex_attrs.is_punct``, which
-    ``RuleSentencizer.for_pipeline`` requires the pipeline to use): every character is P*."""
+    ``spacy_rules_cache.derive_rules`` requires the pipeline to use): every character is P*."""
     if text.isalnum():  # letters and digits, no P* character: most tokens
         return False
     return all(unicodedata.category(c)[0] == "P" for c in text)
 
 
-def _special_case_patterns(tokenizer, patterns: dict[str, list[str]]) -> tuple[set[tuple[str, str]], list[str]]:
-    """Adjacent token pairs of the patterns of the tokenizer's special-case matcher
-    (``word_tokens.matcher_patterns``), and the special cases whose tokens differ from their
-    pattern's (applying them changes tokens)."""
-    pairs: set[tuple[str, str]] = set()
-    changing = []
-    for text, pattern in patterns.items():
-        pairs.update(zip(pattern, pattern[1:]))
-        if [token.text for token in tokenizer(text)] != pattern:
-            changing.append(text)
-    return pairs, changing
-
-
-class _AskSpacy(Exception):
-    """A word at ``position`` could be tokenized differently in context."""
+class _WholeParagraph(Exception):
+    """A word at ``position`` could be tokenized differently in context: its paragraph is
+    tokenized whole."""
 
     def __init__(self, position: int) -> None:
         self.position = position
 
 
 class RuleSentencizer:
-    """Sentence starts of the rule-based sentencizer for texts as the splitter gives them to spaCy."""
+    """Sentence starts of the rule-based sentencizer for texts as the splitter gives them to spaCy.
 
-    def __init__(self, nlp, punct_chars) -> None:
-        self._tokenizer = nlp.tokenizer
-        self._pipe_names = list(nlp.pipe_names)
-        self._sentencizer = nlp.get_pipe("sentencizer")
-        self._punct = frozenset(punct_chars)
-        patterns = matcher_patterns(nlp.tokenizer)
-        self._pairs, self._changing_cases = _special_case_patterns(nlp.tokenizer, patterns)
+    Made from ``rules`` (``spacy_rules_cache.SentencizerRules``: what the pipeline's tokenizer
+    and sentencizer hold, as plain data) without importing spaCy; ``tokenizer()`` returns the
+    pipeline's tokenizer, called (and spaCy imported) only for a word or paragraph the word port
+    cannot answer: where the port does not serve the tokenizer, or a special case's substrings
+    are not plain texts.
+    """
+
+    def __init__(self, rules, tokenizer: Callable[[], Callable]) -> None:
+        self._tokenizer_of_pipeline = tokenizer
+        self._punct = frozenset(rules.punct_chars)
+        patterns = rules.patterns
+        # The adjacent token pairs of the patterns of spaCy's special-case matcher.
+        pairs: set[tuple[str, str]] = set()
+        for pattern in patterns.values():
+            pairs.update(zip(pattern, pattern[1:]))
         # The pairs by the last character of their first token; tokens are those of the patterns
         # (the tokens before the matcher), so pairs are tested on the words' text.
         self._pairs_by_last_char: dict[str, list[tuple[str, str]]] = {}
         # And by each token, the tokens a pattern has after it and before it.
         self._seconds_after: dict[str, list[str]] = {}
         self._firsts_before: dict[str, list[str]] = {}
-        for first, second in self._pairs:
+        for first, second in pairs:
             if not any(c.isspace() for c in first + second):
                 self._pairs_by_last_char.setdefault(first[-1], []).append((first, second))
                 self._seconds_after.setdefault(first, []).append(second)
@@ -119,50 +117,30 @@ class RuleSentencizer:
         cheap = "".join(re.escape(c) for c in self._ascii_punct)
         self._candidates = re.compile(rf"[{cheap}\x80-\U0010ffff]")
         self._cache: dict[str, tuple] = {}
-        # spaCy's tokenizer rules for one word without a Doc (word_tokens.py), checked against the
-        # tokenizer on the first words.  It declines words holding a token-changing case on token
-        # boundaries (its own count of them, and these), so the words it answers hold none.
-        self._affix = AffixTokens.for_tokenizer(nlp.tokenizer, patterns, self._changing_cases)
-        self._unverified = _VERIFIED_WORDS
-        self._changing_set = self._affix.changing if self._affix is not None else frozenset(self._changing_cases)
+        # spaCy's tokenizer rules without a Doc (word_tokens.py), checked against the tokenizer
+        # when the rules were derived (spacy_rules_cache.py).
+        self._affix = rules.affix_tokens()
+        self._changing_set = frozenset(rules.changing)
         self._longest_change = max(map(len, self._changing_set), default=0)
-        self._is_punct: dict[str, bool] = {}
+        # (in punct_chars, is_punct) by token text.
+        self._kinds: dict[str, tuple[bool, bool]] = {}
 
-    @classmethod
-    def for_pipeline(cls, nlp, first_component: str) -> Optional["RuleSentencizer"]:
-        """The rule sentencizer for ``nlp`` (``first_component`` + ``sentencizer``), or None when
-        the pipeline is not one whose sentences the arguments of the module docstring cover."""
-        from spacy.attrs import IS_PUNCT
-        from spacy.lang.lex_attrs import is_punct
-        from spacy.pipeline import Sentencizer
-        from spacy.tokenizer import Tokenizer
+    def _spacy_tokens(self, text: str) -> list[tuple[int, bool, bool]]:
+        """(offset, in punct_chars, is_punct) of the pipeline tokenizer's tokens of ``text``."""
+        return [(token.idx, token.text in self._punct, token.is_punct) for token in self._tokenizer_of_pipeline()(text)]
 
-        if nlp.pipe_names != [first_component, "sentencizer"]:
-            return None
-        sentencizer = nlp.get_pipe("sentencizer")
-        punct = getattr(sentencizer, "punct_chars", None)
-        if type(sentencizer) is not Sentencizer or not punct:
-            return None
-        if any(len(c) != 1 or c.isspace() for c in punct):
-            return None
-        if type(nlp.tokenizer) is not Tokenizer or nlp.vocab.lex_attr_getters.get(IS_PUNCT) is not is_punct:
-            return None
-        # Special cases holding whitespace could join words; whitespace-only ones (spaCy's own
-        # " ", "\t", "\n", "\xa0") only touch whitespace tokens.
-        for text in nlp.tokenizer.rules or {}:
-            if any(c.isspace() for c in text) and not text.isspace():
-                return None
-        return cls(nlp, punct)
-
-    def serves(self, nlp) -> bool:
-        """Whether ``nlp`` is still the pipeline this was made from (its tokenizer, components
-        and punctuation characters unchanged since)."""
-        return (
-            nlp.tokenizer is self._tokenizer
-            and nlp.pipe_names == self._pipe_names
-            and nlp.get_pipe("sentencizer") is self._sentencizer
-            and frozenset(self._sentencizer.punct_chars) == self._punct
-        )
+    def _token_flags(self, pairs) -> list[tuple[int, bool, bool]]:
+        """(offset, in punct_chars, is_punct) of tokens given as (offset, text)."""
+        kinds = self._kinds
+        flags = []
+        for idx, text in pairs:
+            kind = kinds.get(text)
+            if kind is None:
+                kind = (text in self._punct, _is_punct(text))
+                if len(kinds) < _CACHE_LIMIT:
+                    kinds[text] = kind
+            flags.append((idx, *kind))
+        return flags
 
     def _entry(self, word: str) -> tuple:
         """(starts if the flag is clear, flag after, starts if set, flag after, token offsets,
@@ -176,40 +154,48 @@ class RuleSentencizer:
         # or the matcher could change them: then spaCy's tokenizer gives them.
         texts = pre = None
         changing = False
-        if self._affix is not None:
-            pre, special = self._affix.affix_tokens(word)
+        affix = self._affix
+        if affix is not None:
+            pre, special = affix.affix_tokens(word)
             if pre:
-                changing = self._affix.spells_a_changing_case(pre)
-                if not special and not changing:
+                changing = affix.spells_a_changing_case(pre)
+                if not changing:
                     texts = pre
-                    if self._unverified:
-                        texts = pre = self._verified(word, texts)
+                else:  # spaCy's matcher over the word alone
+                    final = affix.retokenize(pre, [False] * len(pre), list(token_offsets(pre)))
+                    texts = final[0] if final is not None else None
             else:
                 pre = None
         if texts is None:
-            tokens = [(token.idx, token.text in self._punct, token.is_punct) for token in self._tokenizer(word)]
+            tokens = self._spacy_tokens(word)
         else:
             tokens = []
             idx = 0
-            known = self._is_punct
+            kinds = self._kinds
             for text in texts:
-                punct = known.get(text)
-                if punct is None:
-                    punct = _is_punct(text)
-                    if len(known) < _CACHE_LIMIT:
-                        known[text] = punct
-                tokens.append((idx, text in self._punct, punct))
+                kind = kinds.get(text)
+                if kind is None:
+                    kind = (text in self._punct, _is_punct(text))
+                    if len(kinds) < _CACHE_LIMIT:
+                        kinds[text] = kind
+                tokens.append((idx, *kind))
                 idx += len(text)
-        runs = []
-        for seen in (False, True):
-            starts = []
-            for idx, period, punct in tokens:
-                if seen and not punct and not period:
-                    starts.append(idx)
+        # The state machine over the word's tokens, from a clear and from a set flag.
+        clear_starts = []
+        set_starts = []
+        clear = False
+        seen = True
+        for idx, period, punct in tokens:
+            if period:
+                clear = seen = True
+            elif not punct:
+                if clear:
+                    clear_starts.append(idx)
+                    clear = False
+                if seen:
+                    set_starts.append(idx)
                     seen = False
-                elif period:
-                    seen = True
-            runs += [tuple(starts), seen]
+        runs = (tuple(clear_starts), clear, tuple(set_starts), seen)
         offsets = tuple(idx for idx, _, _ in tokens)
         if pre is not None:
             entry = (*runs, offsets, changing, (pre[0], pre[-1]))
@@ -221,18 +207,8 @@ class RuleSentencizer:
             self._cache[word] = entry
         return entry
 
-    def _verified(self, word: str, texts: list[str]) -> Optional[list[str]]:
-        """The port's tokens of ``word``, checked against the tokenizer for the first words of a
-        process (a guard against a spaCy whose tokenizer the port does not follow: it is then
-        turned off; the tests are the proof, on hostile words)."""
-        self._unverified -= 1
-        if [token.text for token in self._tokenizer(word)] == texts:
-            return texts
-        self._affix = None
-        return None
-
     def _check_neighbours(self, text: str, start: int, end: int, entry: tuple) -> None:
-        """Raise _AskSpacy if a special-case match could span the word ``text[start:end]`` and a
+        """Raise _WholeParagraph if a special-case match could span the word ``text[start:end]`` and a
         neighbour and hide a match inside the word that changes its tokens.
 
         Such a match needs, across the single space between the two words, adjacent tokens of a
@@ -261,7 +237,7 @@ class RuleSentencizer:
                         joined = True
                         break
         if joined:
-            raise _AskSpacy(start)
+            raise _WholeParagraph(start)
 
     def _holds_a_changing_case(self, word: str, token_starts: tuple) -> bool:
         """Whether a special case that changes tokens spans whole tokens of ``word`` (alone).
@@ -368,18 +344,18 @@ class RuleSentencizer:
                 entry = cache.get(word) or self._entry(word)
                 if entry[5]:
                     self._check_neighbours(text, start, end, entry)
-            except _AskSpacy as ask:
-                resume = self._ask_spacy(text, ask.position, starts, spacy_starts)
+            except _WholeParagraph as ask:
+                resume = self._take_whole_paragraph(text, ask.position, starts, spacy_starts)
                 seen = False
                 if start < resume:
                     continue
-                # spaCy took an earlier paragraph (the flag reached here from it): this word
+                # An earlier paragraph was taken whole (the flag reached here from it): this word
                 # starts the next one, with the flag clear.
                 entry = self._entry(text[start:end])
                 try:
                     self._check_neighbours(text, start, end, entry)
-                except _AskSpacy as again:
-                    resume = self._ask_spacy(text, again.position, starts, spacy_starts)
+                except _WholeParagraph as again:
+                    resume = self._take_whole_paragraph(text, again.position, starts, spacy_starts)
                     continue
             if seen:
                 found, seen = entry[2], entry[3]
@@ -391,18 +367,36 @@ class RuleSentencizer:
         if seen:
             try:
                 self._carry(text, resume, len(text), starts)
-            except _AskSpacy as ask:
-                self._ask_spacy(text, ask.position, starts, spacy_starts)
+            except _WholeParagraph as ask:
+                self._take_whole_paragraph(text, ask.position, starts, spacy_starts)
         return starts
 
-    @staticmethod
-    def _ask_spacy(text: str, position: int, starts: list[int], spacy_starts) -> int:
-        """Replace the starts of the paragraph around ``position`` with spaCy's; its end."""
+    def _paragraph_starts(self, paragraph: str, spacy_starts: Callable[[str], list[int]]) -> list[int]:
+        """The sentencizer's starts in a paragraph (after its first token) from all of its
+        tokens: the word port's (``AffixTokens.text_tokens``: spaCy's matcher over the whole
+        paragraph) where it answers, else ``spacy_starts`` (the pipeline's)."""
+        tokens = self._affix.text_tokens(paragraph) if self._affix is not None else None
+        if tokens is None:
+            return spacy_starts(paragraph)
+        starts = []
+        seen = False
+        for i, (idx, period, punct) in enumerate(self._token_flags(tokens)):
+            if seen and not punct and not period:
+                if i:
+                    starts.append(idx)
+                seen = False
+            elif period:
+                seen = True
+        return starts
+
+    def _take_whole_paragraph(self, text: str, position: int, starts: list[int], spacy_starts) -> int:
+        """Replace the starts of the paragraph around ``position`` with those from all of its
+        tokens; its end."""
         begin = text.rfind("\n\n", 0, position)
         begin = 0 if begin < 0 else begin + 2
         end = text.find("\n\n", position)
         end = len(text) if end < 0 else end
         while starts and starts[-1] >= begin:
             starts.pop()
-        starts.extend(begin + offset for offset in spacy_starts(text[begin:end]))
+        starts.extend(begin + offset for offset in self._paragraph_starts(text[begin:end], spacy_starts))
         return end

@@ -12,7 +12,10 @@ strings per input document, in input order, streamed (documents are consumed laz
     ``spacy.blank("en")`` + ``sentencizer`` (punctuation-based, nothing to download); with a model
     it loads an installed pipeline package or a pipeline directory and disables the components
     that take no part in sentence boundaries (ner, lemmatizer, tagger, attribute_ruler, ...).
-    spaCy is imported only when one of these is constructed.
+    spaCy is imported only when a model is given, or the pipeline itself is needed: the
+    built-in sentencizer's rules are read from a cache derived from the pipeline once
+    (``spacy_rules_cache.py``), and spaCy is imported only to build that cache or for text the
+    rules cannot answer.
 
 Line breaks (unlike the Cerebras tool, which deletes ``"\\n"`` and so glues the last word of a
 line to the first word of the next):
@@ -35,8 +38,9 @@ is the same text as ``Span.text.strip()`` but avoids building a Python object pe
 The built-in sentencizer's sentences are computed without a spaCy ``Doc``: its boundaries depend
 only on spaCy's tokens of each whitespace-delimited word that holds sentence punctuation, which
 ``rule_sentences.py`` gets from the pipeline tokenizer's own rules (``word_tokens.py``, once a
-word) and runs the sentencizer's state machine over; a paragraph it cannot vouch for goes through the pipeline.  The sentences are
-the pipeline's (``force_spacy=True`` runs the pipeline itself: the oracle of the tests).
+word) and runs the sentencizer's state machine over; a paragraph where a word's tokens could
+depend on its neighbours is tokenized whole.  The sentences are the pipeline's (``force_spacy=True``
+runs the pipeline itself: the oracle of the tests).
 
 Long documents: a document is fed to spaCy in *passages* of at most ``max_passage_chars`` characters
 (default 100,000, and never more than ``nlp.max_length``).  A passage ends after the last paragraph
@@ -306,12 +310,16 @@ def _build_nlp(model: Optional[str]):
     return nlp
 
 
-def _punctuation_free_test(nlp):
-    """For the rule-based sentencizer: a test that a text holds none of its punctuation
-    characters (so the sentencizer would find no boundary in it), or None if not applicable."""
+def _punctuation_characters(nlp) -> Optional[list[str]]:
+    """The rule-based sentencizer's punctuation characters in ``nlp``, or None if not applicable."""
     if "sentencizer" not in nlp.pipe_names:
         return None
-    characters = getattr(nlp.get_pipe("sentencizer"), "punct_chars", None) or ()
+    return getattr(nlp.get_pipe("sentencizer"), "punct_chars", None) or None
+
+
+def _punctuation_free_test(characters):
+    """For the rule-based sentencizer: a test that a text holds none of its punctuation
+    ``characters`` (so the sentencizer would find no boundary in it), or None if not applicable."""
     if not characters or any(len(c) != 1 for c in characters):
         return None
     pattern = re.compile("[" + "".join(re.escape(c) for c in sorted(characters)) + "]")
@@ -359,8 +367,11 @@ class SpacySentenceSplitter:
     ``self.nlp`` is the spaCy pipeline (passages are also kept within ``nlp.max_length``).
 
     The built-in sentencizer's sentences are computed without building a spaCy ``Doc`` per passage
-    (``rule_sentences.py``: spaCy's tokenizer per whitespace-delimited word holding punctuation,
-    cached; the pipeline for a paragraph that cannot be vouched for); they are the pipeline's.
+    (``rule_sentences.py``: spaCy's tokenizer rules per whitespace-delimited word holding
+    punctuation, cached; a paragraph whose words could be joined by spaCy's matcher tokenized
+    whole), from rules read from the pipeline once and cached on disk (``spacy_rules_cache.py``),
+    so that ``self.nlp`` is built, and spaCy imported, only when first used; they are the
+    pipeline's.
     ``force_spacy=True`` runs the pipeline on every passage instead: the oracle tests compare with.
     """
 
@@ -381,20 +392,69 @@ class SpacySentenceSplitter:
         self.batch_size = _check_positive_int("batch_size", batch_size)
         self.max_passage_chars = _check_positive_int("max_passage_chars", max_passage_chars)
         self.force_spacy = bool(force_spacy)
-        self.nlp = _build_nlp(model)
-        self._no_boundary_possible = _punctuation_free_test(self.nlp) if model is None else None
+        self._nlp = None
+        self._pristine: Optional[tuple] = None
         self._rules = None
+        punct_chars = None
         if model is None and not self.force_spacy:
+            # The built-in sentencizer's rules, from the cache when they are there (no spaCy
+            # import), else from a pipeline built now (kept: it is self.nlp).
             from .rule_sentences import RuleSentencizer
+            from .spacy_rules_cache import load_rules
 
-            self._rules = RuleSentencizer.for_pipeline(self.nlp, _COMPONENT_NAME)
+            rules, nlp = load_rules(lambda: _build_nlp(None), _COMPONENT_NAME)
+            if nlp is not None:
+                self._adopt(nlp)
+            if rules.supported:
+                self._rules = RuleSentencizer(rules, lambda: self.nlp.tokenizer)
+                self._rules_facts = (frozenset(rules.punct_chars), rules.max_length)
+                punct_chars = rules.punct_chars
+        if self._rules is None:
+            nlp = self.nlp
+            punct_chars = _punctuation_characters(nlp) if model is None else None
+        self._no_boundary_possible = _punctuation_free_test(punct_chars)
+
+    @property
+    def nlp(self):
+        """The spaCy pipeline (built, and spaCy imported, at first use when the rule
+        sentencizer's rules came from the cache)."""
+        if self._nlp is None:
+            self._adopt(_build_nlp(self.model))
+        return self._nlp
+
+    def _adopt(self, nlp) -> None:
+        self._nlp = nlp
+        sentencizer = nlp.get_pipe("sentencizer") if "sentencizer" in nlp.pipe_names else None
+        self._pristine = (nlp.tokenizer, list(nlp.pipe_names), sentencizer)
+
+    def _rules_serve(self) -> bool:
+        """Whether the rule sentencizer gives this splitter's sentences: it exists, and the
+        pipeline, if built, is still as built (its tokenizer, components and punctuation
+        characters unchanged since) and holds the rules' punctuation characters."""
+        if self._rules is None:
+            return False
+        nlp = self._nlp
+        if nlp is None:
+            return True
+        tokenizer, names, sentencizer = self._pristine
+        return (
+            nlp.tokenizer is tokenizer
+            and nlp.pipe_names == names
+            and nlp.get_pipe("sentencizer") is sentencizer
+            and frozenset(sentencizer.punct_chars) == self._rules_facts[0]
+        )
+
+    def _max_length(self) -> int:
+        if self._nlp is None and self._rules is not None:
+            return self._rules_facts[1]
+        return self.nlp.max_length
 
     def _passages(self, texts: Iterable[str]) -> Iterator[tuple[str, tuple[str, bool, Optional[list]]]]:
         """``(text for spaCy, (passage, is_last_passage_of_its_document, sentences or None))``; each
         document gives >= 1 passage.  With the built-in sentencizer, a passage with no sentence
         punctuation at all can only split at paragraph breaks: its sentences are known without
         spaCy (its cost is the tokenizer, and such text can be hundreds of MB), and spaCy gets ""."""
-        limit = max(1, min(self.max_passage_chars, self.nlp.max_length))
+        limit = max(1, min(self.max_passage_chars, self._max_length()))
 
         def item(passage: str, last: bool):
             if self._no_boundary_possible is not None and self._no_boundary_possible(passage):
@@ -416,7 +476,7 @@ class SpacySentenceSplitter:
 
     def split(self, texts: Iterable[str]) -> Iterator[list[str]]:
         """Yield the sentences of each document of ``texts``, in order, streaming."""
-        if self._rules is not None and self._rules.serves(self.nlp):
+        if self._rules_serve():
             yield from self._split_by_rules(texts)
             return
         sentences: list[str] = []

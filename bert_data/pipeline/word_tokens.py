@@ -8,17 +8,18 @@ trying hundreds of alternatives at every position of the word.  ``AffixTokens`` 
 searches, with the tokenizer's own compiled ``prefix_search``, ``suffix_search``,
 ``infix_finditer``, ``token_match`` and ``url_match`` and its own special-case table, in the order
 ``spacy/tokenizer.pyx`` does (``Tokenizer._split_affixes`` then ``Tokenizer._attach_tokens``):
-``affix_tokens`` gives the tokens before spaCy's special-case matcher runs over the ``Doc``, and
-``tokens`` declines -- returns None, so the caller asks spaCy -- wherever a special case takes part:
-
-* the word, or any string the affix loop reaches, is a special case (spaCy then copies the
-  special's tokens, and stops caching);
-* a run of adjacent tokens spells a special case that spaCy put in its special-case matcher
-  (``Tokenizer.add_special_case``: one with a prefix, suffix or infix, or every one without
-  ``faster_heuristics``) and whose tokens are not its pattern's: ``Tokenizer._apply_special_cases``
-  could retokenize them.  A match needs its tokens to spell the special case's text, so when no
-  run does, no match changes a token (one whose substrings are its pattern, like ``"'"``, gives
-  back the same texts).
+``affix_tokens`` gives the tokens before spaCy's special-case matcher runs over the ``Doc`` (a
+special case the word, or any string the affix loop reaches, is, gives the special's tokens), and
+``retokenize`` runs that matcher (``Tokenizer._apply_special_cases``: a ``PhraseMatcher`` on the
+token texts, the longest then leftmost match taken where it overlaps none taken before, a match
+whose text is a special case replaced by its tokens).  spaCy puts a special case in its matcher
+(``Tokenizer.add_special_case``) when it has a prefix, suffix or infix (or always, without
+``faster_heuristics``), with the tokens the affix rules alone give its text; a match needs its
+tokens to spell the special case's text, so the matcher only runs where a run of adjacent tokens
+spells one whose tokens are not its pattern's (one whose substrings are its pattern, like
+``"'"``, gives back the same texts).  ``tokens`` gives a word's final tokens, ``text_tokens`` a
+whole text's (whitespace tokens and matches across words included); both return None only where
+a special case's substrings are not plain texts, and the caller then asks spaCy.
 
 What is left is spaCy's algorithm with nothing but the regular expressions deciding, which this
 module follows step by step.  spaCy's tokenizer cache only memoises whole words' tokens, and the
@@ -26,92 +27,105 @@ string ``_attach_tokens`` looks up in it is one the affix loop left with no pref
 (or a special case), whose cached tokens are the infix split done here: the cache changes
 nothing.  A search is skipped where the string holds none of the characters every match of the
 expression needs (``needed_characters``, read once from the expression's parse tree): a run of
-letters skips all four.  The port follows spaCy 3's tokenizer; ``AffixTokens.for_tokenizer``
-returns None for any other major version or tokenizer class, and the differential tests
-(tests/pipeline/test_word_tokens.py) compare it with the tokenizer on hostile words.
+letters skips all four.  The port follows spaCy 3's tokenizer; ``ingredients`` (what the port is
+made of, as plain data, which ``spacy_rules_cache.py`` keeps on disk) returns None for any other
+major version or tokenizer class, and the differential tests (tests/pipeline/test_word_tokens.py)
+compare it with the tokenizer on hostile words and texts.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Optional
+import re as _re
+from typing import Iterable, Optional
 
-__all__ = ["AffixTokens", "matcher_patterns", "needed_characters"]
+from .rule_expressions import gate as _gate, needed_characters, needs_spec, suffix_parts
+
+__all__ = ["AffixTokens", "ingredients", "token_offsets", "matcher_patterns", "needed_characters"]
 
 
 class AffixTokens:
-    """The token texts spaCy's ``Tokenizer`` gives a single word (no whitespace), or None."""
+    """The token texts spaCy's ``Tokenizer`` gives a single word (no whitespace), or a text.
 
-    def __init__(
-        self, tokenizer, patterns: Optional[dict[str, list[str]]] = None, also_changing: Iterable[str] = ()
-    ) -> None:
-        from spacy.attrs import NORM, ORTH
+    Made from plain *ingredients* (``ingredients(tokenizer)``: the rules' regular expressions as
+    pattern strings, the special cases' token texts, the matcher's patterns), which is what
+    ``spacy_rules_cache.py`` stores, so that a process can tokenize without importing spaCy.
+    """
 
-        self._prefix_search = tokenizer.prefix_search
-        self._suffix_search = tokenizer.suffix_search
-        self._infix_finditer = tokenizer.infix_finditer
-        self._token_match = tokenizer.token_match
-        self._url_match = tokenizer.url_match
-        rules = tokenizer.rules or {}
-        self._rules = rules
-        self._orth = ORTH
-        self._specials = frozenset(rules)
-        # The special cases of spaCy's matcher whose tokens are not their pattern's (applying
-        # one changes tokens; one whose substrings are its pattern, with nothing but a norm,
-        # leaves the texts as they were), and any the caller counts as such too.
-        if patterns is None:
-            patterns = matcher_patterns(tokenizer)
-        self._changing = frozenset(
-            text
-            for text, pattern in patterns.items()
-            if [substring.get(ORTH) for substring in rules[text]] != pattern
-            or any(set(substring) - {ORTH, NORM} for substring in rules[text])
-        ) | frozenset(also_changing)
+    def __init__(self, ingredients: dict) -> None:
+        import re
+
+        def compiled(name: str):
+            spec = ingredients[name]
+            if spec is None:
+                return None
+            return getattr(re.compile(spec["pattern"], spec["flags"]), spec["method"])
+
+        self._prefix_search = compiled("prefix_search")
+        self._suffix_search = compiled("suffix_search")
+        self._infix_finditer = compiled("infix_finditer")
+        self._token_match = compiled("token_match")
+        self._url_match = compiled("url_match")
+        # Special case -> its tokens' texts (None: a substring whose text is not a plain str).
+        self._special_texts: dict[str, Optional[list[str]]] = ingredients["specials"]
+        self._specials = frozenset(self._special_texts)
+        self._changing = frozenset(ingredients["changing"])
         # Every beginning of one: a run of tokens spelling none stops growing.
         self._changing_beginnings = frozenset(text[:i] for text in self._changing for i in range(1, len(text) + 1))
+        # spaCy's special-case matcher (a PhraseMatcher on ORTH): its patterns by first token.
+        self._patterns_by_first: dict[str, list[tuple[str, ...]]] = {}
+        for pattern in ingredients["patterns"].values():
+            self._patterns_by_first.setdefault(pattern[0], []).append(tuple(pattern))
         # For each rule, characters a string must hold for it to match anywhere: a word part
         # without any (a run of letters, mostly) skips the search.
-        self._prefix_needs = _needs_of(self._prefix_search)
-        self._suffix_needs = _needs_of(self._suffix_search)
-        self._infix_needs = _needs_of(self._infix_finditer)
-        self._url_needs = _needs_of(self._url_match)
+        needs = ingredients["needs"]
+        # The suffix expression in two: its alternatives of bounded width, searched in the tail
+        # they can match, and the others (``suffix_parts``).
+        parts = ingredients.get("suffix_parts")
+        self._suffix_tail = None
+        if parts is not None and self._suffix_search is not None:
+            self._suffix_tail = (
+                re.compile(parts["bounded"], ingredients["suffix_search"]["flags"]).search,
+                parts["width"],
+                re.compile(parts["unbounded"], ingredients["suffix_search"]["flags"]).search if parts["unbounded"] else None,
+            )
+        # By whether the word is ASCII: for each rule, False (it cannot match: absent, or none of
+        # the characters it needs are ASCII), True (search), or the search for what it needs.
+        # (The classes of all characters are thousands of ranges: compiled at the first word that
+        # is not ASCII.)
+        self._needs = needs
+        self._gates = {True: self._gates_for(True)}
+        self._word_cache: dict[str, tuple[tuple[str, ...], bool]] = {}
+
+    def _gates_for(self, is_ascii: bool) -> tuple:
+        rules = (self._prefix_search, self._suffix_search, self._infix_finditer, self._url_match)
+        names = ("prefix_search", "suffix_search", "infix_finditer", "url_match")
+        return tuple(_gate(rule, self._needs[name], is_ascii) for rule, name in zip(rules, names))
 
     @property
     def changing(self) -> frozenset[str]:
-        """The special cases the port declines to see spelt by adjacent tokens."""
+        """The special cases of spaCy's matcher whose application changes tokens."""
         return self._changing
 
     @classmethod
     def for_tokenizer(
         cls, tokenizer, patterns: Optional[dict[str, list[str]]] = None, also_changing: Iterable[str] = ()
     ) -> Optional["AffixTokens"]:
-        """The port for ``tokenizer``, or None when it is not spaCy 3's ``Tokenizer`` (the port
-        follows that class's code; a subclass may tokenize differently)."""
-        import spacy
-        from spacy.tokenizer import Tokenizer
-
-        if type(tokenizer) is not Tokenizer or not spacy.__version__.startswith("3."):
-            return None
-        return cls(tokenizer, patterns, also_changing)
-
-    def _prefix_length(self, string: str) -> int:  # Tokenizer.find_prefix
-        if self._prefix_search is None or (self._prefix_needs and not self._prefix_needs(string)):
-            return 0
-        match = self._prefix_search(string)
-        return match.end() - match.start() if match is not None else 0
-
-    def _suffix_length(self, string: str) -> int:  # Tokenizer.find_suffix
-        if self._suffix_search is None or (self._suffix_needs and not self._suffix_needs(string)):
-            return 0
-        match = self._suffix_search(string)
-        return match.end() - match.start() if match is not None else 0
+        """The port for ``tokenizer``, or None when it is not spaCy 3's ``Tokenizer`` with its
+        rules as compiled regular expressions (the port follows that class's code; a subclass
+        may tokenize differently)."""
+        found = ingredients(tokenizer, patterns, also_changing)
+        return None if found is None else cls(found)
 
     def tokens(self, word: str) -> Optional[list[str]]:
         """spaCy's token texts of ``word`` (non-empty, no whitespace) tokenized alone, or None
-        where a special case takes part (the caller then asks spaCy)."""
-        tokens, special = self.affix_tokens(word)
-        if special or tokens is None or self.spells_a_changing_case(tokens):
+        where a special case's substrings are not plain texts (the caller then asks spaCy)."""
+        tokens, _ = self.affix_tokens(word)
+        if tokens is None:
             return None
-        return tokens
+        if not self.spells_a_changing_case(tokens):
+            return tokens
+        final = self.retokenize(tokens, [False] * len(tokens), list(token_offsets(tokens)))
+        return None if final is None else final[0]
 
     def affix_tokens(self, word: str) -> tuple[Optional[list[str]], bool]:
         """The tokens spaCy's tokenizer has for ``word`` before its special-case matcher runs
@@ -121,7 +135,13 @@ class AffixTokens:
         if word in specials:
             return self._special_tokens(word), True
         token_match = self._token_match
-        # Tokenizer._split_affixes (with_special_cases=True).
+        is_ascii = word.isascii()
+        gates = self._gates.get(is_ascii)
+        if gates is None:
+            gates = self._gates[is_ascii] = self._gates_for(is_ascii)
+        prefix_gate, suffix_gate, infix_gate, url_gate = gates
+        prefix_search, suffix_search, suffix_tail = self._prefix_search, self._suffix_search, self._suffix_tail
+        # Tokenizer._split_affixes (with_special_cases=True); find_prefix and find_suffix inline.
         string = word
         prefixes: list[str] = []
         suffixes: list[str] = []
@@ -133,7 +153,11 @@ class AffixTokens:
             if string in specials:
                 break
             last_size = len(string)
-            pre_len = self._prefix_length(string)
+            pre_len = 0
+            if prefix_gate is True or (prefix_gate and prefix_gate(string)):
+                match = prefix_search(string)
+                if match is not None:
+                    pre_len = match.end() - match.start()
             if pre_len:
                 prefix = string[:pre_len]
                 minus_pre = string[pre_len:]
@@ -141,7 +165,22 @@ class AffixTokens:
                     string = minus_pre
                     prefixes.append(prefix)
                     break
-            suf_len = self._suffix_length(string[pre_len:])
+            suf_len = 0
+            rest = string[pre_len:] if pre_len else string
+            if suffix_gate is True or (suffix_gate and suffix_gate(rest)):
+                if suffix_tail is not None and rest[-1:] != "\n":
+                    # Every match ends at the end: the leftmost is the longest, of either part.
+                    match = suffix_tail[0](rest, max(0, len(rest) - suffix_tail[1]))
+                    if match is not None:
+                        suf_len = match.end() - match.start()
+                    if suffix_tail[2] is not None:
+                        match = suffix_tail[2](rest)
+                        if match is not None and match.end() - match.start() > suf_len:
+                            suf_len = match.end() - match.start()
+                else:
+                    match = suffix_search(rest)
+                    if match is not None:
+                        suf_len = match.end() - match.start()
             if suf_len:
                 suffix = string[-suf_len:]
                 minus_suf = string[:-suf_len]
@@ -170,38 +209,129 @@ class AffixTokens:
                 tokens += substrings
                 special = True
             elif (token_match is not None and token_match(string)) or (
-                self._url_match is not None
-                and not (self._url_needs and not self._url_needs(string))
-                and self._url_match(string)
+                (url_gate is True or (url_gate and url_gate(string))) and self._url_match(string)
             ):
                 tokens.append(string)
+            elif not (infix_gate is True or (infix_gate and infix_gate(string))):
+                tokens.append(string)
             else:
-                if self._infix_finditer is None or (self._infix_needs and not self._infix_needs(string)):
-                    matches = ()
-                else:
-                    matches = list(self._infix_finditer(string))
-                if not matches:
-                    tokens.append(string)
-                else:
-                    start = 0
-                    for match in matches:
-                        infix_start, infix_end = match.start(), match.end()
-                        if infix_start == 0:  # spaCy's start_before_infixes
-                            continue
-                        if infix_start != start:
-                            tokens.append(string[start:infix_start])
-                        if infix_start != infix_end:
-                            tokens.append(string[infix_start:infix_end])
-                        start = infix_end
-                    if string[start:]:
-                        tokens.append(string[start:])
-        tokens.extend(reversed(suffixes))
+                start = 0
+                for match in self._infix_finditer(string):
+                    infix_start, infix_end = match.start(), match.end()
+                    if infix_start == 0:  # spaCy's start_before_infixes
+                        continue
+                    if infix_start != start:
+                        tokens.append(string[start:infix_start])
+                    if infix_start != infix_end:
+                        tokens.append(string[infix_start:infix_end])
+                    start = infix_end
+                if string[start:]:
+                    tokens.append(string[start:])
+        if suffixes:
+            tokens.extend(reversed(suffixes))
         return tokens, special
 
     def _special_tokens(self, text: str) -> Optional[list[str]]:
         """The token texts of the special case ``text`` (its substrings' ORTH)."""
-        orths = [substring.get(self._orth, substring.get("ORTH")) for substring in self._rules[text]]
-        return orths if all(isinstance(orth, str) for orth in orths) else None
+        texts = self._special_texts[text]
+        return None if texts is None else list(texts)
+
+    def retokenize(
+        self, texts: list[str], spaces: list[bool], starts: list[int]
+    ) -> Optional[tuple[list[str], list[bool], list[int]]]:
+        """spaCy's special-case matcher over tokens (``Tokenizer._apply_special_cases``): the
+        tokens' texts, trailing-space flags and offsets after it, or None where a matched special
+        case's substrings are not plain texts.
+
+        The matcher finds every run of tokens equal to a pattern; the runs are taken longest
+        first, then leftmost, each unless its first or last token is in a run looked at before
+        (``_filter_special_spans``); a taken run whose text (its tokens with their spaces) is a
+        special case becomes that case's tokens, any other stays as it is."""
+        n = len(texts)
+        by_first = self._patterns_by_first
+        matches = []
+        for i in range(n):
+            for pattern in by_first.get(texts[i], ()):
+                j = i + len(pattern)
+                if j <= n and tuple(texts[i:j]) == pattern:
+                    matches.append((i - j, i))  # sorted: longest first, then leftmost
+        if not matches:
+            return texts, spaces, starts
+        matches.sort()
+        seen: set[int] = set()
+        taken = []
+        for negative_length, i in matches:
+            j = i - negative_length
+            if i not in seen and j - 1 not in seen:
+                taken.append((i, j))
+            seen.update(range(i, j))
+        taken.sort()
+        out_texts: list[str] = []
+        out_spaces: list[bool] = []
+        out_starts: list[int] = []
+        done = 0
+        for i, j in taken:
+            out_texts += texts[done:i]
+            out_spaces += spaces[done:i]
+            out_starts += starts[done:i]
+            done = j
+            text = "".join(t + (" " if s else "") for t, s in zip(texts[i : j - 1], spaces[i : j - 1])) + texts[j - 1]
+            if text not in self._specials:
+                out_texts += texts[i:j]
+                out_spaces += spaces[i:j]
+                out_starts += starts[i:j]
+                continue
+            substrings = self._special_texts[text]
+            if substrings is None:
+                return None
+            out_texts += substrings
+            out_spaces += [False] * (len(substrings) - 1) + [spaces[j - 1]]
+            out_starts += [starts[i] + offset for offset in token_offsets(substrings)]
+        out_texts += texts[done:]
+        out_spaces += spaces[done:]
+        out_starts += starts[done:]
+        return out_texts, out_spaces, out_starts
+
+    def text_tokens(self, text: str) -> Optional[list[tuple[int, str]]]:
+        """spaCy's tokens of a whole text, as (offset, text), or None where a special case's
+        substrings are not plain texts (``Tokenizer.__call__``: ``_tokenize_affixes`` then
+        ``_apply_special_cases``).
+
+        The text is cut into runs of whitespace and of other characters; one space after a
+        word is that word's trailing space, and every other run (whitespace included) is
+        tokenized as a word."""
+        texts: list[str] = []
+        spaces: list[bool] = []
+        starts: list[int] = []
+        cache = self._word_cache
+        for match in _RUNS.finditer(text):
+            start, span = match.start(), match.group()
+            if span[0] == " " and start:
+                spaces[-1] = True  # the space after a word: no token
+                span = span[1:]
+                start += 1
+                if not span:
+                    continue
+            known = cache.get(span)
+            if known is None:
+                tokens, special = self.affix_tokens(span)
+                if tokens is None:
+                    return None
+                known = (tuple(tokens), special)
+                if len(cache) >= 100_000:
+                    cache.clear()
+                cache[span] = known
+            tokens = known[0]
+            texts += tokens
+            spaces += [False] * len(tokens)
+            starts += [start + offset for offset in token_offsets(tokens)]
+        if not texts:
+            return []
+        # The matcher needs its tokens to spell a special case; none spelt, nothing changes.
+        if not self.spells_a_changing_case(texts):
+            return list(zip(starts, texts))
+        final = self.retokenize(texts, spaces, starts)
+        return None if final is None else list(zip(final[2], final[0]))
 
     def spells_a_changing_case(self, tokens: list[str]) -> bool:
         """Whether adjacent tokens spell a special case of spaCy's matcher that changes tokens
@@ -252,108 +382,71 @@ def matcher_patterns(tokenizer) -> dict[str, list[str]]:
     return patterns
 
 
-# -- characters a match needs ----------------------------------------------------------------------
-
-try:  # Python >= 3.11
-    from re import _constants as _sre, _parser as _sre_parse
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as _sre  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+# Runs of whitespace (str.isspace(), as spaCy splits) and of other characters.
+_RUNS = _re.compile(r"\s+|\S+")
 
 
-def _class_ranges(items) -> Optional[list[tuple[int, int]]]:
-    ranges = []
-    for op, av in items:
-        if op is _sre.LITERAL:
-            ranges.append((av, av))
-        elif op is _sre.RANGE:
-            ranges.append(av)
-        else:  # NEGATE, CATEGORY, ...: not followed
-            return None
-    return ranges
+def token_offsets(tokens) -> Iterable[int]:
+    """The offsets of consecutive tokens (texts) in the text they make."""
+    offset = 0
+    for token in tokens:
+        yield offset
+        offset += len(token)
 
 
-def _cost(ranges: list[tuple[int, int]]) -> tuple[int, int, int]:
-    """Which of a sequence's needed classes to keep: the one with the fewest ASCII letters (words
-    are mostly letters), then digits, then the smallest."""
-    letters = sum(max(0, min(hi, h) - max(lo, l) + 1) for lo, hi in ranges for l, h in ((65, 90), (97, 122)))
-    digits = sum(max(0, min(hi, 57) - max(lo, 48) + 1) for lo, hi in ranges)
-    return letters, digits, sum(hi - lo + 1 for lo, hi in ranges)
-
-
-def _needed(items) -> Optional[list[tuple[int, int]]]:
-    """Characters of which a match of the sequence ``items`` holds at least one (in what it
-    consumes or what a positive lookaround sees), or None if it could match without any or the
-    analysis cannot tell.  Any one item a match cannot do without gives such a set; an item the
-    analysis does not follow gives none, and another item may."""
-    best = None
-    for op, av in items:
-        if op is _sre.LITERAL:
-            found = [(av, av)]
-        elif op is _sre.IN:
-            found = _class_ranges(av)
-        elif op is _sre.SUBPATTERN:
-            found = None if av[1] & _sre.SRE_FLAG_IGNORECASE else _needed(av[3])
-        elif op is _sre.BRANCH:
-            found = []
-            for alternative in av[1]:
-                needed = _needed(alternative)
-                if needed is None:
-                    found = None
-                    break
-                found += needed
-        elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", None)):
-            found = _needed(av[2]) if av[0] >= 1 else None
-        elif op is _sre.ASSERT:  # a positive lookahead or lookbehind sees characters of the string
-            found = _needed(av[1])
-        else:  # zero-width (negative lookarounds, anchors) or not followed
-            found = None
-        if found and (best is None or _cost(found) < _cost(best)):
-            best = found
-    return best
-
-
-def _needs_of(method) -> Optional[Callable[[str], object]]:
-    """For a compiled pattern's search/match/finditer method: the search for the characters a
-    match needs (``needed_characters``), or None."""
+def _regex_spec(method) -> Optional[dict]:
+    """A compiled pattern's bound search/match/finditer as plain data; raises ValueError for
+    any other callable (the port then does not serve the tokenizer)."""
     import re
 
+    if method is None:
+        return None
     pattern = getattr(method, "__self__", None)
-    if not isinstance(pattern, re.Pattern) or getattr(method, "__name__", "") not in (
+    name = getattr(method, "__name__", "")
+    if not isinstance(pattern, re.Pattern) or not isinstance(pattern.pattern, str) or name not in (
         "search", "match", "fullmatch", "finditer"
     ):
-        return None
-    needs = needed_characters(pattern)
-    if needs is None:
-        return None
-    # The class can be thousands of ranges, which re tests one by one for every character; its
-    # ASCII part is a small table, enough for an ASCII string (most words).
-    ascii_part = "".join(re.escape(chr(c)) for c in range(128) if needs.match(chr(c)))
-    search_ascii = re.compile(f"[{ascii_part}]").search if ascii_part else (lambda string: None)
-    search_all = needs.search
-
-    def search(string: str):
-        return search_ascii(string) if string.isascii() else search_all(string)
-
-    return search
+        raise ValueError(f"not a compiled regular expression's method: {method!r}")
+    return {"pattern": pattern.pattern, "flags": pattern.flags, "method": name}
 
 
-def needed_characters(pattern) -> Optional["re.Pattern[str]"]:
-    """A compiled character class such that a string with none of its characters has no match
-    of ``pattern`` (a compiled ``re`` pattern) anywhere; None when the analysis cannot tell (a
-    match could be empty, or the pattern uses what is not followed here: case folding, negated or
-    category classes, ...).  A one-off reading of the pattern's parse tree (``re._parser``)."""
-    import re
+def ingredients(
+    tokenizer, patterns: Optional[dict[str, list[str]]] = None, also_changing: Iterable[str] = ()
+) -> Optional[dict]:
+    """What ``AffixTokens`` is made of, read from spaCy 3's ``Tokenizer`` (plain data: str,
+    int, lists and dicts), or None for any other tokenizer or rules that are not compiled
+    regular expressions."""
+    import spacy
+    from spacy.attrs import NORM, ORTH
+    from spacy.tokenizer import Tokenizer
 
-    if pattern is None or not isinstance(pattern.pattern, str) or pattern.flags & re.IGNORECASE:
+    if type(tokenizer) is not Tokenizer or not spacy.__version__.startswith("3."):
         return None
     try:
-        ranges = _needed(_sre_parse.parse(pattern.pattern, pattern.flags))
-    except (re.error, RecursionError):
+        found = {name: _regex_spec(getattr(tokenizer, name)) for name in _RULES}
+    except ValueError:
         return None
-    if not ranges:
-        return None
-    parts = []
-    for lo, hi in sorted(set(ranges)):
-        parts.append(f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}")
-    return re.compile("[" + "".join(parts) + "]")
+    rules = tokenizer.rules or {}
+    specials: dict[str, Optional[list[str]]] = {}
+    for text, substrings in rules.items():
+        orths = [substring.get(ORTH, substring.get("ORTH")) for substring in substrings]
+        specials[text] = orths if all(isinstance(orth, str) for orth in orths) else None
+    if patterns is None:
+        patterns = matcher_patterns(tokenizer)
+    # The special cases of spaCy's matcher whose tokens are not their pattern's (applying one
+    # changes tokens; one whose substrings are its pattern, with nothing but a norm, leaves the
+    # texts as they were), and any the caller counts as such too.
+    changing = {
+        text
+        for text, pattern in patterns.items()
+        if specials[text] != pattern or any(set(substring) - {ORTH, NORM} for substring in rules[text])
+    } | set(also_changing)
+    found["specials"] = specials
+    found["patterns"] = {text: list(pattern) for text, pattern in patterns.items()}
+    found["changing"] = sorted(changing)
+    found["needs"] = {name: needs_spec(found[name]) for name in _RULES}
+    found["suffix_parts"] = suffix_parts(found["suffix_search"])
+    return found
+
+
+_RULES = ("prefix_search", "suffix_search", "infix_finditer", "token_match", "url_match")

@@ -114,24 +114,34 @@ def test_long_documents_cut_into_passages():
     assert list(fast.split(texts)) == list(oracle.split(texts))
 
 
-def test_a_special_case_that_could_span_chunks_goes_to_spacy(splitters):
+@pytest.mark.parametrize("port", [True, False])
+def test_a_special_case_that_could_span_chunks_takes_the_whole_paragraph(splitters, port):
     """"'s" inside "_beloved_'s" is a special case; after " . " a matcher match for "._" could
-    span the two chunks: that paragraph is given to spaCy (and only that one)."""
+    span the two chunks: that paragraph (and only that one) is tokenized whole -- by the word
+    port (spaCy's matcher over the paragraph's tokens), or, without the port, by spaCy."""
     fast, oracle = splitters
     asked = []
     pipeline_starts = fast._pipeline_starts
+    whole = fast._rules._paragraph_starts
+    affix = fast._rules._affix
 
     def recording(text):
         asked.append(text)
         return pipeline_starts(text)
 
     fast._pipeline_starts = recording
+    fast._rules._paragraph_starts = lambda text, spacy_starts: asked.append("whole") or whole(text, spacy_starts)
+    if not port:
+        fast._rules._affix = None
     try:
         text = "First paragraph. Fine.\n\nfor the benefit . _beloved_'s most. Next one"
         assert fast.split_text(text) == oracle.split_text(text)
     finally:
         del fast._pipeline_starts
-    assert asked == ["for the benefit . _beloved_'s most. Next one"]
+        del fast._rules._paragraph_starts
+        fast._rules._affix = affix
+    expected = ["whole"] + ([] if port else ["for the benefit . _beloved_'s most. Next one"])
+    assert asked == expected
 
 
 def test_whitespace_runs_are_tokens(splitters):
@@ -191,20 +201,6 @@ def test_without_the_word_port_the_sentences_are_the_same():
     rng = random.Random(3)
     texts = _fast_path_edge_texts(rng, fast.nlp.tokenizer.rules) + [_hostile_text(rng, 200) for _ in range(10)]
     assert list(fast.split(texts)) == list(oracle.split(texts))
-
-
-def test_a_port_that_disagrees_with_the_tokenizer_is_turned_off():
-    """The guard: the port's tokens are compared with the tokenizer's on each process's first
-    words; a port that disagrees (a spaCy whose tokenizer it does not follow) is turned off and
-    the sentences stay the pipeline's."""
-    fast = SpacySentenceSplitter()
-    oracle = SpacySentenceSplitter(force_spacy=True)
-    port = fast._rules._affix
-    wrong = lambda word: ([word], False)  # one token a word: "end." would hide its stop
-    port.affix_tokens = wrong
-    texts = ["It ends here. And here! Then more? Yes.", "A second one. Fine."]
-    assert list(fast.split(texts)) == list(oracle.split(texts))
-    assert fast._rules._affix is None
 
 
 def test_a_special_case_word_is_joined_by_its_own_tokens(splitters):

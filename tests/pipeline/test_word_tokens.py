@@ -95,10 +95,39 @@ def test_the_common_shapes_are_answered_without_spacy(port):
     assert port.tokens('Word."') == ["Word", ".", '"']
     assert port.tokens("(word)?") == ["(", "word", ")", "?"]
     assert port.tokens("3.") == ["3", "."]
-    # A special case (Mr.), or tokens spelling one spaCy's matcher could retokenize: declined.
-    assert port.tokens("Mr.") is None
-    assert port.tokens('"Mr.') is None
-    assert port.tokens(":)") is None
+    # Special cases, and tokens spelling one spaCy's matcher retokenizes.
+    assert port.tokens("Mr.") == ["Mr."]
+    assert port.tokens('"Mr.') == ['"', "Mr."]
+    assert port.tokens(":)") == [":)"]
+    assert port.tokens("don't.") == ["do", "n't", "."]
+
+
+def test_the_port_gives_the_tokenizers_tokens_of_whole_texts(tokenizer, port):
+    """AffixTokens.text_tokens: spaCy's tokens and offsets of a whole text -- whitespace tokens,
+    and the special-case matcher over the text, across words too -- on hostile text, and texts
+    built of special cases and the words a pattern could join them to."""
+    from tests.pipeline.test_sentence_rules import _fast_path_edge_texts, _hostile_text
+
+    rng = random.Random(13)
+    texts = [_hostile_text(rng, rng.randint(0, 250)) for _ in range(150)]
+    texts += _fast_path_edge_texts(rng, tokenizer.rules)
+    texts += ["for the benefit . _beloved_'s most.", "  lead", "a  \t b", "", " ", "x . _y_'s :) (:"]
+    for text in texts:
+        assert port.text_tokens(text) == [(token.idx, token.text) for token in tokenizer(text)], text
+
+
+def test_the_ports_ingredients_are_plain_data(tokenizer):
+    """What spacy_rules_cache.py stores: JSON round trips it, and the port made from the round
+    trip tokenizes as the one made from the tokenizer."""
+    import json
+
+    from bert_data.pipeline.word_tokens import ingredients
+
+    found = ingredients(tokenizer)
+    again = AffixTokens(json.loads(json.dumps(found)))
+    for word in _edge_words(tokenizer)[:3000]:
+        if not any(c.isspace() for c in word):
+            assert again.tokens(word) == _spacy_tokens(tokenizer, word), word
 
 
 def test_the_port_declines_other_tokenizers(tokenizer):
@@ -167,3 +196,30 @@ def test_tokens_before_the_matcher_are_spacys_where_no_pattern_matches(tokenizer
         with_special += special
         assert tokens == _spacy_tokens(tokenizer, word), word
     assert checked > 5000 and with_special > 500
+
+
+def test_the_suffix_expression_cut_in_two_finds_the_same_suffixes(tokenizer, port):
+    """suffix_parts: the alternatives of bounded width searched in the word's tail, the others
+    in all of it, give the suffix the whole expression gives, on edge and fuzzed words (long ones
+    too), and the cut is made only where it is exact."""
+    from bert_data.pipeline.rule_expressions import _top_level_alternatives, suffix_parts
+
+    assert port._suffix_tail is not None
+    bounded, width, unbounded = port._suffix_tail
+    rng = random.Random(17)
+    words = _edge_words(tokenizer) + _fuzzed_words(rng, 4000)
+    words += ["".join(rng.choices(["a", "b", ".", "..", "!", "'s", "km", "3", ")", "…"], k=rng.randint(8, 40)))
+              for _ in range(2000)]
+    for word in words:
+        match = tokenizer.suffix_search(word)
+        expected = match.end() - match.start() if match else 0
+        found = bounded(word, max(0, len(word) - width))
+        length = found.end() - found.start() if found else 0
+        found = unbounded(word) if unbounded else None
+        if found is not None:
+            length = max(length, found.end() - found.start())
+        assert length == expected, word
+    assert _top_level_alternatives(r"a(?:b|c)$|[|\]]x$|\|y$") == [r"a(?:b|c)$", r"[|\]]x$", r"\|y$"]
+    assert suffix_parts({"pattern": r"ab$|c", "flags": 32, "method": "search"}) is None  # not anchored
+    assert suffix_parts({"pattern": r"a+$|bc$", "flags": 32, "method": "search"}) == {
+        "bounded": "bc$", "width": 2, "unbounded": "a+$"}
