@@ -34,15 +34,21 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from ..pipeline.mixing import CorpusOrder
+from ..format.tfrecord.record_kernels import copy_ranges
 from ..format.tfrecord.splicing import StreamCompressor, record_offsets  # (TFRecord: the one format of framed records)
 from .run_files import shard_being_shuffled
 from ..format.checksums import ALGORITHM
 from .specs import OutputSpec
 from .work_checks import start_writeback
 
-# Records gathered and written at a time: large enough that numpy and the writes pay, small
-# enough to keep a few MB in memory.
+# Records of a column batch (``shuffled_batches``: the other formats' shards are written in
+# batches of this many; it shapes their files, so it stays as it is).
 BATCH_RECORDS = 4096
+# The final shuffle: places of the order looked up at a time (the permutation's numpy pays per
+# call: 0.5 MB of int64 each), and bytes of records gathered and written at a time (the memory
+# of a task, flat whatever the shard's size).
+ORDER_PLACES = 1 << 16
+BATCH_BYTES = 4 << 20
 _WRITEBACK_STEP = 8 << 20  # bytes of a shuffled shard handed to the disk at a time
 _SHARD_KEY, _RUN_KEY = 1, 2  # what the order is keyed on: one shard, or a whole run's files
 
@@ -120,17 +126,20 @@ class _Source:
         size = os.fstat(self.handle.fileno()).st_size
         self.data = mmap.mmap(self.handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
         self.view = memoryview(self.data)
+        self.array: Optional[np.ndarray] = None
         try:
             self.offsets = record_offsets(self.data)
         except ValueError as error:
             self.close()
             raise ValueError(f"{path}: {error}") from None
+        self.array = np.frombuffer(self.data, dtype=np.uint8)  # what the compiled copies read
 
     @property
     def n_records(self) -> int:
         return len(self.offsets) - 1
 
     def close(self) -> None:
+        self.array = None  # (the map's views go first: a map with views cannot close)
         try:
             self.view.release()
             if isinstance(self.data, mmap.mmap):
@@ -171,6 +180,45 @@ class _Target:
         self.handle.close()
 
 
+class _Gather:
+    """Records of the sources copied whole, in the order asked, into one buffer reused batch
+    after batch (compiled: ``record_kernels.copy_ranges``), and written ``BATCH_BYTES`` or so at
+    a time.  Without kernels, the reference: a ``b"".join`` of views of the maps."""
+
+    def __init__(self, sources: List[_Source]):
+        self.sources = sources
+        self.copy = copy_ranges()
+        self.buffer = np.empty(0, dtype=np.uint8)
+
+    def write(self, target: _Target, files: np.ndarray, begins: np.ndarray, ends: np.ndarray) -> None:
+        """Records ``begins[i]:ends[i]`` of source ``files[i]``, in that order, to ``target``."""
+        lengths = ends - begins
+        ends_out = np.cumsum(lengths)  # where each record ends in the target's stretch
+        start, done = 0, 0
+        while start < len(lengths):
+            stop = max(start + 1, int(np.searchsorted(ends_out, done + BATCH_BYTES, side="right")))
+            size = int(ends_out[stop - 1]) - done
+            target.write(self._gathered(files[start:stop], begins[start:stop], ends[start:stop],
+                                        ends_out[start:stop] - lengths[start:stop] - done, size))
+            start, done = stop, done + size
+
+    def _gathered(self, files, begins, ends, destinations, size: int):
+        if self.copy is None:
+            # One copy a record, by join (no view may outlive the expression: see ``_Source.close``).
+            views = [source.view for source in self.sources]
+            return b"".join([views[f][a:b] for f, a, b in zip(files.tolist(), begins.tolist(), ends.tolist())])
+        if self.buffer.size < size:  # (a batch is BATCH_BYTES, or one record longer than that)
+            self.buffer = np.empty(max(size, BATCH_BYTES), dtype=np.uint8)
+        if len(self.sources) == 1:
+            self.copy(self.sources[0].array, begins, ends, self.buffer, destinations)
+        else:
+            for f, source in enumerate(self.sources):
+                held = files == f
+                if held.any():
+                    self.copy(source.array, begins[held], ends[held], self.buffer, destinations[held])
+        return self.buffer[:size]
+
+
 def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
     """Write ``task``'s records in their seeded order beside its targets
     (``run_files.shard_being_shuffled``; ``publish_shuffled`` puts them in place once the journal
@@ -186,27 +234,20 @@ def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
         if counts != [len(range(j, total, n)) for j in range(n)]:  # file i mod N holds record i
             raise ValueError(f"{task.sources[0]}: records per file {counts} are not dealt in turn")
         targets = [_Target(path, task.compression) for path in task.targets]
-        order = CorpusOrder(total, task.seed)
-        for first in range(0, total, BATCH_RECORDS):
-            places = np.arange(first, min(first + BATCH_RECORDS, total))
-            runs = order.documents_at(places)  # the record of the run each place takes
-            # Records are joined from views of the mapped sources: one copy a record, by join (no
-            # view may outlive the expression: a map with views cannot close).
+        order, gather = CorpusOrder(total, task.seed), _Gather(sources)
+        for first in range(0, total, ORDER_PLACES):
+            runs = order.documents_at(np.arange(first, min(first + ORDER_PLACES, total)))  # the record of the run each place takes
             if n == 1:
-                data, offsets = sources[0].view, sources[0].offsets
-                targets[0].write(b"".join([data[a:b] for a, b in zip(offsets[runs].tolist(),
-                                                                       offsets[runs + 1].tolist())]))
-                continue
-            files, rows = np.divmod(runs, n)[::-1]
-            begins, ends = np.empty_like(runs), np.empty_like(runs)
-            for f, source in enumerate(sources):
-                held = files == f
-                begins[held], ends[held] = source.offsets[rows[held]], source.offsets[rows[held] + 1]
-            views = [source.view for source in sources]
-            for target in range(n):  # place k goes to file k mod n
-                chosen = (places % n) == target
-                targets[target].write(b"".join([views[f][a:b] for f, a, b in zip(
-                    files[chosen].tolist(), begins[chosen].tolist(), ends[chosen].tolist())]))
+                files, begins, ends = np.zeros_like(runs), sources[0].offsets[runs], sources[0].offsets[runs + 1]
+            else:
+                files, rows = np.divmod(runs, n)[::-1]  # record i of the run: file i mod n, place i div n
+                begins, ends = np.empty_like(runs), np.empty_like(runs)
+                for f, source in enumerate(sources):
+                    held = files == f
+                    begins[held], ends[held] = source.offsets[rows[held]], source.offsets[rows[held] + 1]
+            for t, target in enumerate(targets):  # place k goes to file k mod n
+                pick = slice((t - first) % n, None, n)
+                gather.write(target, files[pick], begins[pick], ends[pick])
         for target in targets:
             target.close()
     except BaseException:

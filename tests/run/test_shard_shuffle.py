@@ -173,3 +173,38 @@ def test_shuffled_shards_are_hashed_as_they_are_written_not_read_again(tmp_path,
         assert len(digests) == 3
         for name, digest in digests.items():
             assert hashlib.sha256((manifest.parent / name).read_bytes()).hexdigest() == digest
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+@pytest.mark.parametrize("n_files", [1, 3])
+def test_compiled_copies_write_the_references_bytes(tmp_path, monkeypatch, n_files, compression):
+    """The records gathered by the compiled copies into one reused buffer, or joined from views
+    (the reference, ``BERT_DATA_COMPILED=0``): the same shards and the same digests, whatever
+    the batches (a batch cut inside the order's lookups, a record longer than a batch)."""
+    from bert_data.compiled import DISABLE_VARIABLE
+    from bert_data.format.tfrecord import record_kernels
+    from bert_data.run import shard_shuffle
+
+    run = [bytes([i % 251]) * (1 + (i * 37) % 900) for i in range(1000)] + [b"long" * 2000]
+    results = {}
+    for name, compiled, batch_bytes, order_places in (("reference", "0", 4 << 20, 1 << 16),
+                                                       ("compiled", "1", 4 << 20, 1 << 16),
+                                                       ("compiled, small batches", "1", 3000, 97)):
+        monkeypatch.setenv(DISABLE_VARIABLE, compiled)
+        monkeypatch.setattr(shard_shuffle, "BATCH_BYTES", batch_bytes)
+        monkeypatch.setattr(shard_shuffle, "ORDER_PLACES", order_places)
+        assert (record_kernels.copy_ranges() is not None) == (compiled == "1")
+        out = tmp_path / name.replace(" ", "_").replace(",", "")
+        out.mkdir()
+        sources = [out / f"part-{j}.tmp" for j in range(n_files)]
+        for j, source in enumerate(sources):
+            write_records(source, run[j::n_files])
+        targets = [str(out / f"part-{j}") for j in range(n_files)]
+        digests = run_shuffle_task(ShuffleTask([f"train/{j}" for j in range(n_files)], list(map(str, sources)),
+                                               targets, [7, 0, 2], compression))
+        publish_shuffled(ShuffleTask([], [], targets, []))
+        results[name] = (digests, [open(target, "rb").read() for target in targets])
+    assert results["compiled"] == results["reference"] == results["compiled, small batches"]
+    if compression is None:
+        shuffled = [record for target in targets for record in iter_records(target)]
+        assert sorted(shuffled) == sorted(run) and shuffled != run
