@@ -28,6 +28,8 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
+import queue
+import threading
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
@@ -180,15 +182,76 @@ class _Target:
         self.handle.close()
 
 
-class _Gather:
-    """Records of the sources copied whole, in the order asked, into one buffer reused batch
-    after batch (compiled: ``record_kernels.copy_ranges``), and written ``BATCH_BYTES`` or so at
-    a time.  Without kernels, the reference: a ``b"".join`` of views of the maps."""
+class _Writer:
+    """Batches written to their targets (``_Target.write``: compressed, hashed, written) by a
+    thread of its own while the next batch is gathered: zlib, hashlib and a file's write let go
+    of the GIL on large buffers, as the compiled copies do, so the two overlap on two cores.
+    Buffers take turns (one filled while another is written); a batch is gathered into a buffer
+    only once its last batch is written, so memory stays ``BUFFERS`` batches.  A target's
+    batches are written in the order handed over (one thread, first in first out).  An error in
+    the thread is raised in the task's at the next batch, or at :meth:`finish`."""
 
-    def __init__(self, sources: List[_Source]):
-        self.sources = sources
+    BUFFERS = 2
+
+    def __init__(self):
+        self._work: "queue.SimpleQueue" = queue.SimpleQueue()
+        self._free: "queue.SimpleQueue" = queue.SimpleQueue()
+        for _ in range(self.BUFFERS):
+            self._free.put(np.empty(0, dtype=np.uint8))
+        self.error: Optional[BaseException] = None
+        self._cancelled = False
+        self._thread = threading.Thread(target=self._run, name="bert_data-shuffle-writer", daemon=True)
+        self._thread.start()
+
+    def buffer(self, size: int) -> np.ndarray:
+        """A free buffer of at least ``size`` bytes (waits for one being written)."""
+        buffer = self._free.get()
+        if self.error is not None:
+            self._free.put(buffer)
+            raise self.error
+        return buffer if buffer.size >= size else np.empty(max(size, BATCH_BYTES), dtype=np.uint8)
+
+    def write(self, target: "_Target", data, buffer: np.ndarray) -> None:
+        """Hand ``data`` (bytes, or a view of ``buffer``) over to be written to ``target``;
+        ``buffer`` is free again once it is."""
+        self._work.put((target, data, buffer))
+
+    def _run(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            target, data, buffer = item
+            try:
+                if self.error is None and not self._cancelled:
+                    target.write(data)
+            except BaseException as error:  # (raised in the task's thread)
+                self.error = error
+            del item, data  # (no view of a buffer held while it is refilled)
+            self._free.put(buffer)
+
+    def finish(self) -> None:
+        """Every batch written; the thread's error raised."""
+        self._work.put(None)
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def cancel(self) -> None:
+        """The batches not yet written are dropped; the thread ends (the task is failing)."""
+        self._cancelled = True
+        self._work.put(None)
+        self._thread.join()
+
+
+class _Gather:
+    """Records of the sources copied whole, in the order asked, into buffers reused batch after
+    batch (compiled: ``record_kernels.copy_ranges``), written ``BATCH_BYTES`` or so at a time
+    (by ``_Writer``'s thread).  Without kernels, the reference: a ``b"".join`` of views of the maps."""
+
+    def __init__(self, sources: List[_Source], writer: _Writer):
+        self.sources, self.writer = sources, writer
         self.copy = copy_ranges()
-        self.buffer = np.empty(0, dtype=np.uint8)
 
     def write(self, target: _Target, files: np.ndarray, begins: np.ndarray, ends: np.ndarray) -> None:
         """Records ``begins[i]:ends[i]`` of source ``files[i]``, in that order, to ``target``."""
@@ -198,25 +261,25 @@ class _Gather:
         while start < len(lengths):
             stop = max(start + 1, int(np.searchsorted(ends_out, done + BATCH_BYTES, side="right")))
             size = int(ends_out[stop - 1]) - done
-            target.write(self._gathered(files[start:stop], begins[start:stop], ends[start:stop],
-                                        ends_out[start:stop] - lengths[start:stop] - done, size))
+            buffer = self.writer.buffer(size)  # (a batch is BATCH_BYTES, or one record longer than that)
+            data = self._gathered(buffer, files[start:stop], begins[start:stop], ends[start:stop],
+                                  ends_out[start:stop] - lengths[start:stop] - done, size)
+            self.writer.write(target, data, buffer)
             start, done = stop, done + size
 
-    def _gathered(self, files, begins, ends, destinations, size: int):
+    def _gathered(self, buffer: np.ndarray, files, begins, ends, destinations, size: int):
         if self.copy is None:
             # One copy a record, by join (no view may outlive the expression: see ``_Source.close``).
             views = [source.view for source in self.sources]
             return b"".join([views[f][a:b] for f, a, b in zip(files.tolist(), begins.tolist(), ends.tolist())])
-        if self.buffer.size < size:  # (a batch is BATCH_BYTES, or one record longer than that)
-            self.buffer = np.empty(max(size, BATCH_BYTES), dtype=np.uint8)
         if len(self.sources) == 1:
-            self.copy(self.sources[0].array, begins, ends, self.buffer, destinations)
+            self.copy(self.sources[0].array, begins, ends, buffer, destinations)
         else:
             for f, source in enumerate(self.sources):
                 held = files == f
                 if held.any():
-                    self.copy(source.array, begins[held], ends[held], self.buffer, destinations[held])
-        return self.buffer[:size]
+                    self.copy(source.array, begins[held], ends[held], buffer, destinations[held])
+        return buffer[:size]
 
 
 def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
@@ -227,6 +290,7 @@ def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
     by, and not read again by the parent at the end)."""
     sources = [_Source(path) for path in task.sources]
     targets: List[_Target] = []
+    writer: Optional[_Writer] = None
     try:
         n = len(sources)
         counts = [source.n_records for source in sources]
@@ -234,7 +298,8 @@ def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
         if counts != [len(range(j, total, n)) for j in range(n)]:  # file i mod N holds record i
             raise ValueError(f"{task.sources[0]}: records per file {counts} are not dealt in turn")
         targets = [_Target(path, task.compression) for path in task.targets]
-        order, gather = CorpusOrder(total, task.seed), _Gather(sources)
+        writer = _Writer()
+        order, gather = CorpusOrder(total, task.seed), _Gather(sources, writer)
         for first in range(0, total, ORDER_PLACES):
             runs = order.documents_at(np.arange(first, min(first + ORDER_PLACES, total)))  # the record of the run each place takes
             if n == 1:
@@ -248,9 +313,12 @@ def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
             for t, target in enumerate(targets):  # place k goes to file k mod n
                 pick = slice((t - first) % n, None, n)
                 gather.write(target, files[pick], begins[pick], ends[pick])
+        writer.finish()
         for target in targets:
             target.close()
     except BaseException:
+        if writer is not None:
+            writer.cancel()
         for target in targets:
             target.handle.close()
             if os.path.exists(target.temporary):

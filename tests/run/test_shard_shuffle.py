@@ -208,3 +208,33 @@ def test_compiled_copies_write_the_references_bytes(tmp_path, monkeypatch, n_fil
     if compression is None:
         shuffled = [record for target in targets for record in iter_records(target)]
         assert sorted(shuffled) == sorted(run) and shuffled != run
+
+
+def test_a_write_failing_in_the_writer_thread_fails_the_task_and_leaves_the_sources(tmp_path, monkeypatch):
+    """Batches are written by a thread of their own: its error (a full disk at the third batch)
+    is the task's, nothing half-written is left beside the targets, the sources are whole."""
+    import errno
+
+    from bert_data.run import shard_shuffle
+
+    run = records(3000)
+    sources = [tmp_path / f"part-{j}.tmp" for j in range(2)]
+    for j, source in enumerate(sources):
+        write_records(source, run[j::2])
+    before = [source.read_bytes() for source in sources]
+    real_write, written = shard_shuffle._Target.write, []
+
+    def write_to_a_full_disk(self, data):
+        if len(written) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device", self.temporary)
+        written.append(len(data))
+        real_write(self, data)
+
+    monkeypatch.setattr(shard_shuffle, "BATCH_BYTES", 2000)
+    monkeypatch.setattr(shard_shuffle._Target, "write", write_to_a_full_disk)
+    targets = [str(tmp_path / f"part-{j}") for j in range(2)]
+    with pytest.raises(OSError) as raised:
+        run_shuffle_task(ShuffleTask(["train/0", "train/1"], list(map(str, sources)), targets, [1, 0, 2]))
+    assert raised.value.errno == errno.ENOSPC and len(written) == 2
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["part-0.tmp", "part-1.tmp"]
+    assert [source.read_bytes() for source in sources] == before
