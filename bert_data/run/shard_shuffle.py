@@ -10,8 +10,11 @@ sample of the whole split, not of one unit.
 
 The pass is sequential where it matters: the output is written front to back, and the records
 are read at random from the shard just written (the page cache holds it).  Memory: the offset
-of every record of the shard, 8 bytes a record, and the permutation is computed on demand (the
-Feistel network of ``mixing.CorpusOrder``).  Shards are shuffled uncompressed; compression
+of every record of the shard, 8 bytes a record (found by a compiled walk over the mapped shard:
+``format.tfrecord.record_kernels``), and the permutation is computed on demand (the Feistel
+network of ``mixing.CorpusOrder``), 65,536 places at a time.  Records are copied whole into one
+of two buffers of about ``BATCH_BYTES`` (compiled copies) while a thread compresses, hashes and
+writes the other: the two overlap on two cores.  Shards are shuffled uncompressed; compression
 (``--compression``) is applied here, as one stream a shard.  The order is keyed on (seed, split,
 shard) alone, so the bytes are the same for any number of workers; each shard is a task of its
 own, and the journal records the shards done, so ``--resume`` goes on with the others.
