@@ -264,7 +264,8 @@ class _Gather:
         while start < len(lengths):
             stop = max(start + 1, int(np.searchsorted(ends_out, done + BATCH_BYTES, side="right")))
             size = int(ends_out[stop - 1]) - done
-            buffer = self.writer.buffer(size)  # (a batch is BATCH_BYTES, or one record longer than that)
+            # (a batch is BATCH_BYTES, or one record longer than that; the reference's joins make their own)
+            buffer = self.writer.buffer(size if self.copy is not None else 0)
             data = self._gathered(buffer, files[start:stop], begins[start:stop], ends[start:stop],
                                   ends_out[start:stop] - lengths[start:stop] - done, size)
             self.writer.write(target, data, buffer)
@@ -277,11 +278,12 @@ class _Gather:
             return b"".join([views[f][a:b] for f, a, b in zip(files.tolist(), begins.tolist(), ends.tolist())])
         if len(self.sources) == 1:
             self.copy(self.sources[0].array, begins, ends, buffer, destinations)
-        else:
-            for f, source in enumerate(self.sources):
-                held = files == f
-                if held.any():
-                    self.copy(source.array, begins[held], ends[held], buffer, destinations[held])
+        else:  # a call a source the batch takes records of (grouped by a sort: not a pass a source)
+            by_file = np.argsort(files, kind="stable")
+            cuts = np.searchsorted(files[by_file], np.arange(len(self.sources) + 1))
+            for f in np.flatnonzero(np.diff(cuts)).tolist():
+                chosen = by_file[cuts[f]:cuts[f + 1]]
+                self.copy(self.sources[f].array, begins[chosen], ends[chosen], buffer, destinations[chosen])
         return buffer[:size]
 
 
@@ -303,16 +305,17 @@ def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
         targets = [_Target(path, task.compression) for path in task.targets]
         writer = _Writer()
         order, gather = CorpusOrder(total, task.seed), _Gather(sources, writer)
+        # Every source's offsets end to end (each source's now a view of them): a record's begin
+        # and end looked up at once, whatever the number of sources.
+        firsts = np.cumsum([0] + [len(source.offsets) for source in sources])
+        table = np.concatenate([source.offsets for source in sources])
+        for source, a, b in zip(sources, firsts.tolist(), firsts[1:].tolist()):
+            source.offsets = table[a:b]
         for first in range(0, total, ORDER_PLACES):
             runs = order.documents_at(np.arange(first, min(first + ORDER_PLACES, total)))  # the record of the run each place takes
-            if n == 1:
-                files, begins, ends = np.zeros_like(runs), sources[0].offsets[runs], sources[0].offsets[runs + 1]
-            else:
-                files, rows = np.divmod(runs, n)[::-1]  # record i of the run: file i mod n, place i div n
-                begins, ends = np.empty_like(runs), np.empty_like(runs)
-                for f, source in enumerate(sources):
-                    held = files == f
-                    begins[held], ends[held] = source.offsets[rows[held]], source.offsets[rows[held] + 1]
+            files, rows = np.divmod(runs, n)[::-1]  # record i of the run: file i mod n, place i div n
+            at = firsts[files] + rows
+            begins, ends = table[at], table[at + 1]
             for t, target in enumerate(targets):  # place k goes to file k mod n
                 pick = slice((t - first) % n, None, n)
                 gather.write(target, files[pick], begins[pick], ends[pick])

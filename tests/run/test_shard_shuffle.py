@@ -176,7 +176,7 @@ def test_shuffled_shards_are_hashed_as_they_are_written_not_read_again(tmp_path,
 
 
 @pytest.mark.parametrize("compression", [None, "gzip"])
-@pytest.mark.parametrize("n_files", [1, 3])
+@pytest.mark.parametrize("n_files", [1, 3, 7])
 def test_compiled_copies_write_the_references_bytes(tmp_path, monkeypatch, n_files, compression):
     """The records gathered by the compiled copies into one reused buffer, or joined from views
     (the reference, ``BERT_DATA_COMPILED=0``): the same shards and the same digests, whatever
