@@ -238,3 +238,29 @@ def test_a_write_failing_in_the_writer_thread_fails_the_task_and_leaves_the_sour
     assert raised.value.errno == errno.ENOSPC and len(written) == 2
     assert sorted(path.name for path in tmp_path.iterdir()) == ["part-0.tmp", "part-1.tmp"]
     assert [source.read_bytes() for source in sources] == before
+
+
+@pytest.mark.parametrize("compiled", ["1", "0"], ids=["compiled", "reference"])
+def test_every_source_map_is_closed_at_the_end_of_the_task(tmp_path, monkeypatch, compiled):
+    """The compiled copies read the maps through numpy views: none outlives the task, so each
+    map closes when its source does (a map with a view left cannot: it would stay open until
+    the garbage collector finds it)."""
+    import mmap
+
+    from bert_data.compiled import DISABLE_VARIABLE
+    from bert_data.run import shard_shuffle
+
+    monkeypatch.setenv(DISABLE_VARIABLE, compiled)
+    real_close, closed = shard_shuffle._Source.close, []
+
+    def close(self):
+        real_close(self)
+        closed.append(isinstance(self.data, mmap.mmap) and self.data.closed)
+
+    monkeypatch.setattr(shard_shuffle._Source, "close", close)
+    sources = [tmp_path / f"part-{j}.tmp" for j in range(2)]
+    for j, source in enumerate(sources):
+        write_records(source, records(400)[j::2])
+    run_shuffle_task(ShuffleTask(["train/0", "train/1"], list(map(str, sources)),
+                                 [str(tmp_path / "part-0"), str(tmp_path / "part-1")], [2, 0, 2]))
+    assert closed == [True, True]
