@@ -98,3 +98,7 @@ def test_copy_ranges_moves_each_range_whole_to_its_place(kernels_on):
     record_kernels.copy_ranges()(source, begins[order], ends[order], out, destinations)
     expected = b"".join(source[b:e].tobytes() for b, e in zip(begins[order], ends[order]))
     assert out[7:5007].tobytes() == expected and not out[:7].any() and not out[5007:].any()
+    # Arrays with strides (not the shuffle's) are copied byte by byte, to the same bytes.
+    strided = np.zeros(10020, dtype=np.uint8)
+    record_kernels.copy_ranges()(source, begins[order], ends[order], strided[::2], destinations)
+    assert strided[::2].tobytes() == out.tobytes() and not strided[1::2].any()
