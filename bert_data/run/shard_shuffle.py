@@ -10,8 +10,11 @@ sample of the whole split, not of one unit.
 
 The pass is sequential where it matters: the output is written front to back, and the records
 are read at random from the shard just written (the page cache holds it).  Memory: the offset
-of every record of the shard, 8 bytes a record, and the permutation is computed on demand (the
-Feistel network of ``mixing.CorpusOrder``).  Shards are shuffled uncompressed; compression
+of every record of the shard, 8 bytes a record (found by a compiled walk over the mapped shard:
+``format.tfrecord.record_kernels``), and the permutation is computed on demand (the Feistel
+network of ``mixing.CorpusOrder``), 65,536 places at a time.  Records are copied whole into one
+of two buffers of about ``BATCH_BYTES`` (compiled copies) while a thread compresses, hashes and
+writes the other: the two overlap on two cores.  Shards are shuffled uncompressed; compression
 (``--compression``) is applied here, as one stream a shard.  The order is keyed on (seed, split,
 shard) alone, so the bytes are the same for any number of workers; each shard is a task of its
 own, and the journal records the shards done, so ``--resume`` goes on with the others.
@@ -28,21 +31,29 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
+import queue
+import threading
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 import numpy as np
 
 from ..pipeline.mixing import CorpusOrder
+from ..format.tfrecord.record_kernels import copy_ranges
 from ..format.tfrecord.splicing import StreamCompressor, record_offsets  # (TFRecord: the one format of framed records)
 from .run_files import shard_being_shuffled
 from ..format.checksums import ALGORITHM
 from .specs import OutputSpec
 from .work_checks import start_writeback
 
-# Records gathered and written at a time: large enough that numpy and the writes pay, small
-# enough to keep a few MB in memory.
+# Records of a column batch (``shuffled_batches``: the other formats' shards are written in
+# batches of this many; it shapes their files, so it stays as it is).
 BATCH_RECORDS = 4096
+# The final shuffle: places of the order looked up at a time (the permutation's numpy pays per
+# call: 0.5 MB of int64 each), and bytes of records gathered and written at a time (the memory
+# of a task, flat whatever the shard's size).
+ORDER_PLACES = 1 << 16
+BATCH_BYTES = 4 << 20
 _WRITEBACK_STEP = 8 << 20  # bytes of a shuffled shard handed to the disk at a time
 _SHARD_KEY, _RUN_KEY = 1, 2  # what the order is keyed on: one shard, or a whole run's files
 
@@ -120,17 +131,20 @@ class _Source:
         size = os.fstat(self.handle.fileno()).st_size
         self.data = mmap.mmap(self.handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
         self.view = memoryview(self.data)
+        self.array: Optional[np.ndarray] = None
         try:
             self.offsets = record_offsets(self.data)
         except ValueError as error:
             self.close()
             raise ValueError(f"{path}: {error}") from None
+        self.array = np.frombuffer(self.data, dtype=np.uint8)  # what the compiled copies read
 
     @property
     def n_records(self) -> int:
         return len(self.offsets) - 1
 
     def close(self) -> None:
+        self.array = None  # (the map's views go first: a map with views cannot close)
         try:
             self.view.release()
             if isinstance(self.data, mmap.mmap):
@@ -171,6 +185,108 @@ class _Target:
         self.handle.close()
 
 
+class _Writer:
+    """Batches written to their targets (``_Target.write``: compressed, hashed, written) by a
+    thread of its own while the next batch is gathered: zlib, hashlib and a file's write let go
+    of the GIL on large buffers, as the compiled copies do, so the two overlap on two cores.
+    Buffers take turns (one filled while another is written); a batch is gathered into a buffer
+    only once its last batch is written, so memory stays ``BUFFERS`` batches.  A target's
+    batches are written in the order handed over (one thread, first in first out).  An error in
+    the thread is raised in the task's at the next batch, or at :meth:`finish`."""
+
+    BUFFERS = 2
+
+    def __init__(self):
+        self._work: "queue.SimpleQueue" = queue.SimpleQueue()
+        self._free: "queue.SimpleQueue" = queue.SimpleQueue()
+        for _ in range(self.BUFFERS):
+            self._free.put(np.empty(0, dtype=np.uint8))
+        self.error: Optional[BaseException] = None
+        self._cancelled = False
+        self._thread = threading.Thread(target=self._run, name="bert_data-shuffle-writer", daemon=True)
+        self._thread.start()
+
+    def buffer(self, size: int) -> np.ndarray:
+        """A free buffer of at least ``size`` bytes (waits for one being written)."""
+        buffer = self._free.get()
+        if self.error is not None:
+            self._free.put(buffer)
+            raise self.error
+        return buffer if buffer.size >= size else np.empty(max(size, BATCH_BYTES), dtype=np.uint8)
+
+    def write(self, target: "_Target", data, buffer: np.ndarray) -> None:
+        """Hand ``data`` (bytes, or a view of ``buffer``) over to be written to ``target``;
+        ``buffer`` is free again once it is."""
+        self._work.put((target, data, buffer))
+
+    def _run(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            target, data, buffer = item
+            try:
+                if self.error is None and not self._cancelled:
+                    target.write(data)
+            except BaseException as error:  # (raised in the task's thread)
+                self.error = error
+            del item, data  # (no view of a buffer held while it is refilled)
+            self._free.put(buffer)
+
+    def finish(self) -> None:
+        """Every batch written; the thread's error raised."""
+        self._work.put(None)
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def cancel(self) -> None:
+        """The batches not yet written are dropped; the thread ends (the task is failing)."""
+        self._cancelled = True
+        self._work.put(None)
+        self._thread.join()
+
+
+class _Gather:
+    """Records of the sources copied whole, in the order asked, into buffers reused batch after
+    batch (compiled: ``record_kernels.copy_ranges``), written ``BATCH_BYTES`` or so at a time
+    (by ``_Writer``'s thread).  Without kernels, the reference: a ``b"".join`` of views of the maps."""
+
+    def __init__(self, sources: List[_Source], writer: _Writer):
+        self.sources, self.writer = sources, writer
+        self.copy = copy_ranges()
+
+    def write(self, target: _Target, files: np.ndarray, begins: np.ndarray, ends: np.ndarray) -> None:
+        """Records ``begins[i]:ends[i]`` of source ``files[i]``, in that order, to ``target``."""
+        lengths = ends - begins
+        ends_out = np.cumsum(lengths)  # where each record ends in the target's stretch
+        start, done = 0, 0
+        while start < len(lengths):
+            stop = max(start + 1, int(np.searchsorted(ends_out, done + BATCH_BYTES, side="right")))
+            size = int(ends_out[stop - 1]) - done
+            # (a batch is BATCH_BYTES, or one record longer than that; the reference's joins make their own)
+            buffer = self.writer.buffer(size if self.copy is not None else 0)
+            data = self._gathered(buffer, files[start:stop], begins[start:stop], ends[start:stop],
+                                  ends_out[start:stop] - lengths[start:stop] - done, size)
+            self.writer.write(target, data, buffer)
+            start, done = stop, done + size
+
+    def _gathered(self, buffer: np.ndarray, files, begins, ends, destinations, size: int):
+        if self.copy is None:
+            # One copy a record, by join (no view may outlive the expression: see ``_Source.close``).
+            views = [source.view for source in self.sources]
+            return b"".join([views[f][a:b] for f, a, b in zip(files.tolist(), begins.tolist(), ends.tolist())])
+        if len(self.sources) == 1:
+            self.copy(self.sources[0].array, begins, ends, buffer, destinations)
+        else:  # a call a source the batch takes records of (grouped by a sort: not a pass a source)
+            by_file = np.argsort(files, kind="stable")
+            cuts = np.searchsorted(files[by_file], np.arange(len(self.sources) + 1))
+            for f in np.flatnonzero(np.diff(cuts)).tolist():
+                chosen = by_file[cuts[f]:cuts[f + 1]]
+                self.copy(self.sources[f].array, begins[chosen], ends[chosen], buffer, destinations[chosen])
+        return buffer[:size]
+
+
 def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
     """Write ``task``'s records in their seeded order beside its targets
     (``run_files.shard_being_shuffled``; ``publish_shuffled`` puts them in place once the journal
@@ -179,6 +295,7 @@ def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
     by, and not read again by the parent at the end)."""
     sources = [_Source(path) for path in task.sources]
     targets: List[_Target] = []
+    writer: Optional[_Writer] = None
     try:
         n = len(sources)
         counts = [source.n_records for source in sources]
@@ -186,30 +303,28 @@ def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
         if counts != [len(range(j, total, n)) for j in range(n)]:  # file i mod N holds record i
             raise ValueError(f"{task.sources[0]}: records per file {counts} are not dealt in turn")
         targets = [_Target(path, task.compression) for path in task.targets]
-        order = CorpusOrder(total, task.seed)
-        for first in range(0, total, BATCH_RECORDS):
-            places = np.arange(first, min(first + BATCH_RECORDS, total))
-            runs = order.documents_at(places)  # the record of the run each place takes
-            # Records are joined from views of the mapped sources: one copy a record, by join (no
-            # view may outlive the expression: a map with views cannot close).
-            if n == 1:
-                data, offsets = sources[0].view, sources[0].offsets
-                targets[0].write(b"".join([data[a:b] for a, b in zip(offsets[runs].tolist(),
-                                                                       offsets[runs + 1].tolist())]))
-                continue
-            files, rows = np.divmod(runs, n)[::-1]
-            begins, ends = np.empty_like(runs), np.empty_like(runs)
-            for f, source in enumerate(sources):
-                held = files == f
-                begins[held], ends[held] = source.offsets[rows[held]], source.offsets[rows[held] + 1]
-            views = [source.view for source in sources]
-            for target in range(n):  # place k goes to file k mod n
-                chosen = (places % n) == target
-                targets[target].write(b"".join([views[f][a:b] for f, a, b in zip(
-                    files[chosen].tolist(), begins[chosen].tolist(), ends[chosen].tolist())]))
+        writer = _Writer()
+        order, gather = CorpusOrder(total, task.seed), _Gather(sources, writer)
+        # Every source's offsets end to end (each source's now a view of them): a record's begin
+        # and end looked up at once, whatever the number of sources.
+        firsts = np.cumsum([0] + [len(source.offsets) for source in sources])
+        table = np.concatenate([source.offsets for source in sources])
+        for source, a, b in zip(sources, firsts.tolist(), firsts[1:].tolist()):
+            source.offsets = table[a:b]
+        for first in range(0, total, ORDER_PLACES):
+            runs = order.documents_at(np.arange(first, min(first + ORDER_PLACES, total)))  # the record of the run each place takes
+            files, rows = np.divmod(runs, n)[::-1]  # record i of the run: file i mod n, place i div n
+            at = firsts[files] + rows
+            begins, ends = table[at], table[at + 1]
+            for t, target in enumerate(targets):  # place k goes to file k mod n
+                pick = slice((t - first) % n, None, n)
+                gather.write(target, files[pick], begins[pick], ends[pick])
+        writer.finish()
         for target in targets:
             target.close()
     except BaseException:
+        if writer is not None:
+            writer.cancel()
         for target in targets:
             target.handle.close()
             if os.path.exists(target.temporary):

@@ -173,3 +173,94 @@ def test_shuffled_shards_are_hashed_as_they_are_written_not_read_again(tmp_path,
         assert len(digests) == 3
         for name, digest in digests.items():
             assert hashlib.sha256((manifest.parent / name).read_bytes()).hexdigest() == digest
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+@pytest.mark.parametrize("n_files", [1, 3, 7])
+def test_compiled_copies_write_the_references_bytes(tmp_path, monkeypatch, n_files, compression):
+    """The records gathered by the compiled copies into one reused buffer, or joined from views
+    (the reference, ``BERT_DATA_COMPILED=0``): the same shards and the same digests, whatever
+    the batches (a batch cut inside the order's lookups, a record longer than a batch)."""
+    from bert_data.compiled import DISABLE_VARIABLE
+    from bert_data.format.tfrecord import record_kernels
+    from bert_data.run import shard_shuffle
+
+    run = [bytes([i % 251]) * (1 + (i * 37) % 900) for i in range(1000)] + [b"long" * 2000]
+    results = {}
+    for name, compiled, batch_bytes, order_places in (("reference", "0", 4 << 20, 1 << 16),
+                                                       ("compiled", "1", 4 << 20, 1 << 16),
+                                                       ("compiled, small batches", "1", 3000, 97)):
+        monkeypatch.setenv(DISABLE_VARIABLE, compiled)
+        monkeypatch.setattr(shard_shuffle, "BATCH_BYTES", batch_bytes)
+        monkeypatch.setattr(shard_shuffle, "ORDER_PLACES", order_places)
+        assert (record_kernels.copy_ranges() is not None) == (compiled == "1")
+        out = tmp_path / name.replace(" ", "_").replace(",", "")
+        out.mkdir()
+        sources = [out / f"part-{j}.tmp" for j in range(n_files)]
+        for j, source in enumerate(sources):
+            write_records(source, run[j::n_files])
+        targets = [str(out / f"part-{j}") for j in range(n_files)]
+        digests = run_shuffle_task(ShuffleTask([f"train/{j}" for j in range(n_files)], list(map(str, sources)),
+                                               targets, [7, 0, 2], compression))
+        publish_shuffled(ShuffleTask([], [], targets, []))
+        results[name] = (digests, [open(target, "rb").read() for target in targets])
+    assert results["compiled"] == results["reference"] == results["compiled, small batches"]
+    if compression is None:
+        shuffled = [record for target in targets for record in iter_records(target)]
+        assert sorted(shuffled) == sorted(run) and shuffled != run
+
+
+def test_a_write_failing_in_the_writer_thread_fails_the_task_and_leaves_the_sources(tmp_path, monkeypatch):
+    """Batches are written by a thread of their own: its error (a full disk at the third batch)
+    is the task's, nothing half-written is left beside the targets, the sources are whole."""
+    import errno
+
+    from bert_data.run import shard_shuffle
+
+    run = records(3000)
+    sources = [tmp_path / f"part-{j}.tmp" for j in range(2)]
+    for j, source in enumerate(sources):
+        write_records(source, run[j::2])
+    before = [source.read_bytes() for source in sources]
+    real_write, written = shard_shuffle._Target.write, []
+
+    def write_to_a_full_disk(self, data):
+        if len(written) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device", self.temporary)
+        written.append(len(data))
+        real_write(self, data)
+
+    monkeypatch.setattr(shard_shuffle, "BATCH_BYTES", 2000)
+    monkeypatch.setattr(shard_shuffle._Target, "write", write_to_a_full_disk)
+    targets = [str(tmp_path / f"part-{j}") for j in range(2)]
+    with pytest.raises(OSError) as raised:
+        run_shuffle_task(ShuffleTask(["train/0", "train/1"], list(map(str, sources)), targets, [1, 0, 2]))
+    assert raised.value.errno == errno.ENOSPC and len(written) == 2
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["part-0.tmp", "part-1.tmp"]
+    assert [source.read_bytes() for source in sources] == before
+
+
+@pytest.mark.parametrize("compiled", ["1", "0"], ids=["compiled", "reference"])
+def test_every_source_map_is_closed_at_the_end_of_the_task(tmp_path, monkeypatch, compiled):
+    """The compiled copies read the maps through numpy views: none outlives the task, so each
+    map closes when its source does (a map with a view left cannot: it would stay open until
+    the garbage collector finds it)."""
+    import mmap
+
+    from bert_data.compiled import DISABLE_VARIABLE
+    from bert_data.run import shard_shuffle
+
+    monkeypatch.setenv(DISABLE_VARIABLE, compiled)
+    real_close, closed = shard_shuffle._Source.close, []
+
+    def close(self):
+        real_close(self)
+        closed.append(isinstance(self.data, mmap.mmap) and self.data.closed)
+
+    monkeypatch.setattr(shard_shuffle._Source, "close", close)
+    sources = [tmp_path / f"part-{j}.tmp" for j in range(2)]
+    for j, source in enumerate(sources):
+        write_records(source, records(400)[j::2])
+    run_shuffle_task(ShuffleTask(["train/0", "train/1"], list(map(str, sources)),
+                                 [str(tmp_path / "part-0"), str(tmp_path / "part-1")], [2, 0, 2]))
+    assert closed == [True, True]

@@ -1,0 +1,104 @@
+"""The compiled walk over TFRecord framing and the compiled record copies
+(``format/tfrecord/record_kernels.py``) against their references (what runs with
+``BERT_DATA_COMPILED=0``): the same offsets and the same ValueError, word for word, on random
+framed data, cut anywhere and with lengths corrupted; the same bytes copied."""
+
+import struct
+
+import numpy as np
+import pytest
+
+from bert_data.compiled import DISABLE_VARIABLE
+from bert_data.format.tfrecord import record_kernels
+from bert_data.format.tfrecord.records import frame_records
+from bert_data.format.tfrecord.splicing import record_offsets, record_offsets_reference
+
+
+@pytest.fixture
+def kernels_on(monkeypatch):
+    monkeypatch.setenv(DISABLE_VARIABLE, "1")
+    assert record_kernels.frame_starts() is not None, "numba is a dev dependency: the kernels must run here"
+
+
+def framed(rng, n):
+    """``n`` random records of 0 to 300 bytes (a few empty), framed."""
+    return frame_records([rng.bytes(int(length)) for length in rng.integers(0, 300, n) * (rng.random(n) > 0.05)])
+
+
+def outcome(walk, data):
+    """The offsets, or the error's words."""
+    try:
+        return walk(data).tolist()
+    except ValueError as error:
+        return str(error)
+
+
+def test_the_walk_finds_every_frame_as_the_reference_does(kernels_on):
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 2, 17, 500):
+        data = framed(rng, n)
+        offsets = record_offsets(data)
+        assert offsets.dtype == np.int64 and len(offsets) == n + 1 and offsets[-1] == len(data)
+        assert offsets.tolist() == record_offsets_reference(data).tolist()
+        assert record_offsets(memoryview(data)).tolist() == offsets.tolist()
+
+
+def test_cut_framing_gives_the_references_error(kernels_on):
+    """Cut at every byte of the last few frames (a header cut, or a frame running past the end)."""
+    rng = np.random.default_rng(1)
+    data = framed(rng, 6)
+    errors = set()
+    for end in range(len(data) + 1):
+        cut = data[:end]
+        expected = outcome(record_offsets_reference, cut)
+        assert outcome(record_offsets, cut) == expected, end
+        errors.add(expected.split(" ")[1] if isinstance(expected, str) else "ok")
+    assert errors == {"ok", "record", "last"}  # every kind of outcome was met
+
+
+def test_corrupt_lengths_give_the_references_error(kernels_on):
+    """A length header overwritten: past the end (up to 2**64 - 1, beyond int64), short (the
+    next frame starts inside a record: its length is then whatever bytes lie there)."""
+    rng = np.random.default_rng(2)
+    data = framed(rng, 40)
+    starts = record_offsets_reference(data)[:-1].tolist()
+    true_length = struct.unpack_from("<Q", data, starts[0])[0]  # (unchanged: the frames found)
+    lengths = [true_length, 0, 1, 11, 12, 15, 16, 1000, len(data), 2**31, 2**63 - 1, 2**63, 2**64 - 1]
+    for _ in range(300):
+        lengths.append(int(rng.integers(0, 2**63)) >> int(rng.integers(0, 63)))
+    seen = set()
+    for k, length in enumerate(lengths):
+        at = starts[k % len(starts)]
+        corrupt = bytearray(data)
+        struct.pack_into("<Q", corrupt, at, length)
+        corrupt = bytes(corrupt)
+        expected = outcome(record_offsets_reference, corrupt)
+        assert outcome(record_offsets, corrupt) == expected, (at, length)
+        seen.add(type(expected))
+    assert seen == {list, str}
+
+
+def test_without_kernels_the_reference_runs(monkeypatch):
+    monkeypatch.setenv(DISABLE_VARIABLE, "0")
+    assert record_kernels.frame_starts() is None and record_kernels.copy_ranges() is None
+    data = framed(np.random.default_rng(3), 30)
+    assert record_offsets(data).tolist() == record_offsets_reference(data).tolist()
+    assert outcome(record_offsets, data[:-1]) == outcome(record_offsets_reference, data[:-1])
+
+
+def test_copy_ranges_moves_each_range_whole_to_its_place(kernels_on):
+    rng = np.random.default_rng(4)
+    source = np.frombuffer(rng.bytes(5000), dtype=np.uint8)
+    cuts = np.sort(rng.choice(np.arange(1, 5000), 199, replace=False))
+    begins, ends = np.concatenate([[0], cuts]), np.concatenate([cuts, [5000]])
+    order = rng.permutation(200)
+    lengths = ends[order] - begins[order]
+    destinations = np.cumsum(lengths) - lengths + 7  # (at an offset into ``out``)
+    out = np.zeros(5010, dtype=np.uint8)
+    record_kernels.copy_ranges()(source, begins[order], ends[order], out, destinations)
+    expected = b"".join(source[b:e].tobytes() for b, e in zip(begins[order], ends[order]))
+    assert out[7:5007].tobytes() == expected and not out[:7].any() and not out[5007:].any()
+    # Arrays with strides (not the shuffle's) are copied byte by byte, to the same bytes.
+    strided = np.zeros(10020, dtype=np.uint8)
+    record_kernels.copy_ranges()(source, begins[order], ends[order], strided[::2], destinations)
+    assert strided[::2].tobytes() == out.tobytes() and not strided[1::2].any()
