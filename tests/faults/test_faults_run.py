@@ -265,6 +265,7 @@ def pair_unit_killed_while_sending_at_unit_4(unit, *args):
         import struct
         from multiprocessing.queues import SimpleQueue
 
+        gc.unfreeze()  # (a worker freezes what it inherited, compiled.long_lived: get_objects skips frozen objects)
         result_queue = next(item for item in gc.get_objects() if type(item) is SimpleQueue)
         os.write(result_queue._writer.fileno(), struct.pack("!i", 100_000) + b"x" * 10)
         os.kill(os.getpid(), signal.SIGKILL)
