@@ -58,6 +58,12 @@ def copy_range(source, offset: int, length: int, target, name: str) -> None:
         copied += len(block)
 
 
+def sync_paths(paths: List[str]) -> None:
+    """``ShardAssembler.take_unsynced``'s shards, durable."""
+    for path in paths:
+        sync_file(path)
+
+
 class ShardAssembler:
     """Appends piece segments to the shards in progress, in unit order, and completes them.
 
@@ -169,9 +175,14 @@ class ShardAssembler:
     def sync(self) -> None:
         """Every shard appended to since the last call, durable (one fsync each, done together:
         the group commit before a journal record)."""
-        for key in sorted(self.unsynced):
-            sync_file(self.path(key))
+        sync_paths(self.take_unsynced())
+
+    def take_unsynced(self) -> List[str]:
+        """The shards appended to since the last call, for ``sync_paths`` (in a thread, while
+        the next unit is appended: its shards are the next call's)."""
+        paths = [self.path(key) for key in sorted(self.unsynced)]
         self.unsynced.clear()
+        return paths
 
     def sizes(self) -> Dict[str, int]:
         return dict(self.lengths)

@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 from .. import storage
 from ..notices import note
@@ -43,7 +43,7 @@ from ..compiled import compiled_missing_note
 from ..tokenizers import native_note
 from ..format.dataset_layout import SPLIT_CODES
 from ..pipeline.documents.types import BINARY, DEFAULT_TEXT_FIELD, MISSING_KEY
-from .assembly import ShardAssembler
+from .assembly import ShardAssembler, sync_paths
 from .corpus_output import record_totals, write_corpus
 from .executors import (InlineExecutor, dead_worker_signal, default_executor, local_workers, shares_local_files,
                         stop_executor, wait_first)
@@ -230,10 +230,10 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                 result = finished.pop(totals.units_done)
                 # The unit before, journaled now that its bytes had time to reach the disk: in a
                 # thread, while the workers get their next tasks (with one worker, while this
-                # process does them); the journal is written before the next unit is appended.
+                # process does them) and this unit is appended.
+                commits.wait()
                 commits.commit_in_background()
                 scheduler.fill()
-                commits.wait()
                 assembler.append(result.segments)
                 # The unit's pool (and packed, its pairs) is spent: rows packed with the split take
                 # instances of their own unit and later ones only (split_packing).
@@ -281,6 +281,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
         if staged.shuffles_shards:
             # The last unit's fsync runs while the shuffle starts on its bytes (from the page
             # cache); the shuffle's first journal record waits for it.
+            commits.wait()
             commits.commit_in_background()
             shards.finish()
             sizes = assembler.finish(sync=False)  # written again, durably, by the final shuffle
@@ -289,6 +290,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                             commits.wait)
             commits.wait()
         else:
+            commits.wait()
             commits.commit()
             shards.finish()
             sizes = assembler.finish()
@@ -311,18 +313,20 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
 
 class _UnitCommits:
     """Group commit of the units appended to the shards: unit k is journaled (its shards' new
-    bytes fsynced first, then the journal) just before unit k + 1 is appended, when the units
-    end, or when the run stops, not at once: the disk writes unit k's bytes (handed to it by
-    ``ShardAssembler.append``) while the next unit is made, and the fsync waits for little; it
-    runs in a thread besides (``commit_in_background``), joined before anything else is
-    appended or journaled.  The journal never vouches for bytes not on disk; a power cut loses
-    at most the unit not yet journaled, which ``--resume`` truncates and writes again."""
+    bytes fsynced first, then the journal) when unit k + 1 is ready to be appended, when the
+    units end, or when the run stops, not at once: the disk writes unit k's bytes (handed to it
+    by ``ShardAssembler.append``) while the next unit is made, and the fsync waits for little;
+    it runs in a thread besides (``commit_in_background``) while unit k + 1 is appended, and is
+    joined before the next journal record.  The journal never vouches for bytes not on disk; a
+    power cut loses at most the units not yet journaled, which ``--resume`` truncates and
+    writes again."""
 
     def __init__(self, assembler: ShardAssembler, journal_dir: str, plan: Plan):
         self.assembler, self.journal_dir, self.plan = assembler, journal_dir, plan
         self.pending: Optional[tuple] = None  # what the journal will say of the last unit appended
         self.background: Optional[threading.Thread] = None  # ``commit_in_background``'s
         self.background_outcome: list = []  # its units done, or the error it met
+        self.failed = False  # a background commit failed: nothing more is journaled
 
     def appended(self, totals: RunTotals) -> None:
         self.pending = (totals.units_done, self.assembler.sizes(),
@@ -332,30 +336,31 @@ class _UnitCommits:
         if self.pending is None:
             return
         pending, self.pending = self.pending, None  # (tried once: a journal that failed is not tried again on the stop)
-        pause_if_chosen(self._journal(pending))
+        pause_if_chosen(self._journal(pending, self.assembler.take_unsynced()))
 
-    def _journal(self, pending: tuple) -> int:
+    def _journal(self, pending: tuple, paths: List[str]) -> int:
         units_done, sizes, checksums, totals = pending
-        self.assembler.sync()
+        sync_paths(paths)
         write_journal(self.journal_dir, self.plan.fingerprint, sizes, checksums, totals, record=self.plan.record)
         return units_done
 
     def commit_in_background(self) -> None:
         """``commit`` in a thread (``os.fsync`` lets the interpreter run on): the bytes reach
-        the disk while the run goes on (for the last unit, while the final shuffle reads them
-        from the page cache).  Nothing is appended and no other journal record is written before
-        ``wait`` returns."""
+        the disk while the run goes on: the next unit is appended meanwhile (its shards are
+        synced by the next commit), and for the last unit, the final shuffle reads them from
+        the page cache.  No other journal record is written before ``wait`` returns."""
         if self.pending is None:
             return
         pending, self.pending = self.pending, None
+        paths = self.assembler.take_unsynced()  # (here: the next append adds to the next commit's)
 
         def journal() -> None:
             try:
-                self.background_outcome.append(self._journal(pending))
+                self.background_outcome.append(self._journal(pending, paths))
             except BaseException as error:  # noqa: BLE001 - raised by ``wait``, in the run's own thread
                 self.background_outcome.append(error)
 
-        self.background = threading.Thread(target=journal, name="bert_data-last-commit", daemon=True)
+        self.background = threading.Thread(target=journal, name="bert_data-unit-commit", daemon=True)
         self.background.start()
 
     def wait(self) -> None:
@@ -366,22 +371,23 @@ class _UnitCommits:
         self.background = None
         outcome = self.background_outcome.pop()
         if isinstance(outcome, BaseException):
+            self.failed = True
             raise outcome
         pause_if_chosen(outcome)
 
     def commit_on_stop(self) -> None:
         """The unit appended whole before a stop is kept too, as when it was journaled at once
         (a failure to journal it now leaves the journal before it, which is as true)."""
-        if self.background is not None:  # the last unit, being journaled: kept once that is done
+        if self.background is not None:  # the unit before, being journaled
             self.background.join()
             self.background = None
-            return
-        if self.pending is None:
-            return
+            self.failed = self.failed or isinstance(self.background_outcome.pop(), BaseException)
+        if self.pending is None or self.failed:  # (a failed commit's bytes may not be on disk: no
+            return  # later journal may vouch for them)
         units_done, sizes, checksums, totals = self.pending
         self.pending = None
         try:
-            self.assembler.sync()
+            sync_paths(self.assembler.take_unsynced())
             write_journal(self.journal_dir, self.plan.fingerprint, sizes, checksums, totals, record=self.plan.record)
         except BaseException:  # noqa: BLE001 - (a second Ctrl-C, a full disk): the run stops either way
             pass

@@ -27,13 +27,22 @@ def test_nothing_is_vouched_for_before_its_bytes_are_synced(tmp_path, monkeypatc
     real_copy, real_sync, real_journal = assembly.copy_range, work_checks.sync_file, runner.write_journal
     real_save_array, real_replace = tasks.save_array, work_checks.replace_durably
 
+    appends = [0]  # units appended so far: a shard write belongs to the unit being appended
+    real_append = assembly.ShardAssembler.append
+
+    def append(self, segments):
+        appends[0] += 1
+        return real_append(self, segments)
+
     def copy_range(source, offset, length, target, name):
         real_copy(source, offset, length, target, name)
-        events.append(("write", os.path.realpath(target.name)))
+        events.append(("write", (os.path.realpath(target.name), appends[0])))
 
     def sync_file(path):
-        real_sync(path)
+        # Logged as it starts: a unit's commit runs in a thread while the next unit is appended,
+        # and a sync covers only the writes done before it began.
         events.append(("sync", os.path.realpath(path)))
+        real_sync(path)
 
     def write_journal(work_dir, fingerprint, sizes, checksums, totals, **kwargs):
         events.append(("journal", totals["units_done"]))
@@ -41,7 +50,7 @@ def test_nothing_is_vouched_for_before_its_bytes_are_synced(tmp_path, monkeypatc
 
     def save_array(array, path):
         crc = real_save_array(array, path)
-        events.append(("write", os.path.realpath(path)))
+        events.append(("write", (os.path.realpath(path), 0)))
         return crc
 
     def replace_durably(temporary, path, handle=None):
@@ -51,6 +60,7 @@ def test_nothing_is_vouched_for_before_its_bytes_are_synced(tmp_path, monkeypatc
 
     with monkeypatch.context() as patch:
         patch.setattr(assembly, "copy_range", copy_range)
+        patch.setattr(assembly.ShardAssembler, "append", append)
         patch.setattr(work_checks, "sync_file", sync_file)
         patch.setattr(assembly, "sync_file", sync_file)
         patch.setattr(scratch.work_checks, "sync_file", sync_file)
@@ -59,20 +69,20 @@ def test_nothing_is_vouched_for_before_its_bytes_are_synced(tmp_path, monkeypatc
         patch.setattr(work_checks, "replace_durably", replace_durably)
         assert run(corpus, tmp_path / "out") == 0
 
-    unsynced = set()  # files written since their last sync
+    unsynced = set()  # (file, unit appending) written since the file's last sync began
     journaled_units, summaries = [], 0
     for kind, what in events:
         if kind == "write":
             unsynced.add(what)
         elif kind == "sync":
-            unsynced.discard(what)
-        elif kind == "journal":
-            shards = {path for path in unsynced if ".tfrecords" in path}
+            unsynced = {(path, unit) for path, unit in unsynced if path != what}
+        elif kind == "journal":  # the shards' bytes of its units (those appended later are not its)
+            shards = {path for path, unit in unsynced if ".tfrecords" in path and unit <= what}
             assert not shards, f"the journal of {what} units vouches for bytes not synced: {sorted(shards)}"
             journaled_units.append(what)
         else:  # a slice's summary: its arrays (same name up to the suffix) synced before it is durable
             stem = what[:-len(".json")]
-            assert not {path for path in unsynced if path.startswith(stem + ".")}, what
+            assert not {path for path, _ in unsynced if path.startswith(stem + ".")}, what
             summaries += 1
     assert summaries >= 1
     n_units = journaled_units[-1]
