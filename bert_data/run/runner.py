@@ -466,16 +466,23 @@ def _shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Di
         while waiting or running:
             submit()
             ended, _ = wait_first(list(running), executor)
-            done_now = []
+            done_now, failures = [], []
             for future in ended:
-                done_now.append((running[future], future.result()))
-                running.pop(future)
+                shuffle = running.pop(future)
                 scheduler.in_flight.pop(future)
-            if not isinstance(executor, InlineExecutor):  # (inline, the next shard would run before this one is kept)
-                submit()  # the workers' next shards first, then the journal and renames here, while they work
+                try:
+                    done_now.append((shuffle, future.result()))
+                except BaseException as error:  # noqa: BLE001 - raised below, once the others are kept
+                    failures.append(error)
+            # The workers' next shards first, then the journal and renames here, while they work
+            # (not inline: the next shard would run before these are kept).
+            if not failures and not isinstance(executor, InlineExecutor):
+                submit()
             for shuffle, digests in done_now:  # each journaled as it is done
                 finished(shuffle, digests)
                 bar.update(len(shuffle.keys))
+            if failures:
+                raise failures[0]
     finally:
         bar.close()
 
