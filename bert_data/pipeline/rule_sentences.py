@@ -166,20 +166,7 @@ class RuleSentencizer:
                     texts = final[0] if final is not None else None
             else:
                 pre = None
-        if texts is None:
-            tokens = self._spacy_tokens(word)
-        else:
-            tokens = []
-            idx = 0
-            kinds = self._kinds
-            for text in texts:
-                kind = kinds.get(text)
-                if kind is None:
-                    kind = (text in self._punct, _is_punct(text))
-                    if len(kinds) < _CACHE_LIMIT:
-                        kinds[text] = kind
-                tokens.append((idx, *kind))
-                idx += len(text)
+        tokens = self._spacy_tokens(word) if texts is None else self._token_flags(zip(token_offsets(texts), texts))
         # The state machine over the word's tokens, from a clear and from a set flag.
         clear_starts = []
         set_starts = []
