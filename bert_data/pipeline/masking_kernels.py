@@ -82,6 +82,40 @@ def single_token_positions(input_ids, lengths, is_special, keys, budget, positio
         counts[i] = count if count == take else TIE  # equal keys at the threshold (or below it)
 
 
+@helper
+def _row_words(input_ids, marks, i, length, is_special, is_continuation, word_of, ends):
+    """Row ``i``'s candidate tokens grouped into words (a continuation piece joins the candidate
+    word before it): ``word_of[j]`` the word of token j (-1: not a candidate), ``ends[w]`` the
+    tokens of the row's first w words; returns how many words."""
+    words = 0
+    ends[0] = 0
+    for j in range(length):
+        word_of[j] = -1
+        token = input_ids[i, j]
+        if token < len(is_special) and is_special[token]:
+            continue
+        if words == 0 or not is_continuation[marks[i, j]]:
+            words += 1
+            ends[words] = ends[words - 1]
+        word_of[j] = words - 1
+        ends[words] += 1
+    return words
+
+
+@helper
+def _chosen_positions(word_of, chosen, length, positions, i):
+    """The tokens of row ``i``'s chosen words (``chosen[word]``), ascending, in ``positions[i]``
+    (as many as it holds); returns how many there are."""
+    slots = positions.shape[1]
+    count = 0
+    for j in range(length):
+        if word_of[j] >= 0 and chosen[word_of[j]]:
+            if count < slots:
+                positions[i, count] = j
+            count += 1
+    return count
+
+
 @kernel
 def whole_word_positions(input_ids, marks, lengths, is_special, is_continuation, keys, budget, positions, counts):
     """Per row, Google's whole-word choice: words (a continuation piece joins the candidate word
@@ -94,24 +128,15 @@ def whole_word_positions(input_ids, marks, lengths, is_special, is_continuation,
     n, width = input_ids.shape
     slots = positions.shape[1]
     word_of = np.empty(width, np.int64)  # -1: not a candidate
-    word_length = np.empty(width, np.int64)
+    ends = np.zeros(width + 1, np.int64)  # ends[w]: the tokens of the row's first w words
     taken = np.empty(width, np.bool_)
     below = np.empty(width, np.int64)  # words whose keys are below the guess
     order = np.empty(width, np.int64)
     for i in range(n):
         length = min(max(lengths[i], 0), width)
-        words = 0
-        for j in range(length):
-            word_of[j] = -1
-            token = input_ids[i, j]
-            if token < len(is_special) and is_special[token]:
-                continue
-            if words == 0 or not is_continuation[marks[i, j]]:
-                word_length[words] = 0
-                taken[words] = False
-                words += 1
-            word_of[j] = words - 1
-            word_length[words - 1] += 1
+        words = _row_words(input_ids, marks, i, length, is_special, is_continuation, word_of, ends)
+        for word in range(words):
+            taken[word] = False
         wanted = min(budget[i], slots)  # (the budget is at most max_predictions)
         if words == 0 or wanted <= 0:
             counts[i] = 0
@@ -144,9 +169,10 @@ def whole_word_positions(input_ids, marks, lengths, is_special, is_continuation,
             spent = 0
             for rank in range(held):
                 word = order[rank]
-                fits = spent + word_length[word] <= wanted
+                size = ends[word + 1] - ends[word]
+                fits = spent + size <= wanted
                 taken[word] = fits
-                spent += fits * word_length[word]
+                spent += fits * size
             if spent >= wanted or held == words:
                 break  # every word has a token: nothing more fits
             for rank in range(held):
@@ -154,13 +180,7 @@ def whole_word_positions(input_ids, marks, lengths, is_special, is_continuation,
         if tie:
             counts[i] = TIE
             continue
-        count = 0
-        for j in range(length):
-            if word_of[j] >= 0 and taken[word_of[j]]:
-                if count < slots:
-                    positions[i, count] = j
-                count += 1
-        counts[i] = count
+        counts[i] = _chosen_positions(word_of, taken, length, positions, i)
 
 
 @kernel
@@ -231,7 +251,6 @@ def ngram_positions(input_ids, marks, lengths, is_special, is_continuation, keys
     words (m: the sizes possible before the row's last word), shrunk to the longest that fits the
     budget; skipped when none fits or it touches a chosen word."""
     n, width = input_ids.shape
-    slots = positions.shape[1]
     largest = thresholds.shape[0]
     word_of = np.empty(width, np.int64)
     ends = np.zeros(width + 1, np.int64)  # ends[w]: the tokens of the row's first w words
@@ -240,17 +259,7 @@ def ngram_positions(input_ids, marks, lengths, is_special, is_continuation, keys
     filled = np.empty(width + 1, np.int64)
     for i in range(n):
         length = min(max(lengths[i], 0), width)
-        words = 0
-        for j in range(length):
-            word_of[j] = -1
-            token = input_ids[i, j]
-            if token < len(is_special) and is_special[token]:
-                continue
-            if words == 0 or not is_continuation[marks[i, j]]:
-                words += 1
-                ends[words] = ends[words - 1]
-            word_of[j] = words - 1
-            ends[words] += 1
+        words = _row_words(input_ids, marks, i, length, is_special, is_continuation, word_of, ends)
         wanted = budget[i]
         if _words_by_key(keys, i, words, order, filled):
             counts[i] = TIE
@@ -281,13 +290,7 @@ def ngram_positions(input_ids, marks, lengths, is_special, is_continuation, keys
             for k in range(size):
                 covered[start + k] = True
             taken += ends[min(start + size, words)] - ends[start]
-        count = 0
-        for j in range(length):
-            if word_of[j] >= 0 and covered[word_of[j]]:
-                if count < slots:
-                    positions[i, count] = j
-                count += 1
-        counts[i] = count
+        counts[i] = _chosen_positions(word_of, covered, length, positions, i)
 
 
 @kernel
@@ -298,7 +301,6 @@ def span_positions(candidates, starts, keys, length_draws, length_thresholds, bu
     ``searchsorted(..., side="right")``; fewer before the row's end), stopped before a chosen word
     and shrunk to the longest run of whole words that fits the budget."""
     n, width = candidates.shape
-    slots = positions.shape[1]
     word_of = np.empty(width, np.int64)
     ends = np.zeros(width + 1, np.int64)
     covered = np.zeros(width + max_words + 1, np.bool_)
@@ -342,10 +344,4 @@ def span_positions(candidates, starts, keys, length_draws, length_thresholds, bu
                 covered[start + k] = True
             if length > 0:
                 taken += ends[min(start + length, words)] - ends[start]
-        count = 0
-        for j in range(width):
-            if word_of[j] >= 0 and covered[word_of[j]]:
-                if count < slots:
-                    positions[i, count] = j
-                count += 1
-        counts[i] = count
+        counts[i] = _chosen_positions(word_of, covered, width, positions, i)
