@@ -19,6 +19,8 @@ one after the other (``--rounds`` times, alternately), and reports the ratio: wh
 ``--baseline DIR`` runs every configuration again right after, with the bert_data of another
 checkout (``git worktree add /tmp/before <commit>``), and reports each run over its baseline run:
 a change measured against the code before it, alternately, in one session.
+Each checkout's bytecode is compiled first (into its ``__pycache__``), as installing a package
+does, so that no run pays for compiling the package's source, whatever PYTHONDONTWRITEBYTECODE says.
 
 Any corpus works: ``--metadata_files``/``--input_files`` (with ``--input_files_prefix``) name the
 documents as create_tfrecords takes them, and the document options in ``--generator_args``
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import compileall
 import json
 import os
 import shlex
@@ -328,6 +331,10 @@ def main(argv=None) -> int:
             if Path(imported).resolve().parent.parent != expected:
                 sys.exit(f"benchmark: the {code} runs would import {imported}, not the bert_data of {expected} "
                          "(Python 3.11 or later is needed for PYTHONSAFEPATH; or run from another directory)")
+            # Each checkout's bytecode, compiled once as ``pip install`` does for an installed
+            # package: with PYTHONDONTWRITEBYTECODE set (or a read-only checkout) every run would
+            # otherwise compile the package's modules from source again (~0.3 s of its start).
+            compileall.compile_dir(str(expected / "bert_data"), quiet=1)
         plan = [(workers, kept, code) for _ in range(args.rounds) for workers in args.num_workers
                 for kept in orders for code in codes]
         for workers, kept, code in plan:

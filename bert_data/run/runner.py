@@ -58,7 +58,7 @@ from .screening import screen_corpus
 from .scheduler import Scheduler, ShardCounts, UnitResult, slices_still_needed
 from .scratch import finished_slices
 from .source_plan import document_tokens
-from .shard_shuffle import publish_shuffled, run_shuffle_task, shuffle_tasks, shuffled_size
+from .shard_shuffle import ShuffleCommits, publish_shuffled, run_shuffle_task, shuffle_tasks, shuffled_size
 from .specs import OutputSpec, RunSpec
 from .tasks import SliceSummary, UnitError
 from .totals import RunTotals, SkippedTotals, make_manifests
@@ -287,7 +287,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
             sizes = assembler.finish(sync=False)  # written again, durably, by the final shuffle
             _shuffle_shards(staged, plan, totals, sizes, assembler.checksums, journal_dir,
                             executor if own_executor or shares_local_files(executor) else None, scheduler, progress,
-                            commits.wait)
+                            commits.joined)
             commits.wait()
         else:
             commits.wait()
@@ -375,6 +375,14 @@ class _UnitCommits:
             raise outcome
         pause_if_chosen(outcome)
 
+    def joined(self) -> Optional[BaseException]:
+        """The background commit done, and the first error of the commits so far (from any
+        thread: its outcome stays for ``wait``, in the run's own thread)."""
+        background = self.background
+        if background is not None:
+            background.join()
+        return next((outcome for outcome in self.background_outcome if isinstance(outcome, BaseException)), None)
+
     def commit_on_stop(self) -> None:
         """The unit appended whole before a stop is kept too, as when it was journaled at once
         (a failure to journal it now leaves the journal before it, which is as true)."""
@@ -416,13 +424,15 @@ def _tokenize_all(spec: RunSpec, plan: Plan, executor, work_dir: str, parallelis
 
 def _shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Dict[str, int],
                     checksums: Dict[str, list], journal_dir: str, executor: Optional[cf.Executor],
-                    scheduler: Scheduler, progress: bool, units_journaled: Callable[[], None]) -> None:
+                    scheduler: Scheduler, progress: bool,
+                    units_journaled: Callable[[], Optional[BaseException]]) -> None:
     """The final pass (``shard_shuffle``): every shard not yet shuffled, a task each (on the
     executor when its workers see these files, else here).  Each task is written beside its
-    shards in progress, journaled (its keys and new sizes), then put in their place, so a
-    resumed run finds every shard either whole and unshuffled or shuffled, never half.
-    ``units_journaled`` returns once the last unit is journaled (it is, in a thread, while the
-    first tasks run): no shuffled shard is journaled before the units it holds."""
+    shards in progress, made durable and journaled (its keys and new sizes), then put in their
+    place, so a resumed run finds every shard either whole and unshuffled or shuffled, never
+    half (``ShuffleCommits``: in a thread, while the next tasks run).  ``units_journaled``
+    returns once the last unit is journaled (it is, in a thread, while the first tasks run),
+    with its error if it failed: no shuffled shard is journaled before the units it holds."""
     shuffles = []
     for split, directory in staged.split_dirs().items():
         paths = [shard_in_progress(directory, staged, shard) for shard in range(totals.shard_counts[split])]
@@ -430,15 +440,23 @@ def _shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Di
     done = set(totals.shuffled)
 
     def finished(shuffle, digests: Dict[str, str]) -> None:
-        if not set(shuffle.keys) <= done:
-            for key, target in zip(shuffle.keys, shuffle.targets):
-                sizes[key] = shuffled_size(target)
-            totals.shuffled += shuffle.keys
-            totals.shuffled_sha256.update(digests)
-            done.update(shuffle.keys)
-            units_journaled()
-            write_journal(journal_dir, plan.fingerprint, sizes, checksums, totals.to_json(), record=plan.record)
-        publish_shuffled(shuffle)
+        if set(shuffle.keys) <= done:
+            publish_shuffled(shuffle)
+            return
+        for key, target in zip(shuffle.keys, shuffle.targets):
+            sizes[key] = shuffled_size(target)
+        totals.shuffled += shuffle.keys
+        totals.shuffled_sha256.update(digests)
+        done.update(shuffle.keys)
+        record = (dict(sizes), {key: list(value) for key, value in checksums.items()}, totals.to_json())  # as of now
+
+        def journal() -> None:  # (in the commits' thread, in the order the tasks finished)
+            error = units_journaled()
+            if error is not None:
+                raise error
+            write_journal(journal_dir, plan.fingerprint, *record, record=plan.record)
+
+        commits.add(shuffle, journal)
 
     pending = []
     for shuffle in shuffles:
@@ -448,43 +466,53 @@ def _shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Di
             remove_shards_being_shuffled(shuffle.targets)  # half written by an interrupted run
             pending.append(shuffle)
     bar = _progress(sum(len(shuffle.keys) for shuffle in shuffles), progress, "shuffled", "shard", len(done), position=2)
+    commits = ShuffleCommits()
     try:
         if executor is None:
             for shuffle in pending:
                 finished(shuffle, run_shuffle_task(shuffle))
                 bar.update(len(shuffle.keys))
-            return
-        waiting, running = list(reversed(pending)), {}
-
-        def submit() -> None:
-            while waiting and len(running) < scheduler.parallelism:
-                shuffle = waiting.pop()
-                future = executor.submit(run_shuffle_task, shuffle)
-                running[future] = shuffle
-                scheduler.in_flight[future] = ("shuffle", len(running), None)  # cancelled with the rest on a stop
-
-        while waiting or running:
-            submit()
-            ended, _ = wait_first(list(running), executor)
-            done_now, failures = [], []
-            for future in ended:
-                shuffle = running.pop(future)
-                scheduler.in_flight.pop(future)
-                try:
-                    done_now.append((shuffle, future.result()))
-                except BaseException as error:  # noqa: BLE001 - raised below, once the others are kept
-                    failures.append(error)
-            # The workers' next shards first, then the journal and renames here, while they work
-            # (not inline: the next shard would run before these are kept).
-            if not failures and not isinstance(executor, InlineExecutor):
-                submit()
-            for shuffle, digests in done_now:  # each journaled as it is done
-                finished(shuffle, digests)
-                bar.update(len(shuffle.keys))
-            if failures:
-                raise failures[0]
+        else:
+            _shuffle_on(executor, scheduler, pending, finished, bar)
+    except BaseException:
+        commits.finish(quietly=True)  # the tasks done are kept; the error met is the one raised
+        raise
     finally:
         bar.close()
+    commits.finish()
+
+
+def _shuffle_on(executor: cf.Executor, scheduler: Scheduler, pending: list, finished: Callable, bar) -> None:
+    """``_shuffle_shards``' tasks on the executor's workers, ``finished`` in the order they end."""
+    waiting, running = list(reversed(pending)), {}
+
+    def submit() -> None:
+        while waiting and len(running) < scheduler.parallelism:
+            shuffle = waiting.pop()
+            future = executor.submit(run_shuffle_task, shuffle)
+            running[future] = shuffle
+            scheduler.in_flight[future] = ("shuffle", len(running), None)  # cancelled with the rest on a stop
+
+    while waiting or running:
+        submit()
+        ended, _ = wait_first(list(running), executor)
+        done_now, failures = [], []
+        for future in ended:
+            shuffle = running.pop(future)
+            scheduler.in_flight.pop(future)
+            try:
+                done_now.append((shuffle, future.result()))
+            except BaseException as error:  # noqa: BLE001 - raised below, once the others are kept
+                failures.append(error)
+        # The workers' next shards first, then these handed to the commits' thread (not inline:
+        # the next shard would run first, and its failure would leave these unkept).
+        if not failures and not isinstance(executor, InlineExecutor):
+            submit()
+        for shuffle, digests in done_now:  # each journaled as it is done
+            finished(shuffle, digests)
+            bar.update(len(shuffle.keys))
+        if failures:
+            raise failures[0]
 
 
 def _stop_work(executor, own_executor: bool, scheduler) -> None:

@@ -34,17 +34,17 @@ import os
 import queue
 import threading
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
 from ..pipeline.mixing import CorpusOrder
 from ..format.tfrecord.record_kernels import copy_ranges
 from ..format.tfrecord.splicing import StreamCompressor, record_offsets  # (TFRecord: the one format of framed records)
-from .run_files import shard_being_shuffled
+from .run_files import remove_shards_being_shuffled, shard_being_shuffled
 from ..format.checksums import ALGORITHM
 from .specs import OutputSpec
-from .work_checks import start_writeback
+from .work_checks import start_writeback, sync_file
 
 # Records of a column batch (``shuffled_batches``: the other formats' shards are written in
 # batches of this many; it shapes their files, so it stays as it is).
@@ -177,11 +177,12 @@ class _Target:
             self.started = self.written
 
     def close(self) -> None:
+        """Written whole; durable only by ``sync_shuffled`` (the run's, before its journal)."""
         data = self.engine.flush()
         self.digest.update(data)
         self.handle.write(data)
         self.handle.flush()
-        os.fsync(self.handle.fileno())
+        start_writeback(self.handle.fileno(), self.started, self.written + len(data) - self.started)
         self.handle.close()
 
 
@@ -289,10 +290,11 @@ class _Gather:
 
 def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
     """Write ``task``'s records in their seeded order beside its targets
-    (``run_files.shard_being_shuffled``; ``publish_shuffled`` puts them in place once the journal
-    says so, so an interruption leaves the sources whole); returns its keys, each with the
-    SHA-256 of the shard written (the manifest's: hashed here, in a worker, as the bytes go
-    by, and not read again by the parent at the end)."""
+    (``run_files.shard_being_shuffled``; ``sync_shuffled`` makes them durable and
+    ``publish_shuffled`` puts them in place once the journal says so, so an interruption leaves
+    the sources whole); returns its keys, each with the SHA-256 of the shard written (the
+    manifest's: hashed here, in a worker, as the bytes go by, and not read again by the parent
+    at the end)."""
     sources = [_Source(path) for path in task.sources]
     targets: List[_Target] = []
     writer: Optional[_Writer] = None
@@ -334,6 +336,70 @@ def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
         for source in sources:
             source.close()
     return {key: target.digest.hexdigest() for key, target in zip(task.keys, targets)}
+
+
+def sync_shuffled(task: ShuffleTask) -> None:
+    """The shuffled shards of ``task`` durable, before a journal vouches for them."""
+    for target in task.targets:
+        sync_file(shard_being_shuffled(target))
+
+
+class ShuffleCommits:
+    """Shuffle tasks done, kept in the order they are added by a thread of their own: each
+    task's shards made durable (``sync_shuffled``), journaled (``add``'s ``journal``: the
+    runner's record, taken when the task was added), then put in place (``publish_shuffled``).
+    The run goes on meanwhile: the next shards are gathered while the disk writes these, and no
+    task waits for the one before it to be on disk.  A commit's error is raised in the run's
+    thread at the next ``add`` or at ``finish``; after one, nothing more is journaled, and the
+    shards written but not journaled are removed (the sources are whole: ``--resume`` shuffles
+    them again)."""
+
+    def __init__(self):
+        self._work: "queue.SimpleQueue" = queue.SimpleQueue()
+        self.error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, name="bert_data-shuffle-commit", daemon=True)
+        self._thread.start()
+
+    def add(self, task: ShuffleTask, journal: Callable[[], None]) -> None:
+        if self.error is not None:
+            _remove_quietly(task)
+            raise self.error
+        self._work.put((task, journal))
+
+    def _run(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            task, journal = item
+            journaled = False
+            try:
+                if self.error is None:
+                    sync_shuffled(task)
+                    journal()
+                    journaled = True
+                    publish_shuffled(task)
+            except BaseException as error:  # noqa: BLE001 - raised in the run's thread
+                self.error = error
+            if not journaled:
+                _remove_quietly(task)
+
+    def finish(self, quietly: bool = False) -> None:
+        """Every task added kept, or the first error met raised (not ``quietly``: the run is
+        failing already, with an error of its own)."""
+        self._work.put(None)
+        self._thread.join()
+        if self.error is not None and not quietly:
+            raise self.error
+
+
+def _remove_quietly(task: ShuffleTask) -> None:
+    """A task's shuffled shards, written whole but vouched for by no journal, removed (the run is
+    failing: ``--resume`` writes them again from the sources)."""
+    try:
+        remove_shards_being_shuffled(task.targets)
+    except OSError:
+        pass
 
 
 def publish_shuffled(task: ShuffleTask) -> None:

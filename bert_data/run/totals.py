@@ -5,6 +5,7 @@ resumed run goes on counting), the documents it skipped, and each split's manife
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 from dataclasses import dataclass, field
@@ -78,9 +79,12 @@ class RunTotals:
         return sum(totals.n_examples for totals in self.splits.values())
 
     def to_json(self) -> dict:
-        return {"units_done": self.units_done, "records_per_shard": self.records_per_shard,
-                "splits": {split: dataclasses.asdict(totals) for split, totals in self.splits.items()},
-                "shard_counts": self.shard_counts, "shuffled": self.shuffled, "shuffled_sha256": self.shuffled_sha256}
+        """The totals as of now, for a journal record: a copy (a commit's thread may write the
+        record while the run goes on counting)."""
+        return copy.deepcopy({
+            "units_done": self.units_done, "records_per_shard": self.records_per_shard,
+            "splits": {split: dataclasses.asdict(totals) for split, totals in self.splits.items()},
+            "shard_counts": self.shard_counts, "shuffled": self.shuffled, "shuffled_sha256": self.shuffled_sha256})
 
     @classmethod
     def from_json(cls, data: dict) -> "RunTotals":

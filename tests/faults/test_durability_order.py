@@ -6,6 +6,7 @@ worker runs its tasks inline), from the calls that write, sync and journal."""
 from __future__ import annotations
 
 import os
+import threading
 
 from bert_data.cli.create_tfrecords import main
 from bert_data.run import assembly, runner, scratch, tasks, work_checks
@@ -92,3 +93,68 @@ def test_nothing_is_vouched_for_before_its_bytes_are_synced(tmp_path, monkeypatc
     # And the group commit changes nothing of the bytes.
     assert run(corpus, tmp_path / "again") == 0
     assert file_hashes(tmp_path / "out") == file_hashes(tmp_path / "again")
+
+
+def test_a_shuffled_shard_is_synced_before_the_journal_counts_it_and_put_in_place_after(tmp_path, monkeypatch):
+    """The final shuffle keeps its tasks in a thread (``shard_shuffle.ShuffleCommits``): each
+    shard written, then synced, then journaled as shuffled, then renamed into place."""
+    from bert_data.run import shard_shuffle
+    from bert_data.run.run_files import shard_being_shuffled
+
+    corpus = make_corpus(tmp_path / "corpus", n_docs=20, min_sentences=8, max_sentences=16, words_per_doc=20)
+    events = []  # ("written" | "sync", path) | ("journal", shuffled keys) | ("publish", {key: path})
+    real_close, real_sync = shard_shuffle._Target.close, shard_shuffle.sync_file
+    real_publish, real_journal = shard_shuffle.publish_shuffled, runner.write_journal
+
+    first_written = threading.Event()
+    real_unit_journal = runner._UnitCommits._journal
+
+    def close(self):
+        real_close(self)
+        events.append(("written", os.path.realpath(self.temporary)))
+        first_written.set()
+
+    def unit_journal(self, pending, paths):
+        # The last unit's commit runs in a thread while the shuffle starts: made to end after a
+        # shuffled shard is written, so that its record is taken before the shuffle counts any.
+        if pending[0] == len(self.plan.units):
+            assert first_written.wait(timeout=300)
+        return real_unit_journal(self, pending, paths)
+
+    def sync_file(path):
+        events.append(("sync", os.path.realpath(path)))  # (as it starts: it covers what was written before)
+        real_sync(path)
+
+    def write_journal(work_dir, fingerprint, sizes, checksums, totals, **kwargs):
+        events.append(("journal", set(totals.get("shuffled", []))))
+        real_journal(work_dir, fingerprint, sizes, checksums, totals, **kwargs)
+
+    def publish_shuffled(task):
+        events.append(("publish", {key: os.path.realpath(shard_being_shuffled(target))
+                                   for key, target in zip(task.keys, task.targets)}))
+        real_publish(task)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(shard_shuffle._Target, "close", close)
+        patch.setattr(runner._UnitCommits, "_journal", unit_journal)
+        patch.setattr(shard_shuffle, "sync_file", sync_file)
+        patch.setattr(shard_shuffle, "publish_shuffled", publish_shuffled)
+        patch.setattr(runner, "write_journal", write_journal)
+        assert run(corpus, tmp_path / "out") == 0
+
+    paths = {key: path for kind, what in events if kind == "publish" for key, path in what.items()}
+    assert sorted(paths) == ["train/0", "train/1", "train/2"]
+    written, synced, journaled = set(), set(), set()
+    for kind, what in events:
+        if kind == "written":
+            written.add(what)
+            synced.discard(what)
+        elif kind == "sync":
+            synced.add(what)
+        elif kind == "journal":
+            unsynced = {key for key in what if paths[key] not in synced}
+            assert not unsynced, f"the journal counts {sorted(unsynced)} as shuffled before their bytes are synced"
+            journaled |= what
+        else:
+            assert set(what) <= journaled, f"{sorted(what)} put in place before the journal counts them"
+    assert journaled == set(paths)

@@ -334,3 +334,34 @@ def test_disk_full_in_the_final_shuffle(capsys, corpus, reference, tmp_path, mon
     code, err = cli(capsys, corpus, output, "--resume")
     assert code == 0, err
     assert file_hashes(output) == reference
+
+
+def test_disk_full_while_a_shuffled_shard_is_made_durable(capsys, corpus, reference, tmp_path, monkeypatch):
+    """A shuffled shard is synced, journaled and put in place by a thread of its own while the
+    next one is written (``shard_shuffle.ShuffleCommits``): the sync of the second fails.  The
+    first stays shuffled and journaled; the second (written whole, but vouched for by no
+    journal) and any written after it are removed; --resume shuffles them and gives the same bytes."""
+    from bert_data.run import shard_shuffle
+
+    real_sync, synced = shard_shuffle.sync_file, []
+
+    def sync_on_a_full_disk(path):
+        synced.append(path)
+        if len(synced) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+        real_sync(path)
+
+    output = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        patch.setattr(shard_shuffle, "sync_file", sync_on_a_full_disk)
+        code, err = cli(capsys, corpus, output)
+    assert code == 2
+    assert len(synced) == 2  # nothing is synced (or journaled) after the failure
+    assert journal_of(output)["totals"]["shuffled"] == ["train/0"]
+    line = one_line(err)
+    assert line.startswith(f"create_tfrecords: error: no space left on {output}: units 1-10 of 10 kept ("), line
+    assert line.endswith("MB of shards); free space and run the same command with --resume to finish"), line
+    assert not list(output.glob("*.shuffling"))
+    code, err = cli(capsys, corpus, output, "--resume")
+    assert code == 0, err
+    assert file_hashes(output) == reference
