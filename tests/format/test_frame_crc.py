@@ -4,7 +4,6 @@ masked CRCs as the ``crc32c`` package for every length and alignment; and numba'
 never handing a kernel compiled with the instruction to a process compiling for a CPU without
 it (the choice follows the features in numba's cache key)."""
 
-import hashlib
 import json
 import os
 import re
@@ -51,6 +50,33 @@ def test_which_instructions_llvm_features_allow():
     assert crc_instructions("aarch64_be-unknown-linux-gnu", "+crc") is None  # (words read little-endian)
     assert crc_instructions("powerpc64le-unknown-linux-gnu", "+crc,+sse4.2,+crc32") is None
     assert crc_instructions("i686-pc-linux-gnu", "+sse4.2,+crc32") is None
+
+
+@pytest.mark.parametrize("instructions, triple, features, mnemonics", [
+    ("x86", "x86_64-unknown-linux-gnu", "+crc32,+sse4.2", ("crc32q", "crc32b")),
+    ("aarch64", "aarch64-unknown-linux-gnu", "+crc", ("crc32cx", "crc32cb")),
+])
+def test_the_instructions_ir_compiles_for_each_architecture(instructions, triple, features, mnemonics):
+    """The IR of both instructions (a word, a byte) assembled for each architecture's CPU with the
+    feature, whichever machine runs the test (AArch64's cannot run here: LLVM's assembler is what
+    checks it names an instruction of that architecture, with the types it takes)."""
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    module = ir.Module()
+    module.triple = triple
+    for name, width in (("word", 64), ("byte", 8)):
+        function = ir.Function(module, ir.FunctionType(ir.IntType(32), [ir.IntType(32), ir.IntType(width)]), name)
+        builder = ir.IRBuilder(function.append_basic_block())
+        builder.ret(example_kernels.crc_instruction_ir(builder, instructions, *function.args))
+    parsed = llvm.parse_assembly(str(module))
+    parsed.verify()
+    assembly = llvm.Target.from_triple(triple).create_target_machine(features=features).emit_assembly(parsed)
+    assert [mnemonic for mnemonic in mnemonics if re.search(rf"\b{mnemonic}\b", assembly)] == list(mnemonics)
+    with pytest.raises(ValueError, match="no CRC-32C instructions"):
+        example_kernels.crc_instruction_ir(builder, None, *function.args)
 
 
 def test_the_instruction_runs_where_the_cpu_has_it(kernels_on):

@@ -185,6 +185,29 @@ def hardware_crc() -> bool:
     return encode_records() is not None and _compiled_instructions() is not None
 
 
+def crc_instruction_ir(builder, instructions: str, crc, data):
+    """LLVM IR (``builder``: llvmlite's) of the CRC-32C ``crc`` (i32, not inverted) continued by
+    ``data`` (an i64 word, little-endian, or an i8 byte) with ``instructions``
+    (:func:`crc_instructions`: ``"x86"`` or ``"aarch64"``); the i32 result."""
+    from llvmlite import ir
+
+    i32, i64 = ir.IntType(32), ir.IntType(64)
+
+    def call(name, result, arguments):
+        function_type = ir.FunctionType(result, [argument.type for argument in arguments])
+        return builder.call(builder.module.declare_intrinsic(name, fnty=function_type), arguments)
+
+    word = data.type.width == 64
+    if instructions == "aarch64":
+        return call("llvm.aarch64.crc32cx" if word else "llvm.aarch64.crc32cb", i32,
+                    [crc, data if word else builder.zext(data, i32)])
+    if instructions == "x86":
+        if word:
+            return builder.trunc(call("llvm.x86.sse42.crc32.64.64", i64, [builder.zext(crc, i64), data]), i32)
+        return call("llvm.x86.sse42.crc32.32.8", i32, [crc, data])
+    raise ValueError(f"no CRC-32C instructions {instructions!r}")
+
+
 @functools.lru_cache(maxsize=None)
 def _register_frame_crc() -> None:
     """:func:`_frame_crc` in kernels: ``tables`` None gives the instruction's loop (eight bytes a
@@ -194,15 +217,8 @@ def _register_frame_crc() -> None:
     at import is what ``bert_data.compiled`` avoids)."""
     from llvmlite import ir
     from numba import types
-    from numba.core import cgutils
     from numba.core.errors import TypingError
     from numba.extending import intrinsic, overload, register_jitable
-
-    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
-
-    def instruction(builder, name, result, arguments):
-        function_type = ir.FunctionType(result, [argument.type for argument in arguments])
-        return builder.call(cgutils.get_or_insert_function(builder.module, function_type, name), arguments)
 
     @intrinsic
     def crc_word(typingctx, crc, out, at):
@@ -213,11 +229,8 @@ def _register_frame_crc() -> None:
         def codegen(context, builder, signature, args):
             crc_value, out_value, at_value = args
             data = context.make_array(signature.args[1])(context, builder, out_value).data
-            word = builder.load(builder.bitcast(builder.gep(data, [at_value]), i64.as_pointer()), align=1)
-            if _compiled_instructions(context.codegen()) == "aarch64":
-                return instruction(builder, "llvm.aarch64.crc32cx", i32, [crc_value, word])
-            return builder.trunc(instruction(builder, "llvm.x86.sse42.crc32.64.64", i64,
-                                             [builder.zext(crc_value, i64), word]), i32)
+            word = builder.load(builder.bitcast(builder.gep(data, [at_value]), ir.IntType(64).as_pointer()), align=1)
+            return crc_instruction_ir(builder, _compiled_instructions(context.codegen()), crc_value, word)
 
         return types.uint32(types.uint32, out, types.intp), codegen
 
@@ -225,10 +238,7 @@ def _register_frame_crc() -> None:
     def crc_byte(typingctx, crc, byte):
         """The CRC-32C ``crc`` (uint32, not inverted) continued by ``byte`` (uint8)."""
         def codegen(context, builder, signature, args):
-            crc_value, byte_value = args
-            if _compiled_instructions(context.codegen()) == "aarch64":
-                return instruction(builder, "llvm.aarch64.crc32cb", i32, [crc_value, builder.zext(byte_value, i32)])
-            return instruction(builder, "llvm.x86.sse42.crc32.32.8", i32, [crc_value, byte_value])
+            return crc_instruction_ir(builder, _compiled_instructions(context.codegen()), *args)
 
         return types.uint32(types.uint32, types.uint8), codegen
 
