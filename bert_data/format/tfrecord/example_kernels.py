@@ -19,6 +19,7 @@ and the tests require the same bytes.
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Optional
 
 import numpy as np
@@ -34,6 +35,7 @@ _FLOAT = 0  # itemsizes[f] of a float list: its bytes as they are
 # ``features`` is padded with empty columns to a multiple of this many: the kernel's type is its
 # number of slots, so that one compilation serves every layout of up to 16 features.
 SLOTS = 8
+_REGISTERING = threading.Lock()  # the CRC overload registered once, whichever thread asks first (Dask)
 
 
 def crc32c_tables() -> np.ndarray:
@@ -395,5 +397,6 @@ def encode_records():
     the slicing-by-8 tables to force the software CRC), or None when kernels are off."""
     compiled = _encode_records()
     if compiled is not None:
-        _register_frame_crc()
+        with _REGISTERING:
+            _register_frame_crc()
     return compiled
