@@ -158,3 +158,19 @@ def test_the_writer_hands_on_the_encoder_buffer(monkeypatch, kernels_on):
     assert array.tobytes() == example_encoding.encode_framed(columns, specs)
     monkeypatch.setattr(example_encoding, "_CHUNK_BYTES", 1000)
     assert example_encoding.encode_framed_array(columns, specs).tobytes() == array.tobytes()
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_the_crc_instruction_and_slicing_by_8_write_the_same_records(monkeypatch, kernels_on, layout):
+    """The kernel that runs (``frame_crc_tables()``: None, the CPU's CRC-32C instruction here)
+    and the one forced to slicing-by-8 (the tables passed) frame every layout's records byte for
+    byte alike, and as ``records.frame_records`` (the ``crc32c`` package) frames the reference's."""
+    columns, specs = _batch(layout, 61, seed=len(layout) * 7, value_range=VALUE_RANGES["large_vocab"])
+    assert example_kernels.frame_crc_tables() is None
+    chosen = example_encoding.encode_framed(columns, specs)
+    monkeypatch.setattr(example_kernels, "frame_crc_tables", example_kernels.crc32c_tables)
+    software = example_encoding.encode_framed(columns, specs)
+    signatures = example_kernels.encode_records().signatures
+    assert {str(signature[7]) for signature in signatures} >= {"none", "array(uint32, 2d, C)"}
+    monkeypatch.setenv(DISABLE_VARIABLE, "0")
+    assert chosen == software == frame_records(example_encoding.encode_examples(columns, specs))

@@ -308,8 +308,8 @@ def _encode_chunk_compiled(prepared, n: int, framed: bool, encode) -> Tuple[np.n
         features.append(np.ascontiguousarray(col).reshape(-1).view(np.uint8).reshape(n, -1))
     features += [np.zeros((n, 0), dtype=np.uint8)] * (-len(features) % example_kernels.SLOTS)
     ends = np.empty(n, dtype=np.int64)
-    flat, signs_ok = encode(tuple(features), itemsizes, signed, lengths, consts, const_ends, framed, _crc32c_tables(),
-                            ends)
+    flat, signs_ok = encode(tuple(features), itemsizes, signed, lengths, consts, const_ends, framed,
+                            example_kernels.frame_crc_tables(), ends)
     if not signs_ok:
         for spec, col in prepared:
             _check_not_negative(spec, col)
@@ -335,11 +335,6 @@ def _layout_constants(layout: Tuple[Tuple[str, str, int], ...]) -> Tuple[np.ndar
     for array in (ends, lengths):
         array.flags.writeable = False
     return np.frombuffer(b"".join(parts), dtype=np.uint8), ends, lengths
-
-
-@lru_cache(maxsize=1)
-def _crc32c_tables() -> np.ndarray:
-    return example_kernels.crc32c_tables()
 
 
 def _chunks(columns: Mapping[str, np.ndarray], specs: Sequence[FeatureSpec], framed: bool):

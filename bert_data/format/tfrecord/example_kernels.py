@@ -11,18 +11,23 @@ row's bytes): each row's packed payload (the varint lengths of its values), then
 nested message's length, where each record starts, the buffer's exact size), then each
 feature's constant bytes, lengths and values into every record (a plain copy for a row whose
 values are all below 128, else varints), then the frames (the length, the masked CRC-32C of its
-8 bytes, the masked CRC-32C of the data, slicing-by-8 tables).  The matrix encoder in
+8 bytes, the masked CRC-32C of the data: see :func:`frame_crc_tables` for how).  The matrix encoder in
 :mod:`.example_encoding` is the reference: it runs when kernels are off (``bert_data.compiled``),
 and the tests require the same bytes.
 """
 
 from __future__ import annotations
 
+import functools
+import threading
+from typing import Optional
+
 import numpy as np
 
 from ...compiled import helper, kernel
 
-__all__ = ["encode_records", "crc32c_tables", "MASK_DELTA", "SLOTS"]
+__all__ = ["encode_records", "crc32c_tables", "frame_crc_tables", "hardware_crc", "crc_instructions", "MASK_DELTA",
+           "SLOTS"]
 
 MASK_DELTA = 0xA282EAD8
 _CRC32C_POLYNOMIAL = 0x82F63B78  # reflected Castagnoli polynomial
@@ -30,6 +35,7 @@ _FLOAT = 0  # itemsizes[f] of a float list: its bytes as they are
 # ``features`` is padded with empty columns to a multiple of this many: the kernel's type is its
 # number of slots, so that one compilation serves every layout of up to 16 features.
 SLOTS = 8
+_REGISTERING = threading.Lock()  # the CRC overload registered once, whichever thread asks first (Dask)
 
 
 def crc32c_tables() -> np.ndarray:
@@ -107,7 +113,8 @@ def _put_values(out, pos, values, payload):
 
 @helper
 def _masked_crc(out, first, end, tables):
-    """The masked CRC-32C (TFRecord's) of ``out[first:end]``: slicing-by-8, eight bytes a step."""
+    """The masked CRC-32C (TFRecord's) of ``out[first:end]``: slicing-by-8, eight bytes a step
+    (the software CRC: the fallback of :func:`_frame_crc` and the oracle of its hardware one)."""
     crc = np.uint32(0xFFFFFFFF)
     q = first
     while q + 8 <= end:
@@ -124,8 +131,144 @@ def _masked_crc(out, first, end, tables):
     return ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(MASK_DELTA)
 
 
+def _frame_crc(out, first, end, tables):
+    """The masked CRC-32C of ``out[first:end]`` as a frame carries it: with ``tables`` (the
+    slicing-by-8 tables) :func:`_masked_crc`; with None the CPU's CRC-32C instruction where the
+    kernel is compiled for a CPU that has it (:func:`crc_instructions`), else :func:`_masked_crc`
+    over tables compiled into the kernel.  (From Python: the software CRC; in a kernel:
+    :func:`_register_frame_crc`.)"""
+    return _masked_crc(out, first, end, crc32c_tables() if tables is None else tables)
+
+
+def frame_crc_tables() -> None:
+    """:func:`encode_records`' ``tables`` for the records a run writes: None, the CRC-32C
+    instruction where this CPU has it (SSE4.2's ``crc32`` on x86-64, ``crc32c*`` on AArch64:
+    5-8x slicing-by-8's speed; the CRCs were a third of the encoder's time).  The choice is made
+    as the kernel compiles, from the CPU features numba compiles for (:func:`crc_instructions`),
+    which are part of the key numba's on-disk cache finds a compiled kernel by (its
+    ``magic_tuple``: triple, CPU name, features): a CPU without the instruction never loads a
+    kernel compiled with it, and compiles its own, with slicing-by-8.  Passing the tables
+    instead forces slicing-by-8 (another signature: another entry of the same cache), which is
+    how the tests compare the two."""
+    return None
+
+
+def crc_instructions(triple: str, features: str) -> Optional[str]:
+    """Which CRC-32C instructions a kernel compiled for ``triple`` with ``features`` (LLVM's
+    strings, e.g. ``"+sse4.2,+crc32,..."``) uses: ``"x86"`` (SSE4.2's ``crc32``; LLVM 14 and
+    later call its feature ``crc32``, implied by ``sse4.2``), ``"aarch64"`` (ARMv8's optional
+    ``crc`` extension) or None (slicing-by-8: another architecture, a big-endian one, or a CPU
+    without them)."""
+    flags = set(features.split(","))
+    architecture = triple.split("-", 1)[0]
+    if architecture in ("x86_64", "amd64"):
+        if "+crc32" in flags or ("+sse4.2" in flags and "-crc32" not in flags):
+            return "x86"
+    elif architecture in ("aarch64", "arm64"):
+        if "+crc" in flags:
+            return "aarch64"
+    return None
+
+
+def _compiled_instructions(codegen=None) -> Optional[str]:
+    """:func:`crc_instructions` of what ``codegen`` (by default that of numba's CPU target, which
+    compiles the kernels) compiles for: its ``magic_tuple``, part of the on-disk cache's key."""
+    if codegen is None:
+        from numba.core.registry import cpu_target
+
+        codegen = cpu_target.target_context.codegen()
+    triple, _, features = codegen.magic_tuple()
+    return crc_instructions(triple, features)
+
+
+def hardware_crc() -> bool:
+    """Whether :func:`encode_records` computes the frames' CRCs with the CPU's instruction in this
+    process (False when kernels are off: the reference encoder uses the ``crc32c`` package)."""
+    return encode_records() is not None and _compiled_instructions() is not None
+
+
+def crc_instruction_ir(builder, instructions: str, crc, data):
+    """LLVM IR (``builder``: llvmlite's) of the CRC-32C ``crc`` (i32, not inverted) continued by
+    ``data`` (an i64 word, little-endian, or an i8 byte) with ``instructions``
+    (:func:`crc_instructions`: ``"x86"`` or ``"aarch64"``); the i32 result."""
+    from llvmlite import ir
+
+    i32, i64 = ir.IntType(32), ir.IntType(64)
+
+    def call(name, result, arguments):
+        function_type = ir.FunctionType(result, [argument.type for argument in arguments])
+        return builder.call(builder.module.declare_intrinsic(name, fnty=function_type), arguments)
+
+    word = data.type.width == 64
+    if instructions == "aarch64":
+        return call("llvm.aarch64.crc32cx" if word else "llvm.aarch64.crc32cb", i32,
+                    [crc, data if word else builder.zext(data, i32)])
+    if instructions == "x86":
+        if word:
+            return builder.trunc(call("llvm.x86.sse42.crc32.64.64", i64, [builder.zext(crc, i64), data]), i32)
+        return call("llvm.x86.sse42.crc32.32.8", i32, [crc, data])
+    raise ValueError(f"no CRC-32C instructions {instructions!r}")
+
+
+@functools.lru_cache(maxsize=None)
+def _register_frame_crc() -> None:
+    """:func:`_frame_crc` in kernels: ``tables`` None gives the instruction's loop (eight bytes a
+    step, then a byte at a time; the data read as little-endian words, which both architectures
+    are) or, on a CPU without it, slicing-by-8 over tables frozen into the kernel; an array gives
+    slicing-by-8 over it.  Registered on first use, before the kernel compiles (importing numba
+    at import is what ``bert_data.compiled`` avoids)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.core.errors import TypingError
+    from numba.extending import intrinsic, overload, register_jitable
+
+    @intrinsic
+    def crc_word(typingctx, crc, out, at):
+        """The CRC-32C ``crc`` (uint32, not inverted) continued by the 8 bytes at ``out[at]``."""
+        if not (isinstance(out, types.Array) and out.dtype == types.uint8 and out.layout == "C"):
+            raise TypingError("crc_word reads a contiguous uint8 array")
+
+        def codegen(context, builder, signature, args):
+            crc_value, out_value, at_value = args
+            data = context.make_array(signature.args[1])(context, builder, out_value).data
+            word = builder.load(builder.bitcast(builder.gep(data, [at_value]), ir.IntType(64).as_pointer()), align=1)
+            return crc_instruction_ir(builder, _compiled_instructions(context.codegen()), crc_value, word)
+
+        return types.uint32(types.uint32, out, types.intp), codegen
+
+    @intrinsic
+    def crc_byte(typingctx, crc, byte):
+        """The CRC-32C ``crc`` (uint32, not inverted) continued by ``byte`` (uint8)."""
+        def codegen(context, builder, signature, args):
+            return crc_instruction_ir(builder, _compiled_instructions(context.codegen()), *args)
+
+        return types.uint32(types.uint32, types.uint8), codegen
+
+    @register_jitable
+    def masked_crc_instruction(out, first, end):
+        crc = np.uint32(0xFFFFFFFF)
+        q = first
+        while q + 8 <= end:
+            crc = crc_word(crc, out, q)
+            q += 8
+        while q < end:
+            crc = crc_byte(crc, out[q])
+            q += 1
+        crc ^= np.uint32(0xFFFFFFFF)
+        return ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(MASK_DELTA)
+
+    @overload(_frame_crc)
+    def frame_crc_compiled(out, first, end, tables):
+        if not isinstance(tables, types.NoneType):
+            return lambda out, first, end, tables: _masked_crc(out, first, end, tables)
+        if _compiled_instructions() is not None and out.layout == "C" and out.dtype == types.uint8:
+            return lambda out, first, end, tables: masked_crc_instruction(out, first, end)
+        frozen = crc32c_tables()  # (a constant of the compiled kernel)
+        return lambda out, first, end, tables: _masked_crc(out, first, end, frozen)
+
+
 @kernel
-def encode_records(features, itemsizes, signed, lengths, consts, const_ends, framed, tables, ends):
+def _encode_records(features, itemsizes, signed, lengths, consts, const_ends, framed, tables, ends):
     """The ``n`` records of ``features`` end to end (``framed``: each in its TFRecord frame, 12
     bytes before it, 4 after), and True; ``ends[i]``: where record ``i`` (its frame) ends.  False
     (and no bytes) when a ``signed`` column holds a negative value.
@@ -238,11 +381,22 @@ def encode_records(features, itemsizes, signed, lengths, consts, const_ends, fra
             length = np.uint64(end - data)
             for b in range(8):
                 out[start + b] = np.uint8((length >> np.uint64(8 * b)) & np.uint64(0xFF))
-            crc = _masked_crc(out, start, start + 8, tables)
+            crc = _frame_crc(out, start, start + 8, tables)
             for b in range(4):
                 out[start + 8 + b] = np.uint8((crc >> np.uint32(8 * b)) & np.uint32(0xFF))
-            crc = _masked_crc(out, data, end, tables)
+            crc = _frame_crc(out, data, end, tables)
             for b in range(4):
                 out[end + b] = np.uint8((crc >> np.uint32(8 * b)) & np.uint32(0xFF))
             start = ends[i]
     return out, True
+
+
+def encode_records():
+    """The compiled ``encode_records(features, itemsizes, signed, lengths, consts, const_ends,
+    framed, tables, ends)`` (:func:`_encode_records`; ``tables``: :func:`frame_crc_tables`, or
+    the slicing-by-8 tables to force the software CRC), or None when kernels are off."""
+    compiled = _encode_records()
+    if compiled is not None:
+        with _REGISTERING:
+            _register_frame_crc()
+    return compiled
