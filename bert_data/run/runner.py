@@ -280,8 +280,8 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                          f"({', '.join(f'{n:,} {r}' for r, n in reasons.items())}: {some_of(first)}); {fix}")
         if staged.shuffles_shards:
             # The last unit's fsync runs while the shuffle starts on its bytes (from the page
-            # cache); the shuffle's first journal record waits for it.
-            commits.wait()
+            # cache), after the unit before's (still running, perhaps: not waited for here); the
+            # shuffle's first journal record waits for both.
             commits.commit_in_background()
             shards.finish()
             sizes = assembler.finish(sync=False)  # written again, durably, by the final shuffle
@@ -325,7 +325,7 @@ class _UnitCommits:
         self.assembler, self.journal_dir, self.plan = assembler, journal_dir, plan
         self.pending: Optional[tuple] = None  # what the journal will say of the last unit appended
         self.background: Optional[threading.Thread] = None  # ``commit_in_background``'s
-        self.background_outcome: list = []  # its units done, or the error it met
+        self.background_outcome: list = []  # the units done by each, or the error one met, in order
         self.failed = False  # a background commit failed: nothing more is journaled
 
     def appended(self, totals: RunTotals) -> None:
@@ -348,14 +348,21 @@ class _UnitCommits:
         """``commit`` in a thread (``os.fsync`` lets the interpreter run on): the bytes reach
         the disk while the run goes on: the next unit is appended meanwhile (its shards are
         synced by the next commit), and for the last unit, the final shuffle reads them from
-        the page cache.  No other journal record is written before ``wait`` returns."""
+        the page cache.  No other journal record is written before ``wait`` returns, but this
+        commit's own when one is still running (the last unit's, which does not wait for the
+        one before it): it follows that one, and is not made if that one failed."""
         if self.pending is None:
             return
         pending, self.pending = self.pending, None
         paths = self.assembler.take_unsynced()  # (here: the next append adds to the next commit's)
+        before = self.background
 
         def journal() -> None:
             try:
+                if before is not None:
+                    before.join()
+                    if any(isinstance(outcome, BaseException) for outcome in self.background_outcome):
+                        return
                 self.background_outcome.append(self._journal(pending, paths))
             except BaseException as error:  # noqa: BLE001 - raised by ``wait``, in the run's own thread
                 self.background_outcome.append(error)
@@ -364,16 +371,18 @@ class _UnitCommits:
         self.background.start()
 
     def wait(self) -> None:
-        """The background commit done (its error raised here); the test seam's pause after it."""
+        """The background commits done (the first error raised here); the test seam's pause
+        after each."""
         if self.background is None:
             return
-        self.background.join()
+        self.background.join()  # (it joined the one it followed)
         self.background = None
-        outcome = self.background_outcome.pop()
-        if isinstance(outcome, BaseException):
-            self.failed = True
-            raise outcome
-        pause_if_chosen(outcome)
+        outcomes, self.background_outcome = self.background_outcome, []
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                self.failed = True
+                raise outcome
+            pause_if_chosen(outcome)
 
     def joined(self) -> Optional[BaseException]:
         """The background commit done, and the first error of the commits so far (from any
@@ -389,7 +398,8 @@ class _UnitCommits:
         if self.background is not None:  # the unit before, being journaled
             self.background.join()
             self.background = None
-            self.failed = self.failed or isinstance(self.background_outcome.pop(), BaseException)
+            outcomes, self.background_outcome = self.background_outcome, []
+            self.failed = self.failed or any(isinstance(outcome, BaseException) for outcome in outcomes)
         if self.pending is None or self.failed:  # (a failed commit's bytes may not be on disk: no
             return  # later journal may vouch for them)
         units_done, sizes, checksums, totals = self.pending

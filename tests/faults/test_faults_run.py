@@ -365,3 +365,31 @@ def test_disk_full_while_a_shuffled_shard_is_made_durable(capsys, corpus, refere
     code, err = cli(capsys, corpus, output, "--resume")
     assert code == 0, err
     assert file_hashes(output) == reference
+
+
+def test_disk_full_in_the_commit_of_the_unit_before_the_last(capsys, corpus, reference, tmp_path, monkeypatch):
+    """The last unit's commit does not wait for the one before it (``runner._UnitCommits``: it
+    follows it in a thread while the final shuffle starts): that one fails.  Neither the last
+    unit nor any shuffled shard is journaled after it; --resume writes them again."""
+    real_sync, commits = runner.sync_paths, []
+
+    def sync_on_a_full_disk(paths):
+        commits.append(paths)
+        if len(commits) == 9:  # unit 9 of 10
+            raise OSError(errno.ENOSPC, "No space left on device", paths[0])
+        real_sync(paths)
+
+    output = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        patch.setattr(runner, "sync_paths", sync_on_a_full_disk)
+        code, err = cli(capsys, corpus, output)
+    assert code == 2
+    assert len(commits) == 9  # the last unit's commit, behind the failed one, is not made
+    journal = journal_of(output)
+    assert journal["totals"]["units_done"] == 8 and journal["totals"]["shuffled"] == []
+    line = one_line(err)
+    assert line.startswith(f"create_tfrecords: error: no space left on {output}: units 1-8 of 10 kept ("), line
+    assert not list(output.glob("*.shuffling"))
+    code, err = cli(capsys, corpus, output, "--resume")
+    assert code == 0, err
+    assert file_hashes(output) == reference
