@@ -230,8 +230,11 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                 result = finished.pop(totals.units_done)
                 # The unit before, journaled now that its bytes had time to reach the disk: in a
                 # thread, while the workers get their next tasks (with one worker, while this
-                # process does them) and this unit is appended.
-                commits.wait()
+                # process does them) and this unit is appended.  One commit at a time (and the
+                # test seam's pauses in unit order), but for the last unit: nothing more is
+                # appended, and the workers would wait for the disk with this process.
+                if totals.units_done + 1 < len(plan.units):
+                    commits.wait()
                 commits.commit_in_background()
                 scheduler.fill()
                 assembler.append(result.segments)
