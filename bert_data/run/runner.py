@@ -234,6 +234,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                 # test seam's pauses in unit order), but for the last unit: nothing more is
                 # appended, and the workers would wait for the disk with this process.
                 if totals.units_done + 1 < len(plan.units):
+                    scheduler.fill()  # (the workers' next tasks, before this process waits for the disk)
                     commits.wait()
                 commits.commit_in_background()
                 scheduler.fill()
