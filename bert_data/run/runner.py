@@ -226,19 +226,31 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
             scheduler.fill()
             for result in scheduler.finished_units():
                 finished[result.pairs.unit_index] = result
-            while totals.units_done in finished:  # strictly in unit order: bytes do not depend on timing
-                result = finished.pop(totals.units_done)
-                # The unit before, journaled now that its bytes had time to reach the disk: in a
-                # thread, while the workers get their next tasks (with one worker, while this
-                # process does them) and this unit is appended.  One commit at a time (and the
-                # test seam's pauses in unit order), but for the last unit: nothing more is
-                # appended, and the workers would wait for the disk with this process.
-                if totals.units_done + 1 < len(plan.units):
-                    scheduler.fill()  # (the workers' next tasks, before this process waits for the disk)
-                    commits.wait()
-                commits.commit_in_background()
-                scheduler.fill()
-                assembler.append(result.segments)
+            while True:  # strictly in unit order: bytes do not depend on timing
+                result = finished.get(totals.units_done) or scheduler.units.get(totals.units_done)
+                if result is None or not (result.segments or totals.units_done in finished):
+                    break
+                if not result.begun:
+                    result.begun = True
+                    # The unit before, journaled now that its bytes had time to reach the disk:
+                    # in a thread, while the workers get their next tasks (with one worker,
+                    # while this process does them) and this unit is appended.  One commit at a
+                    # time (and the test seam's pauses in unit order), but for the last unit:
+                    # nothing more is appended, and the workers would wait for the disk with
+                    # this process.
+                    if totals.units_done + 1 < len(plan.units):
+                        scheduler.fill()  # (the workers' next tasks, before this process waits for the disk)
+                        commits.wait()
+                    commits.commit_in_background()
+                    scheduler.fill()
+                # Each encode task's segments as soon as it is done (a shard has one segment a
+                # unit: the order of the tasks changes no byte): the disk writes a unit's bytes
+                # while its other tasks run, not all of them after its last.
+                assembler.append(result.segments[result.appended:])
+                result.appended = len(result.segments)
+                if totals.units_done not in finished:
+                    break
+                del finished[totals.units_done]
                 # The unit's pool (and packed, its pairs) is spent: rows packed with the split take
                 # instances of their own unit and later ones only (split_packing).
                 storage.remove(pool_path(work_dir, result.pairs.unit_index))

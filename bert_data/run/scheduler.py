@@ -32,8 +32,10 @@ class UnitResult:
     """What the manifest needs from one finished unit."""
 
     pairs: UnitPairs
-    segments: List[Segment] = field(default_factory=list)
+    segments: List[Segment] = field(default_factory=list)  # its encode tasks' so far, in the order they ended
     encode_tasks_left: int = 0
+    begun: bool = False  # the runner appends to the shards for it (the unit before is committed)
+    appended: int = 0  # of its segments, those the runner has appended
 
 
 class Scheduler:

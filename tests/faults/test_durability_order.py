@@ -28,16 +28,12 @@ def test_nothing_is_vouched_for_before_its_bytes_are_synced(tmp_path, monkeypatc
     real_copy, real_sync, real_journal = assembly.copy_range, work_checks.sync_file, runner.write_journal
     real_save_array, real_replace = tasks.save_array, work_checks.replace_durably
 
-    appends = [0]  # units appended so far: a shard write belongs to the unit being appended
-    real_append = assembly.ShardAssembler.append
-
-    def append(self, segments):
-        appends[0] += 1
-        return real_append(self, segments)
-
     def copy_range(source, offset, length, target, name):
         real_copy(source, offset, length, target, name)
-        events.append(("write", (os.path.realpath(target.name), appends[0])))
+        # A shard write belongs to the unit of the piece it copies (``unit-N-...piece``, N from 1;
+        # a unit's pieces are appended as its tasks end, the next unit's after its last).
+        unit = int(os.path.basename(name).split("-")[1])
+        events.append(("write", (os.path.realpath(target.name), unit)))
 
     def sync_file(path):
         # Logged as it starts: a unit's commit runs in a thread while the next unit is appended,
@@ -61,7 +57,6 @@ def test_nothing_is_vouched_for_before_its_bytes_are_synced(tmp_path, monkeypatc
 
     with monkeypatch.context() as patch:
         patch.setattr(assembly, "copy_range", copy_range)
-        patch.setattr(assembly.ShardAssembler, "append", append)
         patch.setattr(work_checks, "sync_file", sync_file)
         patch.setattr(assembly, "sync_file", sync_file)
         patch.setattr(scratch.work_checks, "sync_file", sync_file)
