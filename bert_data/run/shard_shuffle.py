@@ -347,7 +347,9 @@ def sync_shuffled(task: ShuffleTask) -> None:
 class ShuffleCommits:
     """Shuffle tasks done, kept in the order they are added by a thread of their own: each
     task's shards made durable (``sync_shuffled``), journaled (``add``'s ``journal``: the
-    runner's record, taken when the task was added), then put in place (``publish_shuffled``).
+    runner's record, taken when the task was added and counting the tasks before it; the tasks
+    added while a commit runs are committed together, by the last one's record), then put in
+    place (``publish_shuffled``).
     The run goes on meanwhile: the next shards are gathered while the disk writes these, and no
     task waits for the one before it to be on disk.  A commit's error is raised in the run's
     thread at the next ``add`` or at ``finish``; after one, nothing more is journaled, and the
@@ -367,21 +369,33 @@ class ShuffleCommits:
         self._work.put((task, journal))
 
     def _run(self) -> None:
-        while True:
-            item = self._work.get()
-            if item is None:
-                return
-            task, journal = item
-            journaled = False
-            try:
-                if self.error is None:
-                    sync_shuffled(task)
-                    journal()
-                    journaled = True
-                    publish_shuffled(task)
-            except BaseException as error:  # noqa: BLE001 - raised in the run's thread
-                self.error = error
-            if not journaled:
+        ended = False
+        while not ended:
+            # The tasks added meanwhile, committed together (group commit: each synced, then one
+            # journal record, the last one's, which counts them all, then each renamed).
+            batch = [self._work.get()]
+            while batch[-1] is not None and not self._work.empty():
+                batch.append(self._work.get())
+            if batch[-1] is None:
+                batch.pop()
+                ended = True
+            synced = journaled = 0
+            if self.error is None:
+                try:
+                    for task, _ in batch:
+                        sync_shuffled(task)
+                        synced += 1
+                except BaseException as error:  # noqa: BLE001 - raised in the run's thread
+                    self.error = error
+                try:
+                    if synced:  # (those synced before a failure kept all the same)
+                        batch[synced - 1][1]()
+                        journaled = synced
+                        for task, _ in batch[:synced]:
+                            publish_shuffled(task)
+                except BaseException as error:  # noqa: BLE001 - raised in the run's thread
+                    self.error = self.error or error
+            for task, _ in batch[journaled:]:
                 _remove_quietly(task)
 
     def finish(self, quietly: bool = False) -> None:

@@ -153,3 +153,38 @@ def test_a_shuffled_shard_is_synced_before_the_journal_counts_it_and_put_in_plac
         else:
             assert set(what) <= journaled, f"{sorted(what)} put in place before the journal counts them"
     assert journaled == set(paths)
+
+
+def test_shuffled_shards_done_during_a_commit_are_committed_together(tmp_path, monkeypatch):
+    """Group commit in the final shuffle: the first shard's sync is held (by an event) until the
+    other two are done; they are then synced and counted by one journal record, not two."""
+    from bert_data.run import shard_shuffle
+
+    corpus = make_corpus(tmp_path / "corpus", n_docs=20, min_sentences=8, max_sentences=16, words_per_doc=20)
+    real_sync, real_add, real_journal = shard_shuffle.sync_file, shard_shuffle.ShuffleCommits.add, runner.write_journal
+    all_added, journals, syncs = threading.Event(), [], []
+
+    def add(self, task, journal):
+        real_add(self, task, journal)
+        if task.keys == ["train/2"]:
+            all_added.set()
+
+    def sync_file(path):
+        syncs.append(path)
+        if len(syncs) == 1:
+            assert all_added.wait(timeout=300)
+        real_sync(path)
+
+    def write_journal(work_dir, fingerprint, sizes, checksums, totals, **kwargs):
+        if not kwargs.get("finished"):
+            journals.append(list(totals.get("shuffled", [])))
+        real_journal(work_dir, fingerprint, sizes, checksums, totals, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(shard_shuffle, "sync_file", sync_file)
+        patch.setattr(shard_shuffle.ShuffleCommits, "add", add)
+        patch.setattr(runner, "write_journal", write_journal)
+        assert run(corpus, tmp_path / "out") == 0
+    assert [record for record in journals if record] == [["train/0"], ["train/0", "train/1", "train/2"]]
+    assert run(corpus, tmp_path / "again") == 0
+    assert file_hashes(tmp_path / "out") == file_hashes(tmp_path / "again")

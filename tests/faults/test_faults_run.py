@@ -393,3 +393,56 @@ def test_disk_full_in_the_commit_of_the_unit_before_the_last(capsys, corpus, ref
     code, err = cli(capsys, corpus, output, "--resume")
     assert code == 0, err
     assert file_hashes(output) == reference
+
+
+def test_disk_full_in_a_group_commit_of_shuffled_shards_keeps_those_synced_before(capsys, corpus, reference, tmp_path,
+                                                                                   monkeypatch):
+    """Shuffled shards done while the commits' thread syncs one are committed together, by one
+    journal record.  The first sync is held until the other two shards are done (an event, not a
+    time), so the second commit is of both; the sync of the last fails: the one synced before
+    it in the same commit is journaled and kept, the last removed; --resume gives the same bytes."""
+    import threading
+
+    from bert_data.run import shard_shuffle
+
+    real_sync, real_add, synced = shard_shuffle.sync_file, shard_shuffle.ShuffleCommits.add, []
+    all_added = threading.Event()
+
+    def add(self, task, journal):
+        real_add(self, task, journal)
+        if task.keys == ["train/2"]:
+            all_added.set()
+
+    def sync_on_a_full_disk(path):
+        synced.append(os.path.basename(path))
+        if len(synced) == 1:
+            assert all_added.wait(timeout=300)
+        if len(synced) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+        real_sync(path)
+
+    journals = []
+    real_journal = runner.write_journal
+
+    def write_journal(work_dir, fingerprint, sizes, checksums, totals, **kwargs):
+        journals.append(list(totals.get("shuffled", [])))
+        real_journal(work_dir, fingerprint, sizes, checksums, totals, **kwargs)
+
+    output = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        patch.setattr(shard_shuffle, "sync_file", sync_on_a_full_disk)
+        patch.setattr(shard_shuffle.ShuffleCommits, "add", add)
+        patch.setattr(runner, "write_journal", write_journal)
+        code, err = cli(capsys, corpus, output)
+    assert code == 2
+    assert synced == ["examples-1.tfrecords.tmp.shuffling", "examples-2.tfrecords.tmp.shuffling",
+                      "examples-3.tfrecords.tmp.shuffling"]
+    # One record for the first shard, one for the second (committed with the third, which failed).
+    assert [record for record in journals if record] == [["train/0"], ["train/0", "train/1"]]
+    assert journal_of(output)["totals"]["shuffled"] == ["train/0", "train/1"]
+    line = one_line(err)
+    assert line.startswith(f"create_tfrecords: error: no space left on {output}: units 1-10 of 10 kept ("), line
+    assert not list(output.glob("*.shuffling"))
+    code, err = cli(capsys, corpus, output, "--resume")
+    assert code == 0, err
+    assert file_hashes(output) == reference
