@@ -372,6 +372,42 @@ def remove_many(paths: Iterable[str]) -> None:
         pass
 
 
+class BackgroundRemovals:
+    """Files removed by a thread of their own, in the order given (``remove``), while the caller
+    goes on: unlinking a large file can wait for the file system's journal, which other
+    threads' fsyncs keep busy.  ``close`` waits for them all and raises the first error met."""
+
+    def __init__(self):
+        import queue
+        import threading
+
+        self._work: "queue.SimpleQueue" = queue.SimpleQueue()
+        self.error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, name="bert_data-removals", daemon=True)
+        self._thread.start()
+
+    def remove(self, paths: Iterable[str]) -> None:
+        self._work.put(list(paths))
+
+    def _run(self) -> None:
+        while True:
+            paths = self._work.get()
+            if paths is None:
+                return
+            try:
+                remove_many(paths)
+            except BaseException as error:  # noqa: BLE001 - raised by ``close``, in the caller's thread
+                self.error = self.error or error
+
+    def close(self, quietly: bool = False) -> None:
+        """Every removal asked done; the first error raised (not ``quietly``: the caller is
+        failing already)."""
+        self._work.put(None)
+        self._thread.join()
+        if self.error is not None and not quietly:
+            raise self.error
+
+
 def remove_tree(path: str) -> None:
     """A folder and everything under it; absent is fine."""
     if not is_url(path):

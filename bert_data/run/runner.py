@@ -221,6 +221,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
     previous_term = _raise_on_sigterm()
     warned_binary = 0
     commits = _UnitCommits(assembler, journal_dir, plan)
+    spent = storage.BackgroundRemovals()  # work files no later step reads
     try:
         while (scheduler.to_tokenize or scheduler.in_flight) if corpus else totals.units_done < len(plan.units):
             scheduler.fill()
@@ -253,9 +254,9 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                 del finished[totals.units_done]
                 # The unit's pool (and packed, its pairs) is spent: rows packed with the split take
                 # instances of their own unit and later ones only (split_packing).
-                storage.remove(pool_path(work_dir, result.pairs.unit_index))
+                spent.remove([pool_path(work_dir, result.pairs.unit_index)])
                 if spec.pairing.packing is not None:
-                    storage.remove(pairs_path(work_dir, result.pairs.unit_index))
+                    spent.remove([pairs_path(work_dir, result.pairs.unit_index)])
                 totals.add(result)
                 scheduler.merged()
                 # Tokenized slices that no later unit reads (with the corpus mixed: none before the
@@ -264,7 +265,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                 while freed_below < still_needed[totals.units_done] and totals.units_done < len(plan.units):
                     paths = slice_paths(work_dir, freed_below)
                     # The summary and the document table stay: skips and split sizes are counted from them.
-                    storage.remove_many([paths["tokens"], paths["sentences"]])
+                    spent.remove([paths["tokens"], paths["sentences"]])
                     freed_below += 1
                 commits.appended(totals)
                 units_bar.update(1)
@@ -310,6 +311,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
             commits.commit()
             shards.finish()
             sizes = assembler.finish()
+        spent.close()
         write_journal(journal_dir, plan.fingerprint, sizes, assembler.checksums, totals.to_json(), finished=True,
                       record=plan.record)
     except BaseException as error:
@@ -317,6 +319,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
             error.worker_signal = dead_worker_signal(executor)
         _stop_work(executor, own_executor, scheduler)
         commits.commit_on_stop()
+        spent.close(quietly=True)
         raise
     finally:
         tokenize_bar.close()

@@ -81,3 +81,25 @@ def test_a_corpus_over_http_gives_the_bytes_of_local_files(synthetic_corpus, tmp
                                input_files_prefix=url, vocab_file=f"{url}/vocab.txt", num_workers=2)
         generate(config, progress=False)
         assert file_hashes(tmp_path / "out") == generated_reference
+
+
+def test_background_removals_remove_what_is_given_and_raise_the_first_error_at_close(tmp_path):
+    files = [tmp_path / f"f{i}" for i in range(3)]
+    for path in files:
+        path.write_bytes(b"x" * 100)
+    removals = storage.BackgroundRemovals()
+    removals.remove([str(files[0]), str(files[1])])
+    removals.remove([str(tmp_path / "absent")])  # absent is fine, as for storage.remove
+    removals.remove([str(files[2])])
+    removals.close()
+    assert list(tmp_path.iterdir()) == []
+
+    (tmp_path / "a directory").mkdir()
+    failing = storage.BackgroundRemovals()
+    failing.remove([str(tmp_path / "a directory")])  # not a file: os.remove refuses it
+    with pytest.raises(OSError):
+        failing.close()
+    quiet = storage.BackgroundRemovals()
+    quiet.remove([str(tmp_path / "a directory")])
+    quiet.close(quietly=True)  # the caller is failing already: its own error is the one raised
+    assert (tmp_path / "a directory").is_dir()
