@@ -402,7 +402,11 @@ class ShuffleCommits:
         """Every task added kept, or the first error met raised (not ``quietly``: the run is
         failing already, with an error of its own)."""
         self._work.put(None)
-        self._thread.join()
+        try:
+            self._thread.join()
+        except BaseException:  # (Ctrl-C while waiting: the commit under way ends first, then it goes on)
+            self._thread.join()
+            raise
         if self.error is not None and not quietly:
             raise self.error
 
