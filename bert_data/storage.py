@@ -117,6 +117,33 @@ def dirname(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[0] if is_url(path) else os.path.dirname(path)
 
 
+class RealPaths:
+    """``os.path.realpath`` of many local paths, each directory resolved once: a file then costs
+    one ``lstat`` (is its own name a link?) instead of one a component of its path, in Python
+    (a run checks every listed document: about 6 of its 10 system calls a document, and a
+    tenth of a second before any work, on 2,333 documents).  Gives exactly what
+    ``os.path.realpath`` gives."""
+
+    def __init__(self):
+        self.directories: Dict[str, str] = {}
+
+    def __call__(self, path: str) -> str:
+        directory, name = os.path.split(path)
+        if name in ("", ".", ".."):
+            return os.path.realpath(path)
+        try:
+            if stat_module.S_ISLNK(os.lstat(path).st_mode):
+                return os.path.realpath(path)
+        except FileNotFoundError:  # (realpath keeps a name that does not exist as it is)
+            pass
+        except OSError:  # e.g. a component that is a file: realpath's own way
+            return os.path.realpath(path)
+        real = self.directories.get(directory)
+        if real is None:
+            real = self.directories[directory] = os.path.realpath(directory)
+        return os.path.join(real, name)
+
+
 _FILE_KINDS = ((stat_module.S_ISDIR, "a directory"), (stat_module.S_ISFIFO, "a FIFO (named pipe)"),
                (stat_module.S_ISCHR, "a character device"), (stat_module.S_ISBLK, "a block device"),
                (stat_module.S_ISSOCK, "a socket"))
