@@ -69,7 +69,7 @@ def redact_data(value):
 
 def is_url(path) -> bool:
     """``scheme://...`` (also fsspec's chained ``simplecache::s3://...``); a local path otherwise."""
-    return isinstance(path, str) and bool(_URL.match(path))
+    return isinstance(path, str) and "://" in path and bool(_URL.match(path))  # (a path: no regex, ~8 a document)
 
 
 def _one_line(error: BaseException) -> str:
