@@ -42,10 +42,21 @@ def test_without_numba_the_reference_runs_and_the_note_says_how_to_get_kernels(m
     assert note is not None and 'pip install "bert_data[native]"' in note and "\n" not in note
 
 
+# numba's lookup of its extensions among the installed packages' entry points, recorded.
+SPY_ON_EXTENSION_LOOKUP = (
+    "import importlib.metadata\n"
+    "scanned = []\n"
+    "def spy(*args, real=importlib.metadata.entry_points, **kwargs):\n"
+    "    scanned.append(args or kwargs)\n"
+    "    return real(*args, **kwargs)\n"
+    "importlib.metadata.entry_points = spy\n")
+
+
 def test_a_claimed_process_starts_numba_without_scipy_and_scipy_still_imports(tmp_path):
     """In the command's own processes numba starts without its BLAS bindings (scipy.linalg costs
     0.3-0.9 s a process), without scipy, cffi (and pycparser) and yaml, which no kernel uses;
-    they import normally afterwards.  Run in a fresh interpreter."""
+    they import normally afterwards; and without looking for numba's extensions, which no kernel
+    uses either.  Run in a fresh interpreter."""
     pytest.importorskip("numba")
     pytest.importorskip("scipy")
     import subprocess
@@ -53,6 +64,7 @@ def test_a_claimed_process_starts_numba_without_scipy_and_scipy_still_imports(tm
 
     script = (
         "import sys, numpy as np\n"
+        + SPY_ON_EXTENSION_LOOKUP +
         "from bert_data import compiled\n"
         "compiled.claim_process()\n"
         "@compiled.kernel\n"
@@ -63,6 +75,7 @@ def test_a_claimed_process_starts_numba_without_scipy_and_scipy_still_imports(tm
         "imported = [name for name in ('scipy', 'cffi', 'pycparser', 'yaml') if name in sys.modules]\n"
         "assert not imported, f'numba imported {imported}'\n"
         "assert all(sys.modules.get(name, 0) is not None for name in compiled._UNUSED_BY_KERNELS + ('yaml',))\n"
+        "assert not scanned, 'numba looked for extensions among the installed packages'\n"
         "import scipy.linalg.cython_blas\n"
         "for name in ('cffi', 'yaml'):\n"
         "    try:\n"
@@ -146,19 +159,21 @@ def _run_fresh(tmp_path, script: str) -> str:
 
 def test_a_library_callers_numba_starts_with_blas_and_its_collector_is_left_alone(tmp_path):
     """Not claimed (a library caller's process): numba starts as numba does (its BLAS bindings
-    loaded, for the caller's own code) and nothing is frozen out of the garbage collector."""
+    loaded and its extensions looked for, for the caller's own code) and nothing is frozen out
+    of the garbage collector."""
     pytest.importorskip("numba")
     pytest.importorskip("scipy")
     out = _run_fresh(tmp_path, (
         "import gc, sys, numpy as np\n"
+        + SPY_ON_EXTENSION_LOOKUP +
         "from bert_data import compiled\n"
         "@compiled.kernel\n"
         "def twice(values):\n"
         "    return values * 2\n"
         "assert twice()(np.arange(3)).tolist() == [0, 2, 4]\n"
         "compiled.start_before_fork()  # nothing in a library caller's process\n"
-        "print('scipy.linalg.cython_blas' in sys.modules, gc.get_freeze_count(), gc.isenabled())\n"))
-    assert out == "True 0 True"
+        "print('scipy.linalg.cython_blas' in sys.modules, gc.get_freeze_count(), gc.isenabled(), bool(scanned))\n"))
+    assert out == "True 0 True True"  # (numba's extensions looked for, as numba does)
 
 
 def test_a_claimed_process_freezes_numbas_objects_out_of_the_collector(tmp_path):
