@@ -18,7 +18,7 @@ import os
 import posixpath
 import re
 import stat as stat_module
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::[A-Za-z][A-Za-z0-9+.\-]*)*://")
 
@@ -156,18 +156,21 @@ def not_a_regular_file(path: str) -> str:
     """Why a local path cannot be read as a file ("" when it can, and for URLs), found with
     ``os.stat`` alone: opening a FIFO to look would block until something writes to it, and a
     device may never end."""
-    if is_url(path):
-        return ""
+    return "" if is_url(path) else regular_file_status(path)[0]
+
+
+def regular_file_status(path: str) -> Tuple[str, Optional[os.stat_result]]:
+    """A local path's ``not_a_regular_file`` reason and its ``os.stat`` (None if it failed)."""
     try:
-        mode = os.stat(path).st_mode
+        found = os.stat(path)
     except FileNotFoundError:
-        return FILE_NOT_FOUND
+        return FILE_NOT_FOUND, None
     except OSError as error:
-        return error.strerror or _one_line(error)
-    if stat_module.S_ISREG(mode):
-        return ""
-    kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a file")
-    return f"not a regular file: {kind}"
+        return error.strerror or _one_line(error), None
+    if stat_module.S_ISREG(found.st_mode):
+        return "", found
+    kind = next((name for test, name in _FILE_KINDS if test(found.st_mode)), "not a file")
+    return f"not a regular file: {kind}", found
 
 
 # ---------------------------------------------------------------------------- reading
