@@ -42,11 +42,40 @@ _start_lock = threading.Lock()  # numba started by one thread (a Dask worker run
 @functools.lru_cache(maxsize=None)
 def _importable() -> bool:
     try:
-        with long_lived():
+        with long_lived(), _unused_by_kernels_hidden():
             import numba  # noqa: F401
     except Exception:  # not installed, or an install that does not match this numpy: the reference runs
         return False
     return True
+
+
+# What numba's start imports and no kernel uses, for features of numba's we do not use: scipy's
+# BLAS and LAPACK bindings (numba's np.linalg; they import scipy.linalg: 0.3-0.9 s), scipy itself
+# (numba only checks its version: ~15 ms), cffi (numba's typing of cffi functions; it imports
+# pycparser: ~25 ms) and yaml (numba's reader of a .numba_config.yaml: ~15 ms; hidden only when
+# there is no such file, so that one is read as numba always reads it).
+_UNUSED_BY_KERNELS = ("scipy.linalg.cython_blas", "scipy.linalg.cython_lapack", "scipy", "cffi")
+_NUMBA_CONFIG_FILE = ".numba_config.yaml"  # (numba's name: read from the working directory)
+
+
+@contextlib.contextmanager
+def _unused_by_kernels_hidden() -> Iterator[None]:
+    """In a claimed process, while numba starts: those modules hidden (an import of them raises
+    ImportError, as when they are not installed); they import normally afterwards.  Not in a
+    library caller's process, whose own numba code may use them, nor for a module already
+    imported."""
+    import sys
+
+    hidden = _UNUSED_BY_KERNELS + (() if os.path.isfile(_NUMBA_CONFIG_FILE) else ("yaml",))
+    hidden = [name for name in hidden if name not in sys.modules] if _OWN_PROCESS else []
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  (import raises ImportError)
+    try:
+        yield
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, False) is None:
+                del sys.modules[name]
 
 
 def kernels_enabled() -> bool:
@@ -94,29 +123,30 @@ _STARTED = False  # numba's CPU target loaded in this process (or the parent it 
 
 
 def _start_numba() -> None:
-    """Load numba's CPU target, once a process; in a claimed process, with scipy's BLAS modules
-    hidden while numba checks for them (they import normally afterwards).  (numba refreshes the
-    target again before each compilation: what registers later is seen then.)"""
+    """Load numba's CPU target, once a process; in a claimed process, with the modules no kernel
+    uses hidden while numba looks for them (``_unused_by_kernels_hidden``).  (numba refreshes
+    the target again before each compilation: what registers later is seen then.)"""
     global _STARTED
     if _STARTED:
         return
-    import sys
+    with long_lived(), _unused_by_kernels_hidden():
+        from numba.core.registry import cpu_target
 
-    hidden = ("scipy.linalg.cython_blas", "scipy.linalg.cython_lapack")
-    hide = _OWN_PROCESS and not any(name in sys.modules for name in hidden)
-    if hide:
-        for name in hidden:
-            sys.modules[name] = None  # type: ignore[assignment]  (import raises ImportError: no BLAS)
-    try:
-        with long_lived():
-            from numba.core.registry import cpu_target
-
-            cpu_target.target_context.refresh()
-    finally:
-        if hide:
-            for name in hidden:
-                sys.modules.pop(name, None)
+        if _OWN_PROCESS:
+            _skip_numba_extensions()
+        cpu_target.target_context.refresh()
     _STARTED = True
+
+
+def _skip_numba_extensions() -> None:
+    """numba's start looks for third-party extensions (``numba_extensions`` entry points) among
+    all installed packages' metadata: 30-35 ms with 220 packages installed.  An extension types
+    and compiles its own objects for code that uses them; no kernel does (they take numpy arrays
+    and numbers), so a claimed process starts numba without looking."""
+    from numba.core import entrypoints
+
+    if hasattr(entrypoints, "_already_initialized"):
+        entrypoints._already_initialized = True
 
 
 def start_before_fork() -> None:

@@ -18,7 +18,7 @@ import os
 import posixpath
 import re
 import stat as stat_module
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::[A-Za-z][A-Za-z0-9+.\-]*)*://")
 
@@ -69,7 +69,7 @@ def redact_data(value):
 
 def is_url(path) -> bool:
     """``scheme://...`` (also fsspec's chained ``simplecache::s3://...``); a local path otherwise."""
-    return isinstance(path, str) and bool(_URL.match(path))
+    return isinstance(path, str) and "://" in path and bool(_URL.match(path))  # (a path: no regex, ~8 a document)
 
 
 def _one_line(error: BaseException) -> str:
@@ -117,6 +117,33 @@ def dirname(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[0] if is_url(path) else os.path.dirname(path)
 
 
+class RealPaths:
+    """``os.path.realpath`` of many local paths, each directory resolved once: a file then costs
+    one ``lstat`` (is its own name a link?) instead of one a component of its path, in Python
+    (a run checks every listed document: about 6 of its 10 system calls a document, and a
+    tenth of a second before any work, on 2,333 documents).  Gives exactly what
+    ``os.path.realpath`` gives."""
+
+    def __init__(self):
+        self.directories: Dict[str, str] = {}
+
+    def __call__(self, path: str) -> str:
+        directory, name = os.path.split(path)
+        if name in ("", ".", ".."):
+            return os.path.realpath(path)
+        try:
+            if stat_module.S_ISLNK(os.lstat(path).st_mode):
+                return os.path.realpath(path)
+        except FileNotFoundError:  # (realpath keeps a name that does not exist as it is)
+            pass
+        except OSError:  # e.g. a component that is a file: realpath's own way
+            return os.path.realpath(path)
+        real = self.directories.get(directory)
+        if real is None:
+            real = self.directories[directory] = os.path.realpath(directory)
+        return os.path.join(real, name)
+
+
 _FILE_KINDS = ((stat_module.S_ISDIR, "a directory"), (stat_module.S_ISFIFO, "a FIFO (named pipe)"),
                (stat_module.S_ISCHR, "a character device"), (stat_module.S_ISBLK, "a block device"),
                (stat_module.S_ISSOCK, "a socket"))
@@ -129,18 +156,21 @@ def not_a_regular_file(path: str) -> str:
     """Why a local path cannot be read as a file ("" when it can, and for URLs), found with
     ``os.stat`` alone: opening a FIFO to look would block until something writes to it, and a
     device may never end."""
-    if is_url(path):
-        return ""
+    return "" if is_url(path) else regular_file_status(path)[0]
+
+
+def regular_file_status(path: str) -> Tuple[str, Optional[os.stat_result]]:
+    """A local path's ``not_a_regular_file`` reason and its ``os.stat`` (None if it failed)."""
     try:
-        mode = os.stat(path).st_mode
+        found = os.stat(path)
     except FileNotFoundError:
-        return FILE_NOT_FOUND
+        return FILE_NOT_FOUND, None
     except OSError as error:
-        return error.strerror or _one_line(error)
-    if stat_module.S_ISREG(mode):
-        return ""
-    kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a file")
-    return f"not a regular file: {kind}"
+        return error.strerror or _one_line(error), None
+    if stat_module.S_ISREG(found.st_mode):
+        return "", found
+    kind = next((name for test, name in _FILE_KINDS if test(found.st_mode)), "not a file")
+    return f"not a regular file: {kind}", found
 
 
 # ---------------------------------------------------------------------------- reading

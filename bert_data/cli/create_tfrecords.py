@@ -424,5 +424,14 @@ def report(output, resumed_run: bool, summary) -> None:
     print(f"done in {summary.seconds:.1f} s{resumed}", file=sys.stderr)
 
 
+def command() -> None:
+    """The console script and ``python -m``: :func:`main`, then the process ends without the
+    interpreter's teardown when nothing needs it (``process_exit``; 0.05-0.3 s of a run)."""
+    from .process_exit import exit_process, files_open_for_writing
+
+    inherited = files_open_for_writing()  # (not this process's files: the shell's, a jobserver's)
+    exit_process(main(), inherited)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    command()

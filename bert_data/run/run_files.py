@@ -218,16 +218,15 @@ def refuse_writing_over_inputs(output: OutputSpec, inputs: Iterable[str]) -> Non
     named as a run's output)."""
     if storage.is_url(output.directory):
         return
-    own = set()
-    for path in output.files:
-        own |= {os.path.realpath(path), os.path.realpath(in_progress(path))}
+    own = {os.path.realpath(name) for path in output.files for name in (path, in_progress(path))}
     own.add(os.path.realpath(Manifest.path_in(output.directory, manifest_name(output))))
     output_dirs = {os.path.realpath(directory)
                    for directory in [output.directory, *dataset_layout.split_dirs(output.directory, True).values()]}
+    real_path = storage.RealPaths()
     for path in inputs:
         if not path or storage.is_url(path):
             continue
-        real = os.path.realpath(path)
+        real = real_path(path)
         if real in own or (not output.files and os.path.dirname(real) in output_dirs
                            and is_run_output_name(os.path.basename(real))):
             option = "--output_file" if output.files else "--output_dir"

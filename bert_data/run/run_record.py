@@ -26,8 +26,8 @@ _OPTION_NAMES = {"output_files": "output_file"}
 def input_stamps(entries) -> List[list]:
     """What says a listed document file is unchanged: ``[label, size, version]``, the version
     being its modification time (ns) for a local file, its ETag (or other version id) for an
-    object whose listing gave one.  One ``stat`` a local file and no request for a URL (the
-    listing's answer, kept by ``check_documents_exist``): the cost grows with files, not bytes.
+    object whose listing gave one.  No request and no ``stat`` of its own: the listing's answer,
+    or the ``stat`` that ``check_documents_exist`` made, kept (the cost grows with files, not bytes).
     A content hash would catch an edit that keeps size and time, at the price of reading the
     corpus once more before a resume."""
     stamps = []
@@ -35,6 +35,9 @@ def input_stamps(entries) -> List[list]:
         label = storage.redact(entry.label)  # (kept in the work directory: no credential)
         if storage.is_url(entry.path):
             stamps.append([label, entry.size, entry.version])
+            continue
+        if entry.modified_ns >= 0:  # stat-ed when listed (``check_documents_exist``)
+            stamps.append([label, entry.size, entry.modified_ns])
             continue
         try:
             found = os.stat(entry.path)

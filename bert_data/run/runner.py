@@ -72,11 +72,29 @@ class RunSummary:
 
 
 def _progress(total: int, enabled: bool, description: str, unit: str, initial: int = 0, position: int = 0):
+    if not enabled:  # (a log, a pipe, --quiet: tqdm is not even imported, 7 ms of the run's serial start)
+        return _NoBar(initial)
     from tqdm import tqdm
 
     tqdm.monitor_interval = 0  # no monitor thread: worker processes are forked
     return tqdm(total=total, initial=initial, unit=unit, disable=not enabled, dynamic_ncols=True, file=sys.stderr,
                 desc=description, position=position)
+
+
+class _NoBar:
+    """A bar that is not shown, as tqdm's disabled bar behaves: ``n`` stays where it started."""
+
+    def __init__(self, initial: int):
+        self.n = initial
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix(self, *args, **kwargs) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def run(spec: RunSpec, executor: Optional[cf.Executor] = None, progress: bool = True, skip_missing: bool = False,

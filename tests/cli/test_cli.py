@@ -157,6 +157,16 @@ def test_the_progress_bar_counts_instances_as_each_encode_task_finishes(corpus, 
     assert any(0 < count < total for count in shown), shown  # part of the unit's records, before it is merged
 
 
+def test_a_run_without_bars_does_not_import_tqdm(synthetic_corpus, tmp_path):
+    """No bar to show (--quiet; stderr a log or a pipe): tqdm is not even imported (7 ms of the
+    run's serial start), in the parent of a pool or inline."""
+    from tests.helpers.run_imports import modules_a_run_imports
+
+    for workers in ("1", "2"):
+        assert modules_a_run_imports(synthetic_corpus, tmp_path / workers, ["tqdm"], "--num_workers", workers,
+                                     "--split_num", "20") == []
+
+
 def test_progress_bars_only_on_a_terminal(capsys, tmp_path, monkeypatch):
     """build-vocab shows a bar per pass and create_tfrecords its bars when stderr is a terminal;
     none in a log or pipe, none with --quiet."""

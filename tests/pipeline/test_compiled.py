@@ -42,9 +42,21 @@ def test_without_numba_the_reference_runs_and_the_note_says_how_to_get_kernels(m
     assert note is not None and 'pip install "bert_data[native]"' in note and "\n" not in note
 
 
+# numba's lookup of its extensions among the installed packages' entry points, recorded.
+SPY_ON_EXTENSION_LOOKUP = (
+    "import importlib.metadata\n"
+    "scanned = []\n"
+    "def spy(*args, real=importlib.metadata.entry_points, **kwargs):\n"
+    "    scanned.append(args or kwargs)\n"
+    "    return real(*args, **kwargs)\n"
+    "importlib.metadata.entry_points = spy\n")
+
+
 def test_a_claimed_process_starts_numba_without_scipy_and_scipy_still_imports(tmp_path):
     """In the command's own processes numba starts without its BLAS bindings (scipy.linalg costs
-    0.3-0.9 s a process); scipy imports normally afterwards.  Run in a fresh interpreter."""
+    0.3-0.9 s a process), without scipy, cffi (and pycparser) and yaml, which no kernel uses;
+    they import normally afterwards; and without looking for numba's extensions, which no kernel
+    uses either.  Run in a fresh interpreter."""
     pytest.importorskip("numba")
     pytest.importorskip("scipy")
     import subprocess
@@ -52,6 +64,7 @@ def test_a_claimed_process_starts_numba_without_scipy_and_scipy_still_imports(tm
 
     script = (
         "import sys, numpy as np\n"
+        + SPY_ON_EXTENSION_LOOKUP +
         "from bert_data import compiled\n"
         "compiled.claim_process()\n"
         "@compiled.kernel\n"
@@ -59,7 +72,16 @@ def test_a_claimed_process_starts_numba_without_scipy_and_scipy_still_imports(tm
         "    return values * 2\n"
         "assert twice()(np.arange(3)).tolist() == [0, 2, 4]\n"
         "assert 'scipy.linalg' not in sys.modules, 'numba imported scipy.linalg'\n"
+        "imported = [name for name in ('scipy', 'cffi', 'pycparser', 'yaml') if name in sys.modules]\n"
+        "assert not imported, f'numba imported {imported}'\n"
+        "assert all(sys.modules.get(name, 0) is not None for name in compiled._UNUSED_BY_KERNELS + ('yaml',))\n"
+        "assert not scanned, 'numba looked for extensions among the installed packages'\n"
         "import scipy.linalg.cython_blas\n"
+        "for name in ('cffi', 'yaml'):\n"
+        "    try:\n"
+        "        __import__(name)\n"
+        "    except ImportError as error:\n"
+        "        assert 'halted' not in str(error), error  # installed or not, never left hidden\n"
         "print('ok')\n")
     program = tmp_path / "claimed.py"  # a file: numba caches next to it (in tmp_path), not for "-c"
     program.write_text(script)
@@ -67,6 +89,25 @@ def test_a_claimed_process_starts_numba_without_scipy_and_scipy_still_imports(tm
                             env={**__import__("os").environ, compiled.DISABLE_VARIABLE: "1"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def test_a_numba_config_file_is_read_as_numba_reads_it_in_a_claimed_process(tmp_path):
+    """yaml is hidden from numba's start only when there is no .numba_config.yaml to read: with
+    one in the working directory, its settings apply as they do without bert_data."""
+    pytest.importorskip("numba")
+    pytest.importorskip("yaml")
+    (tmp_path / ".numba_config.yaml").write_text("color_scheme: light_bg\n")  # (harmless: colours of its messages)
+    out = _run_fresh(tmp_path, (
+        "import numpy as np\n"
+        "from bert_data import compiled\n"
+        "compiled.claim_process()\n"
+        "@compiled.kernel\n"
+        "def twice(values):\n"
+        "    return values * 2\n"
+        "assert twice()(np.arange(3)).tolist() == [0, 2, 4]\n"
+        "from numba.core import config\n"
+        "print(config.COLOR_SCHEME)\n"))
+    assert out == "light_bg"
 
 
 def test_long_lived_freezes_what_a_claimed_process_builds_and_no_garbage(monkeypatch):
@@ -118,19 +159,21 @@ def _run_fresh(tmp_path, script: str) -> str:
 
 def test_a_library_callers_numba_starts_with_blas_and_its_collector_is_left_alone(tmp_path):
     """Not claimed (a library caller's process): numba starts as numba does (its BLAS bindings
-    loaded, for the caller's own code) and nothing is frozen out of the garbage collector."""
+    loaded and its extensions looked for, for the caller's own code) and nothing is frozen out
+    of the garbage collector."""
     pytest.importorskip("numba")
     pytest.importorskip("scipy")
     out = _run_fresh(tmp_path, (
         "import gc, sys, numpy as np\n"
+        + SPY_ON_EXTENSION_LOOKUP +
         "from bert_data import compiled\n"
         "@compiled.kernel\n"
         "def twice(values):\n"
         "    return values * 2\n"
         "assert twice()(np.arange(3)).tolist() == [0, 2, 4]\n"
         "compiled.start_before_fork()  # nothing in a library caller's process\n"
-        "print('scipy.linalg.cython_blas' in sys.modules, gc.get_freeze_count(), gc.isenabled())\n"))
-    assert out == "True 0 True"
+        "print('scipy.linalg.cython_blas' in sys.modules, gc.get_freeze_count(), gc.isenabled(), bool(scanned))\n"))
+    assert out == "True 0 True True"  # (numba's extensions looked for, as numba does)
 
 
 def test_a_claimed_process_freezes_numbas_objects_out_of_the_collector(tmp_path):

@@ -385,3 +385,38 @@ def test_memory_stays_bounded_reading_a_large_compressed_jsonl_file(tmp_path):
     growth = max(peak[0], process.memory_info().rss) - baseline
     print(f"RSS growth {growth / 1e6:.1f} MB")
     assert growth < 30_000_000, f"RSS grew by {growth / 1e6:.1f} MB reading 50 MB"
+
+
+def test_the_plan_stats_each_local_document_once_and_records_what_it_found(tmp_path, monkeypatch):
+    """Cost a document before any work: one os.stat each (the check that it is a readable regular
+    file), whose size and time the plan's sizes and the run's input stamps (what a --resume
+    compares) then use, instead of a stat each of their own; the stamps are the files' own."""
+    import collections
+    import os
+
+    from bert_data.run.run_record import input_stamps
+
+    corpus = make_corpus(tmp_path / "corpus", n_docs=12)
+    documents = {str(corpus.root / line.strip()) for line in corpus.metadata.read_text().splitlines() if line.strip()}
+    spec = resolve(GeneratorConfig(metadata_files=[str(corpus.metadata)], input_files_prefix=str(corpus.root),
+                                   vocab_file=str(corpus.vocab), do_lower_case=True,
+                                   output_dir=str(tmp_path / "out")))
+    stats = collections.Counter()
+    real_stat = os.stat
+
+    def counting_stat(path, *args, **kwargs):
+        if str(path) in documents:
+            stats[str(path)] += 1
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", counting_stat)
+    planned = make_plan(spec)
+    monkeypatch.setattr(os, "stat", real_stat)
+    # (and the first document once more: the check that a metadata file names any existing file)
+    assert len(documents) == 12 and set(stats) == documents and sum(stats.values()) == 12 + 1, stats
+    expected = {str(corpus.root / label): [label, real_stat(corpus.root / label).st_size,
+                                           real_stat(corpus.root / label).st_mtime_ns]
+                for label, *_ in planned.input_stamps}
+    assert sorted(planned.input_stamps) == sorted(expected.values())
+    assert sum(slice_.n_bytes for slice_ in planned.slices) == sum(stamp[1] for stamp in planned.input_stamps)
+    assert input_stamps([]) == []

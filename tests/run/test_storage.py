@@ -103,3 +103,55 @@ def test_background_removals_remove_what_is_given_and_raise_the_first_error_at_c
     quiet.remove([str(tmp_path / "a directory")])
     quiet.close(quietly=True)  # the caller is failing already: its own error is the one raised
     assert (tmp_path / "a directory").is_dir()
+
+
+def test_real_paths_are_os_realpath(tmp_path, monkeypatch):
+    """RealPaths (each directory resolved once, one lstat a file) gives what os.path.realpath
+    gives: links to files and directories, dangling and looping links, "." and "..", names that do
+    not exist, a file used as a directory, relative paths."""
+    import os
+
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    (tmp_path / "real" / "a.txt").write_text("a")
+    (tmp_path / "real" / "sub" / "b.txt").write_text("b")
+    os.symlink(tmp_path / "real", tmp_path / "dirlink")
+    os.symlink(tmp_path / "real" / "a.txt", tmp_path / "real" / "filelink.txt")
+    os.symlink("sub/../a.txt", tmp_path / "real" / "relative_link.txt")
+    os.symlink(tmp_path / "nowhere", tmp_path / "real" / "dangling.txt")
+    os.symlink(tmp_path / "real" / "loop2", tmp_path / "real" / "loop1")
+    os.symlink(tmp_path / "real" / "loop1", tmp_path / "real" / "loop2")
+    names = ["real/a.txt", "real/sub/b.txt", "dirlink/a.txt", "dirlink/sub/b.txt", "dirlink/filelink.txt",
+             "real/filelink.txt", "real/relative_link.txt", "dirlink/relative_link.txt", "real/dangling.txt",
+             "real/loop1", "real/missing.txt", "dirlink/missing/x.txt", "real/a.txt/x", "real/sub/..",
+             "dirlink/sub/../a.txt", "real/.", "dirlink/", "real//a.txt", "real/sub/./b.txt"]
+    real_path = storage.RealPaths()
+    for name in names * 2:  # (the second time from the resolved directories)
+        assert real_path(str(tmp_path / name)) == os.path.realpath(tmp_path / name), name
+    monkeypatch.chdir(tmp_path / "dirlink")
+    relative = storage.RealPaths()
+    for name in ["a.txt", "sub/b.txt", "filelink.txt", "missing.txt", "../dirlink/a.txt", "."]:
+        assert relative(name) == os.path.realpath(name), name
+
+
+def test_an_input_reached_through_a_link_is_not_overwritten(tmp_path):
+    """The check before a run deletes anything: an input that is, through a link to its directory
+    or to itself, a shard this run writes is refused (RealPaths resolves both)."""
+    import os
+
+    from bert_data.config import ConfigError
+    from bert_data.run.run_files import refuse_writing_over_inputs
+    from bert_data.run.specs import OutputSpec
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "examples-1.tfrecords").write_bytes(b"")
+    os.symlink(out, tmp_path / "outlink")
+    os.symlink(out / "examples-1.tfrecords", tmp_path / "doc.txt")
+    (tmp_path / "other.txt").write_text("x")
+    spec = OutputSpec(directory=str(out), files=(), name="examples", format="tfrecord", compression=None,
+                      num_output_files=1, records_per_file=None, megabytes_per_file=None, has_validation=False,
+                      features=(), sentence_order=False, shuffle_seed=None)
+    refuse_writing_over_inputs(spec, [str(tmp_path / "other.txt")])
+    for read in ("outlink/examples-1.tfrecords", "doc.txt"):
+        with pytest.raises(ConfigError, match="would overwrite it"):
+            refuse_writing_over_inputs(spec, [str(tmp_path / "other.txt"), str(tmp_path / read)])

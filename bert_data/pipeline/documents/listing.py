@@ -242,9 +242,12 @@ def check_documents_exist(entries: Sequence[MetadataEntry], skip_missing: bool =
             else:
                 entry.size, entry.version = found["size"], found.get("version", "")
         else:  # (os.stat only: a FIFO is never opened, so nothing hangs)
-            reason = storage.not_a_regular_file(entry.path) or None
+            reason, found = storage.regular_file_status(entry.path)
+            reason = reason or None
             if reason is None and not os.access(entry.path, os.R_OK):
                 reason = "file not readable"
+            elif reason is None:  # kept: the plan's sizes and the run's input stamps need no stat of their own
+                entry.size, entry.modified_ns = found.st_size, found.st_mtime_ns
         if reason is None:
             usable.append(entry)
         elif skip_missing:

@@ -73,8 +73,9 @@ class MetadataEntry:
     line_number: int
     label: str  # as listed: names the document in messages and in the validation hash
     path: str  # as opened (prefix joined; absolute, or a URL)
-    size: int = -1  # bytes, when known from listing a URL's folder (saves a request a file)
+    size: int = -1  # bytes, when known from listing a URL's folder (saves a request a file) or a local stat
     version: str = ""  # an object's ETag (or other version), when its listing gave one
+    modified_ns: int = -1  # a local file's modification time, from the stat that checked it
 
 
 @dataclass(frozen=True)
