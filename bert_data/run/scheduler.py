@@ -71,6 +71,8 @@ class Scheduler:
         self.summaries: Dict[int, SliceSummary] = dict(done_slices or {})
         self.to_tokenize = [slice_.index for slice_ in plan.slices if slice_.index not in self.summaries]
         self.ready: List[tuple] = []  # (kind, index, args) of encode tasks whose inputs are here
+        # Units paired and not yet all encoded: their encode tasks' segments gather here as the
+        # tasks end (the runner appends those of the next unit in order at once).
         self.units: Dict[int, UnitResult] = {}
         self.next_unit = first_unit  # next unit to pair
         self.unmerged_units = 0
