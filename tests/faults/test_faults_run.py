@@ -65,6 +65,18 @@ def one_line(err):
     return lines[0]
 
 
+def full_disk_in_the_final_shuffle_then_resumed(capsys, corpus, output, err, reference):
+    """Every unit kept, one line naming the full disk, no shuffled shard left half kept, and
+    --resume gives the bytes of an uninterrupted run."""
+    line = one_line(err)
+    assert line.startswith(f"create_tfrecords: error: no space left on {output}: units 1-10 of 10 kept ("), line
+    assert line.endswith("MB of shards); free space and run the same command with --resume to finish"), line
+    assert not list(output.glob("*.shuffling"))
+    code, err = cli(capsys, corpus, output, "--resume")
+    assert code == 0, err
+    assert file_hashes(output) == reference
+
+
 @pytest.mark.parametrize("compression", [None, "zlib"])
 def test_disk_full_in_the_middle_of_a_unit_s_append(capsys, corpus, reference, tmp_path, monkeypatch, compression):
     """The third unit's append stops after 100 bytes (a short write, as a full disk makes), then
@@ -327,13 +339,7 @@ def test_disk_full_in_the_final_shuffle(capsys, corpus, reference, tmp_path, mon
         code, err = cli(capsys, corpus, output)
     assert code == 2
     assert kept_as_journaled(output) == 10
-    line = one_line(err)
-    assert line.startswith(f"create_tfrecords: error: no space left on {output}: units 1-10 of 10 kept ("), line
-    assert line.endswith("MB of shards); free space and run the same command with --resume to finish"), line
-    assert not list(output.glob("*.shuffling"))
-    code, err = cli(capsys, corpus, output, "--resume")
-    assert code == 0, err
-    assert file_hashes(output) == reference
+    full_disk_in_the_final_shuffle_then_resumed(capsys, corpus, output, err, reference)
 
 
 def test_disk_full_while_a_shuffled_shard_is_made_durable(capsys, corpus, reference, tmp_path, monkeypatch):
@@ -358,13 +364,7 @@ def test_disk_full_while_a_shuffled_shard_is_made_durable(capsys, corpus, refere
     assert code == 2
     assert len(synced) == 2  # nothing is synced (or journaled) after the failure
     assert journal_of(output)["totals"]["shuffled"] == ["train/0"]
-    line = one_line(err)
-    assert line.startswith(f"create_tfrecords: error: no space left on {output}: units 1-10 of 10 kept ("), line
-    assert line.endswith("MB of shards); free space and run the same command with --resume to finish"), line
-    assert not list(output.glob("*.shuffling"))
-    code, err = cli(capsys, corpus, output, "--resume")
-    assert code == 0, err
-    assert file_hashes(output) == reference
+    full_disk_in_the_final_shuffle_then_resumed(capsys, corpus, output, err, reference)
 
 
 def test_disk_full_in_the_commit_of_the_unit_before_the_last(capsys, corpus, reference, tmp_path, monkeypatch):
@@ -440,9 +440,4 @@ def test_disk_full_in_a_group_commit_of_shuffled_shards_keeps_those_synced_befor
     # One record for the first shard, one for the second (committed with the third, which failed).
     assert [record for record in journals if record] == [["train/0"], ["train/0", "train/1"]]
     assert journal_of(output)["totals"]["shuffled"] == ["train/0", "train/1"]
-    line = one_line(err)
-    assert line.startswith(f"create_tfrecords: error: no space left on {output}: units 1-10 of 10 kept ("), line
-    assert not list(output.glob("*.shuffling"))
-    code, err = cli(capsys, corpus, output, "--resume")
-    assert code == 0, err
-    assert file_hashes(output) == reference
+    full_disk_in_the_final_shuffle_then_resumed(capsys, corpus, output, err, reference)
