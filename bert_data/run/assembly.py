@@ -30,7 +30,7 @@ from .run_files import GenerationError, shard_in_progress, shard_path
 from .scratch import fetch_piece
 from .shard_shuffle import shuffled_batches
 from .specs import OutputSpec
-from .work_checks import crc32c, crc32c_combine, file_crc32c, start_writeback, sync_directory, sync_file
+from .work_checks import crc32c, crc32c_combine, file_crc32c, sync_directory, sync_file, Writeback
 
 
 def copy_range(source, offset: int, length: int, target, name: str) -> None:
@@ -87,6 +87,7 @@ class ShardAssembler:
         self.rewritten = set(rewritten)
         self.lengths: Dict[str, int] = {}  # key ("split/shard") -> bytes written
         self.unsynced = set()  # keys of shards appended to and not yet made durable (see ``sync``)
+        self.writeback = Writeback()  # (its thread starts at the first append)
         self.shard_counts: Dict[str, int] = {}  # per split, once known (see open_split)
         for split, count in (shard_counts or {}).items():
             self.open_split(split, count, sizes)
@@ -139,10 +140,13 @@ class ShardAssembler:
 
     def append(self, segments: List[Segment]) -> None:
         """One unit's segments, in (split, shard) order; their piece files are removed after.
-        Each shard is flushed, handed to the disk (not waited for) and closed before the next;
-        :meth:`sync` makes them durable, before a journal vouches for them."""
+        Each shard is flushed and closed before the next, and what was written is handed to the
+        disk by a thread (``work_checks.Writeback``: the hint can block, and this runs in the
+        parent's loop, which workers wait on); :meth:`sync` makes them durable, before a journal
+        vouches for them."""
         pieces = {}
         fetched = {}  # piece URL -> local copy
+        written = []  # (path, offset, length) for the disk
         try:
             for segment in sorted(segments, key=lambda s: (s.split != TRAIN, s.shard)):
                 if segment.path not in pieces and storage.is_url(segment.path):
@@ -155,14 +159,13 @@ class ShardAssembler:
                     self.unsynced.add(key)  # (first: a failure below still leaves it to sync)
                     copy_range(piece, segment.offset, segment.length, shard, segment.path)
                     shard.flush()
-                    # The disk writes it while the run goes on; the fsync (``sync``), before the
-                    # journal that vouches for it, then waits for little or nothing.
-                    start_writeback(shard.fileno(), self.lengths[key], shard.tell() - self.lengths[key])
+                    written.append((self.path(key), self.lengths[key], shard.tell() - self.lengths[key]))
                     self.lengths[key] = shard.tell()
                 adler, length, crc = (self.checksums[key] + [0])[:3]
                 self.checksums[key] = [adler32_combine(adler, segment.adler32, segment.raw_length),
                                        length + segment.raw_length, crc32c_combine(crc, segment.crc32c, segment.length)]
         finally:
+            self.writeback.start(written)
             for piece in pieces.values():
                 piece.close()
             for local in fetched.values():
@@ -193,6 +196,7 @@ class ShardAssembler:
         the shards' sizes, for the journal.  A format whose segments are not the file itself
         (HDF5, Parquet, MDS) writes each shard from its body, then the files it keeps beside a
         split's shards (MDS's index.json)."""
+        self.writeback.close(wait=False)  # (every unit is in: the hints given stand)
         for key in self.lengths:
             with open(self.path(key), "r+b") as shard:
                 shard.seek(self.lengths[key])
@@ -229,7 +233,8 @@ class ShardAssembler:
                                                        int(key.split("/")[1]))) for key in self.lengths}
 
     def close(self) -> None:
-        """Nothing stays open between units (kept for callers that close after a failure)."""
+        """The writeback thread told to end; nothing else stays open between units."""
+        self.writeback.close(wait=False)
 
     def remove(self) -> None:
         for key in self.lengths:

@@ -117,6 +117,56 @@ def start_writeback(fd: int, offset: int, length: int) -> None:
         function(fd, offset, length, _SYNC_FILE_RANGE_WRITE)  # (a failure is the fsync's to report)
 
 
+class Writeback:
+    """:func:`start_writeback` for ranges of files named by path, by a thread of its own: the
+    hint blocks while the disk's queue is full (the commits' fsyncs keep it so), and the
+    caller -- the parent appending units to the shards while workers wait for their next task
+    -- must not.  Without it, a unit's bytes would wait in memory for its commit's fsync, and
+    the disk would sit idle until then (Linux writes dirty pages by itself only past a share
+    of memory, or after 30 s).  A hint only: a range whose file is gone, or any failure, is
+    left to the fsync that makes the file durable."""
+
+    def __init__(self):
+        self._work = None
+        self._thread = None
+
+    def start(self, ranges) -> None:
+        """Hand ``(path, offset, length)`` ranges to the disk, without waiting."""
+        if _sync_file_range() is None or not ranges:
+            return
+        if self._thread is None:
+            import queue
+            import threading
+
+            self._work = queue.SimpleQueue()
+            self._thread = threading.Thread(target=self._run, name="bert_data-writeback", daemon=True)
+            self._thread.start()
+        self._work.put(list(ranges))
+
+    def _run(self) -> None:
+        while True:
+            ranges = self._work.get()
+            if ranges is None:
+                return
+            for path, offset, length in ranges:
+                try:
+                    handle = os.open(path, os.O_RDONLY)
+                except OSError:
+                    continue
+                try:
+                    start_writeback(handle, offset, length)
+                finally:
+                    os.close(handle)
+
+    def close(self, wait: bool = True) -> None:
+        """The thread told to end once the hints it has are given (``wait``: and joined)."""
+        if self._thread is not None:
+            self._work.put(None)
+            if wait:
+                self._thread.join()
+            self._thread = None
+
+
 def sync_directory(directory: str) -> None:
     """Make the names in ``directory`` (a file renamed into place) durable."""
     try:

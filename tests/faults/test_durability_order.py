@@ -188,3 +188,64 @@ def test_shuffled_shards_done_during_a_commit_are_committed_together(tmp_path, m
     assert [record for record in journals if record] == [["train/0"], ["train/0", "train/1", "train/2"]]
     assert run(corpus, tmp_path / "again") == 0
     assert file_hashes(tmp_path / "out") == file_hashes(tmp_path / "again")
+
+
+
+def test_appended_bytes_go_to_the_disk_by_a_thread_that_the_appends_never_wait_for(tmp_path, monkeypatch):
+    """Each unit's appended bytes are handed to the disk (``sync_file_range``) as they are
+    appended, every byte of every shard once, in the order written, by a thread of its own: the
+    hint blocks while the disk's queue is full, and the parent's loop must not.  Here the first
+    of them blocks until the run has written its manifests: the run still finishes, with the
+    same bytes."""
+    corpus = make_corpus(tmp_path / "corpus", n_docs=20, min_sentences=8, max_sentences=16, words_per_doc=20)
+    assert run(corpus, tmp_path / "reference") == 0
+    handed, given, release, finished = [], [], threading.Event(), {}
+    real_start, real_hint, real_finalize = work_checks.Writeback.start, work_checks.start_writeback, runner.finalize
+
+    def start(self, ranges):  # what the appends hand over (the thread may give it later, or never:
+        handed.extend(ranges)  # a hint for a file renamed or removed meanwhile is dropped)
+        real_start(self, ranges)
+
+    def start_writeback(fd, offset, length):
+        if threading.current_thread().name == "bert_data-writeback":
+            given.append(offset)
+            if len(given) == 1:
+                assert release.wait(timeout=300)  # (released when the run ends, or the test fails)
+        real_hint(fd, offset, length)
+
+    def finalize(*args, **kwargs):
+        finished["while the first hint waits"] = not release.is_set()
+        release.set()
+        return real_finalize(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(work_checks.Writeback, "start", start)
+        patch.setattr(work_checks, "start_writeback", start_writeback)
+        patch.setattr(runner, "finalize", finalize)
+        assert run(corpus, tmp_path / "out") == 0
+    assert file_hashes(tmp_path / "out") == file_hashes(tmp_path / "reference")
+    by_shard = {}
+    for path, offset, length in handed:
+        by_shard.setdefault(path, []).append((offset, length))
+    assert len(by_shard) == 3  # --num_output_files 3
+    for path, ranges in by_shard.items():  # from the start, contiguous: each byte once, in order
+        ends = [offset + length for offset, length in ranges]
+        assert [offset for offset, _ in ranges] == [0] + ends[:-1] and all(length > 0 for _, length in ranges)
+        assert len(ranges) >= 3, path  # (a range a unit: hints as the run goes, not at its end)
+    if work_checks._sync_file_range() is None:  # (not Linux: no hint to give, no thread)
+        assert given == []
+    else:
+        assert finished == {"while the first hint waits": True}
+
+
+def test_a_hint_for_a_file_gone_is_dropped(tmp_path, monkeypatch):
+    """The writeback thread gives its hints for files by name: one removed meanwhile (a failing
+    run removes its shards) is skipped, and the hints after it are still given."""
+    given = []
+    kept = tmp_path / "kept"
+    kept.write_bytes(b"x" * 4096)
+    monkeypatch.setattr(work_checks, "start_writeback", lambda fd, offset, length: given.append((offset, length)))
+    writeback = work_checks.Writeback()
+    writeback.start([(str(tmp_path / "gone"), 0, 10), (str(kept), 0, 4096)])
+    writeback.close()
+    assert given == ([(0, 4096)] if work_checks._sync_file_range() is not None else [])
