@@ -36,7 +36,8 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .masking_kernels import (TIE, apply_masks, ngram_positions, single_token_positions, span_positions,
+from .masking_kernels import (TIE, advance_to, apply_masks, ngram_positions, pcg64_state, single_token_positions,
+                              single_token_positions_drawn_compiled, span_positions,
                               whole_word_positions)
 from .span_masking import (MAX_SPAN_WORDS, choose_spans, span_draws, span_length_thresholds, span_lengths, spans_by_draws,
                            word_starts as starts_of_words)
@@ -363,13 +364,21 @@ def _chosen_compiled(kernel, input_ids, marked_ids, is_continuation, lengths, sp
             return spans_by_draws(candidates[rows], starts[rows], budget[rows], keys[rows],
                                   span_lengths(length_draws[rows]))
     else:
-        keys = np.ascontiguousarray(rng.random((n, width)), dtype=np.float64)
         ids = np.ascontiguousarray(input_ids, dtype=np.int32)
         row_lengths = np.ascontiguousarray(lengths, dtype=np.int64).reshape(n)
         is_special = np.zeros(max(spec.special_ids, default=-1) + 1, dtype=np.bool_)
         is_special[list(spec.special_ids)] = True
+        drawn = single_token_positions_drawn_compiled() if spec.strategy == "token" else None
+        state = pcg64_state(rng) if drawn is not None else None
+        if state is not None:  # the keys drawn in the kernel, as rng.random((n, width)) draws them
+            keys = _ReplayedKeys(rng.bit_generator.state, (n, width))  # (rows with equal keys need them)
+            drawn(ids, row_lengths, is_special, state, budget, positions, n_chosen)
+            advance_to(rng, state)
+        else:
+            keys = np.ascontiguousarray(rng.random((n, width)), dtype=np.float64)
         if spec.strategy == "token":
-            kernel(ids, row_lengths, is_special, keys, budget, positions, n_chosen)
+            if state is None:
+                kernel(ids, row_lengths, is_special, keys, budget, positions, n_chosen)
 
             def reference(rows):
                 return _single_tokens_by_keys(candidate_mask(input_ids[rows], lengths[rows], spec.special_ids),
@@ -396,6 +405,20 @@ def _chosen_compiled(kernel, input_ids, marked_ids, is_continuation, lengths, sp
     if len(tied):
         positions[tied], n_chosen[tied] = _packed(reference(tied), spec.max_predictions_per_seq)
     return positions, n_chosen
+
+
+class _ReplayedKeys:
+    """The keys ``rng.random(shape)`` drew from a PCG64 ``state`` (its ``bit_generator.state``),
+    drawn again when rows of them are asked for: only rows with equal keys are, which the
+    reference chooses (about 2**-40 of the rows)."""
+
+    def __init__(self, state: dict, shape: Tuple[int, int]):
+        self.state, self.shape = state, shape
+
+    def __getitem__(self, rows) -> np.ndarray:
+        generator = np.random.Generator(np.random.PCG64())
+        generator.bit_generator.state = self.state
+        return generator.random(self.shape)[rows]
 
 
 def _packed(chosen: np.ndarray, max_predictions_per_seq: int):

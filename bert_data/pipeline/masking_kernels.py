@@ -3,7 +3,10 @@ whole-batch numpy passes over ``(n, width)`` matrices.
 
 Each kernel takes the random draws the reference takes (drawn by the caller, in the reference's
 order: the keys ``(n, width)``, then the 80/10/10 draws and the random-token indices
-``(n, max_predictions)``), so the bytes cannot depend on which path ran.  They give exactly the
+``(n, max_predictions)``), so the bytes cannot depend on which path ran.  The token kernel can
+also draw its keys itself (``single_token_positions_drawn``): numpy's PCG64 stepped in the
+kernel, the same doubles as ``Generator.random`` in the same order, the generator then put where
+that draw would have left it.  They give exactly the
 reference's output; where the reference's answer depends on how numpy orders equal keys (its
 sorts are not stable), a kernel does not guess: it marks the row (``counts[i] = -1``) and the
 caller runs the reference on the marked rows alone (about 2**-40 of the rows with real draws).
@@ -20,11 +23,16 @@ them uncompiled in tests).
 
 from __future__ import annotations
 
+import functools
+import threading
+from typing import Optional
+
 import numpy as np
 
 from ..compiled import helper, kernel
 
-__all__ = ["single_token_positions", "whole_word_positions", "apply_masks"]
+__all__ = ["single_token_positions", "single_token_positions_drawn_compiled", "whole_word_positions", "apply_masks",
+           "pcg64_state", "advance_to"]
 
 TIE = -1  # counts[i] for a row the caller must choose with the reference
 
@@ -32,54 +40,171 @@ TIE = -1  # counts[i] for a row the caller must choose with the reference
 @kernel
 def single_token_positions(input_ids, lengths, is_special, keys, budget, positions, counts):
     """Per row: the candidates with the ``take = min(budget, candidates)`` smallest keys,
-    ascending, in ``positions[i, :counts[i]]`` (the reference's ``keys <= threshold``).
+    ascending, in ``positions[i, :counts[i]]`` (the reference's ``keys <= threshold``)."""
+    n, width = input_ids.shape
+    is_candidate = np.empty(width, np.bool_)
+    below = np.empty(width, np.float64)
+    chosen = np.empty(width, np.int64)
+    for i in range(n):
+        counts[i] = _row_by_keys(input_ids, lengths, is_special, keys[i], budget, positions, i, is_candidate, below,
+                                 chosen)
+
+
+@kernel
+def single_token_positions_drawn(input_ids, lengths, is_special, state, budget, positions, counts):
+    """:func:`single_token_positions` with the keys drawn here, row after row, as numpy's PCG64
+    draws ``Generator.random((n, width))`` from ``state`` (:func:`pcg64_state`: the 128-bit
+    state and increment, as two 64-bit halves each), which is left advanced past them: the
+    same keys without writing ``(n, width)`` doubles to memory and reading them back (drawing
+    them was a third of the masking's time)."""
+    n, width = input_ids.shape
+    is_candidate = np.empty(width, np.bool_)
+    below = np.empty(width, np.float64)
+    chosen = np.empty(width, np.int64)
+    row_keys = np.empty(width, np.float64)
+    high, low, increment_high, increment_low = state[0], state[1], state[2], state[3]
+    for i in range(n):
+        for j in range(width):
+            high, low = _pcg64_step(high, low, increment_high, increment_low)
+            row_keys[j] = _pcg64_double(high, low)
+        counts[i] = _row_by_keys(input_ids, lengths, is_special, row_keys, budget, positions, i, is_candidate, below,
+                                 chosen)
+    state[0], state[1] = high, low
+
+
+@helper(inline=True)
+def _row_by_keys(input_ids, lengths, is_special, keys, budget, positions, i, is_candidate, below, chosen):
+    """Row ``i``'s choice by its ``keys`` (``positions[i]``); its count, or TIE.
 
     The threshold (the take-th smallest key) is looked for among the keys below a guess that
     holds about ``take + 2 sqrt(take) + 2`` of the row's uniform keys (all of them when it holds
     fewer than ``take``), as the one key with ``take - 1`` keys below it; the loops have no
     data-dependent branches (they are most of a row's time when mispredicted)."""
-    n, width = input_ids.shape
+    width = input_ids.shape[1]
     slots = positions.shape[1]
-    is_candidate = np.empty(width, np.bool_)
-    below = np.empty(width, np.float64)  # the candidate keys below the guess
-    chosen = np.empty(width, np.int64)
-    for i in range(n):
-        length = min(max(lengths[i], 0), width)
-        candidates = 0
-        for j in range(length):
-            token = input_ids[i, j]
-            candidate = not (token < len(is_special) and is_special[token])
-            is_candidate[j] = candidate
-            candidates += candidate
-        take = min(budget[i], slots, candidates)  # (the budget is at most max_predictions)
-        if take <= 0:
-            counts[i] = 0
-            continue
-        guess = (take + 2.0 * np.sqrt(take) + 2.0) / candidates
+    length = min(max(lengths[i], 0), width)
+    candidates = 0
+    for j in range(length):
+        token = input_ids[i, j]
+        candidate = not (token < len(is_special) and is_special[token])
+        is_candidate[j] = candidate
+        candidates += candidate
+    take = min(budget[i], slots, candidates)  # (the budget is at most max_predictions)
+    if take <= 0:
+        return 0
+    guess = (take + 2.0 * np.sqrt(take) + 2.0) / candidates
+    held = 0
+    for j in range(length):
+        key = keys[j]
+        below[held] = key
+        held += is_candidate[j] & (key <= guess)
+    if held < take:
         held = 0
         for j in range(length):
-            key = keys[i, j]
-            below[held] = key
-            held += is_candidate[j] & (key <= guess)
-        if held < take:
-            held = 0
-            for j in range(length):
-                below[held] = keys[i, j]
-                held += is_candidate[j]
-        threshold = -1.0  # stays so when equal keys leave no key with exactly take - 1 below it
-        for a in range(held):
-            smaller = 0
-            for b in range(held):
-                smaller += below[b] < below[a]
-            if smaller == take - 1:
-                threshold = below[a]
-        count = 0
-        for j in range(length):
-            chosen[count] = j
-            count += is_candidate[j] & (keys[i, j] <= threshold)
-        for slot in range(min(count, slots)):
-            positions[i, slot] = chosen[slot]
-        counts[i] = count if count == take else TIE  # equal keys at the threshold (or below it)
+            below[held] = keys[j]
+            held += is_candidate[j]
+    threshold = -1.0  # stays so when equal keys leave no key with exactly take - 1 below it
+    for a in range(held):
+        smaller = 0
+        for b in range(held):
+            smaller += below[b] < below[a]
+        if smaller == take - 1:
+            threshold = below[a]
+    count = 0
+    for j in range(length):
+        chosen[count] = j
+        count += is_candidate[j] & (keys[j] <= threshold)
+    for slot in range(min(count, slots)):
+        positions[i, slot] = chosen[slot]
+    return count if count == take else TIE  # equal keys at the threshold (or below it)
+
+
+# numpy's PCG64 (``pcg_setseq_128_xsl_rr_64``): a 128-bit LCG stepped, then its XSL-RR output.
+_PCG64_MULTIPLIER = 0x2360ED051FC65DA44385DF649FCCF645
+_MASK64 = (1 << 64) - 1
+
+
+def pcg64_state(generator) -> Optional[np.ndarray]:
+    """``generator``'s PCG64 state and increment as ``uint64[4]`` (high, low, high, low) for
+    :func:`single_token_positions_drawn`, or None for another bit generator (or not a
+    ``numpy.random.Generator``)."""
+    bit_generator = getattr(generator, "bit_generator", None)
+    if type(bit_generator).__name__ != "PCG64" or not isinstance(generator, np.random.Generator):
+        return None
+    state = bit_generator.state["state"]
+    value, increment = state["state"], state["inc"]
+    return np.array([value >> 64, value & _MASK64, increment >> 64, increment & _MASK64], dtype=np.uint64)
+
+
+def advance_to(generator, state: np.ndarray) -> None:
+    """Put ``generator`` (PCG64) at ``state`` (:func:`pcg64_state`'s layout) as if it had drawn
+    the doubles in between: its buffered 32-bit half (which ``Generator.random`` leaves alone)
+    is kept."""
+    bit_generator = generator.bit_generator
+    full = bit_generator.state
+    full["state"] = {"state": (int(state[0]) << 64) | int(state[1]), "inc": (int(state[2]) << 64) | int(state[3])}
+    bit_generator.state = full
+
+
+def _pcg64_step(high, low, increment_high, increment_low):
+    """The LCG's next state (as halves): ``state * multiplier + increment`` modulo 2**128.
+    Python's integers here (the uncompiled kernel); in kernels, one 128-bit multiply
+    (``_register_pcg64``)."""
+    value = ((int(high) << 64 | int(low)) * _PCG64_MULTIPLIER + (int(increment_high) << 64 | int(increment_low))) \
+        & ((1 << 128) - 1)
+    return np.uint64(value >> 64), np.uint64(value & _MASK64)
+
+
+@helper(inline=True)
+def _pcg64_double(high, low):
+    """The double ``Generator.random`` makes of the output of state (high, low): XSL-RR (the
+    halves xor-ed, rotated right by the top 6 bits), its top 53 bits over 2**53."""
+    value = high ^ low
+    rotation = high >> np.uint64(58)
+    output = (value >> rotation) | (value << ((np.uint64(64) - rotation) & np.uint64(63)))
+    return (output >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+_REGISTERING = threading.Lock()
+
+
+def single_token_positions_drawn_compiled():
+    """:func:`single_token_positions_drawn` compiled (its 128-bit step registered with numba
+    first), or None when kernels are off."""
+    compiled = single_token_positions_drawn()
+    if compiled is not None:
+        with _REGISTERING:
+            _register_pcg64()
+    return compiled
+
+
+@functools.lru_cache(maxsize=None)
+def _register_pcg64() -> None:
+    """:func:`_pcg64_step` in kernels: LLVM's 128-bit integers, one multiply and one add."""
+    from llvmlite import ir
+    from numba import types
+    from numba.extending import intrinsic, overload
+
+    @intrinsic
+    def step(typingctx, high, low, increment_high, increment_low):
+        def codegen(context, builder, signature, args):
+            i128, i64 = ir.IntType(128), ir.IntType(64)
+
+            def joined(upper, lower):
+                return builder.or_(builder.shl(builder.zext(upper, i128), ir.Constant(i128, 64)),
+                                   builder.zext(lower, i128))
+
+            value = builder.add(builder.mul(joined(args[0], args[1]), ir.Constant(i128, _PCG64_MULTIPLIER)),
+                                joined(args[2], args[3]))
+            return context.make_tuple(builder, signature.return_type,
+                                      [builder.trunc(builder.lshr(value, ir.Constant(i128, 64)), i64),
+                                       builder.trunc(value, i64)])
+
+        return types.UniTuple(types.uint64, 2)(types.uint64, types.uint64, types.uint64, types.uint64), codegen
+
+    @overload(_pcg64_step)
+    def step_compiled(high, low, increment_high, increment_low):
+        return lambda high, low, increment_high, increment_low: step(high, low, increment_high, increment_low)
 
 
 @helper

@@ -194,3 +194,71 @@ def test_stored_word_starts_give_the_reference_masks(monkeypatch, options):
     assert_same(ours, theirs)
     by_marks = masked(ids, lengths, spec, np.random.default_rng(9), monkeypatch, True)
     assert not np.array_equal(ours.masked_lm_positions, by_marks.masked_lm_positions)  # the starts were used
+
+
+def drawn_positions(kernel, ids, lengths, spec, state):
+    is_special = np.zeros(max(spec.special_ids) + 1, dtype=bool)
+    is_special[list(spec.special_ids)] = True
+    budget = num_to_predict(lengths, spec.masked_lm_prob, spec.max_predictions_per_seq)
+    positions = np.zeros((len(ids), spec.max_predictions_per_seq), dtype=np.int32)
+    counts = np.zeros(len(ids), dtype=np.int64)
+    kernel(ids, lengths.astype(np.int64), is_special, state, budget, positions, counts)
+    return positions, counts
+
+
+@pytest.mark.parametrize("pending_half", [False, True])
+def test_keys_drawn_in_the_kernel_are_numpys_and_the_generator_goes_on_as_numpys(pending_half):
+    """The token kernel that draws its own keys (numpy's PCG64, in the kernel) chooses what the
+    kernel given ``rng.random((n, width))`` chooses, and leaves the generator where that draw
+    leaves it, a buffered 32-bit half of an earlier ``integers`` draw included (``random``
+    does not use it; the next bounded draw does)."""
+    ids, lengths = batch(300, seed=8)
+    spec = MaskingSpec(0.15, 20, False, special_ids=(CLS, SEP, SEPARATOR))
+    for seed in range(3):
+        ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+        if pending_half:
+            ours.integers(0, 1000, size=3), theirs.integers(0, 1000, size=3)
+            assert ours.bit_generator.state["has_uint32"] == 1
+        state = masking_kernels.pcg64_state(ours)
+        drawn = drawn_positions(masking_kernels.single_token_positions_drawn_compiled(), ids, lengths, spec, state)
+        masking_kernels.advance_to(ours, state)
+        given = positions_by_kernel(masking_kernels.single_token_positions, ids, lengths, spec,
+                                    theirs.random(ids.shape))
+        np.testing.assert_array_equal(np.concatenate(drawn, axis=None), np.concatenate(given, axis=None))
+        assert ours.bit_generator.state == theirs.bit_generator.state
+        assert ours.integers(0, 1000, size=5).tolist() == theirs.integers(0, 1000, size=5).tolist()
+
+
+def test_the_drawing_kernel_runs_uncompiled_too():
+    """The loop and the 128-bit step in Python's integers (the kernel uncompiled) draw and
+    choose what the compiled kernel (LLVM's 128-bit multiply) does."""
+    ids, lengths = batch(40, seed=9)
+    spec = MaskingSpec(0.15, 20, False, special_ids=(CLS, SEP, SEPARATOR))
+    states = [masking_kernels.pcg64_state(np.random.default_rng(9)) for _ in range(2)]
+    plain = drawn_positions(masking_kernels.single_token_positions_drawn.python_function, ids, lengths, spec,
+                            states[0])
+    compiled_ = drawn_positions(masking_kernels.single_token_positions_drawn_compiled(), ids, lengths, spec, states[1])
+    np.testing.assert_array_equal(np.concatenate(plain, axis=None), np.concatenate(compiled_, axis=None))
+    np.testing.assert_array_equal(states[0], states[1])
+
+
+def test_rows_with_equal_keys_get_the_keys_drawn_again():
+    """The rows the kernel hands to the reference (equal keys) are chosen from the same keys,
+    drawn again from the generator's state before the kernel drew them."""
+    from bert_data.pipeline.masking import _ReplayedKeys
+
+    rng = np.random.default_rng(10)
+    rng.integers(0, 9)
+    replayed = _ReplayedKeys(rng.bit_generator.state, (40, 16))
+    np.testing.assert_array_equal(replayed[np.array([3, 17, 39])], rng.random((40, 16))[[3, 17, 39]])
+
+
+def test_another_bit_generator_takes_the_given_keys_path(monkeypatch):
+    """Only PCG64 is drawn in the kernel; with another bit generator (here Philox) the keys are
+    drawn by numpy and given, with the reference's masks and draws all the same."""
+    ids, lengths = batch(200, seed=11)
+    spec = MaskingSpec(0.15, 20, False, special_ids=(CLS, SEP, SEPARATOR))
+    first, second = (np.random.Generator(np.random.Philox(11)) for _ in range(2))
+    assert masking_kernels.pcg64_state(first) is None
+    assert_same(masked(ids, lengths, spec, first, monkeypatch, True), masked(ids, lengths, spec, second, monkeypatch, False))
+    assert first.random() == second.random()
