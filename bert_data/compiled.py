@@ -11,8 +11,10 @@ compare them); compiled code is cached on disk by numba (``cache=True``: next to
 under ``NUMBA_CACHE_DIR``), so a worker pays the compilation once per installation, not per run.
 
 numba's start (its import and CPU target, about 100,000 Python objects that live as long as the
-process) costs 0.5-1 s a process: :func:`start_before_fork` pays it once in the parent of a
-forked pool, whose workers inherit it.  In the command's own processes (:func:`claim_process`)
+process) costs 0.5-1 s a process: :func:`start_in_background` begins it in a thread of the
+command's process while the run is planned and tokenized (which mostly lets go of the GIL), and
+:func:`start_before_fork` waits for it there, once, in the parent of a forked pool, whose
+workers inherit it.  In the command's own processes (:func:`claim_process`)
 those objects, and what else a process keeps to its end (a worker's tokenizer and spaCy
 pipeline), are built without cyclic collections and then kept out of them (:func:`long_lived`,
 ``gc.freeze``): every full collection would walk them all again (0.3-0.6 s each, a few per
@@ -30,7 +32,7 @@ import threading
 from typing import Callable, Iterator, Optional
 
 __all__ = ["kernel", "helper", "claim_process", "long_lived", "kernels_enabled", "compiled_missing_note",
-           "start_before_fork", "DISABLE_VARIABLE"]
+           "start_before_fork", "start_in_background", "wait_for_start", "DISABLE_VARIABLE"]
 
 PACKAGE = "numba"
 DISABLE_VARIABLE = "BERT_DATA_COMPILED"
@@ -60,27 +62,47 @@ _NUMBA_CONFIG_FILE = ".numba_config.yaml"  # (numba's name: read from the workin
 
 @contextlib.contextmanager
 def _unused_by_kernels_hidden() -> Iterator[None]:
-    """In a claimed process, while numba starts: those modules hidden (an import of them raises
-    ImportError, as when they are not installed); they import normally afterwards.  Not in a
-    library caller's process, whose own numba code may use them, nor for a module already
-    imported."""
+    """In a claimed process, while numba starts: those modules hidden from this thread (an
+    import of them raises ImportError, as when they are not installed; another thread, which
+    may be planning the run meanwhile (:func:`start_in_background`), imports them as usual);
+    they import normally afterwards.  Not in a library caller's process, whose own numba code
+    may use them, nor for a module already imported."""
     import sys
 
     hidden = _UNUSED_BY_KERNELS + (() if os.path.isfile(_NUMBA_CONFIG_FILE) else ("yaml",))
-    hidden = [name for name in hidden if name not in sys.modules] if _OWN_PROCESS else []
-    for name in hidden:
-        sys.modules[name] = None  # type: ignore[assignment]  (import raises ImportError)
+    hidden = {name for name in hidden if name not in sys.modules} if _OWN_PROCESS else set()
+    if not hidden:
+        yield
+        return
+    finder = _HiddenFromThread(hidden, threading.get_ident())
+    sys.meta_path.insert(0, finder)
     try:
         yield
     finally:
-        for name in hidden:
-            if sys.modules.get(name, False) is None:
-                del sys.modules[name]
+        sys.meta_path.remove(finder)
+
+
+class _HiddenFromThread:
+    """An import finder that finds nothing, for ``names``, in one thread: there they are not
+    installed (a ``sys.modules`` entry of None would hide them from every thread)."""
+
+    def __init__(self, names, thread: int):
+        self.names, self.thread = names, thread
+
+    def find_spec(self, name, path=None, target=None):
+        if name in self.names and threading.get_ident() == self.thread:
+            raise ModuleNotFoundError(f"No module named {name!r} (not needed by bert_data's kernels)", name=name)
+        return None
+
+
+def _turned_off() -> bool:
+    return os.environ.get(DISABLE_VARIABLE, "1").strip() in ("0", "false", "no", "off")
 
 
 def kernels_enabled() -> bool:
     """Whether compiled kernels run: numba importable and not turned off by the environment."""
-    return os.environ.get(DISABLE_VARIABLE, "1").strip() not in ("0", "false", "no", "off") and _importable()
+    _join_background_start()
+    return not _turned_off() and _importable()
 
 
 _OWN_PROCESS = False  # set by the command line and the generator's own worker processes
@@ -149,6 +171,46 @@ def _skip_numba_extensions() -> None:
         entrypoints._already_initialized = True
 
 
+_background_start: Optional[threading.Thread] = None
+
+
+def start_in_background(report: Optional[Callable[[str], None]] = None) -> bool:
+    """In a claimed process about to run tasks that use kernels: numba's start (its import, its
+    CPU target: 0.4-0.5 s) begun in a thread, while this one plans the run and tokenizes, much
+    of which lets go of the GIL (reading and syncing files, the native tokenizer); the first
+    kernel asked for, or :func:`start_before_fork`, waits for it.  ``report`` is given
+    :func:`compiled_missing_note`'s line when numba does not import.  Returns whether that
+    check is the thread's (else the caller's); nothing starts in a library caller's process,
+    with kernels turned off, or once started."""
+    global _background_start
+    if not _OWN_PROCESS or _turned_off() or _STARTED or _background_start is not None:
+        return False  # (started, or found missing by an earlier run's thread: the caller's check is cheap)
+
+    def start() -> None:
+        with _start_lock:
+            if _importable():
+                _start_numba()
+            elif report is not None:
+                report(_MISSING_NOTE)
+
+    _background_start = threading.Thread(target=start, name="bert_data-numba-start", daemon=True)
+    _background_start.start()
+    return True
+
+
+def _join_background_start() -> None:
+    """Wait for :func:`start_in_background`'s thread, if one runs (numba imported by two threads
+    at once would each hide and restore modules around it: ``_unused_by_kernels_hidden``)."""
+    thread = _background_start
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
+
+
+def wait_for_start() -> None:
+    """Wait for numba's start in the background (:func:`start_in_background`), if one runs."""
+    _join_background_start()
+
+
 def start_before_fork() -> None:
     """In a claimed process about to fork a pool of workers: numba started here, once, for all of
     them (each would otherwise pay 0.3-0.5 s of CPU for it), and what this process has built
@@ -158,6 +220,7 @@ def start_before_fork() -> None:
     without)."""
     if not _OWN_PROCESS:
         return
+    _join_background_start()  # (no thread may run at the fork: it could hold a lock the workers need)
     with _start_lock:
         if kernels_enabled():
             _start_numba()
@@ -214,7 +277,11 @@ def _register_helpers() -> None:
 
 def compiled_missing_note() -> Optional[str]:
     """The note a run prints when numba is not installed (None when it is, or is turned off)."""
-    if _importable() or os.environ.get(DISABLE_VARIABLE, "1").strip() in ("0", "false", "no", "off"):
+    _join_background_start()
+    if _turned_off() or _importable():
         return None
-    return (f"pairing, masking and encoding run without compiled kernels (the same bytes, several times "
-            f"slower): pip install \"bert_data[native]\" (or {PACKAGE}) for them")
+    return _MISSING_NOTE
+
+
+_MISSING_NOTE = (f"pairing, masking and encoding run without compiled kernels (the same bytes, several times "
+                 f"slower): pip install \"bert_data[native]\" (or {PACKAGE}) for them")

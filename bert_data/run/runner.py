@@ -39,7 +39,7 @@ from typing import Callable, Dict, List, Optional
 
 from .. import storage
 from ..notices import note
-from ..compiled import compiled_missing_note
+from ..compiled import compiled_missing_note, start_in_background, wait_for_start
 from ..tokenizers import native_note
 from ..format.dataset_layout import SPLIT_CODES
 from ..pipeline.documents.types import BINARY, DEFAULT_TEXT_FIELD, MISSING_KEY
@@ -103,10 +103,22 @@ def run(spec: RunSpec, executor: Optional[cf.Executor] = None, progress: bool = 
     """Run a resolved run (see ``resolve.generate``, the library's entry, for the arguments)."""
     started = time.perf_counter() if started is None else started
     workers = spec.control.workers
+    checked = False  # whether numba's start, in a thread, says if it is missing
     if executor is None:  # our own pool of processes: no more of them than cores
         parallelism = local_workers(parallelism or workers)
+        checked = start_in_background(note if progress else None)
+    try:
+        return _run(spec, executor, progress, skip_missing, parallelism, allow_case_mismatch, started, workers,
+                    checked)
+    finally:
+        wait_for_start()  # (a failure before any kernel ran: no thread left importing numba at exit)
+
+
+def _run(spec: RunSpec, executor: Optional[cf.Executor], progress: bool, skip_missing: bool,
+         parallelism: Optional[int], allow_case_mismatch: bool, started: float, workers: int,
+         checked: bool) -> RunSummary:
     plan = make_plan(spec, skip_missing, allow_case_mismatch=allow_case_mismatch)
-    for slower in (native_note(spec.tokenizer), compiled_missing_note()):
+    for slower in (native_note(spec.tokenizer), None if checked else compiled_missing_note()):
         if slower and progress:  # (--quiet: the output is the same either way)
             note(slower)
     output = spec.output

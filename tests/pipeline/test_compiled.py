@@ -217,3 +217,54 @@ def test_workers_forked_by_the_command_inherit_numba_started_and_the_frozen_heap
         "    finally:\n"
         "        pool.shutdown()\n"))
     assert out == "[(True, True)]"
+
+
+def test_numba_starts_in_a_thread_while_another_imports_what_numbas_start_does_without(tmp_path):
+    """The command's numba start runs in a thread while the run is planned
+    (``start_in_background``): modules numba's start does without (yaml here) are hidden from
+    that thread alone, so the planning thread imports them as usual meanwhile; the start is
+    then done, and what waits for it (a kernel, the fork) finds numba started."""
+    pytest.importorskip("numba")
+    pytest.importorskip("yaml")
+    out = _run_fresh(tmp_path, (
+        "import contextlib, sys, threading\n"
+        "import numpy as np\n"
+        "from bert_data import compiled\n"
+        "compiled.claim_process()\n"
+        "inside, imported = threading.Event(), threading.Event()\n"
+        "real = compiled._unused_by_kernels_hidden\n"
+        "@contextlib.contextmanager\n"
+        "def hidden_until_the_other_thread_imported():\n"
+        "    with real():\n"
+        "        inside.set()\n"
+        "        assert imported.wait(120)\n"
+        "        yield\n"
+        "compiled._unused_by_kernels_hidden = hidden_until_the_other_thread_imported\n"
+        "notes = []\n"
+        "assert compiled.start_in_background(notes.append)\n"
+        "assert inside.wait(120) and 'yaml' not in sys.modules\n"
+        "import yaml  # in this thread, while numba's start hides it from its own\n"
+        "imported.set()\n"
+        "@compiled.kernel\n"
+        "def twice(values):\n"
+        "    return values * 2\n"
+        "assert twice()(np.arange(3)).tolist() == [0, 2, 4]  # (waits for the start)\n"
+        "assert compiled._STARTED and not notes and not compiled.start_in_background()\n"
+        "print(sorted(name for name in ('scipy', 'cffi') if name in sys.modules))\n"))
+    assert out == "[]"
+
+
+def test_a_background_start_without_numba_reports_the_note(monkeypatch):
+    """numba missing: the thread reports the note the run prints (the run's own check is then
+    skipped); a later run's check, numba still missing, gives it again."""
+    monkeypatch.delenv(compiled.DISABLE_VARIABLE, raising=False)
+    monkeypatch.setattr(compiled, "_importable", lambda: False)
+    monkeypatch.setattr(compiled, "_OWN_PROCESS", True)
+    monkeypatch.setattr(compiled, "_STARTED", False)
+    monkeypatch.setattr(compiled, "_background_start", None)
+    notes = []
+    assert compiled.start_in_background(notes.append)
+    compiled.wait_for_start()
+    assert len(notes) == 1 and 'pip install "bert_data[native]"' in notes[0]
+    assert not compiled.start_in_background(notes.append)
+    assert compiled.compiled_missing_note() == notes[0]
