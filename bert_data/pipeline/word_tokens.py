@@ -36,9 +36,10 @@ compare it with the tokenizer on hostile words and texts.
 from __future__ import annotations
 
 import re as _re
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
-from .rule_expressions import gate as _gate, needed_characters, needs_spec, suffix_parts
+from .rule_expressions import EdgeSearch, gate as _gate, needed_characters, needs_spec, prefix_alternatives
+from .rule_expressions import suffix_alternatives
 
 __all__ = ["AffixTokens", "ingredients", "token_offsets", "matcher_patterns", "needed_characters"]
 
@@ -60,8 +61,10 @@ class AffixTokens:
                 return None
             return getattr(re.compile(spec["pattern"], spec["flags"]), spec["method"])
 
-        self._prefix_search = compiled("prefix_search")
-        self._suffix_search = compiled("suffix_search")
+        # The prefix and suffix searches by a string's first and last character, with the
+        # alternatives that can match it (``rule_expressions.EdgeSearch``), compiled when needed.
+        self._prefix = self._edge_search(ingredients, "prefix_search", "prefix_alternatives", at_end=False)
+        self._suffix = self._edge_search(ingredients, "suffix_search", "suffix_alternatives", at_end=True)
         self._infix_finditer = compiled("infix_finditer")
         self._token_match = compiled("token_match")
         self._url_match = compiled("url_match")
@@ -78,16 +81,6 @@ class AffixTokens:
         # For each rule, characters a string must hold for it to match anywhere: a word part
         # without any (a run of letters, mostly) skips the search.
         needs = ingredients["needs"]
-        # The suffix expression in two: its alternatives of bounded width, searched in the tail
-        # they can match, and the others (``suffix_parts``).
-        parts = ingredients.get("suffix_parts")
-        self._suffix_tail = None
-        if parts is not None and self._suffix_search is not None:
-            self._suffix_tail = (
-                re.compile(parts["bounded"], ingredients["suffix_search"]["flags"]).search,
-                parts["width"],
-                re.compile(parts["unbounded"], ingredients["suffix_search"]["flags"]).search if parts["unbounded"] else None,
-            )
         # By whether the word is ASCII: for each rule, False (it cannot match: absent, or none of
         # the characters it needs are ASCII), True (search), or the search for what it needs.
         # (The classes of all characters are thousands of ranges: compiled at the first word that
@@ -97,9 +90,14 @@ class AffixTokens:
         self._word_cache: dict[str, tuple[tuple[str, ...], bool]] = {}
 
     def _gates_for(self, is_ascii: bool) -> tuple:
-        rules = (self._prefix_search, self._suffix_search, self._infix_finditer, self._url_match)
-        names = ("prefix_search", "suffix_search", "infix_finditer", "url_match")
+        rules = (self._infix_finditer, self._url_match)
+        names = ("infix_finditer", "url_match")
         return tuple(_gate(rule, self._needs[name], is_ascii) for rule, name in zip(rules, names))
+
+    @staticmethod
+    def _edge_search(ingredients: dict, name: str, cut: str, at_end: bool) -> Optional[EdgeSearch]:
+        spec = ingredients[name]
+        return None if spec is None else EdgeSearch(spec, ingredients.get(cut), at_end)
 
     @property
     def changing(self) -> frozenset[str]:
@@ -139,8 +137,10 @@ class AffixTokens:
         gates = self._gates.get(is_ascii)
         if gates is None:
             gates = self._gates[is_ascii] = self._gates_for(is_ascii)
-        prefix_gate, suffix_gate, infix_gate, url_gate = gates
-        prefix_search, suffix_search, suffix_tail = self._prefix_search, self._suffix_search, self._suffix_tail
+        infix_gate, url_gate = gates
+        prefix_rule, suffix_rule = self._prefix, self._suffix
+        prefix_by_first = prefix_rule.by_character if prefix_rule is not None else None
+        suffix_by_last = suffix_rule.by_character if suffix_rule is not None else None
         # Tokenizer._split_affixes (with_special_cases=True); find_prefix and find_suffix inline.
         string = word
         prefixes: list[str] = []
@@ -154,10 +154,11 @@ class AffixTokens:
                 break
             last_size = len(string)
             pre_len = 0
-            if prefix_gate is True or (prefix_gate and prefix_gate(string)):
-                match = prefix_search(string)
-                if match is not None:
-                    pre_len = match.end() - match.start()
+            if prefix_by_first is not None:
+                first = string[0]
+                prefix_length = prefix_by_first[first] if first in prefix_by_first else prefix_rule.for_character(first)
+                if prefix_length is not None:
+                    pre_len = prefix_length(string)
             if pre_len:
                 prefix = string[:pre_len]
                 minus_pre = string[pre_len:]
@@ -167,20 +168,11 @@ class AffixTokens:
                     break
             suf_len = 0
             rest = string[pre_len:] if pre_len else string
-            if suffix_gate is True or (suffix_gate and suffix_gate(rest)):
-                if suffix_tail is not None and rest[-1:] != "\n":
-                    # Every match ends at the end: the leftmost is the longest, of either part.
-                    match = suffix_tail[0](rest, max(0, len(rest) - suffix_tail[1]))
-                    if match is not None:
-                        suf_len = match.end() - match.start()
-                    if suffix_tail[2] is not None:
-                        match = suffix_tail[2](rest)
-                        if match is not None and match.end() - match.start() > suf_len:
-                            suf_len = match.end() - match.start()
-                else:
-                    match = suffix_search(rest)
-                    if match is not None:
-                        suf_len = match.end() - match.start()
+            if rest and suffix_by_last is not None:
+                last = rest[-1]
+                suffix_length = suffix_by_last[last] if last in suffix_by_last else suffix_rule.for_character(last)
+                if suffix_length is not None:
+                    suf_len = suffix_length(rest)
             if suf_len:
                 suffix = string[-suf_len:]
                 minus_suf = string[:-suf_len]
@@ -445,7 +437,8 @@ def ingredients(
     found["patterns"] = {text: list(pattern) for text, pattern in patterns.items()}
     found["changing"] = sorted(changing)
     found["needs"] = {name: needs_spec(found[name]) for name in _RULES}
-    found["suffix_parts"] = suffix_parts(found["suffix_search"])
+    found["prefix_alternatives"] = prefix_alternatives(found["prefix_search"])
+    found["suffix_alternatives"] = suffix_alternatives(found["suffix_search"])
     return found
 
 

@@ -198,28 +198,45 @@ def test_tokens_before_the_matcher_are_spacys_where_no_pattern_matches(tokenizer
     assert checked > 5000 and with_special > 500
 
 
-def test_the_suffix_expression_cut_in_two_finds_the_same_suffixes(tokenizer, port):
-    """suffix_parts: the alternatives of bounded width searched in the word's tail, the others
-    in all of it, give the suffix the whole expression gives, on edge and fuzzed words (long ones
-    too), and the cut is made only where it is exact."""
-    from bert_data.pipeline.rule_expressions import _top_level_alternatives, suffix_parts
+def test_prefixes_and_suffixes_searched_by_edge_character_are_the_tokenizers(tokenizer, port):
+    """EdgeSearch: the prefix (suffix) alternatives that can begin (end) with a string's first
+    (last) character, suffixes of bounded width searched in the string's tail only, find what
+    the whole expression finds, on edge and fuzzed words (long ones, non-ASCII and newline-ended
+    ones too), and the cut is made only where it is exact."""
+    from bert_data.pipeline.rule_expressions import (
+        EdgeSearch, _top_level_alternatives, alternatives_at, prefix_alternatives, suffix_alternatives)
 
-    assert port._suffix_tail is not None
-    bounded, width, unbounded = port._suffix_tail
     rng = random.Random(17)
     words = _edge_words(tokenizer) + _fuzzed_words(rng, 4000)
-    words += ["".join(rng.choices(["a", "b", ".", "..", "!", "'s", "km", "3", ")", "…"], k=rng.randint(8, 40)))
-              for _ in range(2000)]
+    words += ["".join(rng.choices(["a", "b", ".", "..", "!", "'s", "km", "3", ")", "…", "US$", "(", "$", "é", "\n"],
+                                  k=rng.randint(1, 40))) for _ in range(3000)]
+    assert port._prefix._alternatives is not None and port._suffix._alternatives is not None
     for word in words:
-        match = tokenizer.suffix_search(word)
-        expected = match.end() - match.start() if match else 0
-        found = bounded(word, max(0, len(word) - width))
-        length = found.end() - found.start() if found else 0
-        found = unbounded(word) if unbounded else None
-        if found is not None:
-            length = max(length, found.end() - found.start())
-        assert length == expected, word
+        for rule, expected_search in ((port._prefix, tokenizer.prefix_search), (port._suffix, tokenizer.suffix_search)):
+            match = expected_search(word)
+            expected = match.end() - match.start() if match else 0
+            edge = word[-1] if rule is port._suffix else word[0]
+            length = rule.for_character(edge)
+            assert (length(word) if length is not None else 0) == expected, word
+    # Few alternatives per character: a lower-case letter begins no prefix; "." ends 4 suffixes.
+    assert port._prefix.for_character("h") is None
+    assert len(alternatives_at(port._suffix._alternatives, ".")) < 10 < len(port._suffix._alternatives)
     assert _top_level_alternatives(r"a(?:b|c)$|[|\]]x$|\|y$") == [r"a(?:b|c)$", r"[|\]]x$", r"\|y$"]
-    assert suffix_parts({"pattern": r"ab$|c", "flags": 32, "method": "search"}) is None  # not anchored
-    assert suffix_parts({"pattern": r"a+$|bc$", "flags": 32, "method": "search"}) == {
-        "bounded": "bc$", "width": 2, "unbounded": "a+$"}
+    spec = {"pattern": r"a+$|bc$|(?:x|yz)$|[^q]$|\.?$", "flags": 32, "method": "search"}
+    assert suffix_alternatives(spec) == [
+        {"pattern": "a+$", "width": None, "edge": [[97, 97]]},
+        {"pattern": "bc$", "width": 2, "edge": [[99, 99]]},
+        {"pattern": "(?:x|yz)$", "width": 2, "edge": [[120, 120], [122, 122]]},
+        {"pattern": "[^q]$", "width": 1, "edge": None},  # negated class: not followed
+        {"pattern": r"\.?$", "width": 1, "edge": None},  # may match empty
+    ]
+    assert suffix_alternatives({**spec, "pattern": r"ab$|c"}) is None  # not anchored at the end
+    assert suffix_alternatives({**spec, "flags": 32 | re.IGNORECASE}) is None
+    assert prefix_alternatives({**spec, "pattern": r"^(?=a)b|^US\$|^\.\.+"}) == [
+        {"pattern": "^(?=a)b", "width": 1, "edge": [[98, 98]]},
+        {"pattern": r"^US\$", "width": 3, "edge": [[85, 85]]},
+        {"pattern": r"^\.\.+", "width": None, "edge": [[46, 46]]},
+    ]
+    assert prefix_alternatives({**spec, "pattern": r"^a|b"}) is None  # not anchored at the start
+    cut = EdgeSearch({**spec, "pattern": r"^(?:\.|ab)|^a"}, prefix_alternatives({**spec, "pattern": r"^(?:\.|ab)|^a"}), False)
+    assert cut.for_character("a")("abc") == 2 and cut.for_character("a")("ac") == 1 and cut.for_character("b") is None
