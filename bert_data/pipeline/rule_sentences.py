@@ -200,8 +200,9 @@ class RuleSentencizer:
 
         Such a match needs, across the single space between the two words, adjacent tokens of a
         pattern: the first the last token of the left word (before the matcher), the second the
-        first token of the right one.  The word's own tokens are known when ``entry`` has them;
-        the neighbour's are not looked for: a token at its edge is a suffix or prefix of its text.
+        first token of the right one.  Where the word's own tokens are known (``entry`` has
+        them), a neighbour whose text ends (begins) with such a token has its tokens looked at
+        too; otherwise a token at its edge is taken to be any suffix (prefix) of its text.
         """
         if not entry[5]:
             return
@@ -209,7 +210,9 @@ class RuleSentencizer:
         joined = False
         if start >= 2 and text[start - 1] == " ":
             if edges is not None:
-                joined = any(text.endswith(first, 0, start - 1) for first in self._firsts_before.get(edges[0], ()))
+                firsts = self._firsts_before.get(edges[0], ())
+                if any(text.endswith(first, 0, start - 1) for first in firsts):
+                    joined = self._neighbour_edge(text, start - 1, last=True) in (None, *firsts)
             else:
                 for first, second in self._pairs_by_last_char.get(text[start - 2], ()):
                     if text.startswith(second, start) and text.endswith(first, 0, start - 1):
@@ -217,7 +220,9 @@ class RuleSentencizer:
                         break
         if not joined and text[end : end + 1] == " ":
             if edges is not None:
-                joined = any(text.startswith(second, end + 1) for second in self._seconds_after.get(edges[1], ()))
+                seconds = self._seconds_after.get(edges[1], ())
+                if any(text.startswith(second, end + 1) for second in seconds):
+                    joined = self._neighbour_edge(text, end + 1, last=False) in (None, *seconds)
             else:
                 for first, second in self._pairs_by_last_char.get(text[end - 1], ()):
                     if text.endswith(first, start, end) and text.startswith(second, end + 1):
@@ -225,6 +230,19 @@ class RuleSentencizer:
                         break
         if joined:
             raise _WholeParagraph(start)
+
+    def _neighbour_edge(self, text: str, at: int, last: bool) -> Optional[str]:
+        """The last token (``last``: of the word ending at ``at``) or the first token (of the
+        word beginning at ``at``) before spaCy's matcher, None where the port cannot tell."""
+        if last:
+            begin = at
+            while begin > 0 and not text[begin - 1].isspace():
+                begin -= 1
+            word = text[begin:at]
+        else:
+            word = _WORD.match(text, at).group()
+        edges = self._entry(word)[6]
+        return None if edges is None else edges[1 if last else 0]
 
     def _holds_a_changing_case(self, word: str, token_starts: tuple) -> bool:
         """Whether a special case that changes tokens spans whole tokens of ``word`` (alone).
