@@ -87,7 +87,41 @@ class AffixTokens:
         # is not ASCII.)
         self._needs = needs
         self._gates = {True: self._gates_for(True)}
+        # Whether a run of ASCII letters can match no rule (no token_match; every other rule
+        # needs a character that is not an ASCII letter): then, not a special case, it is one token.
+        self._letters_inert = self._token_match is None and all(
+            ingredients[name] is None
+            or (needs[name] is not None and not any(c.isalpha() for c in _ascii_class_members(needs[name]["ascii"])))
+            for name in ("prefix_search", "suffix_search", "infix_finditer", "url_match")
+        )
         self._word_cache: dict[str, tuple[tuple[str, ...], bool]] = {}
+
+    def _letters_then(self, word: str) -> Optional[list[str]]:
+        """The tokens of an ASCII word (not a special case) that is letters, or letters and one
+        more character, where the rules prove them without running the affix loop: a run of
+        ASCII letters that is no special case is one token (``_letters_inert``), and letters
+        then a character whose prefix search finds nothing and whose suffix search finds that
+        character are the letters and it (the loop takes the suffix, leaving the letters, which
+        are one token) -- most words holding sentence punctuation ("word.", "Word?").  None where
+        the loop must run."""
+        if word.isalpha():
+            return [word]
+        letters = word[:-1]
+        if not letters.isalpha() or letters in self._specials:
+            return None
+        first, last = word[0], word[-1]
+        if self._prefix is not None:
+            by_first = self._prefix.by_character
+            prefix_length = by_first[first] if first in by_first else self._prefix.for_character(first)
+            if prefix_length is not None and prefix_length(word):
+                return None
+        if self._suffix is None:
+            return None
+        by_last = self._suffix.by_character
+        suffix_length = by_last[last] if last in by_last else self._suffix.for_character(last)
+        if suffix_length is None or suffix_length(word) != 1:
+            return None
+        return [letters, last]
 
     def _gates_for(self, is_ascii: bool) -> tuple:
         rules = (self._infix_finditer, self._url_match)
@@ -132,6 +166,10 @@ class AffixTokens:
         specials = self._specials
         if word in specials:
             return self._special_tokens(word), True
+        if self._letters_inert and word.isascii():
+            letters = self._letters_then(word)
+            if letters is not None:
+                return letters, False
         token_match = self._token_match
         is_ascii = word.isascii()
         gates = self._gates.get(is_ascii)
@@ -376,6 +414,14 @@ def matcher_patterns(tokenizer) -> dict[str, list[str]]:
 
 # Runs of whitespace (str.isspace(), as spaCy splits) and of other characters.
 _RUNS = _re.compile(r"\s+|\S+")
+
+
+def _ascii_class_members(pattern: Optional[str]) -> str:
+    """The ASCII characters a character class (``needs_spec``'s ASCII part) holds."""
+    if pattern is None:
+        return ""
+    matches = _re.compile(pattern).fullmatch
+    return "".join(chr(c) for c in range(128) if matches(chr(c)))
 
 
 def token_offsets(tokens) -> Iterable[int]:

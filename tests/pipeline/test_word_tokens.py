@@ -240,3 +240,24 @@ def test_prefixes_and_suffixes_searched_by_edge_character_are_the_tokenizers(tok
     assert prefix_alternatives({**spec, "pattern": r"^a|b"}) is None  # not anchored at the start
     cut = EdgeSearch({**spec, "pattern": r"^(?:\.|ab)|^a"}, prefix_alternatives({**spec, "pattern": r"^(?:\.|ab)|^a"}), False)
     assert cut.for_character("a")("abc") == 2 and cut.for_character("a")("ac") == 1 and cut.for_character("b") is None
+
+
+def test_letters_then_one_character_are_the_tokenizers(tokenizer, port):
+    """The shortcut for ASCII letters, or letters and one more character (most words holding
+    sentence punctuation): the tokenizer's tokens for bodies at its edges (single letters and
+    capitals, abbreviations and special cases without their stop, units, "US" of "US$") before
+    every ASCII character and the sentencizer's punctuation, and the shortcut does answer
+    where it should."""
+    assert port._letters_inert
+    bodies = ["a", "A", "I", "U", "x", "e", "word", "Word", "WORD", "US", "C", "km", "etc", "Mr", "Mrs", "St",
+              "vs", "Jan", "Inc", "Ph", "No", "no", "pm", "am", "s", "S", "em", "nuff", "bout", "cause", "gonna",
+              "doctor", "o", "O", "D", "xD", "Calif", "Ariz", "Pa", "mph", "kg", "lb", "http", "www", "com"]
+    bodies += [text.rstrip(".") for text in tokenizer.rules if text.rstrip(".").isalpha() and text.isascii()]
+    ends = [chr(c) for c in range(33, 127) if not chr(c).isalnum()] + _punct_chars() + ["…", "’", "”", "»", "😀"]
+    for body in bodies:
+        for end in ["", *ends]:
+            word = body + end
+            assert port.tokens(word) == _spacy_tokens(tokenizer, word), word
+    assert port._letters_then("word.") == ["word", "."] and port._letters_then("Word?") == ["Word", "?"]
+    assert port._letters_then("A.") is None  # "A." is one token: the suffix search finds no "."
+    assert port._letters_then("US$") is None  # a prefix ("US$")
