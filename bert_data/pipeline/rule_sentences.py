@@ -129,6 +129,13 @@ class RuleSentencizer:
         """(offset, in punct_chars, is_punct) of the pipeline tokenizer's tokens of ``text``."""
         return [(token.idx, token.text in self._punct, token.is_punct) for token in self._tokenizer_of_pipeline()(text)]
 
+    def _kind(self, text: str) -> tuple[bool, bool]:
+        """(in punct_chars, is_punct) of a token's text, kept for the next token with that text."""
+        kind = (text in self._punct, _is_punct(text))
+        if len(self._kinds) < _CACHE_LIMIT:
+            self._kinds[text] = kind
+        return kind
+
     def _token_flags(self, pairs) -> list[tuple[int, bool, bool]]:
         """(offset, in punct_chars, is_punct) of tokens given as (offset, text)."""
         kinds = self._kinds
@@ -136,9 +143,7 @@ class RuleSentencizer:
         for idx, text in pairs:
             kind = kinds.get(text)
             if kind is None:
-                kind = (text in self._punct, _is_punct(text))
-                if len(kinds) < _CACHE_LIMIT:
-                    kinds[text] = kind
+                kind = self._kind(text)
             flags.append((idx, *kind))
         return flags
 
@@ -166,24 +171,45 @@ class RuleSentencizer:
                     texts = final[0] if final is not None else None
             else:
                 pre = None
-        tokens = self._spacy_tokens(word) if texts is None else self._token_flags(zip(token_offsets(texts), texts))
         # The state machine over the word's tokens, from a clear and from a set flag.
         clear_starts = []
         set_starts = []
         clear = False
         seen = True
-        for idx, period, punct in tokens:
-            if period:
-                clear = seen = True
-            elif not punct:
-                if clear:
-                    clear_starts.append(idx)
-                    clear = False
-                if seen:
-                    set_starts.append(idx)
-                    seen = False
+        if texts is not None:
+            kinds = self._kinds
+            offsets = []
+            idx = 0
+            for text in texts:
+                kind = kinds.get(text)
+                if kind is None:
+                    kind = self._kind(text)
+                offsets.append(idx)
+                if kind[0]:
+                    clear = seen = True
+                elif not kind[1]:
+                    if clear:
+                        clear_starts.append(idx)
+                        clear = False
+                    if seen:
+                        set_starts.append(idx)
+                        seen = False
+                idx += len(text)
+        else:
+            offsets = []
+            for idx, period, punct in self._spacy_tokens(word):
+                offsets.append(idx)
+                if period:
+                    clear = seen = True
+                elif not punct:
+                    if clear:
+                        clear_starts.append(idx)
+                        clear = False
+                    if seen:
+                        set_starts.append(idx)
+                        seen = False
         runs = (tuple(clear_starts), clear, tuple(set_starts), seen)
-        offsets = tuple(idx for idx, _, _ in tokens)
+        offsets = tuple(offsets)
         if pre is not None:
             entry = (*runs, offsets, changing, (pre[0], pre[-1]))
         else:
