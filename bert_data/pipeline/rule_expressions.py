@@ -222,7 +222,10 @@ class EdgeSearch:
     expression is not cut so), and for a newline at the end (``$`` matches before one), the
     whole expression searches.  Each choice of alternatives is compiled once, when first needed."""
 
-    def __init__(self, spec: dict, alternatives: Optional[list[dict]], at_end: bool) -> None:
+    def __init__(self, spec: dict, alternatives: Optional[list[dict]], at_end: bool, compile: Callable = None) -> None:
+        import re
+
+        self._compile = compile or re.compile
         self._spec = spec
         self._alternatives = alternatives
         self._at_end = at_end
@@ -247,11 +250,9 @@ class EdgeSearch:
         return found
 
     def _search(self, choice: Optional[tuple[int, ...]]) -> Callable[[str], int]:
-        import re
-
         flags = self._spec["flags"]
         if choice is None:  # the rule's own method (a search, mostly)
-            whole = getattr(re.compile(self._spec["pattern"], flags), self._spec["method"])
+            whole = getattr(self._compile(self._spec["pattern"], flags), self._spec["method"])
 
             def length(string: str) -> int:
                 match = whole(string)
@@ -260,27 +261,28 @@ class EdgeSearch:
             return length
         chosen = [self._alternatives[i] for i in choice]
         if not self._at_end:  # "^": a match at the start only, the first alternative in order
-            first = re.compile("|".join(a["pattern"] for a in chosen), flags).search
+            first = self._compile("|".join(a["pattern"] for a in chosen), flags).search
 
             def length(string: str) -> int:
                 match = first(string)
                 return 0 if match is None else match.end() - match.start()
 
             return length
-        return suffix_search(chosen, flags)
+        return suffix_search(chosen, flags, self._compile)
 
 
-def suffix_search(alternatives: list[dict], flags: int) -> Callable[[str], int]:
+def suffix_search(alternatives: list[dict], flags: int, compile: Callable = None) -> Callable[[str], int]:
     """The length of the suffix ``alternatives`` (``suffix_alternatives``'s, all or some) find at
     the end of a string not ending in a newline: the longest of their matches, those of bounded
-    width searched in the string's tail only."""
+    width searched in the string's tail only (patterns made by ``compile``, ``re.compile``'s)."""
     import re
 
+    compile = compile or re.compile
     bounded = [a for a in alternatives if a["width"] is not None]
     unbounded = [a for a in alternatives if a["width"] is None]
     width = max((a["width"] for a in bounded), default=0)
-    bounded_search = re.compile("|".join(a["pattern"] for a in bounded), flags).search if bounded else None
-    unbounded_search = re.compile("|".join(a["pattern"] for a in unbounded), flags).search if unbounded else None
+    bounded_search = compile("|".join(a["pattern"] for a in bounded), flags).search if bounded else None
+    unbounded_search = compile("|".join(a["pattern"] for a in unbounded), flags).search if unbounded else None
 
     def suffix_length(string: str) -> int:
         length = 0
@@ -313,19 +315,21 @@ def needs_spec(spec: Optional[dict]) -> Optional[dict]:
     return {"all": needs.pattern, "ascii": f"[{ascii_part}]" if ascii_part else None}
 
 
-def gate(rule, needs: Optional[dict], is_ascii: bool):
+def gate(rule, needs: Optional[dict], is_ascii: bool, compile: Callable = None):
     """Whether a rule is worth running on a string (ASCII or not): False when it cannot match
     (no rule, or none of the characters a match needs is ASCII, for an ASCII string), True when
-    nothing is known, else the search for the characters a match needs (``needs_spec``)."""
+    nothing is known, else the search for the characters a match needs (``needs_spec``; made by
+    ``compile``, ``re.compile``'s)."""
     import re
 
+    compile = compile or re.compile
     if rule is None:
         return False
     if needs is None:
         return True
     if is_ascii:
-        return re.compile(needs["ascii"]).search if needs["ascii"] else False
-    return re.compile(needs["all"]).search
+        return compile(needs["ascii"]).search if needs["ascii"] else False
+    return compile(needs["all"]).search
 
 
 def needed_characters(pattern) -> Optional["re.Pattern[str]"]:

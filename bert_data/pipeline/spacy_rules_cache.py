@@ -36,7 +36,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from .word_tokens import AffixTokens, ingredients, matcher_patterns
+from .word_tokens import AffixTokens, compiled_patterns, ingredients, matcher_patterns
 
 __all__ = ["SentencizerRules", "load_rules", "derive_rules", "cache_path", "cache_key"]
 
@@ -62,7 +62,7 @@ _SPACY_FILES = (
     "default_config.cfg",
 )
 # This package's files whose code decides what is derived and how it is read.
-_OWN_FILES = ("word_tokens.py", "rule_expressions.py", "spacy_rules_cache.py", "sentences.py")
+_OWN_FILES = ("word_tokens.py", "rule_expressions.py", "pattern_codes.py", "spacy_rules_cache.py", "sentences.py")
 
 
 @dataclass(frozen=True)
@@ -294,7 +294,8 @@ def derive_rules(nlp, first_component: str) -> SentencizerRules:
     port = ingredients(tokenizer, patterns, changing)
     if port is not None:
         # A JSON round trip: the port checked is the one later processes make from the file.
-        port = json.loads(json.dumps(port))
+        # With the compiled code of the sentencizer's punctuation's searches too.
+        port = json.loads(json.dumps({**port, "compiled": compiled_patterns(port, punct)}))
         if not _port_agrees(AffixTokens(port), tokenizer, sorted(punct)):
             port = None
         else:

@@ -40,6 +40,7 @@ from typing import Callable, Iterable, Optional
 
 from .rule_expressions import EdgeSearch, gate as _gate, needed_characters, needs_spec, prefix_alternatives
 from .rule_expressions import suffix_alternatives
+from .pattern_codes import Patterns
 
 __all__ = ["AffixTokens", "ingredients", "token_offsets", "matcher_patterns", "needed_characters"]
 
@@ -53,13 +54,15 @@ class AffixTokens:
     """
 
     def __init__(self, ingredients: dict) -> None:
-        import re
+        # The expressions are made from their compiled code where the ingredients keep it
+        # (``pattern_codes``: spaCy's classes of thousands of characters cost ~0.1 s to compile).
+        self._patterns = Patterns(ingredients.get("compiled"))
 
         def compiled(name: str):
             spec = ingredients[name]
             if spec is None:
                 return None
-            return getattr(re.compile(spec["pattern"], spec["flags"]), spec["method"])
+            return getattr(self._patterns.compile(spec["pattern"], spec["flags"]), spec["method"])
 
         # The prefix and suffix searches by a string's first and last character, with the
         # alternatives that can match it (``rule_expressions.EdgeSearch``), compiled when needed.
@@ -126,12 +129,11 @@ class AffixTokens:
     def _gates_for(self, is_ascii: bool) -> tuple:
         rules = (self._infix_finditer, self._url_match)
         names = ("infix_finditer", "url_match")
-        return tuple(_gate(rule, self._needs[name], is_ascii) for rule, name in zip(rules, names))
+        return tuple(_gate(rule, self._needs[name], is_ascii, self._patterns.compile) for rule, name in zip(rules, names))
 
-    @staticmethod
-    def _edge_search(ingredients: dict, name: str, cut: str, at_end: bool) -> Optional[EdgeSearch]:
+    def _edge_search(self, ingredients: dict, name: str, cut: str, at_end: bool) -> Optional[EdgeSearch]:
         spec = ingredients[name]
-        return None if spec is None else EdgeSearch(spec, ingredients.get(cut), at_end)
+        return None if spec is None else EdgeSearch(spec, ingredients.get(cut), at_end, self._patterns.compile)
 
     @property
     def changing(self) -> frozenset[str]:
@@ -485,7 +487,25 @@ def ingredients(
     found["needs"] = {name: needs_spec(found[name]) for name in _RULES}
     found["prefix_alternatives"] = prefix_alternatives(found["prefix_search"])
     found["suffix_alternatives"] = suffix_alternatives(found["suffix_search"])
+    found["compiled"] = compiled_patterns(found)
     return found
+
+
+def compiled_patterns(found: dict, characters: Iterable[str] = ()) -> Optional[dict]:
+    """The compiled code (``pattern_codes``) of what a port made of ``found`` compiles: its
+    rules, its gates, and its prefix and suffix searches for every ASCII character, every
+    character an alternative names alone, and ``characters``."""
+    port = AffixTokens({**found, "compiled": None})
+    edges = {chr(c) for c in range(1, 128)} | set(characters)
+    for rule in (port._prefix, port._suffix):
+        if rule is not None and rule._alternatives is not None:
+            edges |= {chr(lo) for a in rule._alternatives for lo, hi in (a["edge"] or ()) if lo == hi}
+    for character in sorted(edges):
+        for rule in (port._prefix, port._suffix):
+            if rule is not None:
+                rule.for_character(character)
+    port._gates_for(False)
+    return port._patterns.stored()
 
 
 _RULES = ("prefix_search", "suffix_search", "infix_finditer", "token_match", "url_match")
