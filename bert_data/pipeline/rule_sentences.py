@@ -304,7 +304,7 @@ class RuleSentencizer:
             if not _is_p(word[0]):
                 starts.append(pos)
                 return False
-            entry = self._entry(word)
+            entry = self._cache.get(word) or self._entry(word)
             self._check_neighbours(text, pos, match.end(), entry)
             starts.extend(pos + offset for offset in entry[2])
             if not entry[3]:
@@ -369,6 +369,9 @@ class RuleSentencizer:
                         pass
                     elif text[resume + 1].isalnum():
                         starts.append(resume + 1)
+                        seen = False
+                    elif text[resume + 1].isspace():  # spaces: a whitespace token too
+                        starts.append(_WHITESPACE.match(text, resume).end())
                         seen = False
                     else:
                         seen = self._carry(text, resume, start, starts)

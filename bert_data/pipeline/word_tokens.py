@@ -168,7 +168,8 @@ class AffixTokens:
         specials = self._specials
         if word in specials:
             return self._special_tokens(word), True
-        if self._letters_inert and word.isascii():
+        letters_inert = self._letters_inert
+        if letters_inert and word.isascii():
             letters = self._letters_then(word)
             if letters is not None:
                 return letters, False
@@ -192,6 +193,8 @@ class AffixTokens:
                 break
             if string in specials:
                 break
+            if letters_inert and string.isalpha() and string.isascii():
+                break  # a run of ASCII letters matches no rule: the loop would end with it
             last_size = len(string)
             pre_len = 0
             if prefix_by_first is not None:
@@ -240,6 +243,8 @@ class AffixTokens:
                     return None, True
                 tokens += substrings
                 special = True
+            elif letters_inert and string.isalpha() and string.isascii():
+                tokens.append(string)  # one token: no rule can match it
             elif (token_match is not None and token_match(string)) or (
                 (url_gate is True or (url_gate and url_gate(string))) and self._url_match(string)
             ):
