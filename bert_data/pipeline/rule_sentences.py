@@ -113,9 +113,11 @@ class RuleSentencizer:
                 self._seconds_after.setdefault(first, []).append(second)
                 self._firsts_before.setdefault(second, []).append(first)
         self._ascii_punct = sorted(c for c in self._punct if c.isascii())
-        # Passages with other characters: a cheap class (one range), the hits filtered after.
-        cheap = "".join(re.escape(c) for c in self._ascii_punct)
-        self._candidates = re.compile(rf"[{cheap}\x80-\U0010ffff]")
+        # Passages with other characters: a cheap class (the sentencizer's ASCII characters and
+        # every other character), the hits filtered after; written as the ASCII characters it
+        # does not hold, which compiles in 0.1 ms (a range up to U+10FFFF takes 10 ms).
+        others = "".join(re.escape(chr(c)) for c in range(128) if chr(c) not in self._punct)
+        self._candidates = re.compile(rf"[^{others}]")
         self._cache: dict[str, tuple] = {}
         # spaCy's tokenizer rules without a Doc (word_tokens.py), checked against the tokenizer
         # when the rules were derived (spacy_rules_cache.py).
