@@ -150,9 +150,10 @@ class RuleSentencizer:
         return flags
 
     def _entry(self, word: str) -> tuple:
-        """(starts if the flag is clear, flag after, starts if set, flag after, token offsets,
-        whether it holds a token-changing special case, its first and last tokens before spaCy's
-        matcher or None if unknown) for a word tokenized alone."""
+        """For a word tokenized alone: ((starts, flag after) if the flag is clear before it,
+        (starts, flag after) if it is set -- indexed by the flag --, token offsets, whether it
+        holds a token-changing special case, its first and last tokens before spaCy's matcher or
+        None if unknown)."""
         entry = self._cache.get(word)
         if entry is not None:
             return entry
@@ -210,7 +211,7 @@ class RuleSentencizer:
                     if seen:
                         set_starts.append(idx)
                         seen = False
-        runs = (tuple(clear_starts), clear, tuple(set_starts), seen)
+        runs = ((tuple(clear_starts), clear), (tuple(set_starts), seen))
         offsets = tuple(offsets)
         if pre is not None:
             entry = (*runs, offsets, changing, (pre[0], pre[-1]))
@@ -232,9 +233,9 @@ class RuleSentencizer:
         them), a neighbour whose text ends (begins) with such a token has its tokens looked at
         too; otherwise a token at its edge is taken to be any suffix (prefix) of its text.
         """
-        if not entry[5]:
+        if not entry[3]:
             return
-        edges = entry[6]
+        edges = entry[4]
         joined = False
         if start >= 2 and text[start - 1] == " ":
             if edges is not None:
@@ -269,7 +270,7 @@ class RuleSentencizer:
             word = text[begin:at]
         else:
             word = _WORD.match(text, at).group()
-        edges = self._entry(word)[6]
+        edges = self._entry(word)[4]
         return None if edges is None else edges[1 if last else 0]
 
     def _holds_a_changing_case(self, word: str, token_starts: tuple) -> bool:
@@ -308,8 +309,9 @@ class RuleSentencizer:
                 return False
             entry = self._cache.get(word) or self._entry(word)
             self._check_neighbours(text, pos, match.end(), entry)
-            starts.extend(pos + offset for offset in entry[2])
-            if not entry[3]:
+            found, seen = entry[1]
+            starts.extend(pos + offset for offset in found)
+            if not seen:
                 return False
             pos = match.end()
         return True
@@ -336,18 +338,18 @@ class RuleSentencizer:
         its neighbours gets ``spacy_starts(paragraph)`` (the pipeline's starts) instead.
         """
         starts: list[int] = []
+        add = starts.append
         seen = False
         resume = 0  # the end of the last word looked at
         cache = self._cache
+        new_entry = self._entry
         for position in self._punct_positions(text):
             if position < resume:
                 continue  # in a word already looked at
             # The word around position: after the last space before it, unless the word holds
             # other whitespace (every whitespace character but " " is not printable) or
             # something else unprintable: then the careful walk back.
-            start = text.rfind(" ", resume, position) + 1
-            if start < resume:
-                start = resume
+            start = text.rfind(" ", resume, position) + 1 or resume  # none: the word begins at resume
             end = text.find(" ", position)
             if end < 0:
                 end = len(text)
@@ -377,8 +379,8 @@ class RuleSentencizer:
                         seen = False
                     else:
                         seen = self._carry(text, resume, start, starts)
-                entry = cache.get(word) or self._entry(word)
-                if entry[5]:
+                entry = cache.get(word) or new_entry(word)
+                if entry[3]:
                     self._check_neighbours(text, start, end, entry)
             except _WholeParagraph as ask:
                 resume = self._take_whole_paragraph(text, ask.position, starts, spacy_starts)
@@ -393,12 +395,9 @@ class RuleSentencizer:
                 except _WholeParagraph as again:
                     resume = self._take_whole_paragraph(text, again.position, starts, spacy_starts)
                     continue
-            if seen:
-                found, seen = entry[2], entry[3]
-            else:
-                found, seen = entry[0], entry[1]
+            found, seen = entry[seen]
             for offset in found:
-                starts.append(start + offset)
+                add(start + offset)
             resume = end
         if seen:
             try:
