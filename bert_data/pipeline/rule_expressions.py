@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 __all__ = [
-    "needed_characters", "needs_spec", "gate", "prefix_alternatives", "suffix_alternatives", "alternatives_at", "suffix_search",
+    "needed_characters", "needs_spec", "gate", "first_characters", "prefix_alternatives", "suffix_alternatives", "alternatives_at", "suffix_search",
     "EdgeSearch",
 ]
 
@@ -178,6 +178,31 @@ def _anchored_alternatives(spec: Optional[dict], at_end: bool) -> Optional[list[
     except (re.error, RecursionError):
         return None
     return alternatives
+
+
+def first_characters(spec: Optional[dict]) -> Optional[list[list[int]]]:
+    """The characters a match of the expression (the infix rule's: alternatives anywhere in a
+    string) can begin with, as [low, high] code point ranges: every match starts at one of
+    them, so a string's matches are found by trying only there.  None where unknown (an
+    alternative could match empty, or begins with what is not followed here), or for a
+    verbose or case-folding expression."""
+    import re
+
+    if spec is None or spec["flags"] & (re.VERBOSE | re.IGNORECASE):
+        return None
+    pieces = _top_level_alternatives(spec["pattern"])
+    if "|".join(pieces) != spec["pattern"]:
+        return None
+    found = []
+    try:
+        for piece in pieces:
+            edge = _edge_characters(_sre_parse.parse(piece, spec["flags"]).data, last=False)
+            if edge is None:
+                return None
+            found += edge
+    except (re.error, RecursionError):
+        return None
+    return [list(pair) for pair in sorted(set(found))]
 
 
 def prefix_alternatives(spec: Optional[dict]) -> Optional[list[dict]]:

@@ -38,7 +38,8 @@ from __future__ import annotations
 import re as _re
 from typing import Callable, Iterable, Optional
 
-from .rule_expressions import EdgeSearch, gate as _gate, needed_characters, needs_spec, prefix_alternatives
+from .rule_expressions import EdgeSearch, first_characters, gate as _gate, needed_characters, needs_spec
+from .rule_expressions import prefix_alternatives
 from .rule_expressions import suffix_alternatives
 from .pattern_codes import Patterns
 
@@ -71,6 +72,17 @@ class AffixTokens:
         self._infix_finditer = compiled("infix_finditer")
         self._token_match = compiled("token_match")
         self._url_match = compiled("url_match")
+        # Where an infix match can begin, in an ASCII string (``_infix_spans``; None: anywhere).
+        self._infix_starts = self._infix_match = None
+        starts = ingredients.get("infix_starts")
+        infix = ingredients["infix_finditer"]
+        if starts is not None and infix is not None and infix["method"] == "finditer":
+            ascii_starts = "".join(_re.escape(chr(c)) for lo, hi in starts for c in range(lo, min(hi, 127) + 1))
+            if ascii_starts:
+                self._infix_starts = self._patterns.compile(f"[{ascii_starts}]").finditer
+            else:
+                self._infix_starts = lambda string: ()
+            self._infix_match = self._patterns.compile(infix["pattern"], infix["flags"]).match
         # Special case -> its tokens' texts (None: a substring whose text is not a plain str).
         self._special_texts: dict[str, Optional[list[str]]] = ingredients["specials"]
         self._specials = frozenset(self._special_texts)
@@ -125,6 +137,26 @@ class AffixTokens:
         if suffix_length is None or suffix_length(word) != 1:
             return None
         return [letters, last]
+
+    def _infix_spans(self, string: str, is_ascii: bool) -> list[tuple[int, int]]:
+        """The spans of ``infix_finditer(string)``.  In an ASCII string, a match is tried only
+        where one can begin (``first_characters``), each the leftmost from the end of the last,
+        as ``finditer`` finds them (a lookbehind still sees the characters before)."""
+        starts = self._infix_starts if is_ascii else None
+        if starts is None:
+            return [match.span() for match in self._infix_finditer(string)]
+        spans = []
+        end = 0
+        match_at = self._infix_match
+        for candidate in starts(string):
+            begin = candidate.start()
+            if begin < end:
+                continue
+            match = match_at(string, begin)
+            if match is not None:
+                end = match.end()
+                spans.append((begin, end))
+        return spans
 
     def _gates_for(self, is_ascii: bool) -> tuple:
         rules = (self._infix_finditer, self._url_match)
@@ -253,8 +285,7 @@ class AffixTokens:
                 tokens.append(string)
             else:
                 start = 0
-                for match in self._infix_finditer(string):
-                    infix_start, infix_end = match.start(), match.end()
+                for infix_start, infix_end in self._infix_spans(string, is_ascii):
                     if infix_start == 0:  # spaCy's start_before_infixes
                         continue
                     if infix_start != start:
@@ -490,6 +521,7 @@ def ingredients(
     found["patterns"] = {text: list(pattern) for text, pattern in patterns.items()}
     found["changing"] = sorted(changing)
     found["needs"] = {name: needs_spec(found[name]) for name in _RULES}
+    found["infix_starts"] = first_characters(found["infix_finditer"])
     found["prefix_alternatives"] = prefix_alternatives(found["prefix_search"])
     found["suffix_alternatives"] = suffix_alternatives(found["suffix_search"])
     found["compiled"] = compiled_patterns(found)

@@ -261,3 +261,23 @@ def test_letters_then_one_character_are_the_tokenizers(tokenizer, port):
     assert port._letters_then("word.") == ["word", "."] and port._letters_then("Word?") == ["Word", "?"]
     assert port._letters_then("A.") is None  # "A." is one token: the suffix search finds no "."
     assert port._letters_then("US$") is None  # a prefix ("US$")
+
+
+def test_infixes_tried_only_where_one_can_begin_are_the_tokenizers(tokenizer, port):
+    """_infix_spans: in an ASCII string a match is tried only at the characters an infix can
+    begin with (first_characters), and finds what infix_finditer finds, on edge, fuzzed and
+    infix-dense words; the analysis declines what it cannot follow."""
+    from bert_data.pipeline.rule_expressions import first_characters
+
+    assert port._infix_starts is not None
+    rng = random.Random(23)
+    words = _edge_words(tokenizer) + _fuzzed_words(rng, 4000)
+    words += ["".join(rng.choices(["a", "B", "3", ".", "..", "-", "--", ",", ":", "/", "+", "^", "*", "=", "<", "~", "é", "…"],
+                                  k=rng.randint(1, 30))) for _ in range(4000)]
+    for word in words:
+        expected = [match.span() for match in tokenizer.infix_finditer(word)]
+        assert port._infix_spans(word, word.isascii()) == expected, word
+    spec = {"pattern": r"(?<=[0-9])[+\-](?=[0-9])|\.\.+|(?:ab|c)", "flags": 32, "method": "finditer"}
+    assert first_characters(spec) == [[43, 43], [45, 45], [46, 46], [97, 97], [99, 99]]
+    assert first_characters({**spec, "pattern": r"x|a*"}) is None  # may match empty
+    assert first_characters({**spec, "pattern": r"x|[^a]"}) is None  # negated class: not followed
