@@ -310,7 +310,8 @@ class RuleSentencizer:
             entry = self._cache.get(word) or self._entry(word)
             self._check_neighbours(text, pos, match.end(), entry)
             found, seen = entry[1]
-            starts.extend(pos + offset for offset in found)
+            for offset in found:
+                starts.append(pos + offset)
             if not seen:
                 return False
             pos = match.end()
