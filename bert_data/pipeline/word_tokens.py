@@ -406,10 +406,14 @@ class AffixTokens:
         (a match needs its tokens to spell the special case's text)."""
         changing = self._changing
         beginnings = self._changing_beginnings
-        for i in range(len(tokens)):
-            text = ""
-            for token in tokens[i:]:
-                text += token
+        n = len(tokens)
+        for i, text in enumerate(tokens):
+            if text not in beginnings:  # most tokens begin no special case
+                continue
+            if text in changing:
+                return True
+            for j in range(i + 1, n):
+                text += tokens[j]
                 if text not in beginnings:
                     break
                 if text in changing:
