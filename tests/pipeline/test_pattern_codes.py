@@ -17,6 +17,7 @@ PATTERNS = [
     (r"(?<=[0-9a-zà-ÿ])\.$|(?P<dots>\.\.+)$|(?<=°[FfCcKk])\.$", re.UNICODE),
     (r"^(?:US|C|A)\$|^[\(\[\{«“]", 0),
     (r"[\u2600-\u27bf\U0001F300-\U0001FAFF]+|(?i:http)s?://\S+", 0),
+    (r"(?<=[a-z\U00010400-\U0001044F])\.(?=[A-Z\U00010400])|[^\U0001F300-\U0001FAFF]x|[\U0001F600]", 0),
 ]
 
 
@@ -71,3 +72,25 @@ def test_code_that_does_not_fit_is_compiled_the_usual_way(damage):
     else:
         stored["codes"] = {}
     _same(Patterns(stored).compile(pattern, flags), re.compile(pattern, flags), _strings())
+
+
+def test_wide_classes_are_split_and_match_the_same_characters():
+    """A class reaching past U+FFFF is made a table below U+10000 and the rest tried only past
+    it (``re`` tests such a class range by range): the same characters match, every one of them,
+    inside lookbehinds too; negated classes and narrow ones are left as they are."""
+    from re import _parser
+
+    wide = r"[a-z\u00e0-\u00ff\u2600-\u27bf\U0001F300-\U0001FAFF\U00010400]"
+    parsed = _parser.parse(wide)
+    pattern_codes._split_wide_classes(parsed)
+    assert parsed.data[0][0] is _parser.BRANCH
+    for narrow in (r"[a-z\u2600]", r"[^\U0001F300-\U0001FAFF]"):
+        parsed = _parser.parse(narrow)
+        pattern_codes._split_wide_classes(parsed)
+        assert parsed.data[0][0] is _parser.IN
+    made = Patterns().compile(f"(?<={wide})x|{wide}")
+    expected = re.compile(f"(?<={wide})x|{wide}")
+    for code in range(0x110000):
+        c = chr(code)
+        assert (made.match(c) is None) == (expected.match(c) is None), hex(code)
+        assert (made.search(c + "x", 1) is None) == (expected.search(c + "x", 1) is None), hex(code)
