@@ -295,11 +295,10 @@ class RuleSentencizer:
         the end); the flag afterwards."""
         n = len(text)
         while pos < n:
-            end = _WHITESPACE.match(text, pos).end()
-            if end - pos != 1 or text[pos] != " ":  # whitespace token(s): not punctuation
-                starts.append(end)
+            if text[pos] != " " or (pos + 1 < n and text[pos + 1].isspace()):
+                starts.append(_WHITESPACE.match(text, pos).end())  # whitespace token(s): not punctuation
                 return False
-            pos = end
+            pos += 1  # one space: no token
             if pos >= limit:
                 return True
             match = _WORD.match(text, pos)
@@ -308,7 +307,8 @@ class RuleSentencizer:
                 starts.append(pos)
                 return False
             entry = self._cache.get(word) or self._entry(word)
-            self._check_neighbours(text, pos, match.end(), entry)
+            if entry[3]:
+                self._check_neighbours(text, pos, match.end(), entry)
             found, seen = entry[1]
             for offset in found:
                 starts.append(pos + offset)
