@@ -75,6 +75,15 @@ def _is_punct(text: str) -> bool:
     return all(unicodedata.category(c)[0] == "P" for c in text)
 
 
+def _is_latin1(text: str) -> bool:
+    """Whether every character of ``text`` is below U+0100 (encoding copies such a string)."""
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class _WholeParagraph(Exception):
     """A word at ``position`` could be tokenized differently in context: its paragraph is
     tokenized whole."""
@@ -113,6 +122,7 @@ class RuleSentencizer:
                 self._seconds_after.setdefault(first, []).append(second)
                 self._firsts_before.setdefault(second, []).append(first)
         self._ascii_punct = sorted(c for c in self._punct if c.isascii())
+        self._latin1_punct = sorted(c for c in self._punct if ord(c) < 256)
         # Passages with other characters: a cheap class (the sentencizer's ASCII characters and
         # every other character), the hits filtered after; written as the ASCII characters it
         # does not hold, which compiles in 0.1 ms (a range up to U+10FFFF takes 10 ms).
@@ -318,9 +328,16 @@ class RuleSentencizer:
         return True
 
     def _punct_positions(self, text: str) -> list[int]:
+        """The offsets of the sentencizer's punctuation characters in ``text``, in order."""
         if text.isascii():
+            narrow = self._ascii_punct
+        elif _is_latin1(text):  # (most text that is not ASCII: accents, pound signs, degrees)
+            narrow = self._latin1_punct
+        else:
+            narrow = None
+        if narrow is not None:  # a few substring searches
             found = []
-            for c in self._ascii_punct:
+            for c in narrow:
                 i = text.find(c)
                 while i >= 0:
                     found.append(i)

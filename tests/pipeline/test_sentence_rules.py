@@ -242,3 +242,18 @@ def test_a_neighbour_is_looked_at_by_its_own_tokens(splitters):
         assert len(whole) >= 1
     finally:
         del fast._rules._paragraph_starts
+
+
+def test_punctuation_positions_in_ascii_latin1_and_wider_text(splitters):
+    """The offsets of the sentencizer's characters, found by substring searches in ASCII and
+    Latin-1 text (accents, "£", "°") and by a class elsewhere, are every one of them."""
+    fast, _ = splitters
+    rules = fast._rules
+    punct = _punct_chars()
+    rng = random.Random(11)
+    alphabet = list("ab .!?\n") + ["é", "£", "°", "¿", "¡", "ß", "\xa0", "\xff"] + punct + ["’", "😀", "—"]
+    for size in (0, 1, 5, 60, 400):
+        for _ in range(200):
+            text = "".join(rng.choices(alphabet, k=size))
+            for narrowed in (text, text.encode("latin-1", "ignore").decode("latin-1"), text.encode("ascii", "ignore").decode()):
+                assert rules._punct_positions(narrowed) == [i for i, c in enumerate(narrowed) if c in punct], narrowed
