@@ -136,6 +136,8 @@ class RuleSentencizer:
         self._longest_change = max(map(len, self._changing_set), default=0)
         # (in punct_chars, is_punct) by token text.
         self._kinds: dict[str, tuple[bool, bool]] = {}
+        # A two-token word's runs and offsets by its tokens' kinds and the first's length: shared.
+        self._two_tokens: dict[tuple, tuple] = {}
 
     def _spacy_tokens(self, text: str) -> list[tuple[int, bool, bool]]:
         """(offset, in punct_chars, is_punct) of the pipeline tokenizer's tokens of ``text``."""
@@ -185,53 +187,75 @@ class RuleSentencizer:
             else:
                 pre = None
         # The state machine over the word's tokens, from a clear and from a set flag.
-        clear_starts = []
-        set_starts = []
-        clear = False
-        seen = True
-        if texts is not None:
+        if texts is None:
+            runs = self._spacy_runs(word)
+        elif len(texts) == 2 and len(texts[0]) <= _CACHED_WORD_CHARS:
+            # Most words ("word.", "(word", "word,"): the runs and offsets of two tokens depend on
+            # their kinds and the first's length only, and are shared.
             kinds = self._kinds
-            offsets = []
-            idx = 0
-            for text in texts:
-                kind = kinds.get(text)
-                if kind is None:
-                    kind = self._kind(text)
-                offsets.append(idx)
-                if kind[0]:
-                    clear = seen = True
-                elif not kind[1]:
-                    if clear:
-                        clear_starts.append(idx)
-                        clear = False
-                    if seen:
-                        set_starts.append(idx)
-                        seen = False
-                idx += len(text)
+            first, second = texts
+            key = (kinds.get(first) or self._kind(first), kinds.get(second) or self._kind(second), len(first))
+            runs = self._two_tokens.get(key)
+            if runs is None:
+                runs = self._two_tokens[key] = self._runs(texts)
         else:
-            offsets = []
-            for idx, period, punct in self._spacy_tokens(word):
-                offsets.append(idx)
-                if period:
-                    clear = seen = True
-                elif not punct:
-                    if clear:
-                        clear_starts.append(idx)
-                        clear = False
-                    if seen:
-                        set_starts.append(idx)
-                        seen = False
-        runs = ((tuple(clear_starts), clear), (tuple(set_starts), seen))
-        offsets = tuple(offsets)
+            runs = self._runs(texts)
         if pre is not None:
-            entry = (*runs, offsets, changing, (pre[0], pre[-1]))
+            entry = (*runs, changing, (pre[0], pre[-1]))
         else:
-            entry = (*runs, offsets, self._holds_a_changing_case(word, offsets), None)
+            entry = (*runs, self._holds_a_changing_case(word, runs[2]), None)
         if len(word) <= _CACHED_WORD_CHARS:
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
             self._cache[word] = entry
         return entry
+
+    def _runs(self, texts: list[str]) -> tuple:
+        """(starts, flag after) from a clear flag, the same from a set flag, and the token
+        offsets: the sentencizer's state machine over a word's tokens (texts)."""
+        kinds = self._kinds
+        clear_starts = []
+        set_starts = []
+        offsets = []
+        clear = False
+        seen = True
+        idx = 0
+        for text in texts:
+            kind = kinds.get(text)
+            if kind is None:
+                kind = self._kind(text)
+            offsets.append(idx)
+            if kind[0]:
+                clear = seen = True
+            elif not kind[1]:
+                if clear:
+                    clear_starts.append(idx)
+                    clear = False
+                if seen:
+                    set_starts.append(idx)
+                    seen = False
+            idx += len(text)
+        return (tuple(clear_starts), clear), (tuple(set_starts), seen), tuple(offsets)
+
+    def _spacy_runs(self, word: str) -> tuple:
+        """``_runs`` over the pipeline tokenizer's tokens of ``word``."""
+        clear_starts = []
+        set_starts = []
+        offsets = []
+        clear = False
+        seen = True
+        for idx, period, punct in self._spacy_tokens(word):
+            offsets.append(idx)
+            if period:
+                clear = seen = True
+            elif not punct:
+                if clear:
+                    clear_starts.append(idx)
+                    clear = False
+                if seen:
+                    set_starts.append(idx)
+                    seen = False
+        return (tuple(clear_starts), clear), (tuple(set_starts), seen), tuple(offsets)
 
     def _check_neighbours(self, text: str, start: int, end: int, entry: tuple) -> None:
         """Raise _WholeParagraph if a special-case match could span the word ``text[start:end]`` and a
@@ -414,8 +438,9 @@ class RuleSentencizer:
                     resume = self._take_whole_paragraph(text, again.position, starts, spacy_starts)
                     continue
             found, seen = entry[seen]
-            for offset in found:
-                add(start + offset)
+            if found:  # (no iterator for none: most words start no sentence)
+                for offset in found:
+                    add(start + offset)
             resume = end
         if seen:
             try:
