@@ -186,21 +186,6 @@ def _normalise(passage: str) -> str:
     return _PARAGRAPH_SEP.join(paragraphs)
 
 
-def _last_match(pattern: "re.Pattern[str]", text: str, lo: int, hi: int) -> Optional["re.Match[str]"]:
-    """``pattern.match(text, lo, hi)`` for one of the ``_LAST_*`` patterns, whose greedy
-    ``(?s:.*)`` makes ``re`` walk back from ``hi`` character by character: tried on growing
-    tails of the window first.  A match found in a tail ends where the window's does (the greedy
-    prefix tries the latest start first, and nothing after it looks back), and the window is
-    walked whole only where its tails hold none."""
-    width = 4096
-    while True:
-        start = max(lo, hi - width)
-        m = pattern.match(text, start, hi)
-        if m is not None or start == lo:
-            return m
-        width *= 8
-
-
 def _iter_raw_passages(text: str, limit: int) -> Iterator[str]:
     """Cut ``text`` into consecutive passages of at most ``limit`` characters (module docstring)."""
     n = len(text)
@@ -209,11 +194,11 @@ def _iter_raw_passages(text: str, limit: int) -> Iterator[str]:
         hi = lo + limit
         cut = -1
         if _ANY_LINE_BREAK.search(text, lo, hi) is not None:
-            m = _last_match(_LAST_PARAGRAPH_BREAK, text, lo, hi) or _last_match(_LAST_LINE_BREAK, text, lo, hi)
+            m = _LAST_PARAGRAPH_BREAK.match(text, lo, hi) or _LAST_LINE_BREAK.match(text, lo, hi)
             if m is not None:
                 cut = m.end()
         if cut <= lo:
-            m = _last_match(_LAST_WHITESPACE, text, lo, hi)
+            m = _LAST_WHITESPACE.match(text, lo, hi)
             cut = m.end() if m is not None else hi
         yield text[lo:cut]
         lo = cut

@@ -242,29 +242,6 @@ def test_raw_passages_cover_the_text_and_prefer_paragraph_breaks():
     assert list(_iter_raw_passages("short", 250)) == ["short"]
 
 
-def test_the_last_break_found_in_tails_of_the_window_is_the_windows():
-    """_last_match tries growing tails of a window before all of it: the same cut as the
-    pattern's match over the window, for paragraph breaks, line breaks (every kind, "\r\n"
-    straddling a tail's start) and whitespace, far from and near the window's end."""
-    from bert_data.pipeline.sentences import _LAST_LINE_BREAK, _LAST_PARAGRAPH_BREAK, _LAST_WHITESPACE, _last_match
-
-    rng = random.Random(8)
-    pieces = ["word", "x" * 3000, " ", "\t", "\n", "\n\n", "\r\n", "\r\n\r\n", "\u2028", "\x0b", " \n \n", "\xa0"]
-    for _ in range(300):
-        text = "".join(rng.choices(pieces, weights=[30, 2, 20, 2, 3, 1, 1, 1, 1, 1, 1, 1], k=rng.randint(1, 400)))
-        text += "y" * rng.choice([0, 10, 4095, 4097, 40000])
-        lo = rng.randint(0, len(text) // 3)
-        hi = rng.randint(lo, len(text))
-        for pattern in (_LAST_PARAGRAPH_BREAK, _LAST_LINE_BREAK, _LAST_WHITESPACE):
-            expected = pattern.match(text, lo, hi)
-            got = _last_match(pattern, text, lo, hi)
-            assert (got is None) == (expected is None) and (got is None or got.end() == expected.end())
-    text = "a\r" + "\n" + "b" * 4095  # "\r\n" straddles the first tail's start
-    for pattern in (_LAST_PARAGRAPH_BREAK, _LAST_LINE_BREAK):
-        expected = pattern.match(text, 0, len(text))
-        assert _last_match(pattern, text, 0, len(text)).end() == expected.end()
-
-
 def test_order_preserved_across_many_docs_and_passages():
     rng = random.Random(4)
     docs, expected = [], []
