@@ -167,8 +167,10 @@ class RuleSentencizer:
         holds a token-changing special case, its first and last tokens before spaCy's matcher or
         None if unknown)."""
         entry = self._cache.get(word)
-        if entry is not None:
-            return entry
+        return entry if entry is not None else self._new_entry(word)
+
+    def _new_entry(self, word: str) -> tuple:
+        """``_entry`` for a word not in the cache, kept there."""
         # The tokens before spaCy's matcher (``pre``, from the port) are the tokens a match
         # across words is made of; the word's tokens are those unless a special case took part
         # or the matcher could change them: then spaCy's tokenizer gives them.
@@ -194,7 +196,11 @@ class RuleSentencizer:
             # their kinds and the first's length only, and are shared.
             kinds = self._kinds
             first, second = texts
-            key = (kinds.get(first) or self._kind(first), kinds.get(second) or self._kind(second), len(first))
+            if first.isalpha():  # letters (a new word's, mostly): no P* character, so not is_punct
+                kind = (first in self._punct, False)
+            else:
+                kind = kinds.get(first) or self._kind(first)
+            key = (kind, kinds.get(second) or self._kind(second), len(first))
             runs = self._two_tokens.get(key)
             if runs is None:
                 runs = self._two_tokens[key] = self._runs(texts)
@@ -340,7 +346,7 @@ class RuleSentencizer:
             if not _is_p(word[0]):
                 starts.append(pos)
                 return False
-            entry = self._cache.get(word) or self._entry(word)
+            entry = self._cache.get(word) or self._new_entry(word)
             if entry[3]:
                 self._check_neighbours(text, pos, match.end(), entry)
             found, seen = entry[1]
@@ -384,7 +390,7 @@ class RuleSentencizer:
         seen = False
         resume = 0  # the end of the last word looked at
         cache = self._cache
-        new_entry = self._entry
+        new_entry = self._new_entry
         for position in self._punct_positions(text):
             if position < resume:
                 continue  # in a word already looked at
