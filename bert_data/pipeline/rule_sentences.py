@@ -75,6 +75,15 @@ def _is_punct(text: str) -> bool:
     return all(unicodedata.category(c)[0] == "P" for c in text)
 
 
+def _is_latin1(text: str) -> bool:
+    """Whether every character of ``text`` is below U+0100 (encoding copies such a string)."""
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class _WholeParagraph(Exception):
     """A word at ``position`` could be tokenized differently in context: its paragraph is
     tokenized whole."""
@@ -113,9 +122,12 @@ class RuleSentencizer:
                 self._seconds_after.setdefault(first, []).append(second)
                 self._firsts_before.setdefault(second, []).append(first)
         self._ascii_punct = sorted(c for c in self._punct if c.isascii())
-        # Passages with other characters: a cheap class (one range), the hits filtered after.
-        cheap = "".join(re.escape(c) for c in self._ascii_punct)
-        self._candidates = re.compile(rf"[{cheap}\x80-\U0010ffff]")
+        self._latin1_punct = sorted(c for c in self._punct if ord(c) < 256)
+        # Passages with other characters: a cheap class (the sentencizer's ASCII characters and
+        # every other character), the hits filtered after; written as the ASCII characters it
+        # does not hold, which compiles in 0.1 ms (a range up to U+10FFFF takes 10 ms).
+        others = "".join(re.escape(chr(c)) for c in range(128) if chr(c) not in self._punct)
+        self._candidates = re.compile(rf"[^{others}]")
         self._cache: dict[str, tuple] = {}
         # spaCy's tokenizer rules without a Doc (word_tokens.py), checked against the tokenizer
         # when the rules were derived (spacy_rules_cache.py).
@@ -124,10 +136,19 @@ class RuleSentencizer:
         self._longest_change = max(map(len, self._changing_set), default=0)
         # (in punct_chars, is_punct) by token text.
         self._kinds: dict[str, tuple[bool, bool]] = {}
+        # A two-token word's runs and offsets by its tokens' kinds and the first's length: shared.
+        self._two_tokens: dict[tuple, tuple] = {}
 
     def _spacy_tokens(self, text: str) -> list[tuple[int, bool, bool]]:
         """(offset, in punct_chars, is_punct) of the pipeline tokenizer's tokens of ``text``."""
         return [(token.idx, token.text in self._punct, token.is_punct) for token in self._tokenizer_of_pipeline()(text)]
+
+    def _kind(self, text: str) -> tuple[bool, bool]:
+        """(in punct_chars, is_punct) of a token's text, kept for the next token with that text."""
+        kind = (text in self._punct, _is_punct(text))
+        if len(self._kinds) < _CACHE_LIMIT:
+            self._kinds[text] = kind
+        return kind
 
     def _token_flags(self, pairs) -> list[tuple[int, bool, bool]]:
         """(offset, in punct_chars, is_punct) of tokens given as (offset, text)."""
@@ -136,19 +157,20 @@ class RuleSentencizer:
         for idx, text in pairs:
             kind = kinds.get(text)
             if kind is None:
-                kind = (text in self._punct, _is_punct(text))
-                if len(kinds) < _CACHE_LIMIT:
-                    kinds[text] = kind
+                kind = self._kind(text)
             flags.append((idx, *kind))
         return flags
 
     def _entry(self, word: str) -> tuple:
-        """(starts if the flag is clear, flag after, starts if set, flag after, token offsets,
-        whether it holds a token-changing special case, its first and last tokens before spaCy's
-        matcher or None if unknown) for a word tokenized alone."""
+        """For a word tokenized alone: ((starts, flag after) if the flag is clear before it,
+        (starts, flag after) if it is set -- indexed by the flag --, token offsets, whether it
+        holds a token-changing special case, its first and last tokens before spaCy's matcher or
+        None if unknown)."""
         entry = self._cache.get(word)
-        if entry is not None:
-            return entry
+        return entry if entry is not None else self._new_entry(word)
+
+    def _new_entry(self, word: str) -> tuple:
+        """``_entry`` for a word not in the cache, kept there."""
         # The tokens before spaCy's matcher (``pre``, from the port) are the tokens a match
         # across words is made of; the word's tokens are those unless a special case took part
         # or the matcher could change them: then spaCy's tokenizer gives them.
@@ -166,13 +188,70 @@ class RuleSentencizer:
                     texts = final[0] if final is not None else None
             else:
                 pre = None
-        tokens = self._spacy_tokens(word) if texts is None else self._token_flags(zip(token_offsets(texts), texts))
         # The state machine over the word's tokens, from a clear and from a set flag.
+        if texts is None:
+            runs = self._spacy_runs(word)
+        elif len(texts) == 2 and len(texts[0]) <= _CACHED_WORD_CHARS:
+            # Most words ("word.", "(word", "word,"): the runs and offsets of two tokens depend on
+            # their kinds and the first's length only, and are shared.
+            kinds = self._kinds
+            first, second = texts
+            if first.isalpha():  # letters (a new word's, mostly): no P* character, so not is_punct
+                kind = (first in self._punct, False)
+            else:
+                kind = kinds.get(first) or self._kind(first)
+            key = (kind, kinds.get(second) or self._kind(second), len(first))
+            runs = self._two_tokens.get(key)
+            if runs is None:
+                runs = self._two_tokens[key] = self._runs(texts)
+        else:
+            runs = self._runs(texts)
+        if pre is not None:
+            entry = (*runs, changing, (pre[0], pre[-1]))
+        else:
+            entry = (*runs, self._holds_a_changing_case(word, runs[2]), None)
+        if len(word) <= _CACHED_WORD_CHARS:
+            if len(self._cache) >= _CACHE_LIMIT:
+                self._cache.clear()
+            self._cache[word] = entry
+        return entry
+
+    def _runs(self, texts: list[str]) -> tuple:
+        """(starts, flag after) from a clear flag, the same from a set flag, and the token
+        offsets: the sentencizer's state machine over a word's tokens (texts)."""
+        kinds = self._kinds
         clear_starts = []
         set_starts = []
+        offsets = []
         clear = False
         seen = True
-        for idx, period, punct in tokens:
+        idx = 0
+        for text in texts:
+            kind = kinds.get(text)
+            if kind is None:
+                kind = self._kind(text)
+            offsets.append(idx)
+            if kind[0]:
+                clear = seen = True
+            elif not kind[1]:
+                if clear:
+                    clear_starts.append(idx)
+                    clear = False
+                if seen:
+                    set_starts.append(idx)
+                    seen = False
+            idx += len(text)
+        return (tuple(clear_starts), clear), (tuple(set_starts), seen), tuple(offsets)
+
+    def _spacy_runs(self, word: str) -> tuple:
+        """``_runs`` over the pipeline tokenizer's tokens of ``word``."""
+        clear_starts = []
+        set_starts = []
+        offsets = []
+        clear = False
+        seen = True
+        for idx, period, punct in self._spacy_tokens(word):
+            offsets.append(idx)
             if period:
                 clear = seen = True
             elif not punct:
@@ -182,17 +261,7 @@ class RuleSentencizer:
                 if seen:
                     set_starts.append(idx)
                     seen = False
-        runs = (tuple(clear_starts), clear, tuple(set_starts), seen)
-        offsets = tuple(idx for idx, _, _ in tokens)
-        if pre is not None:
-            entry = (*runs, offsets, changing, (pre[0], pre[-1]))
-        else:
-            entry = (*runs, offsets, self._holds_a_changing_case(word, offsets), None)
-        if len(word) <= _CACHED_WORD_CHARS:
-            if len(self._cache) >= _CACHE_LIMIT:
-                self._cache.clear()
-            self._cache[word] = entry
-        return entry
+        return (tuple(clear_starts), clear), (tuple(set_starts), seen), tuple(offsets)
 
     def _check_neighbours(self, text: str, start: int, end: int, entry: tuple) -> None:
         """Raise _WholeParagraph if a special-case match could span the word ``text[start:end]`` and a
@@ -200,16 +269,19 @@ class RuleSentencizer:
 
         Such a match needs, across the single space between the two words, adjacent tokens of a
         pattern: the first the last token of the left word (before the matcher), the second the
-        first token of the right one.  The word's own tokens are known when ``entry`` has them;
-        the neighbour's are not looked for: a token at its edge is a suffix or prefix of its text.
+        first token of the right one.  Where the word's own tokens are known (``entry`` has
+        them), a neighbour whose text ends (begins) with such a token has its tokens looked at
+        too; otherwise a token at its edge is taken to be any suffix (prefix) of its text.
         """
-        if not entry[5]:
+        if not entry[3]:
             return
-        edges = entry[6]
+        edges = entry[4]
         joined = False
         if start >= 2 and text[start - 1] == " ":
             if edges is not None:
-                joined = any(text.endswith(first, 0, start - 1) for first in self._firsts_before.get(edges[0], ()))
+                firsts = self._firsts_before.get(edges[0], ())
+                if any(text.endswith(first, 0, start - 1) for first in firsts):
+                    joined = self._neighbour_edge(text, start - 1, last=True) in (None, *firsts)
             else:
                 for first, second in self._pairs_by_last_char.get(text[start - 2], ()):
                     if text.startswith(second, start) and text.endswith(first, 0, start - 1):
@@ -217,7 +289,9 @@ class RuleSentencizer:
                         break
         if not joined and text[end : end + 1] == " ":
             if edges is not None:
-                joined = any(text.startswith(second, end + 1) for second in self._seconds_after.get(edges[1], ()))
+                seconds = self._seconds_after.get(edges[1], ())
+                if any(text.startswith(second, end + 1) for second in seconds):
+                    joined = self._neighbour_edge(text, end + 1, last=False) in (None, *seconds)
             else:
                 for first, second in self._pairs_by_last_char.get(text[end - 1], ()):
                     if text.endswith(first, start, end) and text.startswith(second, end + 1):
@@ -225,6 +299,19 @@ class RuleSentencizer:
                         break
         if joined:
             raise _WholeParagraph(start)
+
+    def _neighbour_edge(self, text: str, at: int, last: bool) -> Optional[str]:
+        """The last token (``last``: of the word ending at ``at``) or the first token (of the
+        word beginning at ``at``) before spaCy's matcher, None where the port cannot tell."""
+        if last:
+            begin = at
+            while begin > 0 and not text[begin - 1].isspace():
+                begin -= 1
+            word = text[begin:at]
+        else:
+            word = _WORD.match(text, at).group()
+        edges = self._entry(word)[4]
+        return None if edges is None else edges[1 if last else 0]
 
     def _holds_a_changing_case(self, word: str, token_starts: tuple) -> bool:
         """Whether a special case that changes tokens spans whole tokens of ``word`` (alone).
@@ -248,11 +335,10 @@ class RuleSentencizer:
         the end); the flag afterwards."""
         n = len(text)
         while pos < n:
-            end = _WHITESPACE.match(text, pos).end()
-            if end - pos != 1 or text[pos] != " ":  # whitespace token(s): not punctuation
-                starts.append(end)
+            if text[pos] != " " or (pos + 1 < n and text[pos + 1].isspace()):
+                starts.append(_WHITESPACE.match(text, pos).end())  # whitespace token(s): not punctuation
                 return False
-            pos = end
+            pos += 1  # one space: no token
             if pos >= limit:
                 return True
             match = _WORD.match(text, pos)
@@ -260,18 +346,28 @@ class RuleSentencizer:
             if not _is_p(word[0]):
                 starts.append(pos)
                 return False
-            entry = self._entry(word)
-            self._check_neighbours(text, pos, match.end(), entry)
-            starts.extend(pos + offset for offset in entry[2])
-            if not entry[3]:
+            entry = self._cache.get(word) or self._new_entry(word)
+            if entry[3]:
+                self._check_neighbours(text, pos, match.end(), entry)
+            found, seen = entry[1]
+            for offset in found:
+                starts.append(pos + offset)
+            if not seen:
                 return False
             pos = match.end()
         return True
 
     def _punct_positions(self, text: str) -> list[int]:
+        """The offsets of the sentencizer's punctuation characters in ``text``, in order."""
         if text.isascii():
+            narrow = self._ascii_punct
+        elif _is_latin1(text):  # (most text that is not ASCII: accents, pound signs, degrees)
+            narrow = self._latin1_punct
+        else:
+            narrow = None
+        if narrow is not None:  # a few substring searches
             found = []
-            for c in self._ascii_punct:
+            for c in narrow:
                 i = text.find(c)
                 while i >= 0:
                     found.append(i)
@@ -290,18 +386,18 @@ class RuleSentencizer:
         its neighbours gets ``spacy_starts(paragraph)`` (the pipeline's starts) instead.
         """
         starts: list[int] = []
+        add = starts.append
         seen = False
         resume = 0  # the end of the last word looked at
         cache = self._cache
+        new_entry = self._new_entry
         for position in self._punct_positions(text):
             if position < resume:
                 continue  # in a word already looked at
             # The word around position: after the last space before it, unless the word holds
             # other whitespace (every whitespace character but " " is not printable) or
             # something else unprintable: then the careful walk back.
-            start = text.rfind(" ", resume, position) + 1
-            if start < resume:
-                start = resume
+            start = text.rfind(" ", resume, position) + 1 or resume  # none: the word begins at resume
             end = text.find(" ", position)
             if end < 0:
                 end = len(text)
@@ -326,10 +422,13 @@ class RuleSentencizer:
                     elif text[resume + 1].isalnum():
                         starts.append(resume + 1)
                         seen = False
+                    elif text[resume + 1].isspace():  # spaces: a whitespace token too
+                        starts.append(_WHITESPACE.match(text, resume).end())
+                        seen = False
                     else:
                         seen = self._carry(text, resume, start, starts)
-                entry = cache.get(word) or self._entry(word)
-                if entry[5]:
+                entry = cache.get(word) or new_entry(word)
+                if entry[3]:
                     self._check_neighbours(text, start, end, entry)
             except _WholeParagraph as ask:
                 resume = self._take_whole_paragraph(text, ask.position, starts, spacy_starts)
@@ -344,12 +443,10 @@ class RuleSentencizer:
                 except _WholeParagraph as again:
                     resume = self._take_whole_paragraph(text, again.position, starts, spacy_starts)
                     continue
-            if seen:
-                found, seen = entry[2], entry[3]
-            else:
-                found, seen = entry[0], entry[1]
-            for offset in found:
-                starts.append(start + offset)
+            found, seen = entry[seen]
+            if found:  # (no iterator for none: most words start no sentence)
+                for offset in found:
+                    add(start + offset)
             resume = end
         if seen:
             try:

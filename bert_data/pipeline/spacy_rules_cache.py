@@ -16,9 +16,10 @@ source code.  When the file is written, the word port made from it (``word_token
 is compared with spaCy's tokenizer on every special case in many contexts and on generated text;
 if they differ anywhere the file says so, and the splitter asks spaCy's tokenizer instead.
 
-A missing, unreadable, corrupt, old or foreign file is rebuilt without a word (it is a cache);
-concurrent processes may race to write it: each writes a temporary file in the same directory and
-renames it into place, so a reader sees a whole file or none.  Where the directory cannot be
+A missing, unreadable, corrupt (its rules no longer hash to the digest written with them), old or
+foreign file is rebuilt without a word (it is a cache); concurrent processes may race to write
+it: each writes a temporary file in the same directory and renames it into place, so a reader
+sees a whole file or none.  Where the directory cannot be
 written the rules are derived in memory for the process.  ``BERT_DATA_SPACY_RULES_CACHE`` names
 another directory (the tests' own); the default is ``$XDG_CACHE_HOME/bert_data/spacy_rules``
 (``~/.cache`` without XDG_CACHE_HOME), as for the other caches of bert_data.
@@ -35,12 +36,12 @@ import tempfile
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from .word_tokens import AffixTokens, ingredients, matcher_patterns
+from .word_tokens import AffixTokens, compiled_patterns, ingredients, matcher_patterns
 
 __all__ = ["SentencizerRules", "load_rules", "derive_rules", "cache_path", "cache_key"]
 
 # Changed whenever what is stored, or how it is derived, changes meaning.
-FORMAT = 1
+FORMAT = 2
 ENV_DIRECTORY = "BERT_DATA_SPACY_RULES_CACHE"
 
 # The spaCy files whose contents define the rules of blank English + sentencizer (relative to
@@ -61,7 +62,7 @@ _SPACY_FILES = (
     "default_config.cfg",
 )
 # This package's files whose code decides what is derived and how it is read.
-_OWN_FILES = ("word_tokens.py", "rule_expressions.py", "spacy_rules_cache.py", "sentences.py")
+_OWN_FILES = ("word_tokens.py", "rule_expressions.py", "pattern_codes.py", "spacy_rules_cache.py", "sentences.py")
 
 
 @dataclass(frozen=True)
@@ -201,14 +202,21 @@ def cache_path(key: dict) -> str:
     return os.path.join(cache_directory(), f"sentencizer-{digest}.json")
 
 
+def _digest(rules: dict) -> str:
+    """A hash of the rules as written: a file whose rules do not hash to its digest was damaged."""
+    return hashlib.sha256(json.dumps(rules, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
 def _read(path: str, key: dict) -> Optional[SentencizerRules]:
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
         if not isinstance(data, dict) or data.get("key") != key:
             return None  # foreign (or a hash collision)
+        if data.get("digest") != _digest(data["rules"]):
+            return None  # damaged since it was written (its expressions compile when first needed)
         rules = SentencizerRules.from_json(data["rules"])
-        rules.affix_tokens()  # compiles: a broken expression is a broken file
+        rules.affix_tokens()  # what it compiles at once, it compiles
         return rules
     except Exception:  # unreadable, corrupt, old: rebuilt, the cache is not the source of truth
         return None
@@ -224,8 +232,9 @@ def _write(path: str, key: dict, rules: SentencizerRules) -> None:
     except OSError:
         return  # not writable: the rules serve this process only
     try:
+        data = rules.to_json()
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump({"key": key, "rules": rules.to_json()}, handle, ensure_ascii=False)
+            json.dump({"key": key, "digest": _digest(data), "rules": data}, handle, ensure_ascii=False)
         os.replace(temporary, path)
     except OSError:
         try:
@@ -285,7 +294,8 @@ def derive_rules(nlp, first_component: str) -> SentencizerRules:
     port = ingredients(tokenizer, patterns, changing)
     if port is not None:
         # A JSON round trip: the port checked is the one later processes make from the file.
-        port = json.loads(json.dumps(port))
+        # With the compiled code of the sentencizer's punctuation's searches too.
+        port = json.loads(json.dumps({**port, "compiled": compiled_patterns(port, punct)}))
         if not _port_agrees(AffixTokens(port), tokenizer, sorted(punct)):
             port = None
         else:

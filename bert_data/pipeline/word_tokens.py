@@ -36,9 +36,12 @@ compare it with the tokenizer on hostile words and texts.
 from __future__ import annotations
 
 import re as _re
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
-from .rule_expressions import gate as _gate, needed_characters, needs_spec, suffix_parts
+from .rule_expressions import EdgeSearch, first_characters, gate as _gate, needed_characters, needs_spec
+from .rule_expressions import prefix_alternatives
+from .rule_expressions import suffix_alternatives
+from .pattern_codes import Patterns
 
 __all__ = ["AffixTokens", "ingredients", "token_offsets", "matcher_patterns", "needed_characters"]
 
@@ -52,19 +55,34 @@ class AffixTokens:
     """
 
     def __init__(self, ingredients: dict) -> None:
-        import re
+        # The expressions are made from their compiled code where the ingredients keep it
+        # (``pattern_codes``: spaCy's classes of thousands of characters cost ~0.1 s to compile).
+        self._patterns = Patterns(ingredients.get("compiled"))
 
         def compiled(name: str):
             spec = ingredients[name]
             if spec is None:
                 return None
-            return getattr(re.compile(spec["pattern"], spec["flags"]), spec["method"])
+            return getattr(self._patterns.compile(spec["pattern"], spec["flags"]), spec["method"])
 
-        self._prefix_search = compiled("prefix_search")
-        self._suffix_search = compiled("suffix_search")
+        # The prefix and suffix searches by a string's first and last character, with the
+        # alternatives that can match it (``rule_expressions.EdgeSearch``), compiled when needed.
+        self._prefix = self._edge_search(ingredients, "prefix_search", "prefix_alternatives", at_end=False)
+        self._suffix = self._edge_search(ingredients, "suffix_search", "suffix_alternatives", at_end=True)
         self._infix_finditer = compiled("infix_finditer")
         self._token_match = compiled("token_match")
         self._url_match = compiled("url_match")
+        # Where an infix match can begin, in an ASCII string (``_infix_spans``; None: anywhere).
+        self._infix_starts = self._infix_match = None
+        starts = ingredients.get("infix_starts")
+        infix = ingredients["infix_finditer"]
+        if starts is not None and infix is not None and infix["method"] == "finditer":
+            ascii_starts = "".join(_re.escape(chr(c)) for lo, hi in starts for c in range(lo, min(hi, 127) + 1))
+            if ascii_starts:
+                self._infix_starts = self._patterns.compile(f"[{ascii_starts}]").finditer
+            else:
+                self._infix_starts = lambda string: ()
+            self._infix_match = self._patterns.compile(infix["pattern"], infix["flags"]).match
         # Special case -> its tokens' texts (None: a substring whose text is not a plain str).
         self._special_texts: dict[str, Optional[list[str]]] = ingredients["specials"]
         self._specials = frozenset(self._special_texts)
@@ -78,28 +96,76 @@ class AffixTokens:
         # For each rule, characters a string must hold for it to match anywhere: a word part
         # without any (a run of letters, mostly) skips the search.
         needs = ingredients["needs"]
-        # The suffix expression in two: its alternatives of bounded width, searched in the tail
-        # they can match, and the others (``suffix_parts``).
-        parts = ingredients.get("suffix_parts")
-        self._suffix_tail = None
-        if parts is not None and self._suffix_search is not None:
-            self._suffix_tail = (
-                re.compile(parts["bounded"], ingredients["suffix_search"]["flags"]).search,
-                parts["width"],
-                re.compile(parts["unbounded"], ingredients["suffix_search"]["flags"]).search if parts["unbounded"] else None,
-            )
         # By whether the word is ASCII: for each rule, False (it cannot match: absent, or none of
         # the characters it needs are ASCII), True (search), or the search for what it needs.
         # (The classes of all characters are thousands of ranges: compiled at the first word that
         # is not ASCII.)
         self._needs = needs
         self._gates = {True: self._gates_for(True)}
+        # Whether a run of ASCII letters can match no rule (no token_match; every other rule
+        # needs a character that is not an ASCII letter): then, not a special case, it is one token.
+        self._letters_inert = self._token_match is None and all(
+            ingredients[name] is None
+            or (needs[name] is not None and not any(c.isalpha() for c in _ascii_class_members(needs[name]["ascii"])))
+            for name in ("prefix_search", "suffix_search", "infix_finditer", "url_match")
+        )
         self._word_cache: dict[str, tuple[tuple[str, ...], bool]] = {}
 
+    def _letters_then(self, word: str) -> Optional[list[str]]:
+        """The tokens of an ASCII word (not a special case) that is letters, or letters and one
+        more character, where the rules prove them without running the affix loop: a run of
+        ASCII letters that is no special case is one token (``_letters_inert``), and letters
+        then a character whose prefix search finds nothing and whose suffix search finds that
+        character are the letters and it (the loop takes the suffix, leaving the letters, which
+        are one token) -- most words holding sentence punctuation ("word.", "Word?").  None where
+        the loop must run."""
+        if word.isalpha():
+            return [word]
+        letters = word[:-1]
+        if not letters.isalpha() or letters in self._specials:
+            return None
+        first, last = word[0], word[-1]
+        if self._prefix is not None:
+            by_first = self._prefix.by_character
+            prefix_length = by_first[first] if first in by_first else self._prefix.for_character(first)
+            if prefix_length is not None and prefix_length(word):
+                return None
+        if self._suffix is None:
+            return None
+        by_last = self._suffix.by_character
+        suffix_length = by_last[last] if last in by_last else self._suffix.for_character(last)
+        if suffix_length is None or suffix_length(word) != 1:
+            return None
+        return [letters, last]
+
+    def _infix_spans(self, string: str, is_ascii: bool) -> list[tuple[int, int]]:
+        """The spans of ``infix_finditer(string)``.  In an ASCII string, a match is tried only
+        where one can begin (``first_characters``), each the leftmost from the end of the last,
+        as ``finditer`` finds them (a lookbehind still sees the characters before)."""
+        starts = self._infix_starts if is_ascii else None
+        if starts is None:
+            return [match.span() for match in self._infix_finditer(string)]
+        spans = []
+        end = 0
+        match_at = self._infix_match
+        for candidate in starts(string):
+            begin = candidate.start()
+            if begin < end:
+                continue
+            match = match_at(string, begin)
+            if match is not None:
+                end = match.end()
+                spans.append((begin, end))
+        return spans
+
     def _gates_for(self, is_ascii: bool) -> tuple:
-        rules = (self._prefix_search, self._suffix_search, self._infix_finditer, self._url_match)
-        names = ("prefix_search", "suffix_search", "infix_finditer", "url_match")
-        return tuple(_gate(rule, self._needs[name], is_ascii) for rule, name in zip(rules, names))
+        rules = (self._infix_finditer, self._url_match)
+        names = ("infix_finditer", "url_match")
+        return tuple(_gate(rule, self._needs[name], is_ascii, self._patterns.compile) for rule, name in zip(rules, names))
+
+    def _edge_search(self, ingredients: dict, name: str, cut: str, at_end: bool) -> Optional[EdgeSearch]:
+        spec = ingredients[name]
+        return None if spec is None else EdgeSearch(spec, ingredients.get(cut), at_end, self._patterns.compile)
 
     @property
     def changing(self) -> frozenset[str]:
@@ -134,13 +200,20 @@ class AffixTokens:
         specials = self._specials
         if word in specials:
             return self._special_tokens(word), True
+        letters_inert = self._letters_inert
+        if letters_inert and word.isascii():
+            letters = self._letters_then(word)
+            if letters is not None:
+                return letters, False
         token_match = self._token_match
         is_ascii = word.isascii()
         gates = self._gates.get(is_ascii)
         if gates is None:
             gates = self._gates[is_ascii] = self._gates_for(is_ascii)
-        prefix_gate, suffix_gate, infix_gate, url_gate = gates
-        prefix_search, suffix_search, suffix_tail = self._prefix_search, self._suffix_search, self._suffix_tail
+        infix_gate, url_gate = gates
+        prefix_rule, suffix_rule = self._prefix, self._suffix
+        prefix_by_first = prefix_rule.by_character if prefix_rule is not None else None
+        suffix_by_last = suffix_rule.by_character if suffix_rule is not None else None
         # Tokenizer._split_affixes (with_special_cases=True); find_prefix and find_suffix inline.
         string = word
         prefixes: list[str] = []
@@ -152,12 +225,15 @@ class AffixTokens:
                 break
             if string in specials:
                 break
+            if letters_inert and string.isalpha() and string.isascii():
+                break  # a run of ASCII letters matches no rule: the loop would end with it
             last_size = len(string)
             pre_len = 0
-            if prefix_gate is True or (prefix_gate and prefix_gate(string)):
-                match = prefix_search(string)
-                if match is not None:
-                    pre_len = match.end() - match.start()
+            if prefix_by_first is not None:
+                first = string[0]
+                prefix_length = prefix_by_first[first] if first in prefix_by_first else prefix_rule.for_character(first)
+                if prefix_length is not None:
+                    pre_len = prefix_length(string)
             if pre_len:
                 prefix = string[:pre_len]
                 minus_pre = string[pre_len:]
@@ -167,20 +243,11 @@ class AffixTokens:
                     break
             suf_len = 0
             rest = string[pre_len:] if pre_len else string
-            if suffix_gate is True or (suffix_gate and suffix_gate(rest)):
-                if suffix_tail is not None and rest[-1:] != "\n":
-                    # Every match ends at the end: the leftmost is the longest, of either part.
-                    match = suffix_tail[0](rest, max(0, len(rest) - suffix_tail[1]))
-                    if match is not None:
-                        suf_len = match.end() - match.start()
-                    if suffix_tail[2] is not None:
-                        match = suffix_tail[2](rest)
-                        if match is not None and match.end() - match.start() > suf_len:
-                            suf_len = match.end() - match.start()
-                else:
-                    match = suffix_search(rest)
-                    if match is not None:
-                        suf_len = match.end() - match.start()
+            if rest and suffix_by_last is not None:
+                last = rest[-1]
+                suffix_length = suffix_by_last[last] if last in suffix_by_last else suffix_rule.for_character(last)
+                if suffix_length is not None:
+                    suf_len = suffix_length(rest)
             if suf_len:
                 suffix = string[-suf_len:]
                 minus_suf = string[:-suf_len]
@@ -208,6 +275,8 @@ class AffixTokens:
                     return None, True
                 tokens += substrings
                 special = True
+            elif letters_inert and string.isalpha() and string.isascii():
+                tokens.append(string)  # one token: no rule can match it
             elif (token_match is not None and token_match(string)) or (
                 (url_gate is True or (url_gate and url_gate(string))) and self._url_match(string)
             ):
@@ -216,8 +285,7 @@ class AffixTokens:
                 tokens.append(string)
             else:
                 start = 0
-                for match in self._infix_finditer(string):
-                    infix_start, infix_end = match.start(), match.end()
+                for infix_start, infix_end in self._infix_spans(string, is_ascii):
                     if infix_start == 0:  # spaCy's start_before_infixes
                         continue
                     if infix_start != start:
@@ -338,10 +406,14 @@ class AffixTokens:
         (a match needs its tokens to spell the special case's text)."""
         changing = self._changing
         beginnings = self._changing_beginnings
-        for i in range(len(tokens)):
-            text = ""
-            for token in tokens[i:]:
-                text += token
+        n = len(tokens)
+        for i, text in enumerate(tokens):
+            if text not in beginnings:  # most tokens begin no special case
+                continue
+            if text in changing:
+                return True
+            for j in range(i + 1, n):
+                text += tokens[j]
                 if text not in beginnings:
                     break
                 if text in changing:
@@ -384,6 +456,14 @@ def matcher_patterns(tokenizer) -> dict[str, list[str]]:
 
 # Runs of whitespace (str.isspace(), as spaCy splits) and of other characters.
 _RUNS = _re.compile(r"\s+|\S+")
+
+
+def _ascii_class_members(pattern: Optional[str]) -> str:
+    """The ASCII characters a character class (``needs_spec``'s ASCII part) holds."""
+    if pattern is None:
+        return ""
+    matches = _re.compile(pattern).fullmatch
+    return "".join(chr(c) for c in range(128) if matches(chr(c)))
 
 
 def token_offsets(tokens) -> Iterable[int]:
@@ -445,8 +525,28 @@ def ingredients(
     found["patterns"] = {text: list(pattern) for text, pattern in patterns.items()}
     found["changing"] = sorted(changing)
     found["needs"] = {name: needs_spec(found[name]) for name in _RULES}
-    found["suffix_parts"] = suffix_parts(found["suffix_search"])
+    found["infix_starts"] = first_characters(found["infix_finditer"])
+    found["prefix_alternatives"] = prefix_alternatives(found["prefix_search"])
+    found["suffix_alternatives"] = suffix_alternatives(found["suffix_search"])
+    found["compiled"] = compiled_patterns(found)
     return found
+
+
+def compiled_patterns(found: dict, characters: Iterable[str] = ()) -> Optional[dict]:
+    """The compiled code (``pattern_codes``) of what a port made of ``found`` compiles: its
+    rules, its gates, and its prefix and suffix searches for every ASCII character, every
+    character an alternative names alone, and ``characters``."""
+    port = AffixTokens({**found, "compiled": None})
+    edges = {chr(c) for c in range(1, 128)} | set(characters)
+    for rule in (port._prefix, port._suffix):
+        if rule is not None and rule._alternatives is not None:
+            edges |= {chr(lo) for a in rule._alternatives for lo, hi in (a["edge"] or ()) if lo == hi}
+    for character in sorted(edges):
+        for rule in (port._prefix, port._suffix):
+            if rule is not None:
+                rule.for_character(character)
+    port._gates_for(False)
+    return port._patterns.stored()
 
 
 _RULES = ("prefix_search", "suffix_search", "infix_finditer", "token_match", "url_match")

@@ -220,3 +220,40 @@ def test_a_special_case_word_is_joined_by_its_own_tokens(splitters):
     finally:
         del fast._pipeline_starts
     assert asked == []
+
+
+def test_a_neighbour_is_looked_at_by_its_own_tokens(splitters):
+    """"doctor's." holds the special case "'s" and ends in the token "."; a pattern pair
+    ("." then a token beginning with "O", "D", "-") fits the neighbour's text ("Oh", "David",
+    "--"), but the neighbour's first token is the whole word: no paragraph is tokenized whole.
+    Where the neighbour's token is the pattern's ("O", ". _x_") it is, and the sentences are the
+    pipeline's either way."""
+    fast, oracle = splitters
+    whole = []
+    paragraph_starts = fast._rules._paragraph_starts
+    fast._rules._paragraph_starts = lambda text, ask: whole.append(text) or paragraph_starts(text, ask)
+    try:
+        quiet = ["at the doctor's. Oh, my goodness.", "Opens two Firefox's. Only in 09 Version.",
+                 "the 1960's. Our own freedom", "Horsham, Pa.; David Chiodo, Dallas.", "Tel Inc. (Chandler, Ariz.) -- Jerry"]
+        assert list(fast.split(quiet)) == list(oracle.split(quiet))
+        assert whole == []
+        joined = ["at the doctor's. O said so.", "the film's benefit . _beloved_'s most. Next"]
+        assert list(fast.split(joined)) == list(oracle.split(joined))
+        assert len(whole) >= 1
+    finally:
+        del fast._rules._paragraph_starts
+
+
+def test_punctuation_positions_in_ascii_latin1_and_wider_text(splitters):
+    """The offsets of the sentencizer's characters, found by substring searches in ASCII and
+    Latin-1 text (accents, "£", "°") and by a class elsewhere, are every one of them."""
+    fast, _ = splitters
+    rules = fast._rules
+    punct = _punct_chars()
+    rng = random.Random(11)
+    alphabet = list("ab .!?\n") + ["é", "£", "°", "¿", "¡", "ß", "\xa0", "\xff"] + punct + ["’", "😀", "—"]
+    for size in (0, 1, 5, 60, 400):
+        for _ in range(200):
+            text = "".join(rng.choices(alphabet, k=size))
+            for narrowed in (text, text.encode("latin-1", "ignore").decode("latin-1"), text.encode("ascii", "ignore").decode()):
+                assert rules._punct_positions(narrowed) == [i for i, c in enumerate(narrowed) if c in punct], narrowed

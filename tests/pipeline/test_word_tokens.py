@@ -198,28 +198,86 @@ def test_tokens_before_the_matcher_are_spacys_where_no_pattern_matches(tokenizer
     assert checked > 5000 and with_special > 500
 
 
-def test_the_suffix_expression_cut_in_two_finds_the_same_suffixes(tokenizer, port):
-    """suffix_parts: the alternatives of bounded width searched in the word's tail, the others
-    in all of it, give the suffix the whole expression gives, on edge and fuzzed words (long ones
-    too), and the cut is made only where it is exact."""
-    from bert_data.pipeline.rule_expressions import _top_level_alternatives, suffix_parts
+def test_prefixes_and_suffixes_searched_by_edge_character_are_the_tokenizers(tokenizer, port):
+    """EdgeSearch: the prefix (suffix) alternatives that can begin (end) with a string's first
+    (last) character, suffixes of bounded width searched in the string's tail only, find what
+    the whole expression finds, on edge and fuzzed words (long ones, non-ASCII and newline-ended
+    ones too), and the cut is made only where it is exact."""
+    from bert_data.pipeline.rule_expressions import (
+        EdgeSearch, _top_level_alternatives, alternatives_at, prefix_alternatives, suffix_alternatives)
 
-    assert port._suffix_tail is not None
-    bounded, width, unbounded = port._suffix_tail
     rng = random.Random(17)
     words = _edge_words(tokenizer) + _fuzzed_words(rng, 4000)
-    words += ["".join(rng.choices(["a", "b", ".", "..", "!", "'s", "km", "3", ")", "…"], k=rng.randint(8, 40)))
-              for _ in range(2000)]
+    words += ["".join(rng.choices(["a", "b", ".", "..", "!", "'s", "km", "3", ")", "…", "US$", "(", "$", "é", "\n"],
+                                  k=rng.randint(1, 40))) for _ in range(3000)]
+    assert port._prefix._alternatives is not None and port._suffix._alternatives is not None
     for word in words:
-        match = tokenizer.suffix_search(word)
-        expected = match.end() - match.start() if match else 0
-        found = bounded(word, max(0, len(word) - width))
-        length = found.end() - found.start() if found else 0
-        found = unbounded(word) if unbounded else None
-        if found is not None:
-            length = max(length, found.end() - found.start())
-        assert length == expected, word
+        for rule, expected_search in ((port._prefix, tokenizer.prefix_search), (port._suffix, tokenizer.suffix_search)):
+            match = expected_search(word)
+            expected = match.end() - match.start() if match else 0
+            edge = word[-1] if rule is port._suffix else word[0]
+            length = rule.for_character(edge)
+            assert (length(word) if length is not None else 0) == expected, word
+    # Few alternatives per character: a lower-case letter begins no prefix; "." ends 4 suffixes.
+    assert port._prefix.for_character("h") is None
+    assert len(alternatives_at(port._suffix._alternatives, ".")) < 10 < len(port._suffix._alternatives)
     assert _top_level_alternatives(r"a(?:b|c)$|[|\]]x$|\|y$") == [r"a(?:b|c)$", r"[|\]]x$", r"\|y$"]
-    assert suffix_parts({"pattern": r"ab$|c", "flags": 32, "method": "search"}) is None  # not anchored
-    assert suffix_parts({"pattern": r"a+$|bc$", "flags": 32, "method": "search"}) == {
-        "bounded": "bc$", "width": 2, "unbounded": "a+$"}
+    spec = {"pattern": r"a+$|bc$|(?:x|yz)$|[^q]$|\.?$", "flags": 32, "method": "search"}
+    assert suffix_alternatives(spec) == [
+        {"pattern": "a+$", "width": None, "edge": [[97, 97]]},
+        {"pattern": "bc$", "width": 2, "edge": [[99, 99]]},
+        {"pattern": "(?:x|yz)$", "width": 2, "edge": [[120, 120], [122, 122]]},
+        {"pattern": "[^q]$", "width": 1, "edge": None},  # negated class: not followed
+        {"pattern": r"\.?$", "width": 1, "edge": None},  # may match empty
+    ]
+    assert suffix_alternatives({**spec, "pattern": r"ab$|c"}) is None  # not anchored at the end
+    assert suffix_alternatives({**spec, "flags": 32 | re.IGNORECASE}) is None
+    assert prefix_alternatives({**spec, "pattern": r"^(?=a)b|^US\$|^\.\.+"}) == [
+        {"pattern": "^(?=a)b", "width": 1, "edge": [[98, 98]]},
+        {"pattern": r"^US\$", "width": 3, "edge": [[85, 85]]},
+        {"pattern": r"^\.\.+", "width": None, "edge": [[46, 46]]},
+    ]
+    assert prefix_alternatives({**spec, "pattern": r"^a|b"}) is None  # not anchored at the start
+    cut = EdgeSearch({**spec, "pattern": r"^(?:\.|ab)|^a"}, prefix_alternatives({**spec, "pattern": r"^(?:\.|ab)|^a"}), False)
+    assert cut.for_character("a")("abc") == 2 and cut.for_character("a")("ac") == 1 and cut.for_character("b") is None
+
+
+def test_letters_then_one_character_are_the_tokenizers(tokenizer, port):
+    """The shortcut for ASCII letters, or letters and one more character (most words holding
+    sentence punctuation): the tokenizer's tokens for bodies at its edges (single letters and
+    capitals, abbreviations and special cases without their stop, units, "US" of "US$") before
+    every ASCII character and the sentencizer's punctuation, and the shortcut does answer
+    where it should."""
+    assert port._letters_inert
+    bodies = ["a", "A", "I", "U", "x", "e", "word", "Word", "WORD", "US", "C", "km", "etc", "Mr", "Mrs", "St",
+              "vs", "Jan", "Inc", "Ph", "No", "no", "pm", "am", "s", "S", "em", "nuff", "bout", "cause", "gonna",
+              "doctor", "o", "O", "D", "xD", "Calif", "Ariz", "Pa", "mph", "kg", "lb", "http", "www", "com"]
+    bodies += [text.rstrip(".") for text in tokenizer.rules if text.rstrip(".").isalpha() and text.isascii()]
+    ends = [chr(c) for c in range(33, 127) if not chr(c).isalnum()] + _punct_chars() + ["…", "’", "”", "»", "😀"]
+    for body in bodies:
+        for end in ["", *ends]:
+            word = body + end
+            assert port.tokens(word) == _spacy_tokens(tokenizer, word), word
+    assert port._letters_then("word.") == ["word", "."] and port._letters_then("Word?") == ["Word", "?"]
+    assert port._letters_then("A.") is None  # "A." is one token: the suffix search finds no "."
+    assert port._letters_then("US$") is None  # a prefix ("US$")
+
+
+def test_infixes_tried_only_where_one_can_begin_are_the_tokenizers(tokenizer, port):
+    """_infix_spans: in an ASCII string a match is tried only at the characters an infix can
+    begin with (first_characters), and finds what infix_finditer finds, on edge, fuzzed and
+    infix-dense words; the analysis declines what it cannot follow."""
+    from bert_data.pipeline.rule_expressions import first_characters
+
+    assert port._infix_starts is not None
+    rng = random.Random(23)
+    words = _edge_words(tokenizer) + _fuzzed_words(rng, 4000)
+    words += ["".join(rng.choices(["a", "B", "3", ".", "..", "-", "--", ",", ":", "/", "+", "^", "*", "=", "<", "~", "é", "…"],
+                                  k=rng.randint(1, 30))) for _ in range(4000)]
+    for word in words:
+        expected = [match.span() for match in tokenizer.infix_finditer(word)]
+        assert port._infix_spans(word, word.isascii()) == expected, word
+    spec = {"pattern": r"(?<=[0-9])[+\-](?=[0-9])|\.\.+|(?:ab|c)", "flags": 32, "method": "finditer"}
+    assert first_characters(spec) == [[43, 43], [45, 45], [46, 46], [97, 97], [99, 99]]
+    assert first_characters({**spec, "pattern": r"x|a*"}) is None  # may match empty
+    assert first_characters({**spec, "pattern": r"x|[^a]"}) is None  # negated class: not followed
