@@ -163,6 +163,7 @@ def list_inputs(inputs: InputSpec, skip_missing: bool, outside: bool, read_as_te
             return VAL_CODE
         return TRAIN_CODE
 
+    split_code.same_for_all = None if inputs.val_fraction > 0 else TRAIN_CODE  # (see planner.SplitCode)
     missing = [(entry, reason, SPLIT_OF_CODE[split_code(entry.label, -1)]) for entry, reason in missing]
     missing += [(entry, reason, VAL) for entry, reason in val_missing]
     return entries, val_entries, missing, excluded, split_code
