@@ -266,9 +266,11 @@ def _wanted_rows(column: np.ndarray, wanted: np.ndarray) -> np.ndarray:
 # documents from ~16 places of the corpus, so a corpus of many short documents has hundreds of
 # units each opening and mapping ~16 slices' three files, and searching each slice's whole
 # table: most of a unit's cost.  Bounded by the files' bytes (pages of mapped files, shared and
-# reclaimable; ~3 bytes a token: 64 MB is a 40 MB corpus's slices whole) and dropped at the end
-# of a run (``forget_mapped``: a mapping keeps a removed file's blocks).
+# reclaimable; ~3 bytes a token: 64 MB is a 40 MB corpus's slices whole) and by their number
+# (a mapping holds a file descriptor), and dropped at the end of a run (``forget_mapped``: a
+# mapping keeps a removed file's blocks).
 MAPPED_BYTES = 64 << 20
+MAPPED_FILES = 192
 
 
 @dataclass
@@ -310,7 +312,7 @@ def _mapped_array(path: str, position_column: Optional[int] = None) -> _Mapped:
             _mapped[path] = entry
             _mapped.move_to_end(path)
             held = sum(kept.identity[2] for kept in _mapped.values())
-            while held > MAPPED_BYTES and len(_mapped) > 1:
+            while (held > MAPPED_BYTES or len(_mapped) > MAPPED_FILES) and len(_mapped) > 1:
                 held -= _mapped.popitem(last=False)[1].identity[2]
     return entry
 

@@ -132,3 +132,21 @@ def test_a_slice_written_again_is_read_again(tmp_path):
     assert scratch._mapped  # kept between calls ...
     scratch.forget_mapped()
     assert not scratch._mapped  # ... until the run ends
+
+
+def test_slices_kept_mapped_are_bounded(tmp_path, monkeypatch):
+    """The mappings kept between units stay under both bounds (bytes, and files: each holds a
+    file descriptor), the least recently used going first."""
+    monkeypatch.setattr(scratch, "MAPPED_FILES", 4)
+    paths = []
+    for number in range(10):
+        path = str(tmp_path / f"a-{number}.npy")
+        save_array(np.full(100, number, np.int32), path)
+        paths.append(path)
+        assert scratch._mapped_array(path).array[0] == number
+        assert len(scratch._mapped) <= 4
+    assert list(scratch._mapped) == paths[-4:]
+    monkeypatch.setattr(scratch, "MAPPED_BYTES", 1000)  # two files of 528 bytes do not fit
+    scratch._mapped_array(paths[0])
+    assert list(scratch._mapped) == paths[:1]
+    scratch.forget_mapped()
