@@ -127,23 +127,17 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
     temporary = private_temporary(path)
     pool = new_array_file(temporary, dtype, layout.size)
     sentence_lengths = np.empty(layout.n_sentences, np.int64)
-    # A gather a slice, no Python a document: the rows slice by slice, and where each of their
-    # tokens and sentences comes from and goes, found for all at once.
-    rows = np.argsort(layout.numbers, kind="stable")
-    numbers, row_bounds = np.unique(layout.numbers[rows], return_index=True)
-    token_counts, sentence_counts = layout.token_counts[rows], layout.sentence_counts[rows]
-    token_to = _ranges(layout.row_starts[rows], token_counts)
-    token_from = _ranges(layout.token_froms[rows], token_counts)
-    sentence_to = _ranges(layout.sentence_offsets[rows], sentence_counts)
-    sentence_from = _ranges(layout.sentence_froms[rows], sentence_counts)
-    token_bounds = np.concatenate([[0], np.cumsum(token_counts)])[np.append(row_bounds, len(rows))]
-    sentence_bounds = np.concatenate([[0], np.cumsum(sentence_counts)])[np.append(row_bounds, len(rows))]
-    for at, number in enumerate(numbers.tolist()):
+    # A gather a slice, no Python a document: the rows grouped by slice once (index arrays a
+    # slice at a time: a unit of one huge document has tens of millions of tokens).
+    by_slice = np.argsort(layout.numbers, kind="stable")
+    numbers, firsts = np.unique(layout.numbers[by_slice], return_index=True)
+    for number, a, b in zip(numbers.tolist(), firsts.tolist(), np.append(firsts[1:], len(by_slice)).tolist()):
         tokens, sentences = arrays[number]
-        a, b = token_bounds[at], token_bounds[at + 1]
-        pool[token_to[a:b]] = tokens[token_from[a:b]]
-        a, b = sentence_bounds[at], sentence_bounds[at + 1]
-        sentence_lengths[sentence_to[a:b]] = sentences[sentence_from[a:b]]
+        rows = by_slice[a:b]
+        pool[_ranges(layout.row_starts[rows], layout.token_counts[rows])] = \
+            tokens[_ranges(layout.token_froms[rows], layout.token_counts[rows])]
+        sentence_lengths[_ranges(layout.sentence_offsets[rows], layout.sentence_counts[rows])] = \
+            sentences[_ranges(layout.sentence_froms[rows], layout.sentence_counts[rows])]
     if separator_id is not None:
         pool[layout.doc_starts[1:] - 1] = separator_id
     del pool  # (unmapped, not flushed: the tasks that read it map the same pages; an msync a unit waited on the disk)
