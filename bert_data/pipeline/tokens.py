@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import chain
+from operator import attrgetter
 from typing import Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -28,6 +29,7 @@ TABLE_COLUMNS = 6
 # Sentences tokenized in one call, and at most about this many characters.
 TOKENIZE_BATCH = 4096
 TOKENIZE_CHARS = 1_000_000
+_CORPUS_DOC, _REPLACED, _IN_PARTS = attrgetter("corpus_doc"), attrgetter("n_replaced"), attrgetter("in_parts")
 
 
 # With stored word starts (``--store_word_starts``) each token id carries its word start in its
@@ -93,8 +95,9 @@ class DocumentTokenizer:
         no sentence); it becomes the result's."""
         self._skips = skips
         n_sentences = n_chars = 0
+        pending, read = self._pending, self._read
         for index, sentences in enumerate(self.splitter.split(self._texts(documents))):
-            self._pending.append((self._read[index], sentences))
+            pending.append((read[index], sentences))
             n_sentences += len(sentences)
             n_chars += sum(map(len, sentences))
             if n_sentences >= TOKENIZE_BATCH or n_chars >= TOKENIZE_CHARS:
@@ -111,11 +114,13 @@ class DocumentTokenizer:
         return self._read[-1] if self._read else None
 
     def _texts(self, documents: Iterable[Document]) -> Iterator[str]:
+        read = self._read.append
         for document in documents:
-            self._n_chars += len(document.text)
-            self._read.append(document)
-            yield document.text
+            text = document.text
+            self._n_chars += len(text)
+            read(document)
             document.text = ""  # the splitter has it; hold no second copy
+            yield text
 
     def _encode(self, batch: List[str]) -> Tuple[np.ndarray, np.ndarray]:
         """Ids of a batch of sentences end to end, and each sentence's count, in bounded calls: at
@@ -151,25 +156,30 @@ class DocumentTokenizer:
         pending = self._pending
         if not pending:
             return
-        tokens, lengths = self._encode(list(chain.from_iterable(sentences for _, sentences in pending)))
+        documents, split = zip(*pending)
+        tokens, lengths = self._encode(list(chain.from_iterable(split)))
         bounds = np.zeros(len(pending) + 1, dtype=np.int64)  # where each document's sentences begin
-        np.cumsum(np.fromiter((len(sentences) for _, sentences in pending), np.int64, len(pending)), out=bounds[1:])
+        np.cumsum(np.fromiter(map(len, split), np.int64, len(pending)), out=bounds[1:])
         kept_sentence = lengths > 0
         sentences_before = np.concatenate([[0], np.cumsum(kept_sentence)])[bounds]  # kept sentences before each
         tokens_before = np.concatenate([[0], np.cumsum(lengths)])[bounds]
         kept = np.diff(sentences_before) > 0
         rows = np.empty((int(kept.sum()), TABLE_COLUMNS), dtype=np.int64)
-        documents = [document for document, _ in pending]
-        rows[:, DOC_POSITION] = [documents[d].corpus_doc for d in np.flatnonzero(kept).tolist()]
+        # Each document's fields once, as arrays (a slice of short documents has thousands).
+        positions = np.fromiter(map(_CORPUS_DOC, documents), np.int64, len(documents))
+        replaced = np.fromiter(map(_REPLACED, documents), np.int64, len(documents))
+        rows[:, DOC_POSITION] = positions[kept]
         rows[:, TOKEN_START] = self._n_tokens + tokens_before[:-1][kept]
         rows[:, TOKEN_END] = self._n_tokens + tokens_before[1:][kept]
         rows[:, SENTENCE_START] = self._n_sentences + sentences_before[:-1][kept]
         rows[:, SENTENCE_END] = self._n_sentences + sentences_before[1:][kept]
-        rows[:, DOC_REPLACED] = [documents[d].n_replaced for d in np.flatnonzero(kept).tolist()]
-        for d, document in enumerate(documents):
+        rows[:, DOC_REPLACED] = replaced[kept]
+        in_parts = np.fromiter(map(_IN_PARTS, documents), bool, len(documents))
+        for d in np.flatnonzero(~kept | in_parts).tolist():  # (in corpus order, as they were read)
+            document = documents[d]
             if not kept[d]:
                 self._skips.append(Skip(NO_SENTENCE, document.label, document.corpus_doc, document.in_parts))
-            elif document.in_parts:
+            else:
                 self._kept_in_parts.append(document.corpus_doc)
         self._rows.append(rows)
         self._token_parts.append(tokens)

@@ -163,6 +163,7 @@ def list_inputs(inputs: InputSpec, skip_missing: bool, outside: bool, read_as_te
             return VAL_CODE
         return TRAIN_CODE
 
+    split_code.same_for_all = None if inputs.val_fraction > 0 else TRAIN_CODE  # (see planner.SplitCode)
     missing = [(entry, reason, SPLIT_OF_CODE[split_code(entry.label, -1)]) for entry, reason in missing]
     missing += [(entry, reason, VAL) for entry, reason in val_missing]
     return entries, val_entries, missing, excluded, split_code
@@ -228,10 +229,39 @@ def some_of(labels: List[str], shown: int = 3) -> str:
     return ", ".join(labels[:shown]) + (f" and {more:,} more" if more > 0 else "")
 
 
+UNIT_BATCH_PLACES = 1 << 20  # (8 MB of int64 a batch)
+
+
 def plan_units(corpus: CorpusPlan, split_docs: Dict[str, np.ndarray], orders: Dict[str, CorpusOrder],
                split_num: int) -> List[PlannedUnit]:
     """Train units, then validation units, each ``split_num`` documents taken in its split's
     order, with the slices they need."""
+    table = SliceTable.of(corpus.slices)
+    units: List[PlannedUnit] = []
+    # Units in batches of about UNIT_BATCH_PLACES places (the order's numpy once a batch, not
+    # a call a unit: a corpus of short documents has a unit every thousand of them).
+    batch = max(1, UNIT_BATCH_PLACES // max(1, split_num))
+    for split in (TRAIN, VAL):
+        order = orders[split]
+        n_units = order.n_units(split_num)
+        for start in range(0, n_units, batch):
+            stop = min(n_units, start + batch)
+            places = np.arange(start * split_num, min(stop * split_num, order.n))
+            docs = split_docs[split][order.documents_at(places)]
+            bounds = np.arange(0, len(docs), split_num)  # each unit's first place in the batch
+            lows, highs = np.minimum.reduceat(docs, bounds), np.maximum.reduceat(docs, bounds)
+            first, _ = table.slices_of(lows)
+            _, last = table.slices_of(highs)
+            sizes = np.diff(np.append(bounds, len(docs)))
+            for local, n_docs, first_slice, last_slice in zip(range(start, stop), sizes.tolist(), first.tolist(),
+                                                              last.tolist()):
+                units.append(PlannedUnit(len(units), split, local, n_docs, first_slice, last_slice))
+    return units
+
+
+def plan_units_one_by_one(corpus: CorpusPlan, split_docs: Dict[str, np.ndarray], orders: Dict[str, CorpusOrder],
+                          split_num: int) -> List[PlannedUnit]:
+    """``plan_units`` a unit at a time: the reference."""
     table = SliceTable.of(corpus.slices)
     units: List[PlannedUnit] = []
     for split in (TRAIN, VAL):

@@ -56,7 +56,7 @@ from .run_files import (GenerationError, Interrupted, create_output_dir, finaliz
                         write_journal)
 from .screening import screen_corpus
 from .scheduler import Scheduler, ShardCounts, UnitResult, slices_still_needed
-from .scratch import finished_slices
+from .scratch import finished_slices, forget_mapped
 from .source_plan import document_tokens
 from .shard_shuffle import ShuffleCommits, publish_shuffled, run_shuffle_task, shuffle_tasks, shuffled_size
 from .specs import OutputSpec, RunSpec
@@ -352,6 +352,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
         spent.close(quietly=True)
         raise
     finally:
+        forget_mapped()  # (this process's slices, when it paired units itself: its work directory goes)
         tokenize_bar.close()
         units_bar.close()
         if previous_term is not None:

@@ -21,6 +21,9 @@ import mmap
 import os
 import re
 import tempfile
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -88,16 +91,21 @@ def load_array(path: str) -> np.ndarray:
     if storage.is_url(path):
         return np.load(io.BytesIO(storage.read_bytes(path)), allow_pickle=False)
     with open(path, "rb") as handle:
-        header = _plain_header(handle.read(HEADER_PROBE))
-        if header is None:  # not one of ours: numpy reads it
-            return np.load(path, mmap_mode="r", allow_pickle=False)
-        dtype, shape, offset = header
-        count = int(np.prod(shape))
-        if not count:  # (an empty file cannot be mapped)
-            empty = np.zeros(shape, dtype)
-            empty.flags.writeable = False
-            return empty
-        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        return _load_open(handle, path)
+
+
+def _load_open(handle, path: str) -> np.ndarray:
+    """``load_array`` of a local file open in ``handle``."""
+    header = _plain_header(handle.read(HEADER_PROBE))
+    if header is None:  # not one of ours: numpy reads it
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    dtype, shape, offset = header
+    count = int(np.prod(shape))
+    if not count:  # (an empty file cannot be mapped)
+        empty = np.zeros(shape, dtype)
+        empty.flags.writeable = False
+        return empty
+    mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     return np.frombuffer(mapped, dtype, count, offset).reshape(shape)
 
 
@@ -254,22 +262,100 @@ def _wanted_rows(column: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     return np.flatnonzero(wanted[at] == column)
 
 
+# Tokenized slices a process keeps mapped between units (``slice_rows``).  A unit takes its
+# documents from ~16 places of the corpus, so a corpus of many short documents has hundreds of
+# units each opening and mapping ~16 slices' three files, and searching each slice's whole
+# table: most of a unit's cost.  Bounded by the files' bytes (pages of mapped files, shared and
+# reclaimable; ~3 bytes a token: 64 MB is a 40 MB corpus's slices whole) and by their number
+# (a mapping holds a file descriptor), and dropped at the end of a run (``forget_mapped``: a
+# mapping keeps a removed file's blocks).
+MAPPED_BYTES = 64 << 20
+MAPPED_FILES = 192
+
+
+@dataclass
+class _Mapped:
+    identity: Tuple[int, int, int, int]  # (device, inode, size, mtime): the very file mapped
+    array: np.ndarray
+    column: Optional[np.ndarray] = None  # a table's position column, contiguous
+    sorted_column: bool = False
+
+
+_mapped: "OrderedDict[str, _Mapped]" = OrderedDict()
+_mapped_lock = threading.Lock()  # (the inline executor's tasks may share a process with threads)
+
+
+def _identity(status: os.stat_result) -> Tuple[int, int, int, int]:
+    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns
+
+
+def _mapped_array(path: str, position_column: Optional[int] = None) -> _Mapped:
+    """``load_array(path)``, mapped once for as long as the file is the one mapped: work files
+    are written whole and renamed into place, never changed in place, and while a mapping holds
+    a file its inode cannot be another file's, so an equal (device, inode, size, mtime) is the
+    same bytes.  ``position_column``: a table's, kept contiguous and searched by bisection."""
+    identity = _identity(os.stat(path))
+    with _mapped_lock:
+        entry = _mapped.get(path)
+        if entry is not None and entry.identity == identity:
+            _mapped.move_to_end(path)
+            return entry
+    with open(path, "rb") as handle:
+        identity = _identity(os.fstat(handle.fileno()))  # what is mapped, whatever replaced it since
+        array = _load_open(handle, path)
+    entry = _Mapped(identity, array)
+    if position_column is not None:
+        entry.column = np.ascontiguousarray(array[:, position_column], dtype=np.int64)
+        entry.sorted_column = bool(np.all(entry.column[1:] >= entry.column[:-1]))
+    if array.size:  # mapped (an empty array maps nothing: nothing would hold the inode)
+        with _mapped_lock:
+            _mapped[path] = entry
+            _mapped.move_to_end(path)
+            held = sum(kept.identity[2] for kept in _mapped.values())
+            while (held > MAPPED_BYTES or len(_mapped) > MAPPED_FILES) and len(_mapped) > 1:
+                held -= _mapped.popitem(last=False)[1].identity[2]
+    return entry
+
+
+def forget_mapped() -> None:
+    """Unmap the slices kept between units (the end of a run: its work directory goes)."""
+    with _mapped_lock:
+        _mapped.clear()
+
+
+def _rows_in(entry: _Mapped, wanted: np.ndarray) -> np.ndarray:
+    """``_wanted_rows`` of a mapped table: by bisection when its positions are in order (a
+    slice's documents are), a unit's few hundred documents searched among its thousands."""
+    if not entry.sorted_column:
+        return _wanted_rows(entry.column, wanted)
+    lows = np.searchsorted(entry.column, wanted, "left")
+    highs = np.searchsorted(entry.column, wanted, "right")
+    present = highs > lows
+    if not present.any():
+        return np.zeros(0, np.int64)
+    lows, counts = lows[present], (highs - lows)[present]
+    if int(counts.max()) == 1:
+        return lows.astype(np.int64)
+    ends = np.cumsum(counts)
+    return np.arange(int(ends[-1]), dtype=np.int64) + np.repeat(lows - (ends - counts), counts)
+
+
 def slice_rows(paths: Sequence[Dict[str, str]], wanted: np.ndarray, position_column: int,
                ranges_of) -> List[Optional[tuple]]:
     """For each slice (its ``run_files.slice_paths``): None if it holds none of the ``wanted``
     document positions, else (its table rows of those documents, tokens, sentences), where
     ``tokens[a:b]`` and ``sentences[a:b]`` give the ranges ``ranges_of(row)`` names
-    (``((token_start, token_end), (sentence_start, sentence_end))``)."""
+    (``((token_start, token_end), (sentence_start, sentence_end))``).  ``wanted``: sorted, unique."""
     if not paths:
         return []
     if not storage.is_url(paths[0]["docs"]):
         found = []
         for slice_files in paths:
-            table = load_array(slice_files["docs"])
-            hits = _wanted_rows(table[:, position_column], wanted)
+            table = _mapped_array(slice_files["docs"], position_column)
+            hits = _rows_in(table, wanted)
             found.append(None if not len(hits) else (
-                np.array(table[hits]), load_array(slice_files["tokens"]),  # (rows copied at once)
-                load_array(slice_files["sentences"])))
+                np.array(table.array[hits]), _mapped_array(slice_files["tokens"]).array,  # (rows copied at once)
+                _mapped_array(slice_files["sentences"]).array))
         return found
     # One round: every document table, and the headers of the arrays.
     first = storage.read_many([f["docs"] for f in paths] + [f[kind] for f in paths for kind in ("tokens", "sentences")],

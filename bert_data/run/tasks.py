@@ -182,8 +182,9 @@ def pair_unit(unit: UnitWork, table: SliceTable, spec: PairSpec, work_dir: str) 
     result.n_docs = len(pool)
     if not len(pool):
         return result
-    result.n_tokens = int(sum(bounds[-1] - bounds[0] for bounds in pool.bounds))
-    result.n_sentences = sum(len(bounds) - 1 for bounds in pool.bounds)
+    flat, offsets = pool.flat_bounds()  # (each document's bounds: its start, then its sentences' ends)
+    result.n_tokens = int((flat[offsets[1:] - 1] - flat[offsets[:-1]]).sum())
+    result.n_sentences = int(offsets[-1]) - len(pool)
     # Validation data gets one mask per instance: evaluation needs no duplicates.
     passes = instances.dupe_factor if unit.split == TRAIN else 1
     pairs = create_instances(pool, passes, instances,

@@ -127,10 +127,13 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
     temporary = private_temporary(path)
     pool = new_array_file(temporary, dtype, layout.size)
     sentence_lengths = np.empty(layout.n_sentences, np.int64)
-    for number, (tokens, sentences) in arrays.items():  # a gather a slice: no Python a document
-        rows = np.flatnonzero(layout.numbers == number)
-        if not len(rows):
-            continue
+    # A gather a slice, no Python a document: the rows grouped by slice once (index arrays a
+    # slice at a time: a unit of one huge document has tens of millions of tokens).
+    by_slice = np.argsort(layout.numbers, kind="stable")
+    numbers, firsts = np.unique(layout.numbers[by_slice], return_index=True)
+    for number, a, b in zip(numbers.tolist(), firsts.tolist(), np.append(firsts[1:], len(by_slice)).tolist()):
+        tokens, sentences = arrays[number]
+        rows = by_slice[a:b]
         pool[_ranges(layout.row_starts[rows], layout.token_counts[rows])] = \
             tokens[_ranges(layout.token_froms[rows], layout.token_counts[rows])]
         sentence_lengths[_ranges(layout.sentence_offsets[rows], layout.sentence_counts[rows])] = \

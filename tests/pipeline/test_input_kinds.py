@@ -121,6 +121,15 @@ HOSTILE_LINES = [
     '{"text": "lone \\ud800 surrogate"}', '{"text": "pair \\ud83d\\ude00"}', '{"text": "escaped \\\\ud800"}',
     '{"text": "   "}', '{"text": "caf\u00e9 \u4e2d\u6587 \U0001f600"}', '1, [2', '3]', '{"text": "dup", "text": "last"}',
     '{"text": "NaN", "n": NaN}', '{"text": "replacement \ufffd kept"}', '{"text": "last line, no break"}',
+    # Lines of the common shape and lines that only look like it (the scanner's fast path).
+    ' {"text": "space before"}', '{"text": "space after"} ', '{"text": "a"} x', '{"text": "a"}{"text": "b"}',
+    '{"text": "a"}, {"text": "b"}', '{"c": "}', '{"}', '{"text": {"a": 1}}', '{"text": null}', '{}', "true",
+    '"string"', '{"text": "x", "meta": {"k": [1, 2, {"z": null}]}}', '{"te\\u0078t": "escaped key"}',
+    '{"text": "esc \\" \\\\ \\/ \\b \\f \\n \\r \\t \\u00e9 \\u4e2d"}', '{"text": "one sentence"}',
+    '{"text": "two\\nsentences"}', '{"text": "\\n\\n  \\n"}', '{"text": "\\u0085"}', '{"text": "\u2028 sep"}',
+    '{"text": "a", "text": 3}', '{"text": 3, "text": "b"}', '{"text": "long ' + "word " * 20_000 + '"}',
+    '{"a":' * 3000 + "1" + "}" * 3000, '{"text": "bad \\x escape"}', '{"text": "unterminated}',
+    '{"text": "lone low \\udc00"}', '{"text": "caf\u00e9 \\ud800"}', '{"text": "\u00e9\\n\u4e2d"}',
 ]
 
 
@@ -144,7 +153,13 @@ def test_json_lines_decoded_at_once_are_the_lines_decoded_one_by_one(tmp_path, m
         documents = [(d.label, d.text, d.n_replaced, d.corpus_doc) for d in text_files.text_documents(source, None, skips)]
         return documents, [(s.reason, s.label, s.corpus_doc, s.in_parts) for s in skips]
 
+    referred = []  # the lines the decoded-at-once reader leaves to the reference (``_json_value``)
+    reference = text_files._json_value
+    monkeypatch.setattr(text_files, "_json_value", lambda *args: referred.append(args[0]) or reference(*args))
     fast = read()
+    left = list(referred)
     monkeypatch.setattr(text_files, "_utf8_lines", lambda data: None)  # the line-by-line reader
     assert fast == read()
     assert len(fast[0]) > 100 and len(fast[1]) > 50
+    # The scanner's path took the lines of the common shape, the reference all that are not.
+    assert left and '{"text": "plain"}' not in left and '{"text": "a"} x' in left

@@ -68,6 +68,19 @@ def test_line_splitter_basics():
     assert sp.split_text("no newline") == ["no newline"]
 
 
+def test_line_splitter_split_is_split_text_of_each_document():
+    """``split`` (one loop over the documents) gives each document's ``split_text``, on every
+    line break ``str.splitlines`` knows and white space that ``str.strip`` removes."""
+    rng = random.Random(11)
+    pieces = ["word", "two words", " ", "\t", "\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e",
+              "\x85", "\u2028", "\u2029", "\u00a0", "\u3000", "caf\u00e9", "\u4e2d\u6587", "\U0001f600", ""]
+    docs = ["".join(rng.choice(pieces) for _ in range(rng.randrange(0, 30))) for _ in range(500)] + ["", "\n\n"]
+    sp = LineSentenceSplitter()
+    assert list(sp.split(docs)) == [sp.split_text(doc) for doc in docs]
+    with pytest.raises(SentenceSplitterError):
+        list(sp.split(["fine", b"bytes"]))
+
+
 def test_line_splitter_is_lazy():
     consumed = []
 

@@ -11,6 +11,7 @@ import pytest
 from bert_data.pipeline.tokens import TABLE_COLUMNS
 from bert_data.run import units
 from bert_data.run.run_files import slice_paths
+from bert_data.run import scratch
 from bert_data.run.scratch import _wanted_rows, save_array, slice_rows
 from bert_data.run.units import SliceTable, UnitWork, unit_pool
 
@@ -97,3 +98,55 @@ def test_wanted_rows_is_isin():
         column = rng.integers(0, 60, int(rng.integers(0, 40)))
         wanted = np.unique(rng.integers(0, 60, int(rng.integers(0, 20))))
         assert np.array_equal(_wanted_rows(column, wanted), np.flatnonzero(np.isin(column, wanted)))
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+def test_rows_of_a_mapped_table_are_wanted_rows(tmp_path, in_order):
+    """A slice's table mapped once and searched by bisection (its positions in order) or as
+    ``_wanted_rows`` (not in order): the same rows, in the same order."""
+    rng = np.random.default_rng(5)
+    for trial in range(30):
+        column = np.sort(rng.integers(0, 80, int(rng.integers(0, 50)))) if in_order else \
+            rng.integers(0, 80, int(rng.integers(0, 50)))
+        table = np.zeros((len(column), TABLE_COLUMNS), np.int64)
+        table[:, 0] = column
+        path = str(tmp_path / f"docs-{trial}.npy")
+        save_array(table, path)
+        entry = scratch._mapped_array(path, 0)
+        assert entry.sorted_column == bool(np.all(np.diff(column) >= 0))
+        wanted = np.unique(rng.integers(0, 80, int(rng.integers(0, 25))))
+        assert np.array_equal(scratch._rows_in(entry, wanted), np.flatnonzero(np.isin(column, wanted)))
+    scratch.forget_mapped()
+
+
+def test_a_slice_written_again_is_read_again(tmp_path):
+    """A slice file replaced at the same path (a damaged slice tokenized again, another run in
+    the same work directory) is read anew, never served from the mapping of the one before."""
+    paths = slice_paths(str(tmp_path), 0)
+    for value in (1, 2, 3):
+        save_array(np.asarray([[5, 0, 2, 0, 1, 0]], np.int64), paths["docs"])
+        save_array(np.full(2, value, np.int32), paths["tokens"])
+        save_array(np.asarray([2], np.int32), paths["sentences"])
+        (rows, tokens, sentences), = slice_rows([paths], np.asarray([5]), 0, None)
+        assert tokens.tolist() == [value, value]
+    assert scratch._mapped  # kept between calls ...
+    scratch.forget_mapped()
+    assert not scratch._mapped  # ... until the run ends
+
+
+def test_slices_kept_mapped_are_bounded(tmp_path, monkeypatch):
+    """The mappings kept between units stay under both bounds (bytes, and files: each holds a
+    file descriptor), the least recently used going first."""
+    monkeypatch.setattr(scratch, "MAPPED_FILES", 4)
+    paths = []
+    for number in range(10):
+        path = str(tmp_path / f"a-{number}.npy")
+        save_array(np.full(100, number, np.int32), path)
+        paths.append(path)
+        assert scratch._mapped_array(path).array[0] == number
+        assert len(scratch._mapped) <= 4
+    assert list(scratch._mapped) == paths[-4:]
+    monkeypatch.setattr(scratch, "MAPPED_BYTES", 1000)  # two files of 528 bytes do not fit
+    scratch._mapped_array(paths[0])
+    assert list(scratch._mapped) == paths[:1]
+    scratch.forget_mapped()

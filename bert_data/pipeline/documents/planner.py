@@ -28,13 +28,16 @@ import numpy as np
 
 from ... import storage
 from .files import check_codecs, codec_errors, codec_name, how_to_read, open_decompressed
-from .spans import LINE_PATTERN, document_spans, separator_pattern, stream_document_spans
+from .spans import (LINE_PATTERN, document_spans, group_span_blocks, line_span_blocks, separator_pattern,
+                    stream_document_spans)
 from .tables import plan_table, table_format_of
 from .text_files import compressed_document_parts, document_parts, is_json_lines_name
 from ...format.dataset_layout import VAL_CODE
 from .types import DEFAULT_TEXT_FIELD, UTF8, CorpusPlan, InputError, MetadataEntry, Slice, Source, one_line
 
-SplitCode = Callable[[str, int], int]  # (document label, corpus position) -> TRAIN_CODE or VAL_CODE
+# (document label, corpus position) -> TRAIN_CODE or VAL_CODE; one with a ``same_for_all`` code
+# (not None) gives it to every document.
+SplitCode = Callable[[str, int], int]
 
 
 def plan_corpus(
@@ -204,8 +207,12 @@ class CorpusPlanner:
             if size:
                 with open(entry.path, "rb") as handle, \
                         mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                    self.add_documents(entry, document_spans(buf, 0, size, pattern), "", json_key, split_code,
-                                       encoding)
+                    if pattern is LINE_PATTERN:  # (a block of lines at a time: no Python a document)
+                        groups = group_span_blocks(line_span_blocks(buf, 0, size), self.slice_docs, self.slice_bytes)
+                        self.add_documents(entry, None, "", json_key, split_code, encoding, groups)
+                    else:
+                        self.add_documents(entry, document_spans(buf, 0, size, pattern), "", json_key, split_code,
+                                           encoding)
 
     def plan_one_document(self, entry: MetadataEntry, split_code: SplitCode, codec: str = "",
                           encoding: str = "") -> None:
@@ -230,17 +237,23 @@ class CorpusPlanner:
                      0 if number else 1, end - start)
         self.new_documents(entry.path, [split_code(entry.label, position)])
 
-    def add_documents(self, entry: MetadataEntry, spans: Iterable[Tuple[int, int]], codec: str,
-                      json_key: Optional[str], split_code: SplitCode, encoding: str = "") -> None:
-        """A file of many documents (at ``spans``): ranges of whole documents, each ending when
-        its slice is full."""
+    def add_documents(self, entry: MetadataEntry, spans: Optional[Iterable[Tuple[int, int]]], codec: str,
+                      json_key: Optional[str], split_code: SplitCode, encoding: str = "",
+                      groups: Optional[Iterable[Tuple[int, int, int, int]]] = None) -> None:
+        """A file of many documents (at ``spans``, or already in ``groups`` as ``group_spans``
+        makes them): ranges of whole documents, each ending when its slice is full."""
         position = self.next_doc
         codes = bytearray()  # one byte a document: files may hold millions
-        for first, n_docs, start, end in group_spans(spans, self.slice_docs, self.slice_bytes):
+        same = getattr(split_code, "same_for_all", None)  # (no validation split: no label to make a document)
+        for first, n_docs, start, end in group_spans(spans, self.slice_docs, self.slice_bytes) if groups is None \
+                else groups:
             self.add(Source(entry.path, entry.label, start, end, first, codec=codec, text_field=json_key,
                             encoding=encoding, corpus_doc=position + first), n_docs, end - start)
-            codes += bytes(split_code(f"{entry.label}#{number}", position + number)
-                           for number in range(first, first + n_docs))
+            if same is not None:
+                codes += bytes((same,)) * n_docs
+            else:
+                codes += bytes(split_code(f"{entry.label}#{number}", position + number)
+                               for number in range(first, first + n_docs))
         if codec and len(codes):  # the file's last range reads on to the end of the stream, then closes it
             last = self.slices[-1].sources
             last[-1] = dataclasses.replace(last[-1], end=-1)

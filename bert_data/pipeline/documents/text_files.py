@@ -229,18 +229,45 @@ def _utf8_lines(data: bytes) -> Optional[List[str]]:
         return None
 
 
+# What ``json.loads`` runs on a string: a decoder's scanner (C when the json module has its
+# accelerator), called here once a line, without loads' three Python calls around it.
+_SCAN_ONCE = json.JSONDecoder().scan_once
+
+
 def _json_lines(lines: List[str], source: Source, skips: List[Skip]) -> Iterator[Document]:
     """``text_documents`` over the lines of a valid UTF-8 JSON Lines range: each line holding
-    more than white space is a document, as ``document_spans`` with ``LINE_PATTERN`` finds them."""
-    key, offset = source.text_field, 0
+    more than white space is a document, as ``document_spans`` with ``LINE_PATTERN`` finds them.
+
+    A line of the common shape (an object, nothing around it, its text a string with text,
+    nothing to replace in it) is scanned and kept here; any other line, and any the scanner
+    refuses, goes through ``_json_value``, the reference, which says why it is skipped."""
+    key, offset, label, first, position = source.text_field, 0, source.label, source.first_doc, source.corpus_doc
+    scan = _SCAN_ONCE
     for line in lines:
         if not line.strip(_ASCII_SPACE):
             continue
-        document = _json_value(line, 0, f"{source.label}#{source.first_doc + offset}", key, skips,
-                               source.corpus_doc + offset)
+        value = None
+        if line[:1] == "{" and line[-1:] == "}":
+            # ``json.loads(line)`` is ``scan(line, 0)`` when the object ends the line (no white
+            # space to skip at either end: the line starts and ends with its braces).
+            try:
+                record, end = scan(line, 0)
+            except (ValueError, StopIteration, RecursionError):
+                record = end = None
+            if end == len(line) and type(record) is dict:
+                value = record.get(key)
+                # A string with text, without NUL or a lone surrogate (``isascii``: a flag of the
+                # string; most texts are not searched).
+                if type(value) is not str or "\x00" in value or not value.strip() or \
+                        not value.isascii() and _SURROGATE.search(value):
+                    value = None
+        if value is not None:
+            yield Document(f"{label}#{first + offset}", value, 0, 0, corpus_doc=position + offset)
+        else:
+            document = _json_value(line, 0, f"{label}#{first + offset}", key, skips, position + offset)
+            if document is not None:
+                yield document
         offset += 1
-        if document is not None:
-            yield document
 
 
 def _json_document(line: bytes, label: str, key: str, skips: List[Skip], position: int,
