@@ -103,22 +103,19 @@ def run(spec: RunSpec, executor: Optional[cf.Executor] = None, progress: bool = 
     """Run a resolved run (see ``resolve.generate``, the library's entry, for the arguments)."""
     started = time.perf_counter() if started is None else started
     workers = spec.control.workers
-    checked = False  # whether numba's start, in a thread, says if it is missing
     if executor is None:  # our own pool of processes: no more of them than cores
         parallelism = local_workers(parallelism or workers)
-        checked = start_in_background(note if progress else None)
     try:
-        return _run(spec, executor, progress, skip_missing, parallelism, allow_case_mismatch, started, workers,
-                    checked)
+        return _run(spec, executor, progress, skip_missing, parallelism, allow_case_mismatch, started, workers)
     finally:
         wait_for_start()  # (a failure before any kernel ran: no thread left importing numba at exit)
 
 
 def _run(spec: RunSpec, executor: Optional[cf.Executor], progress: bool, skip_missing: bool,
-         parallelism: Optional[int], allow_case_mismatch: bool, started: float, workers: int,
-         checked: bool) -> RunSummary:
+         parallelism: Optional[int], allow_case_mismatch: bool, started: float, workers: int) -> RunSummary:
     plan = make_plan(spec, skip_missing, allow_case_mismatch=allow_case_mismatch)
-    for slower in (native_note(spec.tokenizer), None if checked else compiled_missing_note()):
+    # Our own workers: numba's start says, in its thread, whether numba is missing (_write_units).
+    for slower in (native_note(spec.tokenizer), None if executor is None else compiled_missing_note()):
         if slower and progress:  # (--quiet: the output is the same either way)
             note(slower)
     output = spec.output
@@ -214,6 +211,12 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
     work_dir, journal_dir = places.scratch, places.journal_dir
     corpus = not staged.kind.instances  # megatron: no unit is paired (see corpus_output)
     own_executor = executor is None
+    if own_executor and not start_in_background(note if progress else None) and progress:
+        # (numba's start in a thread while the first slices are tokenized, which mostly lets go
+        # of the GIL: the planning before it does not, and would only wait for the thread)
+        slower = compiled_missing_note()
+        if slower:
+            note(slower)
     if plan.units_pending:  # budgets and shares: every document's tokens are counted, then the units dealt
         if not journal:  # an interruption while tokenizing can be resumed (no shard is open yet)
             write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json(),

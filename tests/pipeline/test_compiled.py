@@ -268,3 +268,28 @@ def test_a_background_start_without_numba_reports_the_note(monkeypatch):
     assert len(notes) == 1 and 'pip install "bert_data[native]"' in notes[0]
     assert not compiled.start_in_background(notes.append)
     assert compiled.compiled_missing_note() == notes[0]
+
+
+def test_a_run_without_numba_says_so_once_and_writes_the_same_records(tmp_path, monkeypatch, capsys):
+    """The command, numba missing (its import fails): one note on how to get the kernels, from
+    numba's start in its thread, and the reference paths' records, byte for byte the kernels'."""
+    from bert_data.cli.create_tfrecords import main
+    from tests.helpers.corpus import file_hashes, make_corpus
+
+    corpus = make_corpus(tmp_path / "corpus", n_docs=12, min_sentences=6, max_sentences=10, words_per_doc=15)
+    args = ["--metadata_files", str(corpus.metadata), "--input_files_prefix", str(corpus.root),
+            "--vocab_file", str(corpus.vocab), "--do_lower_case", "--max_seq_length", "32",
+            "--max_predictions_per_seq", "5", "--num_workers", "1"]
+    monkeypatch.delenv(compiled.DISABLE_VARIABLE, raising=False)
+    assert main(args + ["--output_dir", str(tmp_path / "kernels"), "--quiet"]) == 0
+    monkeypatch.setattr(compiled, "_importable", lambda: False)
+    monkeypatch.setattr(compiled, "_STARTED", False)  # (as in a fresh process)
+    monkeypatch.setattr(compiled, "_background_start", None)
+    capsys.readouterr()
+    import sys
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # (notes are for a terminal, with the bars)
+    assert main(args + ["--output_dir", str(tmp_path / "reference")]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if "compiled kernels" in line]
+    assert len(notes) == 1 and 'pip install "bert_data[native]"' in notes[0]
+    assert file_hashes(tmp_path / "reference") == file_hashes(tmp_path / "kernels")
