@@ -12,7 +12,7 @@ under ``NUMBA_CACHE_DIR``), so a worker pays the compilation once per installati
 
 numba's start (its import and CPU target, about 100,000 Python objects that live as long as the
 process) costs 0.5-1 s a process: :func:`start_in_background` begins it in a thread of the
-command's process while the run is planned and tokenized (which mostly lets go of the GIL), and
+command's process while the first slices are tokenized (which mostly lets go of the GIL), and
 :func:`start_before_fork` waits for it there, once, in the parent of a forked pool, whose
 workers inherit it.  In the command's own processes (:func:`claim_process`)
 those objects, and what else a process keeps to its end (a worker's tokenizer and spaCy
@@ -176,7 +176,7 @@ _background_start: Optional[threading.Thread] = None
 
 def start_in_background(report: Optional[Callable[[str], None]] = None) -> bool:
     """In a claimed process about to run tasks that use kernels: numba's start (its import, its
-    CPU target: 0.4-0.5 s) begun in a thread, while this one plans the run and tokenizes, much
+    CPU target: 0.4-0.5 s) begun in a thread, while this one tokenizes the first slices, much
     of which lets go of the GIL (reading and syncing files, the native tokenizer); the first
     kernel asked for, or :func:`start_before_fork`, waits for it.  ``report`` is given
     :func:`compiled_missing_note`'s line when numba does not import.  Returns whether that

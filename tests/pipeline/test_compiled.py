@@ -220,9 +220,9 @@ def test_workers_forked_by_the_command_inherit_numba_started_and_the_frozen_heap
 
 
 def test_numba_starts_in_a_thread_while_another_imports_what_numbas_start_does_without(tmp_path):
-    """The command's numba start runs in a thread while the run is planned
+    """The command's numba start runs in a thread while the first slices are tokenized
     (``start_in_background``): modules numba's start does without (yaml here) are hidden from
-    that thread alone, so the planning thread imports them as usual meanwhile; the start is
+    that thread alone, so the tokenizing thread imports them as usual meanwhile; the start is
     then done, and what waits for it (a kernel, the fork) finds numba started."""
     pytest.importorskip("numba")
     pytest.importorskip("yaml")
