@@ -323,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "folder inside it and removes it when done")
     add_bool(work, "--skip_missing",
              help="skip (and count) listed files that are missing, instead of stopping")
-    add_bool(work, "--quiet", help="no progress bar (there is none either when stderr is not a terminal)")
+    add_bool(work, "--quiet", help="no progress bar and no notes (there is no bar either when stderr is not a terminal)")
     return parser
 
 
@@ -360,9 +360,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         args = resolve(args, argv, notices.warn)
         config = config_from_args(args)
         spec = resolve_run(config)  # checked once, before a cluster starts
-        # No bar in a log file or pipe: its redraws would fill it.
-        run = dict(progress=not args.quiet and sys.stderr.isatty(), skip_missing=args.skip_missing,
-                   allow_case_mismatch=args.allow_case_mismatch)
+        # No bar in a log file or pipe: its redraws would fill it.  Notes go there too: a job's
+        # log is where a slower path than it needs to be gets noticed.
+        run = dict(progress=not args.quiet and sys.stderr.isatty(), notes=not args.quiet,
+                   skip_missing=args.skip_missing, allow_case_mismatch=args.allow_case_mismatch)
         if args.scheduler or args.dask:
             from ..run.executors import dask_executor, local_workers
 

@@ -39,7 +39,7 @@ from .specs import OutputSpec, RunControl, RunSpec
 
 def generate(config: Union[GeneratorConfig, RunSpec], executor: Optional[cf.Executor] = None, progress: bool = True,
              skip_missing: bool = False, parallelism: Optional[int] = None,
-             allow_case_mismatch: bool = False) -> RunSummary:
+             allow_case_mismatch: bool = False, notes: bool = True) -> RunSummary:
     """Run the whole generator. Raises ConfigError/InputError/VocabError before any work,
     GenerationError for a failure during it, ``run_files.Interrupted`` (a KeyboardInterrupt)
     when interrupted (resumable).  A vocabulary whose case disagrees with ``do_lower_case`` is
@@ -49,11 +49,13 @@ def generate(config: Union[GeneratorConfig, RunSpec], executor: Optional[cf.Exec
     checks its options before starting a cluster).  ``executor``: any ``concurrent.futures``
     executor (default: a local process pool of ``--num_workers``); ``parallelism``: how many
     tasks it runs at once (default ``--num_workers``), which sets how many are kept in flight.
+    ``progress``: the bars (on stderr); ``notes``: one line each for a faster way to run the same
+    (the native tokenizer or the compiled kernels missing), whether or not stderr is a terminal.
     """
     started = time.perf_counter()
     spec = config if isinstance(config, RunSpec) else resolve(config)
     return run(spec, executor, progress=progress, skip_missing=skip_missing, parallelism=parallelism,
-               allow_case_mismatch=allow_case_mismatch, started=started)
+               allow_case_mismatch=allow_case_mismatch, started=started, notes=notes)
 
 
 def resolve(config: GeneratorConfig) -> RunSpec:

@@ -99,25 +99,27 @@ class _NoBar:
 
 def run(spec: RunSpec, executor: Optional[cf.Executor] = None, progress: bool = True, skip_missing: bool = False,
         parallelism: Optional[int] = None, allow_case_mismatch: bool = False,
-        started: Optional[float] = None) -> RunSummary:
+        started: Optional[float] = None, notes: bool = True) -> RunSummary:
     """Run a resolved run (see ``resolve.generate``, the library's entry, for the arguments)."""
+    say = note if notes else None  # (a faster way to run: in a log file too, where there is no bar)
     started = time.perf_counter() if started is None else started
     workers = spec.control.workers
     if executor is None:  # our own pool of processes: no more of them than cores
         parallelism = local_workers(parallelism or workers)
     try:
-        return _run(spec, executor, progress, skip_missing, parallelism, allow_case_mismatch, started, workers)
+        return _run(spec, executor, progress, skip_missing, parallelism, allow_case_mismatch, started, workers, say)
     finally:
         wait_for_start()  # (a failure before any kernel ran: no thread left importing numba at exit)
 
 
 def _run(spec: RunSpec, executor: Optional[cf.Executor], progress: bool, skip_missing: bool,
-         parallelism: Optional[int], allow_case_mismatch: bool, started: float, workers: int) -> RunSummary:
+         parallelism: Optional[int], allow_case_mismatch: bool, started: float, workers: int,
+         say: Optional[Callable[[str], None]]) -> RunSummary:
     plan = make_plan(spec, skip_missing, allow_case_mismatch=allow_case_mismatch)
     # Our own workers: numba's start says, in its thread, whether numba is missing (_write_units).
     for slower in (native_note(spec.tokenizer), None if executor is None else compiled_missing_note()):
-        if slower and progress:  # (--quiet: the output is the same either way)
-            note(slower)
+        if slower and say:  # (--quiet: the output is the same either way)
+            say(slower)
     output = spec.output
     refuse_writing_over_inputs(output, [source.path for slice_ in plan.slices for source in slice_.sources]
                                + list(spec.inputs.metadata_files) + list(spec.inputs.val_metadata_files)
@@ -134,7 +136,7 @@ def _run(spec: RunSpec, executor: Optional[cf.Executor], progress: bool, skip_mi
         create_output_dir(staged)
         with locked_output(staged):
             return _run_locked(spec, staged, places, remote, plan, executor, progress, started,
-                               parallelism or workers)
+                               parallelism or workers, say)
     finally:
         if remote is not None:
             remote.release()
@@ -145,7 +147,7 @@ class NoText(GenerationError):
 
 
 def _run_locked(spec: RunSpec, staged: OutputSpec, places: RunLocations, remote: Optional[RemoteOutput], plan: Plan,
-                executor, progress: bool, started: float, parallelism: int) -> RunSummary:
+                executor, progress: bool, started: float, parallelism: int, say: Optional[Callable]) -> RunSummary:
     """``staged``: the output as the local side writes it (``spec.output`` itself unless the
     output is a URL: then its staging directory); ``places.scratch``: where tasks exchange data;
     ``places.journal_dir``: the journal.
@@ -167,7 +169,7 @@ def _run_locked(spec: RunSpec, staged: OutputSpec, places: RunLocations, remote:
                                        dict(totals.shard_counts), fetch_dir=places.journal_dir,
                                        rewritten=totals.shuffled)
             _write_units(spec, staged, places, plan, executor, progress, started, parallelism, journal, totals,
-                         assembler)
+                         assembler, say)
         summaries = finished_slices([slice_.index for slice_ in plan.slices], places.scratch, len(plan.slices))
         skipped = SkippedTotals(plan)
         skipped.add_slices([SliceSummary.from_json(summaries[index]) for index in sorted(summaries)])
@@ -205,18 +207,18 @@ def _run_locked(spec: RunSpec, staged: OutputSpec, places: RunLocations, remote:
 
 def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: Plan, executor, progress: bool,
                  started: float, parallelism: int, journal: Optional[dict], totals: RunTotals,
-                 assembler: ShardAssembler) -> None:
+                 assembler: ShardAssembler, say: Optional[Callable[[str], None]]) -> None:
     """Every unit still to write, appended to the shards in unit order and journaled; then the
     shards completed and the journal marked finished (what is left is ``run_files.finalize``)."""
     work_dir, journal_dir = places.scratch, places.journal_dir
     corpus = not staged.kind.instances  # megatron: no unit is paired (see corpus_output)
     own_executor = executor is None
-    if own_executor and not start_in_background(note if progress else None) and progress:
+    if own_executor and not start_in_background(say) and say:
         # (numba's start in a thread while the first slices are tokenized, which mostly lets go
         # of the GIL: the planning before it does not, and would only wait for the thread)
         slower = compiled_missing_note()
         if slower:
-            note(slower)
+            say(slower)
     if plan.units_pending:  # budgets and shares: every document's tokens are counted, then the units dealt
         if not journal:  # an interruption while tokenizing can be resumed (no shard is open yet)
             write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json(),

@@ -272,7 +272,8 @@ def test_a_background_start_without_numba_reports_the_note(monkeypatch):
 
 def test_a_run_without_numba_says_so_once_and_writes_the_same_records(tmp_path, monkeypatch, capsys):
     """The command, numba missing (its import fails): one note on how to get the kernels, from
-    numba's start in its thread, and the reference paths' records, byte for byte the kernels'."""
+    numba's start in its thread, in a log as on a terminal (none with --quiet), and the
+    reference paths' records, byte for byte the kernels'."""
     from bert_data.cli.create_tfrecords import main
     from tests.helpers.corpus import file_hashes, make_corpus
 
@@ -288,8 +289,12 @@ def test_a_run_without_numba_says_so_once_and_writes_the_same_records(tmp_path, 
     capsys.readouterr()
     import sys
 
-    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # (notes are for a terminal, with the bars)
+    assert not sys.stderr.isatty()  # (a job's log: no bar, but the note all the same)
     assert main(args + ["--output_dir", str(tmp_path / "reference")]) == 0
     notes = [line for line in capsys.readouterr().err.splitlines() if "compiled kernels" in line]
     assert len(notes) == 1 and 'pip install "bert_data[native]"' in notes[0]
     assert file_hashes(tmp_path / "reference") == file_hashes(tmp_path / "kernels")
+    monkeypatch.setattr(compiled, "_STARTED", False)
+    monkeypatch.setattr(compiled, "_background_start", None)
+    assert main(args + ["--output_dir", str(tmp_path / "quiet"), "--quiet"]) == 0
+    assert "note:" not in capsys.readouterr().err  # --quiet: nothing but errors and warnings
