@@ -15,7 +15,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Dict, Iterable, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -216,6 +216,9 @@ def load_vocab(path) -> Vocab:
     except OSError as e:
         raise VocabError(f"{path}: cannot read vocabulary file: {e.strerror or e}") from None
     sha256 = hashlib.sha256(data).hexdigest()
+    loaded = _LOADED.get((path, sha256))
+    if loaded is not None:  # the same file with the same bytes: the same (immutable) vocabulary
+        return loaded
     not_a_vocab = _another_kind_of_file(path, data)
     if not_a_vocab:
         raise VocabError(not_a_vocab)
@@ -239,7 +242,19 @@ def load_vocab(path) -> Vocab:
         missing = [s for s in SPECIAL_TOKENS if s not in set(tokens)]
         lacks = f"; it also lacks {' '.join(missing)}" if missing else ""
         raise VocabError(f"{path} does not look like a BERT vocabulary (one token a line): {problem}{lacks}")
-    return vocab_from_tokens(tokens, path=path, sha256=sha256)
+    vocab = vocab_from_tokens(tokens, path=path, sha256=sha256)
+    while len(_LOADED) >= _KEPT:
+        del _LOADED[next(iter(_LOADED))]  # the oldest
+    _LOADED[(path, sha256)] = vocab
+    return vocab
+
+
+# Vocabularies loaded in this process, by path and content: a run loads its vocabulary once to
+# resolve its options and again to build its tokenizer (~0.1 s each for BERT's 30,522 tokens, in
+# the parent, then in every worker; forked workers find the parent's).  Keyed by the bytes'
+# SHA-256, read every time: a file changed in place is loaded again.
+_LOADED: Dict[Tuple[str, str], Vocab] = {}
+_KEPT = 4
 
 
 # What the file of each tokenizer option is, for messages.

@@ -296,6 +296,19 @@ def test_load_vocab_fields(tmp_path):
     assert v.convert_ids_to_tokens([8, 9]) == ["the", "##s"]
 
 
+def test_a_vocab_is_loaded_once_a_process_until_its_bytes_change(tmp_path):
+    """A run loads its vocabulary to resolve its options and again for its tokenizer: the second
+    is the first's object; a file rewritten in place (its bytes read every time) is loaded anew."""
+    p = _write(tmp_path / "vocab.txt", "\n".join(SPECIALS + ["dog"]) + "\n")
+    first = load_vocab(p)
+    assert load_vocab(str(p)) is first
+    _write(p, "\n".join(SPECIALS + ["cat", "dog"]) + "\n")  # (same size or not: the bytes decide)
+    again = load_vocab(p)
+    assert again is not first and again.token_to_id["dog"] == 6 and first.token_to_id["dog"] == 5
+    copy = _write(tmp_path / "copy.txt", p.read_text())
+    assert load_vocab(copy).path == str(copy)  # another file of the same bytes: its own path
+
+
 def test_load_vocab_whitespace_bom_and_missing_final_newline(tmp_path):
     p = _write(tmp_path / "v.txt", "\ufeff" + "\n".join(SPECIALS + ["  spaced  ", "last"]))
     v = load_vocab(p)
