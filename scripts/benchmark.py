@@ -34,7 +34,10 @@ over the same sentences (ids only, batched), plus, for raw input, spaCy's blank(
 the sentence stage, the built-in splitter that gives the same sentences without Docs, is timed
 against it too).  ``time/floor`` stays comparable across machines.  Each tokenizer floor is also
 reported alone: Hugging Face ``tokenizers`` (``over_tokenizers``, the reference path) and the
-native WordPiece, ``nanotoken`` (``over_native``, when it runs the tokenizer).
+native WordPiece, ``nanotoken`` (``over_native``, when it runs the tokenizer).  With more than one
+``--num_workers``, the machine's own *parallel ceiling* is measured too: what N processes of pure
+CPU work, sharing nothing, get over one (``parallel_ceiling``), the most ``speedup_vs_first``
+could be on this machine at this moment (less than N on hyperthreads or busy cores).
 
 The tokenizer is BERT's WordPiece (``--vocab_file``, default the shared BERT-uncased vocabulary),
 a Hugging Face ``--tokenizer_file tokenizer.json`` or a ``--spm_model_file`` SentencePiece model
@@ -155,6 +158,24 @@ def run_generator(arguments, env) -> dict:
     # when it is the larger.
     waited = children_cpu_seconds() - cpu_before
     return {"seconds": seconds, "peak_rss_mb": peak / 1e6, "cpu_seconds": max(waited, sum(cpu_seen.values()))}
+
+
+# Pure CPU work, nothing shared (no file, no memory beyond the interpreter's): ~0.5 s on one core.
+CEILING_WORK = "x = 0\nfor i in range(10_000_000):\n    x += i * i\n"
+
+
+def parallel_ceiling(workers: int) -> float:
+    """What ``workers`` processes get from this machine: ``workers`` x one copy's time of
+    ``CEILING_WORK`` over that of ``workers`` copies at once.  ``speedup_vs_first`` cannot exceed
+    it (2.0 on two idle cores; less when the cores are hyperthreads of one, or busy)."""
+    def wall(copies: int) -> float:
+        started = time.perf_counter()
+        processes = [subprocess.Popen([sys.executable, "-I", "-S", "-c", CEILING_WORK]) for _ in range(copies)]
+        for process in processes:
+            process.wait()
+        return time.perf_counter() - started
+
+    return round(workers * wall(1) / wall(workers), 2)
 
 
 def sample_tree_cpu(root, cpu_seen: dict) -> None:
@@ -317,6 +338,7 @@ def main(argv=None) -> int:
             floor = json.loads(out.stdout)
             # One pass was measured; a repeated corpus costs that many passes.
             floor["seconds"] = args.repeat * (floor["tokenizer_seconds"] + floor["spacy_seconds"])
+        ceiling = {workers: parallel_ceiling(workers) for workers in sorted(set(args.num_workers)) if workers > 1}
 
         runs = []
         orders = [False, True] if args.vs_corpus_order else [False]
@@ -400,7 +422,7 @@ def main(argv=None) -> int:
         "max_seq_length": args.max_seq_length, "repeat": args.repeat, "generator_args": " ".join(generator_args),
         "shape": args.shape,
         "tokenizer": {"kind": source[0], "path": source[1], "vocab_file": source[2], "do_lower_case": lower},
-        "floor": floor, "runs": runs,
+        "floor": floor, "runs": runs, "parallel_ceiling": ceiling,
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -418,6 +440,8 @@ def main(argv=None) -> int:
                   f"{floor['sentences_seconds'] / floor['spacy_seconds']:.2f} x spaCy's pipeline")
         native = f"{floor['native_seconds']:.2f} s" if floor["native_seconds"] else "none (nanotoken not installed)"
         print(f"tokenizer floors, one pass: tokenizers {floor['tokenizer_seconds']:.2f} s, native {native}")
+    for workers, most in ceiling.items():
+        print(f"machine: {workers} processes of pure CPU work run at {most}x one (the most speedup_vs_first can be here)")
     columns = ["num_workers", "order", "code", "wall_seconds", "cpu_seconds", "docs_per_s", "input_mb_per_s", "instances_per_s", "output_mb",
                "peak_rss_mb", "time_over_floor", "time_over_spacy", "over_tokenizers", "over_native", "speedup_vs_first",
                "mixed_over_kept", "cpu_mixed_over_kept", "over_baseline", "cpu_over_baseline"]
