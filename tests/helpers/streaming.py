@@ -41,7 +41,7 @@ class _Peer:
             started = tmp_path / "streaming-start.stderr"
             with open(started, "w") as stderr:
                 cls.process = subprocess.Popen([streaming_python(), str(SERVER)], stdin=subprocess.PIPE,
-                                               stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                               stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=ROOT,
                                                env=dict(os.environ, TMPDIR=str(tmp_path)))
             atexit.register(cls.end, cls.process)
         request = {"script": script, "argv": [str(a) for a in argv], "tmpdir": str(tmp_path)}
