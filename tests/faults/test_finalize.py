@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bert_data.cli.bert_data_cli import main as bert_data_main
+from bert_data.cli.create_tfrecords import main as create_tfrecords_main
 from bert_data.format.dataset import dataset_info, shard_sets
 from bert_data.format.dataset_layout import WORK_DIR
 from bert_data.run.fault_injection import KILL_AT_FINALIZE_STEP
@@ -33,7 +34,13 @@ def command(corpus, output, *extra):
     return [sys.executable, "-m", "bert_data.cli.create_tfrecords", "--metadata_files", str(corpus.metadata),
             "--input_files_prefix", str(corpus.root), "--vocab_file", str(corpus.vocab), "--do_lower_case",
             "--output_dir", str(output), "--max_seq_length", "64", "--max_predictions_per_seq", "10",
-            "--num_output_files", "3", "--num_workers", "1", "--quiet", *extra]
+            "--num_output_files", "3", "--num_workers", "1", "--quiet", *map(str, extra)]
+
+
+def run_here(capsys, corpus, output, *extra):
+    """The same command in this process (where no process is killed): its exit status and stderr."""
+    code = create_tfrecords_main(command(corpus, output, *extra)[3:])
+    return code, capsys.readouterr().err
 
 
 def run(corpus, output, *extra, kill_at=None):
@@ -45,10 +52,12 @@ def run(corpus, output, *extra, kill_at=None):
 
 @pytest.fixture(scope="module")
 def reference(small, tmp_path_factory):
+    """The bytes of uninterrupted runs, made in this process (a command's bytes do not depend on
+    the process that runs it)."""
     outputs = {}
     for name, extra in (("plain", ()), ("split", ("--val_fraction", "0.2"))):
         output = tmp_path_factory.mktemp("reference") / name
-        assert run(small, output, *extra).returncode == 0
+        assert create_tfrecords_main(command(small, output, *extra)[3:]) == 0
         outputs[name] = (file_hashes(output), sorted(p.relative_to(output).as_posix() for p in output.rglob("*")))
     return outputs
 
@@ -90,11 +99,11 @@ def test_a_parent_killed_at_each_step_of_finalizing_is_finished_by_resume(small,
     assert not any(name.endswith(WORK_DIR) for name in names)
 
 
-def test_a_finished_run_is_not_resumed(small, reference, tmp_path):
+def test_a_finished_run_is_not_resumed(small, reference, tmp_path, capsys):
     output = tmp_path / "out"
-    assert run(small, output).returncode == 0
-    again = run(small, output, "--resume")
-    assert again.returncode == 2 and "holds a finished run; nothing to resume" in again.stderr
+    assert run_here(capsys, small, output)[0] == 0
+    code, err = run_here(capsys, small, output, "--resume")
+    assert code == 2 and "holds a finished run; nothing to resume" in err
     assert file_hashes(output) == reference["plain"][0]
 
 

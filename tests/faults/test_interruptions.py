@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from bert_data.cli.create_tfrecords import main
 from bert_data.run import runner, scheduler
 
 from tests.helpers.cli_runs import small_run as cli
@@ -34,7 +35,7 @@ def long_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("long")
     corpus = make_corpus(root / "corpus", n_docs=240, min_sentences=20, max_sentences=40, words_per_doc=20)
     reference = root / "reference"
-    assert subprocess.run(generator_command(corpus, reference), cwd=REPO, capture_output=True).returncode == 0
+    assert main(generator_command(corpus, reference)[3:]) == 0  # (the bytes do not depend on the process)
     return corpus, file_hashes(reference)
 
 
@@ -43,6 +44,13 @@ def generator_command(corpus, output, *extra):
             "--input_files_prefix", str(corpus.root), "--vocab_file", str(corpus.vocab), "--do_lower_case",
             "--output_dir", str(output), "--dupe_factor", "30", "--split_num", "8", "--num_output_files", "4",
             "--num_workers", "2", "--quiet", *extra]
+
+
+def in_this_process(capsys, corpus, output, *extra):
+    """The command run by ``main`` in this process, where the signal is not the point (a
+    --resume, a refusal): its exit status and stderr."""
+    code = main(generator_command(corpus, output, *extra)[3:])
+    return code, capsys.readouterr().err
 
 
 def units_done(journal):
@@ -79,7 +87,8 @@ def looks_complete(output):
 
 
 @pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGKILL"])
-def test_interrupted_run_leaves_nothing_complete_looking_and_resumes_to_the_same_bytes(long_run, tmp_path, how):
+def test_interrupted_run_leaves_nothing_complete_looking_and_resumes_to_the_same_bytes(long_run, tmp_path, how,
+                                                                                       capsys):
     corpus, reference = long_run
     output = tmp_path / "out"
     code, err, done_at_signal = interrupt_after_first_units(corpus, output,
@@ -102,27 +111,26 @@ def test_interrupted_run_leaves_nothing_complete_looking_and_resumes_to_the_same
     _, alive = psutil.wait_procs(survivors, timeout=60)
     assert not alive
 
-    resumed = subprocess.run(generator_command(corpus, output, "--resume"), cwd=REPO, capture_output=True, text=True)
-    assert resumed.returncode == 0, resumed.stderr
+    code, err = in_this_process(capsys, corpus, output, "--resume")
+    assert code == 0, err
     assert f"resumed: units 1-{done_at_exit} kept from the interrupted run, units {done_at_exit + 1}-30 done now" \
-        in resumed.stderr
+        in err
     assert file_hashes(output) == reference
     assert not (output / ".bert_data_work").exists()
 
 
-def test_resume_refuses_other_options_and_finished_runs(long_run, tmp_path):
+def test_resume_refuses_other_options_and_finished_runs(long_run, tmp_path, capsys):
     corpus, _ = long_run
     output = tmp_path / "out"
     code, _, _ = interrupt_after_first_units(corpus, output, lambda p: p.send_signal(signal.SIGINT))
     assert code == 130
-    other = subprocess.run(generator_command(corpus, output, "--resume", "--masked_lm_prob", "0.2"), cwd=REPO,
-                           capture_output=True, text=True)
-    assert other.returncode == 2 and "started with other options" in other.stderr
-    plain = subprocess.run(generator_command(corpus, output), cwd=REPO, capture_output=True, text=True)
-    assert plain.returncode == 2 and "--resume" in plain.stderr
-    assert subprocess.run(generator_command(corpus, output, "--resume"), cwd=REPO, capture_output=True).returncode == 0
-    again = subprocess.run(generator_command(corpus, output, "--resume"), cwd=REPO, capture_output=True, text=True)
-    assert again.returncode == 2 and "nothing to resume" in again.stderr
+    code, err = in_this_process(capsys, corpus, output, "--resume", "--masked_lm_prob", "0.2")
+    assert code == 2 and "started with other options" in err
+    code, err = in_this_process(capsys, corpus, output)
+    assert code == 2 and "--resume" in err
+    assert in_this_process(capsys, corpus, output, "--resume")[0] == 0
+    code, err = in_this_process(capsys, corpus, output, "--resume")
+    assert code == 2 and "nothing to resume" in err
 
 
 def test_interrupted_before_anything_was_finished_keeps_nothing_and_a_plain_rerun_works(capsys, corpus, tmp_path,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 
@@ -40,6 +41,44 @@ def _files(directory) -> list[str]:
     return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
 
 
+@pytest.fixture(scope="module")
+def warm_file(tmp_path_factory):
+    """A cache file written once for the module by a splitter that derived the rules from a
+    pipeline built then: the tests that start from a warm cache copy it (deriving takes seconds;
+    test_the_same_sentences_from_a_new_and_a_read_cache checks that derivation and its file)."""
+    directory = tmp_path_factory.mktemp("warm-rules")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(spacy_rules_cache.ENV_DIRECTORY, str(directory))
+        SpacySentenceSplitter()
+    [name] = _files(directory)
+    return directory / name
+
+
+@pytest.fixture(scope="module")
+def derivations() -> list:
+    return []
+
+
+def _derived_once(monkeypatch, derivations: list) -> None:
+    """``derive_rules`` derives the rules from the first pipeline it is given in the module and
+    returns those for the next ones (the same pipeline each time, so the same rules): for the
+    tests of when the cache is rebuilt, which count the pipelines built (``_counting_builds``)."""
+    derive = spacy_rules_cache.derive_rules
+
+    def derive_once(nlp, first_component):
+        if not derivations:
+            derivations.append(derive(nlp, first_component))
+        return derivations[0]
+
+    monkeypatch.setattr(spacy_rules_cache, "derive_rules", derive_once)
+
+
+def _warm(cache_dir, warm_file) -> None:
+    """``cache_dir`` holding the module's warm cache file, as a splitter run before leaves it."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(warm_file, cache_dir / warm_file.name)
+
+
 def _counting_builds(monkeypatch) -> list[int]:
     """Counts the pipelines load_rules builds to derive the rules (a rebuilt cache)."""
     builds = []
@@ -68,8 +107,8 @@ def test_the_same_sentences_from_a_new_and_a_read_cache(cache_dir, oracle, monke
     assert read._nlp is None  # no word or paragraph needed spaCy
 
 
-def test_a_warm_cache_splits_without_importing_spacy(cache_dir, oracle):
-    SpacySentenceSplitter()  # warms the cache
+def test_a_warm_cache_splits_without_importing_spacy(cache_dir, oracle, warm_file):
+    _warm(cache_dir, warm_file)
     code = (
         "import json, sys\n"
         "from bert_data.pipeline.sentences import SpacySentenceSplitter\n"
@@ -84,8 +123,9 @@ def test_a_warm_cache_splits_without_importing_spacy(cache_dir, oracle):
     assert json.loads(done.stdout) == [list(s) for s in oracle.split(COMMON)]
 
 
-def test_a_changed_key_rebuilds_the_cache(cache_dir, monkeypatch):
+def test_a_changed_key_rebuilds_the_cache(cache_dir, monkeypatch, derivations):
     builds = _counting_builds(monkeypatch)
+    _derived_once(monkeypatch, derivations)
     SpacySentenceSplitter()
     SpacySentenceSplitter()
     assert builds == [1]
@@ -121,8 +161,8 @@ def test_the_key_follows_spacys_files(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "foreign", "wrong_shape", "bad_regex"])
-def test_a_corrupt_or_foreign_cache_is_rebuilt(cache_dir, oracle, monkeypatch, damage):
-    SpacySentenceSplitter()
+def test_a_corrupt_or_foreign_cache_is_rebuilt(cache_dir, oracle, monkeypatch, damage, warm_file, derivations):
+    _warm(cache_dir, warm_file)
     [name] = _files(cache_dir)
     path = cache_dir / name
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -142,6 +182,7 @@ def test_a_corrupt_or_foreign_cache_is_rebuilt(cache_dir, oracle, monkeypatch, d
         data["rules"]["port"]["suffix_search"]["pattern"] = "(unclosed"
         path.write_text(json.dumps(data), encoding="utf-8")
     builds = _counting_builds(monkeypatch)
+    _derived_once(monkeypatch, derivations)
     splitter = SpacySentenceSplitter()
     assert builds == [1]
     assert splitter.split_text(COMMON[0]) == oracle.split_text(COMMON[0])
@@ -190,7 +231,7 @@ def test_an_unsupported_pipeline_is_recorded(cache_dir, oracle, monkeypatch):
     assert list(splitter.split(COMMON)) == list(oracle.split(COMMON))
 
 
-def test_the_shipped_samples_sentences_from_a_read_cache(cache_dir, oracle):
+def test_the_shipped_samples_sentences_from_a_read_cache(cache_dir, oracle, warm_file):
     """A corpus sample (the documents shipped in examples/): the pipeline's sentences from a
     cache read back, without building the pipeline; every paragraph's tokens from the word port
     are the tokenizer's."""
@@ -200,7 +241,7 @@ def test_the_shipped_samples_sentences_from_a_read_cache(cache_dir, oracle):
     paths = sorted((repo / "examples" / "sample" / "docs").glob("*.txt")) + [repo / "examples" / "google" / "sample_text.txt"]
     texts = [path.read_text(encoding="utf-8") for path in paths]
     assert len(texts) > 10
-    SpacySentenceSplitter()
+    _warm(cache_dir, warm_file)
     read = SpacySentenceSplitter()
     assert read._nlp is None
     assert list(read.split(texts)) == list(oracle.split(texts))
