@@ -114,22 +114,13 @@ class CorpusOrder:
         regions, offsets = np.divmod(places, self.region_size)
         whole = regions < self.n_regions
         values = regions[whole].astype(np.uint64)
-        if self.region_size > 1:  # a region's places share its permuted region: each permuted once
-            values, inverse = np.unique(values, return_inverse=True)
-        values = self._regions_at(values)
-        if self.region_size > 1:
-            values = values[inverse]
-        documents = places.copy()
-        documents[whole] = values.astype(np.int64) * self.region_size + offsets[whole]
-        return documents
-
-    def _regions_at(self, values: np.ndarray) -> np.ndarray:
-        """The permuted regions of ``values`` (uint64, each below ``n_regions``)."""
         outside = np.ones(values.shape, dtype=bool)
         while outside.any():  # cycle walking: at most a few rounds, the domain is < 4n
             values[outside] = self._feistel(values[outside])
             outside = values >= np.uint64(self.n_regions)
-        return values
+        documents = places.copy()
+        documents[whole] = values.astype(np.int64) * self.region_size + offsets[whole]
+        return documents
 
     def unit_documents(self, unit: int, split_num: int) -> np.ndarray:
         """The documents of unit ``unit``: places ``unit * split_num`` onward, at most

@@ -81,20 +81,3 @@ def test_a_unit_is_a_few_regions_from_all_over_the_corpus():
         assert REGIONS_PER_UNIT <= runs <= REGIONS_PER_UNIT + 2, runs
         sources_seen.append(len(set((documents // 5000).tolist())))
     assert np.mean(sources_seen) > 3.5  # 16 regions of 4 sources: nearly every unit sees them all
-
-
-@pytest.mark.parametrize("n,region_size", [(1000, 63), (4097, 7), (50, 1), (0, 5)])
-def test_each_region_permuted_once_gives_each_place_permuted_alone(n, region_size):
-    """``documents_at`` permutes each distinct region once and spreads it over its places: the
-    same documents as each place's region permuted on its own (``_regions_at``, a place at a
-    time), for places in any order, repeated, and the rest past the whole regions."""
-    order = CorpusOrder(n, seed=5, region_size=region_size)
-    places = np.random.default_rng(1).integers(0, max(n, 1), 300) if n else np.zeros(0, np.int64)
-    expected = []
-    for place in places.tolist():
-        region, offset = divmod(place, region_size)
-        if region >= order.n_regions:
-            expected.append(place)
-        else:
-            expected.append(int(order._regions_at(np.array([region], np.uint64))[0]) * region_size + offset)
-    assert order.documents_at(places).tolist() == expected
