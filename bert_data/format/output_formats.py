@@ -94,6 +94,13 @@ class Writer(ABC):
 
         return encode_batch(columns)
 
+    def encode_segments(self, columns: Dict[str, np.ndarray], bounds: Sequence[int]) -> list:
+        """``encode_segment`` of each range of rows ``bounds[k]:bounds[k + 1]`` (the segments of
+        several shards' rows, given together); a format whose segments are records row by row
+        encodes them at once (this, a call a range, is the reference)."""
+        return [self.encode_segment({name: column[a:b] for name, column in columns.items()})
+                for a, b in zip(bounds[:-1], bounds[1:])]
+
     @abstractmethod
     def write_shard(self, batches: Iterable[Dict[str, np.ndarray]], path: str, name: str) -> dict:
         """The shard's column batches (its body's, ``columns.iter_batches``, in the order the

@@ -4,12 +4,12 @@ format encodes them)."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 
 from .instances import InstanceSpec, PairArrays, gather_instances
-from .masking import MaskingSpec, mask_tokens
+from .masking import MaskingSpec, mask_token_ranges, mask_tokens
 from .packing import PackingSpec, pack_columns
 from .tokens import split_word_starts
 
@@ -38,11 +38,33 @@ def instance_columns(tokens: np.ndarray, pairs: PairArrays, instances: InstanceS
     return columns
 
 
+def range_columns(tokens: np.ndarray, pairs: PairArrays, instances: InstanceSpec, vocab,
+                  masking: Optional[MaskingSpec], rngs: Sequence[np.random.Generator], bounds: Sequence[int],
+                  provenance: bool = False, word_starts: bool = False) -> dict:
+    """:func:`instance_columns` (unpacked) of each range of pairs ``bounds[k]:bounds[k + 1]``
+    with its own generator ``rngs[k]``, as one batch: the rows of each range are the rows
+    ``instance_columns`` gives for that range and generator (gathering, word starts and
+    provenance are row by row; each range's masks are drawn from its generator alone,
+    ``mask_token_ranges``)."""
+    gathered = gather_instances(tokens, pairs, instances.max_seq_length, vocab.cls_id, vocab.sep_id,
+                                single_segment=instances.mlm_only)
+    starts = None
+    if word_starts:
+        gathered.input_ids, starts = split_word_starts(gathered.input_ids)
+    columns = record_columns(gathered, instances.mlm_only, vocab, masking, rngs, starts, bounds)
+    if provenance:
+        columns["source_index"] = pairs.origin[:, :1].astype(np.int64)
+        columns["document_index"] = pairs.origin[:, 1:].astype(np.int64)
+    return columns
+
+
 def record_columns(instances, mlm_only: bool, vocab, masking: Optional[MaskingSpec],
-                   rng: np.random.Generator, word_starts: Optional[np.ndarray] = None) -> dict:
+                   rng, word_starts: Optional[np.ndarray] = None,
+                   bounds: Optional[Sequence[int]] = None) -> dict:
     """The feature columns of a chunk of instances, by canonical feature name, masked as
     ``masking`` says (None: left to the loader); ``word_starts``: each token's, stored and used
-    by the masks."""
+    by the masks.  ``rng``: a generator, or with ``bounds`` one a range of rows
+    (``mask_token_ranges``)."""
     columns = {"input_ids": instances.input_ids, "input_mask": instances.input_mask}
     if not mlm_only:
         columns["segment_ids"] = instances.segment_ids
@@ -50,7 +72,9 @@ def record_columns(instances, mlm_only: bool, vocab, masking: Optional[MaskingSp
     if word_starts is not None:
         columns["word_starts"] = word_starts
     if masking is not None:
-        masked = mask_tokens(instances.input_ids, instances.lengths, masking, vocab, rng, word_starts)
+        masked = mask_tokens(instances.input_ids, instances.lengths, masking, vocab, rng, word_starts) \
+            if bounds is None else \
+            mask_token_ranges(instances.input_ids, instances.lengths, masking, vocab, rng, bounds, word_starts)
         columns.update(input_ids=masked.input_ids, masked_lm_positions=masked.masked_lm_positions,
                        masked_lm_ids=masked.masked_lm_ids, masked_lm_weights=masked.masked_lm_weights)
     return columns

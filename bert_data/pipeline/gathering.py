@@ -10,7 +10,7 @@ import numpy as np
 
 from ..compiled import kernel
 
-__all__ = ["gather_rows"]
+__all__ = ["copy_runs", "gather_rows"]
 
 
 @kernel
@@ -56,3 +56,19 @@ def gather_rows(pool, a_start, a_length, b_start, b_length, max_seq_length, cls_
         for j in range(end, width):
             mask_row[j] = 0
     return out, mask, segments
+
+
+@kernel
+def copy_runs(out, out_starts, source, source_starts, counts):
+    """``out[out_starts[i]:out_starts[i] + counts[i]] = source[source_starts[i]:...]`` for each
+    ``i``, in order (1-D arrays; ``out`` takes ``source``'s values as numpy's assignment casts
+    them): runs of a token pool copied with no index array a token (a unit's pool is gathered
+    from slices so).  False, before copying it, at the first run that does not lie inside both
+    arrays (the caller's numpy copy then says what is wrong)."""
+    for i in range(counts.shape[0]):
+        count, at, begin = counts[i], out_starts[i], source_starts[i]
+        if count < 0 or at < 0 or begin < 0 or at + count > out.shape[0] or begin + count > source.shape[0]:
+            return False
+        for k in range(count):
+            out[at + k] = source[begin + k]
+    return True

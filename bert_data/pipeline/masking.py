@@ -32,7 +32,7 @@ ordinary vocabulary (``Vocab.ordinary_ids``), never [PAD], [CLS], [SEP], [MASK],
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -312,6 +312,35 @@ def mask_tokens(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingSpec, v
     """
     input_ids = np.asarray(input_ids)
     lengths = np.asarray(lengths)
+    positions, n_chosen = _choice(input_ids, lengths, spec, vocab, rng, word_starts)
+    return _replaced(input_ids, positions, n_chosen, spec, vocab, rng)
+
+
+def mask_token_ranges(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingSpec, vocab,
+                      rngs: Sequence[np.random.Generator], bounds: Sequence[int],
+                      word_starts: Optional[np.ndarray] = None) -> MaskedTokens:
+    """:func:`mask_tokens` of each range of rows ``bounds[k]:bounds[k + 1]`` with its own
+    ``rngs[k]``, as one batch: each range's choice and replacement draws exactly as
+    ``mask_tokens`` of those rows draws them from its generator (the same rows, the same
+    bytes), the replacements applied to all rows at once (many small ranges pay the
+    per-call costs once: an encode task's output shards, a few hundred rows each)."""
+    input_ids = np.asarray(input_ids)
+    lengths = np.asarray(lengths)
+    n, slots = input_ids.shape[0], spec.max_predictions_per_seq
+    positions = np.zeros((n, slots), dtype=np.int32)
+    n_chosen = np.zeros(n, dtype=np.int64)
+    draw = np.empty((n, slots), dtype=np.float64)
+    random_index = np.empty((n, slots), dtype=np.int64)
+    for rng, a, b in zip(rngs, bounds[:-1], bounds[1:]):
+        positions[a:b], n_chosen[a:b] = _choice(input_ids[a:b], lengths[a:b], spec, vocab, rng,
+                                                None if word_starts is None else word_starts[a:b])
+        draw[a:b], random_index[a:b] = _replacement_draws(b - a, slots, vocab, rng)
+    return _applied(input_ids, positions, n_chosen, draw, random_index, spec, vocab)
+
+
+def _choice(input_ids, lengths, spec: MaskingSpec, vocab, rng, word_starts):
+    """The positions chosen in each row (``(n, max_predictions_per_seq)``, ascending, 0-padded)
+    and how many (the first draws of ``mask_tokens``)."""
     budget = num_to_predict(lengths, spec.masked_lm_prob, spec.max_predictions_per_seq)
     # The word choosers look up each id's mark; stored starts become a two-entry table of marks
     # looked up by "does not start a word".
@@ -320,12 +349,9 @@ def mask_tokens(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingSpec, v
         marked_ids, is_continuation = (np.asarray(word_starts) == 0).astype(np.intp), _STORED_MARKS
     kernel = _CHOICE_KERNELS.get(spec.strategy, lambda: None)()
     if kernel is not None and input_ids.size:
-        positions, n_chosen = _chosen_compiled(kernel, input_ids, marked_ids, is_continuation, lengths, spec, budget,
-                                               rng)
-    else:
-        positions, n_chosen = _packed(_chosen(input_ids, marked_ids, is_continuation, lengths, spec, budget, rng),
-                                      spec.max_predictions_per_seq)
-    return _replaced(input_ids, positions, n_chosen, spec, vocab, rng)
+        return _chosen_compiled(kernel, input_ids, marked_ids, is_continuation, lengths, spec, budget, rng)
+    return _packed(_chosen(input_ids, marked_ids, is_continuation, lengths, spec, budget, rng),
+                   spec.max_predictions_per_seq)
 
 
 def _chosen(input_ids, marked_ids, is_continuation, lengths, spec: MaskingSpec, budget, rng) -> np.ndarray:
@@ -439,9 +465,20 @@ def _replaced(input_ids, positions, n_chosen, spec: MaskingSpec, vocab, rng) -> 
     """The chosen tokens replaced 80/10/10 (the draws after the choice's: one uniform per slot,
     then one random-token index per slot, as the reference draws them)."""
     n, max_predictions_per_seq = positions.shape
+    draw, random_index = _replacement_draws(n, max_predictions_per_seq, vocab, rng)
+    return _applied(input_ids, positions, n_chosen, draw, random_index, spec, vocab)
+
+
+def _replacement_draws(n: int, max_predictions_per_seq: int, vocab, rng):
+    """One uniform a slot, then one random-token index a slot (the reference's order)."""
     draw = rng.random((n, max_predictions_per_seq))
+    return draw, rng.integers(0, len(vocab.ordinary_ids), size=(n, max_predictions_per_seq))
+
+
+def _applied(input_ids, positions, n_chosen, draw, random_index, spec: MaskingSpec, vocab) -> MaskedTokens:
+    """The chosen tokens replaced by their draws (``_replaced``)."""
+    n, max_predictions_per_seq = positions.shape
     ordinary_ids = vocab.ordinary_ids
-    random_index = rng.integers(0, len(ordinary_ids), size=(n, max_predictions_per_seq))
     apply = apply_masks()
     if apply is not None and input_ids.size:
         masked, labels, weights = apply(np.ascontiguousarray(input_ids), positions, n_chosen,

@@ -104,10 +104,64 @@ class DocumentTokenizer:
                 self._flush()
                 n_sentences = n_chars = 0
         self._flush()
+        return self._result()
+
+    def _result(self) -> TokenizedDocuments:
         tokens = np.concatenate(self._token_parts) if self._token_parts else np.zeros(0, dtype=self.dtype)
         sentence_lengths = np.concatenate(self._sentence_lengths) if self._sentence_lengths else np.zeros(0, np.int32)
         table = np.concatenate(self._rows) if self._rows else np.zeros((0, TABLE_COLUMNS), dtype=np.int64)
-        return TokenizedDocuments(tokens, sentence_lengths, table, self._n_chars, skips, self._kept_in_parts)
+        return TokenizedDocuments(tokens, sentence_lengths, table, self._n_chars, self._skips, self._kept_in_parts)
+
+    def tokenize_read(self, documents: Iterable[Document], skips: List[Skip]) -> TokenizedDocuments:
+        """``tokenize`` of documents read whole first, none of them read in parts (JSON Lines),
+        split by a splitter that splits a batch at once (``split_batch``): the same arrays, and
+        the same skips in the same order, without Python a document.  ``tokenize`` records a
+        document left with no sentence when it tokenizes the batch holding it: after the
+        reader's skips of the lines before that batch's last document, before those of the
+        lines after it (the reader is read as it goes); the batches are found here as it finds
+        them (by the sentences and characters split), and those skips placed so."""
+        self._skips = skips
+        read = self._read
+        read.extend(documents)  # (as read: a failure names the document read last)
+        if any(map(_IN_PARTS, read)):
+            raise ValueError("tokenize_read takes whole documents; one read in parts goes through tokenize")
+        n_reader_skips = len(skips)
+        texts = [document.text for document in read]
+        self._n_chars = sum(map(len, texts))
+        sentences, counts = self.splitter.split_batch(texts)
+        del texts
+        n = len(read)
+        sentences_before = np.zeros(n + 1, np.int64)
+        np.cumsum(counts, out=sentences_before[1:])
+        chars_before = np.zeros(len(sentences) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, sentences), np.int64, len(sentences)), out=chars_before[1:])
+        chars_before = chars_before[sentences_before]  # per document
+        # ``tokenize``'s batches: each ends at the first document bringing its sentences to
+        # TOKENIZE_BATCH or its characters to TOKENIZE_CHARS (the rest: when reading ends).
+        ends, start = [], 0
+        while start < n:
+            end = min(int(np.searchsorted(sentences_before, sentences_before[start] + TOKENIZE_BATCH, "left")),
+                      int(np.searchsorted(chars_before, chars_before[start] + TOKENIZE_CHARS, "left")))
+            if end > n:
+                break
+            ends.append(end)
+            start = end
+        tokens, lengths = self._encode(sentences)
+        del sentences
+        left_empty = self._keep(read, tokens, lengths, counts)
+        if len(left_empty):  # their skips, moved to where their batch recorded them
+            reader_skips, empty_skips = skips[:n_reader_skips], skips[n_reader_skips:]
+            positions = np.fromiter(map(_CORPUS_DOC, reader_skips), np.int64, len(reader_skips))
+            batches = np.searchsorted(np.asarray(ends, np.int64), left_empty, "right")
+            merged, taken = [], 0
+            for skip, batch in zip(empty_skips, batches.tolist()):
+                before = len(reader_skips) if batch == len(ends) else \
+                    int(np.searchsorted(positions, read[ends[batch] - 1].corpus_doc, "left"))
+                merged += reader_skips[taken:before]
+                merged.append(skip)
+                taken = max(taken, before)
+            skips[:] = merged + reader_skips[taken:]
+        return self._result()
 
     @property
     def last_read(self) -> Optional[Document]:
@@ -158,8 +212,15 @@ class DocumentTokenizer:
             return
         documents, split = zip(*pending)
         tokens, lengths = self._encode(list(chain.from_iterable(split)))
-        bounds = np.zeros(len(pending) + 1, dtype=np.int64)  # where each document's sentences begin
-        np.cumsum(np.fromiter(map(len, split), np.int64, len(pending)), out=bounds[1:])
+        self._keep(documents, tokens, lengths, np.fromiter(map(len, split), np.int64, len(pending)))
+        pending.clear()
+
+    def _keep(self, documents, tokens: np.ndarray, lengths: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Tokenized documents (``counts``: each one's sentences, ``lengths`` each sentence's
+        tokens, ``tokens`` theirs end to end) kept as arrays, those left with no sentence
+        recorded as skipped; returns where those are among ``documents``."""
+        bounds = np.zeros(len(documents) + 1, dtype=np.int64)  # where each document's sentences begin
+        np.cumsum(counts, out=bounds[1:])
         kept_sentence = lengths > 0
         sentences_before = np.concatenate([[0], np.cumsum(kept_sentence)])[bounds]  # kept sentences before each
         tokens_before = np.concatenate([[0], np.cumsum(lengths)])[bounds]
@@ -186,4 +247,4 @@ class DocumentTokenizer:
         self._sentence_lengths.append(lengths[kept_sentence].astype(np.int32))
         self._n_tokens += len(tokens)
         self._n_sentences += int(sentences_before[-1])
-        pending.clear()
+        return np.flatnonzero(~kept)

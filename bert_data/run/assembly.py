@@ -79,6 +79,7 @@ class ShardAssembler:
         self.format, self.options = output.kind, output.shard_options
         self.fetch_dir = fetch_dir  # where pieces at a URL are downloaded to, to be appended
         self.dirs = output.split_dirs()
+        self._paths: Dict[str, str] = {}  # key -> ``path``
         # Shards shuffled at the end are kept uncompressed until then (see ``shard_shuffle``).
         self.zlib = output.segment_compression == "zlib"
         # key -> [Adler-32 and length of the raw bytes (zlib's trailer), CRC-32C of the bytes
@@ -93,9 +94,14 @@ class ShardAssembler:
             self.open_split(split, count, sizes)
 
     def path(self, key: str) -> str:
-        """Where a shard's units are appended: the shard in progress for TFRecord, else its body."""
-        split, shard = key.split("/")
-        return body_path(shard_path(self.dirs[split], self.output, int(shard)), self.format.appendable)
+        """Where a shard's units are appended: the shard in progress for TFRecord, else its body
+        (worked out once a shard: every unit appends to every shard)."""
+        path = self._paths.get(key)
+        if path is None:
+            split, shard = key.split("/")
+            path = self._paths[key] = body_path(shard_path(self.dirs[split], self.output, int(shard)),
+                                                self.format.appendable)
+        return path
 
     def open_split(self, split: str, count: int, sizes: Optional[Dict[str, int]] = None) -> None:
         """Create the ``count`` shards of a split (its count may be decided during the run, when

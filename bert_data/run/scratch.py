@@ -328,6 +328,11 @@ def _rows_in(entry: _Mapped, wanted: np.ndarray) -> np.ndarray:
     slice's documents are), a unit's few hundred documents searched among its thousands."""
     if not entry.sorted_column:
         return _wanted_rows(entry.column, wanted)
+    if not len(entry.column):
+        return np.zeros(0, np.int64)
+    # Only the wanted positions within the slice's are searched for (a unit's documents lie in
+    # many slices: each holds a few of them).
+    wanted = wanted[np.searchsorted(wanted, entry.column[0], "left"):np.searchsorted(wanted, entry.column[-1], "right")]
     lows = np.searchsorted(entry.column, wanted, "left")
     highs = np.searchsorted(entry.column, wanted, "right")
     present = highs > lows

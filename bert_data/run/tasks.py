@@ -38,7 +38,7 @@ from ..compiled import long_lived
 from ..format.dataset_layout import TRAIN
 from ..format.output_formats import get_format
 from ..format.tfrecord.splicing import SegmentCompressor
-from ..pipeline.columns import instance_columns
+from ..pipeline.columns import instance_columns, range_columns
 from ..pipeline.documents.reading import Undecoded, read_documents
 from ..pipeline.documents.types import InputError, Skip, Slice
 from ..pipeline.instances import create_instances
@@ -144,7 +144,11 @@ def tokenize_slice(slice_: Slice, spec: TokenizeSpec, work_dir: str) -> SliceSum
             decontamination = spec.screening.decontamination
             screen = DocumentScreen(spec.screening, eval_ngrams(decontamination) if decontamination else None)
             documents = screen.screen(documents)
-        tokenized = stage.tokenize(documents, skips)
+        if screen is None and hasattr(stage.splitter, "split_batch") and all(
+                source.text_field is not None and not source.table and not source.in_parts for source in slice_.sources):
+            tokenized = stage.tokenize_read(documents, skips)  # (JSON Lines a line a sentence: a slice at a time)
+        else:
+            tokenized = stage.tokenize(documents, skips)
     except Exception as error:  # name the document: the first thing a user needs to know
         last = stage.last_read
         where = last.label if last is not None else (slice_.sources[0].label if slice_.sources else "?")
@@ -210,10 +214,17 @@ def pair_unit(unit: UnitWork, table: SliceTable, spec: PairSpec, work_dir: str) 
 
 # ---------------------------------------------------------------------------- encode_shards
 
-def encode_shards(task: EncodeTask, spec: EncodeSpec, work_dir: str) -> List[Segment]:
+def encode_shards(task: EncodeTask, spec: EncodeSpec, work_dir: str, batched: bool = True) -> List[Segment]:
     """Mask and encode one split's records for some output shards, in the output format's
     segment encoding (framed records for TFRecord, column batches for the others), into one
-    piece file."""
+    piece file.
+
+    Each shard's records are masked from its own stream in chunks of at most ``CHUNK_ROWS``.
+    ``batched`` (unpacked records): neighbouring chunks of several shards (a unit of short
+    documents gives each shard a few hundred records) are gathered, masked and encoded
+    together, each chunk's masks still drawn from its shard's stream as a chunk of its own
+    (``range_columns``): the same bytes as a chunk at a time (``batched=False``, the
+    reference), with the per-call costs paid once a batch."""
     vocab = worker_tokenizer(spec.tokenizer).vocab
     writer = get_format(spec.format).make_writer(spec.shard_options)
     path = piece_path(work_dir, task.unit_index, task.split, task.shards[0])
@@ -221,29 +232,80 @@ def encode_shards(task: EncodeTask, spec: EncodeSpec, work_dir: str) -> List[Seg
     tokens = load_array(task.tokens_path) if task.sources is None else None
     loaded: Dict[str, np.ndarray] = {}  # (packed: the pools and pairs read so far)
     segments = []
-    first_row = 0
+    shards: Dict[int, _ShardSegment] = {}
+    batched = batched and tokens is not None and task.pack_sizes is None
     with PieceWriter(path) as piece_file:
-        for shard, size in zip(task.shards, task.shard_sizes):
-            masking_rng = np.random.default_rng(random_streams(spec.seed, task.unit_index, task.split, MASKING, shard))
-            offset = piece_file.tell()
-            compressor = SegmentCompressor(spec.segment_compression)
-            crc = 0
-            for rows, pack_sizes in record_slices(task.pack_sizes, first_row, first_row + size, CHUNK_ROWS):
+        for group in _chunk_groups(task, CHUNK_ROWS if batched else 0):
+            for shard, *_ in group:
+                if shard not in shards:
+                    shards[shard] = _ShardSegment(np.random.default_rng(
+                        random_streams(spec.seed, task.unit_index, task.split, MASKING, task.shards[shard])),
+                        spec.segment_compression)
+            if len(group) > 1:
+                first, end = group[0][1].start, group[-1][1].stop
+                bounds = [0, *(rows.stop - first for _, rows, _, _ in group)]
+                columns = range_columns(tokens, task.pairs.take(slice(first, end)), spec.instances, vocab,
+                                        spec.masking, [shards[shard].rng for shard, *_ in group], bounds,
+                                        spec.provenance, spec.word_starts)
+                encoded = writer.encode_segments(columns, bounds)
+            else:
+                ((shard, rows, pack_sizes, _),) = group
                 chunk_tokens, pairs = (tokens, task.pairs.take(rows)) if tokens is not None else \
                     gather_pairs(task.sources.take(rows), loaded)
-                columns = instance_columns(chunk_tokens, pairs, spec.instances, vocab, spec.masking,
-                                           masking_rng, spec.packing, pack_sizes, spec.provenance,
-                                           spec.word_starts)
-                data = compressor.compress(writer.encode_segment(columns))
-                crc = crc32c(data, crc)
-                piece_file.write(data)
-            data = compressor.flush()
-            piece_file.write(data)
-            first_row += size
-            if size:
-                segments.append(Segment(task.split, shard, path, offset, piece_file.tell() - offset, size,
-                                        compressor.adler32, compressor.raw_length, crc32c(data, crc)))
+                encoded = [writer.encode_segment(instance_columns(
+                    chunk_tokens, pairs, spec.instances, vocab, spec.masking, shards[shard].rng, spec.packing,
+                    pack_sizes, spec.provenance, spec.word_starts))]
+            for (shard, _, _, size), data in zip(group, encoded):
+                segment = shards[shard]
+                if segment.offset is None:
+                    segment.offset = piece_file.tell()
+                piece_file.write(segment.add(data))
+                if size:  # the shard's last chunk
+                    data = segment.compressor.flush()
+                    piece_file.write(data)
+                    segments.append(Segment(task.split, task.shards[shard], path, segment.offset,
+                                            piece_file.tell() - segment.offset, size, segment.compressor.adler32,
+                                            segment.compressor.raw_length, crc32c(data, segment.crc)))
     return segments
+
+
+@dataclass
+class _ShardSegment:
+    """One output shard's segment of an encode task, as its chunks are written: its masking
+    stream, compressor, running CRC-32C and where it starts in the piece."""
+
+    rng: np.random.Generator
+    compression: Optional[str]
+    offset: Optional[int] = None
+    crc: int = 0
+
+    def __post_init__(self):
+        self.compressor = SegmentCompressor(self.compression)
+
+    def add(self, data) -> bytes:
+        data = self.compressor.compress(data)
+        self.crc = crc32c(data, self.crc)
+        return data
+
+
+def _chunk_groups(task: EncodeTask, batch_rows: int):
+    """The task's chunks, ``(shard's place in the task, rows, pack sizes, the shard's records
+    if it is the shard's last chunk else 0)``, in the order they are written, in groups of
+    neighbouring chunks of at most ``batch_rows`` rows together (0: a chunk a group)."""
+    group: list = []
+    rows_in_group = first_row = 0
+    for shard, size in enumerate(task.shard_sizes):
+        chunks = list(record_slices(task.pack_sizes, first_row, first_row + size, CHUNK_ROWS))
+        first_row += size
+        for c, (rows, pack_sizes) in enumerate(chunks):
+            n = rows.stop - rows.start
+            if group and rows_in_group + n > batch_rows:
+                yield group
+                group, rows_in_group = [], 0
+            group.append((shard, rows, pack_sizes, size if c == len(chunks) - 1 else 0))
+            rows_in_group += n
+    if group:
+        yield group
 
 
 def record_bytes(pairs, spec: EncodeSpec, vocab, compression: Optional[str], segment_rows: int,

@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import storage
 from ..pipeline.documents.types import Slice
+from ..pipeline.gathering import copy_runs
 from ..pipeline.instances import PairArrays, TokenPool
 from ..pipeline.packing import row_members
 from ..pipeline.tokens import DOC_POSITION, DOC_REPLACED, SENTENCE_END, SENTENCE_START, TOKEN_END, TOKEN_START
@@ -131,13 +132,19 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
     # slice at a time: a unit of one huge document has tens of millions of tokens).
     by_slice = np.argsort(layout.numbers, kind="stable")
     numbers, firsts = np.unique(layout.numbers[by_slice], return_index=True)
+    copy = copy_runs()  # (compiled: runs copied in place; else, and for a run out of bounds, index arrays)
+    pool_array = np.asarray(pool)
     for number, a, b in zip(numbers.tolist(), firsts.tolist(), np.append(firsts[1:], len(by_slice)).tolist()):
         tokens, sentences = arrays[number]
         rows = by_slice[a:b]
-        pool[_ranges(layout.row_starts[rows], layout.token_counts[rows])] = \
-            tokens[_ranges(layout.token_froms[rows], layout.token_counts[rows])]
-        sentence_lengths[_ranges(layout.sentence_offsets[rows], layout.sentence_counts[rows])] = \
-            sentences[_ranges(layout.sentence_froms[rows], layout.sentence_counts[rows])]
+        if copy is None or not copy(pool_array, layout.row_starts[rows], tokens, layout.token_froms[rows],
+                                    layout.token_counts[rows]):
+            pool[_ranges(layout.row_starts[rows], layout.token_counts[rows])] = \
+                tokens[_ranges(layout.token_froms[rows], layout.token_counts[rows])]
+        if copy is None or not copy(sentence_lengths, layout.sentence_offsets[rows], sentences,
+                                    layout.sentence_froms[rows], layout.sentence_counts[rows]):
+            sentence_lengths[_ranges(layout.sentence_offsets[rows], layout.sentence_counts[rows])] = \
+                sentences[_ranges(layout.sentence_froms[rows], layout.sentence_counts[rows])]
     if separator_id is not None:
         pool[layout.doc_starts[1:] - 1] = separator_id
     del pool  # (unmapped, not flushed: the tasks that read it map the same pages; an msync a unit waited on the disk)

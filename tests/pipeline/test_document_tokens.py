@@ -110,3 +110,84 @@ def test_a_call_ends_at_the_sentence_that_reaches_the_character_bound(monkeypatc
 def test_no_documents():
     result = DocumentTokenizer(LineSplitter(), WordTokenizer(), np.dtype(np.uint16)).tokenize([], [])
     assert result.tokens.size == 0 and result.sentence_lengths.size == 0 and result.table.shape == (0, TABLE_COLUMNS)
+
+
+class DroppingTokenizer(WordTokenizer):
+    """``WordTokenizer``, but a word "-" has no id (a sentence of them: no token, as text the
+    normaliser drops)."""
+
+    def _ids(self, texts):
+        return super()._ids([" ".join(word for word in text.split() if word != "-") for text in texts])
+
+
+def _read_with_skips(rng, n, skips):
+    """A reader of whole documents (JSON Lines): between documents it records skipped lines in
+    ``skips`` as it reads them; documents with no text, no line, or only words without ids."""
+    for d in range(n):
+        if rng.random() < 0.3:  # a skipped line before the document, recorded as the reader passes it
+            skips.append(Skip("invalid JSON", f"file#{2 * d}", 100 + 2 * d, False))
+        kind = rng.random()
+        if kind < 0.15:
+            text = "\n".join(["-"] * int(rng.integers(1, 4)))  # no token: left with no sentence
+        elif kind < 0.2:
+            text = " \n\t\n"  # no sentence at all
+        else:
+            text = "\n".join(rng.choice(["a bb", "ccc", "  d - ee ", "-", "", "f\rg", "h\u2028i"],
+                                        int(rng.integers(1, 6))).tolist())
+        yield Document(f"file#{2 * d + 1}", text, n_replaced=int(rng.integers(0, 2)), corpus_doc=101 + 2 * d)
+    if rng.random() < 0.7:
+        skips.append(Skip("empty", f"file#{2 * n}", 100 + 2 * n, False))  # a trailing line, read last
+
+
+@pytest.mark.parametrize("word_starts", [False, True])
+@pytest.mark.parametrize("batch,chars", [(4096, 1_000_000), (7, 1_000_000), (5, 40), (1, 1), (3, 2)])
+@pytest.mark.parametrize("seed", range(3))
+def test_documents_read_first_give_what_documents_read_as_they_go_give(monkeypatch, word_starts, batch, chars,
+                                                                       seed):
+    """``tokenize_read`` (JSON Lines: the slice read, then split and tokenized at once) against
+    ``tokenize``: the same arrays, and the same skips in the same order (a document left with
+    no sentence is recorded with its batch, among the reader's skips), across batches."""
+    from bert_data.pipeline.sentences import LineSentenceSplitter
+
+    monkeypatch.setattr(tokens_module, "TOKENIZE_BATCH", batch)
+    monkeypatch.setattr(tokens_module, "TOKENIZE_CHARS", chars)
+    dtype = np.dtype(np.uint32 if word_starts else np.uint16)
+    results = []
+    for method in ("tokenize", "tokenize_read"):
+        skips = []
+        stage = DocumentTokenizer(LineSentenceSplitter(), DroppingTokenizer(), dtype, word_starts)
+        result = getattr(stage, method)(_read_with_skips(np.random.default_rng(seed), 80, skips), skips)
+        assert result.skips is skips
+        results.append((result, stage.last_read.label))
+    (ours, our_last), (theirs, their_last) = results[1], results[0]
+    for name in ("tokens", "sentence_lengths", "table"):
+        assert getattr(ours, name).dtype == getattr(theirs, name).dtype, name
+        np.testing.assert_array_equal(getattr(ours, name), getattr(theirs, name), err_msg=name)
+    assert ours.skips == theirs.skips
+    reasons = [skip.reason for skip in ours.skips]
+    if batch < 80:  # batches end inside the slice: their skips sit among the reader's
+        assert reasons.index(NO_SENTENCE) < len(reasons) - 1 - reasons[::-1].index("invalid JSON")
+    assert (ours.n_chars, ours.kept_in_parts, our_last) == (theirs.n_chars, theirs.kept_in_parts, their_last)
+
+
+def test_documents_read_first_must_be_whole():
+    from bert_data.pipeline.sentences import LineSentenceSplitter
+
+    stage = DocumentTokenizer(LineSentenceSplitter(), WordTokenizer(), np.dtype(np.uint16))
+    with pytest.raises(ValueError, match="in parts"):
+        stage.tokenize_read([Document("a", "x y", corpus_doc=0, in_parts=True)], [])
+    assert DocumentTokenizer(LineSentenceSplitter(), WordTokenizer(), np.dtype(np.uint16)).tokenize_read(
+        [], []).table.shape == (0, TABLE_COLUMNS)
+
+
+def test_lines_split_a_batch_at_once_are_split_a_document_at_a_time():
+    from bert_data.pipeline.sentences import LineSentenceSplitter
+
+    splitter = LineSentenceSplitter()
+    texts = ["a\nb", "", "  \n\n x \r\n y\u2028z", "one", "\n\n", "q\x0bw\x1cz\x85k\u2029", "\t", "last line "]
+    sentences, counts = splitter.split_batch(texts)
+    expected = list(splitter.split(texts))
+    assert counts.dtype == np.int64 and counts.tolist() == [len(s) for s in expected]
+    assert sentences == [s for document in expected for s in document]
+    with pytest.raises(Exception, match="documents must be str"):
+        splitter.split_batch(["a", b"b"])

@@ -262,3 +262,32 @@ def test_another_bit_generator_takes_the_given_keys_path(monkeypatch):
     assert masking_kernels.pcg64_state(first) is None
     assert_same(masked(ids, lengths, spec, first, monkeypatch, True), masked(ids, lengths, spec, second, monkeypatch, False))
     assert first.random() == second.random()
+
+
+@pytest.mark.parametrize("options", SPECS, ids=[",".join(f"{k}={v}" for k, v in o.items()) or "token" for o in SPECS])
+@pytest.mark.parametrize("compiled_on", [True, False])
+@pytest.mark.parametrize("stored_starts", [False, True])
+def test_ranges_masked_together_are_each_range_masked_alone(monkeypatch, options, compiled_on, stored_starts):
+    """``mask_token_ranges`` (an encode task's shards masked in one batch, each from its own
+    generator) gives each range's rows exactly what ``mask_tokens`` gives them alone, and takes
+    the same draws from each generator."""
+    from bert_data.pipeline.masking import mask_token_ranges
+
+    spec = MaskingSpec(special_ids=(CLS, SEP, SEPARATOR), **{"masked_lm_prob": 0.15, "max_predictions_per_seq": 20,
+                                                             **options})
+    ids, lengths = batch(n=600, seed=4)
+    starts = (np.random.default_rng(1).random(ids.shape) < 0.6).astype(np.int32) if stored_starts else None
+    bounds = [0, 1, 40, 41, 300, 302, 600]  # a one-row range, ranges of the special rows, uneven sizes
+    monkeypatch.setenv(compiled.DISABLE_VARIABLE, "1" if compiled_on else "0")
+    together = [np.random.default_rng([7, k]) for k in range(len(bounds) - 1)]
+    alone = [np.random.default_rng([7, k]) for k in range(len(bounds) - 1)]
+    ours = mask_token_ranges(ids, lengths, spec, VOCAB, together, bounds, starts)
+    for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+        theirs = mask_tokens(ids[a:b], lengths[a:b], spec, VOCAB, alone[k],
+                             word_starts=None if starts is None else starts[a:b])
+        for name in FIELDS:
+            part = getattr(ours, name)[a:b]
+            assert part.dtype == getattr(theirs, name).dtype, name
+            np.testing.assert_array_equal(part, getattr(theirs, name), err_msg=f"{name}, rows {a}:{b}")
+        assert together[k].random() == alone[k].random()  # the same draws taken from the range's generator
+    assert ours.masked_lm_weights[:, 0].sum() > 500

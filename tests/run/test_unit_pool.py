@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bert_data import compiled
+from bert_data.pipeline.gathering import copy_runs
 from bert_data.pipeline.tokens import TABLE_COLUMNS
 from bert_data.run import units
 from bert_data.run.run_files import slice_paths
@@ -62,7 +64,10 @@ def _reference(unit, table, work_dir, path, separator_id, kept):
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("separator_id", [None, 7])
-def test_unit_pool_is_the_row_by_row_pool(tmp_path, seed, separator_id):
+@pytest.mark.parametrize("compiled_on", [True, False])  # runs copied by ``gathering.copy_runs``, or by index arrays
+def test_unit_pool_is_the_row_by_row_pool(tmp_path, monkeypatch, seed, separator_id, compiled_on):
+    monkeypatch.setenv(compiled.DISABLE_VARIABLE, "1" if compiled_on else "0")
+    assert compiled.kernels_enabled() == compiled_on
     rng = np.random.default_rng(seed)
     n_docs = 300
     table = _write_slices(tmp_path, rng, n_docs)
@@ -82,6 +87,25 @@ def test_unit_pool_is_the_row_by_row_pool(tmp_path, seed, separator_id):
         assert np.array_equal(flat, expected_flat) and np.array_equal(offsets, expected_offsets)
         assert (kept, replaced) == (kept_reference, replaced_expected)
         del pool, expected
+
+
+@pytest.mark.parametrize("compiled_on", [True, False])
+def test_copy_runs_copies_runs_and_refuses_one_out_of_bounds(monkeypatch, compiled_on):
+    monkeypatch.setenv(compiled.DISABLE_VARIABLE, "1" if compiled_on else "0")
+    copy = copy_runs() if compiled_on else copy_runs.python_function
+    assert copy is not None
+    source = np.arange(100, 120, dtype=np.int32)
+    out = np.zeros(12, np.int64)
+    starts, froms, counts = (np.asarray(values, np.int64) for values in ([0, 3, 10], [5, 0, 18], [3, 0, 2]))
+    assert copy(out, starts, source, froms, counts)
+    assert out.tolist() == [105, 106, 107, 0, 0, 0, 0, 0, 0, 0, 118, 119]
+    bad_cases = [([0, 3, 11], [5, 0, 18]),  # the last run past out's end
+                 ([0, 3, 10], [5, 0, 19]),  # past source's end
+                 ([-1, 3, 10], [5, 0, 18])]  # a negative start
+    for bad_starts, bad_froms in bad_cases:
+        out[:] = 0
+        assert not copy(out, np.asarray(bad_starts, np.int64), source, np.asarray(bad_froms, np.int64), counts)
+        assert out[10:].tolist() == [0, 0]  # (the last run, or all: nothing past the bad run is copied)
 
 
 def test_a_unit_without_text_gives_an_empty_pool(tmp_path):

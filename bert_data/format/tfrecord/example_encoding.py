@@ -381,6 +381,24 @@ def encode_framed_array(columns: Mapping[str, np.ndarray], specs: Sequence[Featu
     return np.concatenate(flats) if flats else np.zeros(0, dtype=np.uint8)
 
 
+def encode_framed_ranges(columns: Mapping[str, np.ndarray], specs: Sequence[FeatureSpec],
+                         bounds: Sequence[int]) -> List[np.ndarray]:
+    """:func:`encode_framed_array` of each range of rows ``bounds[k]:bounds[k + 1]``: the rows
+    encoded as one batch, cut where the ranges' records meet (a framed record's bytes are its
+    row's alone)."""
+    flats, sizes = [], []
+    for flat, chunk_sizes in _chunks(columns, specs, framed=True):
+        flats.append(flat)
+        sizes.append(chunk_sizes)
+    if not flats:
+        return [np.zeros(0, dtype=np.uint8) for _ in bounds[1:]]
+    flat = flats[0] if len(flats) == 1 else np.concatenate(flats)
+    ends = np.zeros(sum(map(len, sizes)) + 1, dtype=np.int64)
+    np.cumsum(np.concatenate(sizes) + (_FRAME_HEADER + _FRAME_FOOTER), out=ends[1:])
+    cuts = ends[np.asarray(bounds, dtype=np.int64)].tolist()
+    return [flat[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+
+
 def encode_framed(columns: Mapping[str, np.ndarray], specs: Sequence[FeatureSpec]) -> bytes:
     """:func:`encode_framed_array` as bytes."""
     return encode_framed_array(columns, specs).tobytes()

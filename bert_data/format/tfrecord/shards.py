@@ -5,13 +5,13 @@ framing reader and the example codec."""
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, Iterator
+from typing import Dict, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from ..layout import canonical_name
 from ..output_formats import Reader, Writer
-from .example_encoding import encode_framed_array
+from .example_encoding import encode_framed_array, encode_framed_ranges
 from .records import iter_records
 from .splicing import StreamCompressor
 
@@ -22,6 +22,12 @@ class TFRecordWriter(Writer):
         The framed records as the encoder wrote them, bytes-like (no copy into a bytes object)."""
         specs = list(self.options.specs)
         return memoryview(encode_framed_array({spec.name: columns[canonical_name(spec.name)] for spec in specs}, specs))
+
+    def encode_segments(self, columns: Dict[str, np.ndarray], bounds: Sequence[int]) -> list:
+        """Records are framed row by row: the ranges' rows encoded in one call, then cut."""
+        specs = list(self.options.specs)
+        return [memoryview(part) for part in
+                encode_framed_ranges({spec.name: columns[canonical_name(spec.name)] for spec in specs}, specs, bounds)]
 
     def write_shard(self, batches: Iterable[Dict[str, np.ndarray]], path: str, name: str) -> dict:
         """A whole shard at once, compressed as one stream (the generator never needs this: its
