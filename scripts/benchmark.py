@@ -19,6 +19,9 @@ one after the other (``--rounds`` times, alternately), and reports the ratio: wh
 ``--baseline DIR`` runs every configuration again right after, with the bert_data of another
 checkout (``git worktree add /tmp/before <commit>``), and reports each run over its baseline run:
 a change measured against the code before it, alternately, in one session.
+With ``--rounds`` N, the floor is measured before each round and the fastest measurement is the
+floor (the machine's slower spells only lengthen a measurement), and the fastest run of each
+configuration is reported against it too.
 Each checkout's bytecode is compiled first (into its ``__pycache__``), as installing a package
 does, so that no run pays for compiling the package's source, whatever PYTHONDONTWRITEBYTECODE says.
 
@@ -160,14 +163,17 @@ def run_generator(arguments, env) -> dict:
     return {"seconds": seconds, "peak_rss_mb": peak / 1e6, "cpu_seconds": max(waited, sum(cpu_seen.values()))}
 
 
-# Pure CPU work, nothing shared (no file, no memory beyond the interpreter's): ~0.5 s on one core.
-CEILING_WORK = "x = 0\nfor i in range(10_000_000):\n    x += i * i\n"
+# Pure CPU work, nothing shared (no file, no memory beyond the interpreter's): 0.7-1.3 s on one
+# core of the development machine, whose cores ran the same loop at two speeds minutes apart.
+CEILING_WORK = "x = 0\nfor i in range(6_000_000):\n    x += i * i\n"
 
 
-def parallel_ceiling(workers: int) -> float:
+def parallel_ceiling(workers: int, rounds: int = 5) -> float:
     """What ``workers`` processes get from this machine: ``workers`` x one copy's time of
-    ``CEILING_WORK`` over that of ``workers`` copies at once.  ``speedup_vs_first`` cannot exceed
-    it (2.0 on two idle cores; less when the cores are hyperthreads of one, or busy)."""
+    ``CEILING_WORK`` over that of ``workers`` copies at once, each the fastest of ``rounds``
+    taken alternately (a pause of the machine's own lengthens one of them, never shortens it).
+    ``speedup_vs_first`` cannot exceed it (2.0 on two idle cores; less when the cores are
+    hyperthreads of one, or busy)."""
     def wall(copies: int) -> float:
         started = time.perf_counter()
         processes = [subprocess.Popen([sys.executable, "-I", "-S", "-c", CEILING_WORK]) for _ in range(copies)]
@@ -175,7 +181,8 @@ def parallel_ceiling(workers: int) -> float:
             process.wait()
         return time.perf_counter() - started
 
-    return round(workers * wall(1) / wall(workers), 2)
+    times = [(wall(1), wall(workers)) for _ in range(rounds)]
+    return round(workers * min(one for one, _ in times) / min(many for _, many in times), 2)
 
 
 def sample_tree_cpu(root, cpu_seen: dict) -> None:
@@ -191,6 +198,19 @@ def sample_tree_cpu(root, cpu_seen: dict) -> None:
         except psutil.Error:
             continue
         cpu_seen[member.pid] = times.user + times.system
+
+
+def fastest_floor(floors: list, repeat: int) -> dict:
+    """The floor of the rounds' measurements: each time the fastest of them (the machine's
+    pauses and slower spells only lengthen a measurement), the counts the first's."""
+    floor = dict(floors[0])
+    for key in ("tokenizer_seconds", "spacy_seconds", "sentences_seconds", "native_seconds"):
+        if floor[key] is not None:
+            floor[key] = min(measured[key] for measured in floors)
+    floor["measurements"] = len(floors)
+    # One pass was measured; a repeated corpus costs that many passes.
+    floor["seconds"] = repeat * (floor["tokenizer_seconds"] + floor["spacy_seconds"])
+    return floor
 
 
 def write_short_docs(corpus: Path, path: Path, n_docs: int) -> int:
@@ -327,17 +347,17 @@ def main(argv=None) -> int:
         once = workdir / "once.txt"
         once.write_text("\n".join(paths) + "\n")
 
-        floor = None
-        if not args.no_floor:
-            payload = workdir / "floor.json"
-            payload.write_text(json.dumps([str(once), args.input == "raw", source, documents]))
+        payload = workdir / "floor.json"
+        payload.write_text(json.dumps([str(once), args.input == "raw", source, documents]))
+        floors = []  # one measurement before each round of runs
+
+        def measure_floor() -> None:
             out = subprocess.run([sys.executable, "-c", FLOOR_SCRIPT, str(payload)], capture_output=True, text=True,
                                  env=env)
             if out.returncode:
                 sys.exit(f"benchmark: floor measurement failed:\n{out.stderr}")
-            floor = json.loads(out.stdout)
-            # One pass was measured; a repeated corpus costs that many passes.
-            floor["seconds"] = args.repeat * (floor["tokenizer_seconds"] + floor["spacy_seconds"])
+            floors.append(json.loads(out.stdout))
+
         ceiling = {workers: parallel_ceiling(workers) for workers in sorted(set(args.num_workers)) if workers > 1}
 
         runs = []
@@ -359,7 +379,9 @@ def main(argv=None) -> int:
             compileall.compile_dir(str(expected / "bert_data"), quiet=1)
         plan = [(workers, kept, code) for _ in range(args.rounds) for workers in args.num_workers
                 for kept in orders for code in codes]
-        for workers, kept, code in plan:
+        for number, (workers, kept, code) in enumerate(plan):
+            if not args.no_floor and number % (len(plan) // args.rounds) == 0:
+                measure_floor()  # (each round's: the machine's speed drifts between rounds)
             output = workdir / f"out-{workers}"
             command = [
                 sys.executable, "-m", "bert_data.cli.create_tfrecords",
@@ -388,16 +410,18 @@ def main(argv=None) -> int:
                 "peak_rss_mb": round(measured["peak_rss_mb"], 1),
                 "n_examples": manifest.n_examples,
             }
-            if floor:
-                row["time_over_floor"] = round(seconds / floor["seconds"], 2)
-                if floor["spacy_seconds"]:
-                    row["time_over_spacy"] = round(seconds / (args.repeat * floor["spacy_seconds"]), 2)
-                # Over each tokenizer floor alone (one pass of the corpus per --repeat).
-                row["over_tokenizers"] = round(seconds / (args.repeat * floor["tokenizer_seconds"]), 2)
-                if floor["native_seconds"]:
-                    row["over_native"] = round(seconds / (args.repeat * floor["native_seconds"]), 2)
             runs.append(row)
             shutil.rmtree(output)
+        floor = fastest_floor(floors, args.repeat) if floors else None
+        for row in runs if floor else []:
+            seconds = row["wall_seconds"]
+            row["time_over_floor"] = round(seconds / floor["seconds"], 2)
+            if floor["spacy_seconds"]:
+                row["time_over_spacy"] = round(seconds / (args.repeat * floor["spacy_seconds"]), 2)
+            # Over each tokenizer floor alone (one pass of the corpus per --repeat).
+            row["over_tokenizers"] = round(seconds / (args.repeat * floor["tokenizer_seconds"]), 2)
+            if floor["native_seconds"]:
+                row["over_native"] = round(seconds / (args.repeat * floor["native_seconds"]), 2)
         if len(args.num_workers) > 1:
             base = runs[0]["wall_seconds"]
             for row in runs:
@@ -434,7 +458,9 @@ def main(argv=None) -> int:
         parts = f"tokenizer {args.repeat} x {floor['tokenizer_seconds']:.2f} s"
         if args.input == "raw":
             parts += f" + spaCy {args.repeat} x {floor['spacy_seconds']:.2f} s"
-        print(f"floor: {floor['seconds']:.2f} s ({parts}; {floor['sentences']} sentences, single thread)")
+        print(f"floor: {floor['seconds']:.2f} s ({parts}; {floor['sentences']} sentences, single thread"
+              + (f"; the fastest of {floor['measurements']}, one before each round)" if floor["measurements"] > 1
+                 else ")"))
         if floor["spacy_seconds"]:
             print(f"sentence stage (the built-in splitter, same sentences): {floor['sentences_seconds']:.2f} s, "
                   f"{floor['sentences_seconds'] / floor['spacy_seconds']:.2f} x spaCy's pipeline")
@@ -450,6 +476,13 @@ def main(argv=None) -> int:
     print("  ".join(c.rjust(w) for c, w in zip(columns, widths)))
     for row in runs:
         print("  ".join(str(row.get(c, "")).rjust(w) for c, w in zip(columns, widths)))
+    if args.rounds > 1:  # the least disturbed run of each configuration, against the least disturbed floor
+        for key in dict.fromkeys((row["num_workers"], row["order"], row.get("code", "")) for row in runs):
+            best = min(row["wall_seconds"] for row in runs
+                       if (row["num_workers"], row["order"], row.get("code", "")) == key)
+            print(f"fastest of {args.rounds} rounds, {key[0]} worker{'s' if key[0] > 1 else ''} {key[1]}"
+                  + (f" {key[2]}" if key[2] else "") + f": {best:.2f} s"
+                  + (f", {best / floor['seconds']:.2f} of the floor" if floor else ""))
     for code in ("current", "baseline"):
         chosen = [row for row in runs if "mixed_over_kept" in row and row.get("code", "current") == code]
         if chosen:
