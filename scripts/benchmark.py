@@ -482,7 +482,9 @@ def main(argv=None) -> int:
                        if (row["num_workers"], row["order"], row.get("code", "")) == key)
             print(f"fastest of {args.rounds} rounds, {key[0]} worker{'s' if key[0] > 1 else ''} {key[1]}"
                   + (f" {key[2]}" if key[2] else "") + f": {best:.2f} s"
-                  + (f", {best / floor['seconds']:.2f} of the floor" if floor else ""))
+                  + (f", {best / floor['seconds']:.2f} of the floor" if floor else "")
+                  + (f" ({best / (args.repeat * floor['tokenizer_seconds']):.2f} of the tokenizers floor alone)"
+                     if floor and floor["spacy_seconds"] else ""))
     for code in ("current", "baseline"):
         chosen = [row for row in runs if "mixed_over_kept" in row and row.get("code", "current") == code]
         if chosen:
