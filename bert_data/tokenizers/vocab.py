@@ -243,8 +243,8 @@ def load_vocab(path) -> Vocab:
         lacks = f"; it also lacks {' '.join(missing)}" if missing else ""
         raise VocabError(f"{path} does not look like a BERT vocabulary (one token a line): {problem}{lacks}")
     vocab = vocab_from_tokens(tokens, path=path, sha256=sha256)
-    while len(_LOADED) >= _KEPT:
-        del _LOADED[next(iter(_LOADED))]  # the oldest
+    while len(_LOADED) >= _KEPT:  # the oldest goes (pop: another thread may have taken it)
+        _LOADED.pop(next(iter(_LOADED), None), None)
     _LOADED[(path, sha256)] = vocab
     return vocab
 

@@ -307,6 +307,11 @@ def test_a_vocab_is_loaded_once_a_process_until_its_bytes_change(tmp_path):
     assert again is not first and again.token_to_id["dog"] == 6 and first.token_to_id["dog"] == 5
     copy = _write(tmp_path / "copy.txt", p.read_text())
     assert load_vocab(copy).path == str(copy)  # another file of the same bytes: its own path
+    from bert_data.tokenizers import vocab as vocab_module
+
+    for number in range(vocab_module._KEPT + 2):  # a process loading many vocabularies keeps a few
+        load_vocab(_write(tmp_path / f"v{number}.txt", "\n".join(SPECIALS + [f"w{number}"]) + "\n"))
+    assert len(vocab_module._LOADED) == vocab_module._KEPT
 
 
 def test_load_vocab_whitespace_bom_and_missing_final_newline(tmp_path):
