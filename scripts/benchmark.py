@@ -200,6 +200,21 @@ def sample_tree_cpu(root, cpu_seen: dict) -> None:
         cpu_seen[member.pid] = times.user + times.system
 
 
+def fastest_runs(runs: list, floor, repeat: int) -> list:
+    """The fastest run of each configuration (workers, order, code), over the floor and over the
+    ``tokenizers`` floor alone when there is one."""
+    fastest = []
+    for key in dict.fromkeys((row["num_workers"], row["order"], row.get("code", "")) for row in runs):
+        seconds = min(row["wall_seconds"] for row in runs
+                      if (row["num_workers"], row["order"], row.get("code", "")) == key)
+        best = {"num_workers": key[0], "order": key[1], "code": key[2], "wall_seconds": seconds}
+        if floor:
+            best["time_over_floor"] = round(seconds / floor["seconds"], 3)
+            best["over_tokenizers"] = round(seconds / (repeat * floor["tokenizer_seconds"]), 3)
+        fastest.append(best)
+    return fastest
+
+
 def fastest_floor(floors: list, repeat: int) -> dict:
     """The floor of the rounds' measurements: each time the fastest of them (the machine's
     pauses and slower spells only lengthen a measurement), the counts the first's."""
@@ -446,7 +461,7 @@ def main(argv=None) -> int:
         "max_seq_length": args.max_seq_length, "repeat": args.repeat, "generator_args": " ".join(generator_args),
         "shape": args.shape,
         "tokenizer": {"kind": source[0], "path": source[1], "vocab_file": source[2], "do_lower_case": lower},
-        "floor": floor, "runs": runs, "parallel_ceiling": ceiling,
+        "floor": floor, "runs": runs, "parallel_ceiling": ceiling, "fastest": fastest_runs(runs, floor, args.repeat),
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -477,13 +492,12 @@ def main(argv=None) -> int:
     for row in runs:
         print("  ".join(str(row.get(c, "")).rjust(w) for c, w in zip(columns, widths)))
     if args.rounds > 1:  # the least disturbed run of each configuration, against the least disturbed floor
-        for key in dict.fromkeys((row["num_workers"], row["order"], row.get("code", "")) for row in runs):
-            best = min(row["wall_seconds"] for row in runs
-                       if (row["num_workers"], row["order"], row.get("code", "")) == key)
-            print(f"fastest of {args.rounds} rounds, {key[0]} worker{'s' if key[0] > 1 else ''} {key[1]}"
-                  + (f" {key[2]}" if key[2] else "") + f": {best:.2f} s"
-                  + (f", {best / floor['seconds']:.2f} of the floor" if floor else "")
-                  + (f" ({best / (args.repeat * floor['tokenizer_seconds']):.2f} of the tokenizers floor alone)"
+        for best in report["fastest"]:
+            workers = best["num_workers"]
+            print(f"fastest of {args.rounds} rounds, {workers} worker{'s' if workers > 1 else ''} {best['order']}"
+                  + (f" {best['code']}" if best["code"] else "") + f": {best['wall_seconds']:.2f} s"
+                  + (f", {best['time_over_floor']:.2f} of the floor" if floor else "")
+                  + (f" ({best['over_tokenizers']:.2f} of the tokenizers floor alone)"
                      if floor and floor["spacy_seconds"] else ""))
     for code in ("current", "baseline"):
         chosen = [row for row in runs if "mixed_over_kept" in row and row.get("code", "current") == code]
