@@ -217,51 +217,19 @@ class RuleSentencizer:
         return entry
 
     def _runs(self, texts: list[str]) -> tuple:
-        """(starts, flag after) from a clear flag, the same from a set flag, and the token
-        offsets: the sentencizer's state machine over a word's tokens (texts)."""
-        kinds = self._kinds
-        clear_starts = []
-        set_starts = []
-        offsets = []
-        clear = False
-        seen = True
-        idx = 0
+        """``_state_runs`` over a word's tokens (texts), their kinds looked up."""
+        kinds, marks, idx = self._kinds, [], 0
         for text in texts:
             kind = kinds.get(text)
             if kind is None:
                 kind = self._kind(text)
-            offsets.append(idx)
-            if kind[0]:
-                clear = seen = True
-            elif not kind[1]:
-                if clear:
-                    clear_starts.append(idx)
-                    clear = False
-                if seen:
-                    set_starts.append(idx)
-                    seen = False
+            marks.append((idx, *kind))
             idx += len(text)
-        return (tuple(clear_starts), clear), (tuple(set_starts), seen), tuple(offsets)
+        return _state_runs(marks)
 
     def _spacy_runs(self, word: str) -> tuple:
-        """``_runs`` over the pipeline tokenizer's tokens of ``word``."""
-        clear_starts = []
-        set_starts = []
-        offsets = []
-        clear = False
-        seen = True
-        for idx, period, punct in self._spacy_tokens(word):
-            offsets.append(idx)
-            if period:
-                clear = seen = True
-            elif not punct:
-                if clear:
-                    clear_starts.append(idx)
-                    clear = False
-                if seen:
-                    set_starts.append(idx)
-                    seen = False
-        return (tuple(clear_starts), clear), (tuple(set_starts), seen), tuple(offsets)
+        """``_state_runs`` over the pipeline tokenizer's tokens of ``word``."""
+        return _state_runs(self._spacy_tokens(word))
 
     def _check_neighbours(self, text: str, start: int, end: int, entry: tuple) -> None:
         """Raise _WholeParagraph if a special-case match could span the word ``text[start:end]`` and a
@@ -484,3 +452,23 @@ class RuleSentencizer:
             starts.pop()
         starts.extend(begin + offset for offset in self._paragraph_starts(text[begin:end], spacy_starts))
         return end
+
+
+def _state_runs(marks) -> tuple:
+    """(starts, flag after) from a clear flag, the same from a set flag, and the token offsets:
+    the sentencizer's state machine over a word's tokens, given as ``(offset, is a sentence
+    end, is punctuation)`` each (computed once a word: words are cached)."""
+    clear_starts, set_starts, offsets = [], [], []
+    clear, seen = False, True
+    for idx, period, punct in marks:
+        offsets.append(idx)
+        if period:
+            clear = seen = True
+        elif not punct:
+            if clear:
+                clear_starts.append(idx)
+                clear = False
+            if seen:
+                set_starts.append(idx)
+                seen = False
+    return (tuple(clear_starts), clear), (tuple(set_starts), seen), tuple(offsets)
