@@ -76,47 +76,54 @@ def single_token_positions_drawn(input_ids, lengths, is_special, state, budget, 
 def _row_by_keys(input_ids, lengths, is_special, keys, budget, positions, i, is_candidate, below, chosen):
     """Row ``i``'s choice by its ``keys`` (``positions[i]``); its count, or TIE.
 
-    The threshold (the take-th smallest key) is looked for among the keys below a guess that
-    holds about ``take + 2 sqrt(take) + 2`` of the row's uniform keys (all of them when it holds
-    fewer than ``take``), as the one key with ``take - 1`` keys below it; the loops have no
+    The chosen are the candidates whose keys have fewer than ``take`` keys below them (the
+    reference's ``keys <= threshold``, the take-th smallest key): they are looked for among the
+    candidates with keys below a guess that holds about ``take + 2 sqrt(take) + 2`` of the row's
+    uniform keys (``below``, their positions in ``chosen``, ascending), found in the same pass
+    that finds the candidates; a guess that holds fewer than ``take`` is doubled until it holds
+    enough.  Equal keys across the boundary choose more than ``take``: TIE.  The loops have no
     data-dependent branches (they are most of a row's time when mispredicted)."""
     width = input_ids.shape[1]
     slots = positions.shape[1]
     length = min(max(lengths[i], 0), width)
+    wanted = min(budget[i], slots)  # (the budget is at most max_predictions)
+    if wanted <= 0 or length == 0:
+        return 0
+    # (any guess gives the same choice; this one about the [CLS] and two [SEP] of a pair's row)
+    guess = (wanted + 2.0 * np.sqrt(wanted) + 2.0) / max(length - 3, 1)
     candidates = 0
+    held = 0
     for j in range(length):
         token = input_ids[i, j]
         candidate = not (token < len(is_special) and is_special[token])
         is_candidate[j] = candidate
         candidates += candidate
-    take = min(budget[i], slots, candidates)  # (the budget is at most max_predictions)
-    if take <= 0:
-        return 0
-    guess = (take + 2.0 * np.sqrt(take) + 2.0) / candidates
-    held = 0
-    for j in range(length):
         key = keys[j]
         below[held] = key
-        held += is_candidate[j] & (key <= guess)
-    if held < take:
+        chosen[held] = j
+        held += candidate & (key <= guess)
+    take = min(wanted, candidates)
+    if take <= 0:
+        return 0
+    while held < take:  # (keys are below 1: a guess of 2 holds every candidate)
+        guess = min(2.0 * guess, 2.0)
         held = 0
         for j in range(length):
-            below[held] = keys[j]
-            held += is_candidate[j]
-    threshold = -1.0  # stays so when equal keys leave no key with exactly take - 1 below it
+            key = keys[j]
+            below[held] = key
+            chosen[held] = j
+            held += is_candidate[j] & (key <= guess)
+    count = 0
     for a in range(held):
+        key = below[a]
         smaller = 0
         for b in range(held):
-            smaller += below[b] < below[a]
-        if smaller == take - 1:
-            threshold = below[a]
-    count = 0
-    for j in range(length):
-        chosen[count] = j
-        count += is_candidate[j] & (keys[j] <= threshold)
+            smaller += below[b] < key
+        chosen[count] = chosen[a]  # (count <= a: a held position is read before it is overwritten)
+        count += smaller < take
     for slot in range(min(count, slots)):
         positions[i, slot] = chosen[slot]
-    return count if count == take else TIE  # equal keys at the threshold (or below it)
+    return count if count == take else TIE  # equal keys across the take-th smallest
 
 
 # numpy's PCG64 (``pcg_setseq_128_xsl_rr_64``): a 128-bit LCG stepped, then its XSL-RR output.
