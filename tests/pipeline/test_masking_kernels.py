@@ -155,6 +155,33 @@ def test_kernels_hand_rows_with_equal_keys_to_the_reference_and_choose_the_rest(
         assert counts[row] <= budget[row] and (np.diff(chosen) > 0).all() and candidates[row, chosen].all()
 
 
+def test_the_token_kernel_chooses_as_the_reference_when_its_guess_holds_too_few_keys():
+    """The token kernel looks for the chosen among the keys below a guess (about take + 2
+    sqrt(take) keys of uniform draws); rows whose small keys are few, or all at the top, make
+    it widen the guess, and equal keys that end exactly at the take-th smallest (a choice the
+    reference makes without ranking) are chosen, not handed over."""
+    from bert_data.pipeline.masking import _single_tokens_by_keys
+
+    ids, lengths = batch(300, seed=11)
+    spec = MaskingSpec(0.15, 20, special_ids=(CLS, SEP, SEPARATOR))
+    rng = np.random.default_rng(11)
+    keys = rng.random(ids.shape)
+    keys[40:80] = 0.9 + keys[40:80] / 10  # no key below any first guess
+    keys[80:120] = np.where(rng.random((40, ids.shape[1])) < 0.05, keys[80:120] / 100, 0.5 + keys[80:120] / 2)
+    budget = num_to_predict(lengths, spec.masked_lm_prob, spec.max_predictions_per_seq)
+    candidates = candidate_mask(ids, lengths, spec.special_ids)
+    for row in range(120, 160):  # the take smallest keys: two equal keys at ranks take-2 and take-1
+        order = np.flatnonzero(candidates[row])[np.argsort(keys[row][candidates[row]])]
+        take = min(budget[row], len(order))
+        if take >= 2:
+            keys[row, order[take - 1]] = keys[row, order[take - 2]]
+    positions, counts = positions_by_kernel(masking_kernels.single_token_positions, ids, lengths, spec, keys)
+    assert not (counts == masking_kernels.TIE).any()
+    chosen = _single_tokens_by_keys(candidates, budget, spec.max_predictions_per_seq, keys)
+    for row in range(len(ids)):
+        np.testing.assert_array_equal(positions[row, :counts[row]], np.flatnonzero(chosen[row]), err_msg=str(row))
+
+
 def test_the_kernels_run_uncompiled_too():
     """The loops themselves (numba's compilation aside) choose what the compiled kernels choose."""
     ids, lengths = batch(60, seed=7)
