@@ -14,10 +14,11 @@ of every record of the shard, 8 bytes a record (found by a compiled walk over th
 ``format.tfrecord.record_kernels``), and the permutation is computed on demand (the Feistel
 network of ``mixing.CorpusOrder``), 65,536 places at a time.  Records are copied whole into one
 of a few buffers of about ``BATCH_BYTES`` (compiled copies) while one thread compresses and
-hashes the batch before and another writes the one before that: the three overlap on two cores.  Shards are shuffled uncompressed; compression
-(``--compression``) is applied here, as one stream a shard.  The order is keyed on (seed, split,
-shard) alone, so the bytes are the same for any number of workers; each shard is a task of its
-own, and the journal records the shards done, so ``--resume`` goes on with the others.
+hashes the batch before and another writes the one before that: the three overlap on two
+cores.  Shards are shuffled uncompressed; compression (``--compression``) is applied here, as
+one stream a shard.  The order is keyed on (seed, split, shard) alone, so the bytes are the
+same for any number of workers; each shard is a task of its own, and the journal records the
+shards done, so ``--resume`` goes on with the others.
 
 With Google's ``--output_file`` the files are shuffled *together*: record ``i`` of the run, in
 the order units are written (file ``i mod N``, place ``i div N``), is moved to place ``k`` of
@@ -165,7 +166,8 @@ class _Target:
     def __init__(self, path: str, compression: Optional[str]):
         self.path, self.temporary = path, shard_being_shuffled(path)
         self.handle = open(self.temporary, "wb", buffering=0)  # (batches are MBs: no buffer's copy)
-        self.engine = StreamCompressor(compression) if compression else None  # (gzip with mtime 0: the same bytes every run)
+        # (gzip with mtime 0: the same bytes every run; none at all without compression)
+        self.engine = StreamCompressor(compression) if compression else None
         self.written = self.started = 0  # bytes written, and handed to the disk (see ``write``)
         self.digest = hashlib.new(ALGORITHM)  # the manifest's, of the bytes as written
 

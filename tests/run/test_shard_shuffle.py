@@ -345,7 +345,8 @@ def test_a_failing_task_drops_the_batches_not_yet_written(tmp_path, monkeypatch)
     monkeypatch.setattr(shard_shuffle._Target, "write", write)
     monkeypatch.setattr(shard_shuffle._Writer, "cancel", cancel)
     with pytest.raises(RuntimeError, match="gathering failed"):
-        run_shuffle_task(ShuffleTask(["train/0"], [str(tmp_path / "part-0.tmp")], [str(tmp_path / "part-0")], [1, 0, 1, 0]))
+        run_shuffle_task(ShuffleTask(["train/0"], [str(tmp_path / "part-0.tmp")], [str(tmp_path / "part-0")],
+                                     [1, 0, 1, 0]))
     assert released.is_set() and len(written) == 1
     assert sorted(path.name for path in tmp_path.iterdir()) == ["part-0.tmp"]
     assert shuffle_threads() == []
