@@ -102,3 +102,32 @@ def test_copy_ranges_moves_each_range_whole_to_its_place(kernels_on):
     strided = np.zeros(10020, dtype=np.uint8)
     record_kernels.copy_ranges()(source, begins[order], ends[order], strided[::2], destinations)
     assert strided[::2].tobytes() == out.tobytes() and not strided[1::2].any()
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 8, 9, 200])
+def test_copy_ranges_asks_ahead_and_still_copies_every_range(kernels_on, n):
+    """The copies ask for each record ``_COPY_AHEAD`` records before copying it: fewer records
+    than that, exactly that many, empty ranges and a source with strides (where asking does
+    nothing) all give the bytes of a plain join."""
+    rng = np.random.default_rng(n)
+    wide = np.frombuffer(rng.bytes(8000), dtype=np.uint8)
+    for source in (wide[:4000], wide[::2]):
+        cuts = np.sort(rng.integers(0, 4000, 2 * n))  # (pairs of cuts: some ranges empty)
+        begins, ends = cuts[0::2], cuts[1::2]
+        lengths = ends - begins
+        destinations = np.cumsum(lengths) - lengths
+        out = np.zeros(int(lengths.sum()) + 1, dtype=np.uint8)
+        record_kernels.copy_ranges()(source, begins, ends, out, destinations)
+        expected = b"".join(source[b:e].tobytes() for b, e in zip(begins.tolist(), ends.tolist()))
+        assert out[:-1].tobytes() == expected and out[-1] == 0
+
+
+def test_the_walk_asks_ahead_past_short_data_and_to_the_last_frame(kernels_on):
+    """The walk asks for the bytes ``_WALK_AHEAD`` ahead of it: data shorter than that, and
+    longer, framed to the end or cut in the last frame, give the reference's offsets or error."""
+    rng = np.random.default_rng(9)
+    for n in (1, 5, 40, 3000):
+        data = framed(rng, n)
+        assert outcome(record_offsets, data) == outcome(record_offsets_reference, data)
+        for cut in (1, 13, 17):
+            assert outcome(record_offsets, data[:-cut]) == outcome(record_offsets_reference, data[:-cut])

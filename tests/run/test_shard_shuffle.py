@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import zlib
 
+import numpy as np
 import pytest
 
 from bert_data.config import GeneratorConfig
@@ -264,3 +265,153 @@ def test_every_source_map_is_closed_at_the_end_of_the_task(tmp_path, monkeypatch
     run_shuffle_task(ShuffleTask(["train/0", "train/1"], list(map(str, sources)),
                                  [str(tmp_path / "part-0"), str(tmp_path / "part-1")], [2, 0, 2]))
     assert closed == [True, True]
+
+
+def shuffle_threads():
+    import threading
+
+    return [thread.name for thread in threading.enumerate() if thread.name.startswith("bert_data-shuffle-")
+            and thread.name != "bert_data-shuffle-commit"]
+
+
+def test_an_error_in_the_hash_thread_fails_the_task_and_leaves_the_sources(tmp_path, monkeypatch):
+    """Batches are hashed (and compressed) by one thread and written by another: an error in the
+    hash thread (at the third batch) is the task's; the batches after it are not written,
+    nothing half-written is left beside the targets, both threads end, the sources are whole."""
+    from bert_data.run import shard_shuffle
+
+    run = records(3000)
+    sources = [tmp_path / f"part-{j}.tmp" for j in range(2)]
+    for j, source in enumerate(sources):
+        write_records(source, run[j::2])
+    before = [source.read_bytes() for source in sources]
+    real_take, real_write, taken, written = shard_shuffle._Target.take, shard_shuffle._Target.write, [], []
+
+    def take_failing(self, data):
+        if len(taken) == 2:
+            raise MemoryError("the hash stage ran out of memory")
+        taken.append(len(data))
+        return real_take(self, data)
+
+    def write(self, data):
+        written.append(len(data))
+        real_write(self, data)
+
+    monkeypatch.setattr(shard_shuffle, "BATCH_BYTES", 2000)
+    monkeypatch.setattr(shard_shuffle._Target, "take", take_failing)
+    monkeypatch.setattr(shard_shuffle._Target, "write", write)
+    targets = [str(tmp_path / f"part-{j}") for j in range(2)]
+    with pytest.raises(MemoryError, match="hash stage"):
+        run_shuffle_task(ShuffleTask(["train/0", "train/1"], list(map(str, sources)), targets, [1, 0, 2], "gzip"))
+    assert len(taken) == 2 and len(written) <= 2
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["part-0.tmp", "part-1.tmp"]
+    assert [source.read_bytes() for source in sources] == before
+    assert shuffle_threads() == []
+
+
+def test_a_failing_task_drops_the_batches_not_yet_written(tmp_path, monkeypatch):
+    """The task's own thread fails (at its third batch) while the first batch is being written:
+    the writer is cancelled, the batch under way ends, the one queued behind it is dropped, both
+    threads end and nothing is left beside the target."""
+    import threading
+
+    from bert_data.run import shard_shuffle
+
+    write_records(tmp_path / "part-0.tmp", records(3000))
+    real_gathered, real_write, real_cancel = shard_shuffle._Gather._gathered, shard_shuffle._Target.write, \
+        shard_shuffle._Writer.cancel
+    gathered, written, writing, released = [], [], threading.Event(), threading.Event()
+
+    def gathered_failing(self, *args):
+        if len(gathered) == 2:
+            assert writing.wait(timeout=120)  # (the first batch is being written)
+            raise RuntimeError("the gathering failed")
+        gathered.append(1)
+        return real_gathered(self, *args)
+
+    def write(self, data):
+        written.append(len(data))
+        writing.set()
+        assert released.wait(timeout=120)  # (held until the task is cancelled)
+        real_write(self, data)
+
+    def cancel(self):
+        self._cancelled = True  # (before the write under way is let go: the next is dropped)
+        released.set()
+        real_cancel(self)
+
+    monkeypatch.setattr(shard_shuffle, "BATCH_BYTES", 2000)
+    monkeypatch.setattr(shard_shuffle._Gather, "_gathered", gathered_failing)
+    monkeypatch.setattr(shard_shuffle._Target, "write", write)
+    monkeypatch.setattr(shard_shuffle._Writer, "cancel", cancel)
+    with pytest.raises(RuntimeError, match="gathering failed"):
+        run_shuffle_task(ShuffleTask(["train/0"], [str(tmp_path / "part-0.tmp")], [str(tmp_path / "part-0")],
+                                     [1, 0, 1, 0]))
+    assert released.is_set() and len(written) == 1
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["part-0.tmp"]
+    assert shuffle_threads() == []
+
+
+@pytest.mark.parametrize("compression", [None, "gzip", "zlib"])
+@pytest.mark.parametrize("n_files", [1, 4])
+def test_each_digest_is_of_its_files_bytes_and_compression_wraps_the_same_records(tmp_path, monkeypatch,
+                                                                                    compression, n_files):
+    """Small batches dealt to one target or several (Google's --output_file), hashed by one
+    thread and written by another: each digest is the SHA-256 of its file as read back, and a
+    compressed file holds, once decompressed, the bytes of the same task uncompressed."""
+    import hashlib
+
+    from bert_data.run import shard_shuffle
+
+    monkeypatch.setattr(shard_shuffle, "BATCH_BYTES", 1500)
+    run = records(2500)
+    written = {}
+    for name, chosen in (("plain", None), ("chosen", compression)):
+        out = tmp_path / name
+        out.mkdir()
+        sources = [out / f"part-{j}.tmp" for j in range(n_files)]
+        for j, source in enumerate(sources):
+            write_records(source, run[j::n_files])
+        targets = [str(out / f"part-{j}") for j in range(n_files)]
+        task = ShuffleTask([f"train/{j}" for j in range(n_files)], list(map(str, sources)), targets,
+                           [3, 0, 2] if n_files > 1 else [3, 0, 1, 0], chosen)
+        digests = run_shuffle_task(task)
+        publish_shuffled(task)
+        files = [open(target, "rb").read() for target in targets]
+        assert [digests[key] for key in task.keys] == [hashlib.sha256(data).hexdigest() for data in files]
+        written[name] = files
+    wbits = {None: None, "gzip": 31, "zlib": 15}[compression]
+    unpacked = [zlib.decompress(data, wbits) if wbits else data for data in written["chosen"]]
+    assert unpacked == written["plain"]
+    assert sorted(record for data in written["plain"] for record in iter_records_of(data)) == sorted(run)
+
+
+def iter_records_of(data):
+    offsets = record_offsets(data)
+    return [bytes(data[a + 12:b - 4]) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
+
+
+def test_a_write_cut_short_is_written_on_from_where_it_stopped(tmp_path):
+    """A target's file takes each batch in a loop: a write that takes only part of it (a
+    regular file rarely does) goes on with the rest."""
+    from bert_data.run import shard_shuffle
+
+    target = shard_shuffle._Target(str(tmp_path / "part-0"), None)
+    real, calls = target.handle, []
+
+    class Short:
+        def write(self, data):
+            calls.append(len(data))
+            return real.write(data[:777])
+
+        def fileno(self):
+            return real.fileno()
+
+        def close(self):
+            real.close()
+
+    target.handle = Short()
+    data = bytes(range(256)) * 40
+    target.write(target.take(np.frombuffer(data, dtype=np.uint8)))
+    target.close()
+    assert open(target.temporary, "rb").read() == data and len(calls) == -(-len(data) // 777)
