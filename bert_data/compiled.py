@@ -160,6 +160,13 @@ def _start_numba() -> None:
     _STARTED = True
 
 
+def started() -> bool:
+    """Whether numba has started in this process (or the parent it was forked from): a kernel
+    used where the reference path is nearly as cheap (a plan's order of documents) is worth
+    its first call only then (starting numba costs 0.3-0.5 s)."""
+    return _STARTED
+
+
 def _skip_numba_extensions() -> None:
     """numba's start looks for third-party extensions (``numba_extensions`` entry points) among
     all installed packages' metadata: 30-35 ms with 220 packages installed.  An extension types

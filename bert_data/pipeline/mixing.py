@@ -31,6 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import compiled
+from ..compiled import kernel
+
 
 @dataclass(frozen=True)
 class MixingSpec:
@@ -111,6 +114,14 @@ class CorpusOrder:
             raise IndexError(f"places must lie in [0, {self.n})")
         if not self.shuffle:
             return places.copy()
+        # Compiled once numba runs (the final shuffle's orders; a plan's, before the first
+        # kernels, is not worth starting it for): a place at a time, no temporary arrays a round.
+        walk = _feistel_documents() if compiled.started() else None
+        if walk is not None:
+            documents = np.empty(places.size, dtype=np.int64)
+            walk(np.ascontiguousarray(places).ravel(), self.region_size, self.n_regions, self._half_bits,
+                 self._half_mask, np.array(self._keys, dtype=np.uint64), documents)
+            return documents.reshape(places.shape)
         regions, offsets = np.divmod(places, self.region_size)
         whole = regions < self.n_regions
         values = regions[whole].astype(np.uint64)
@@ -130,3 +141,36 @@ class CorpusOrder:
 
     def n_units(self, split_num: int) -> int:
         return -(-self.n // split_num)
+
+
+@kernel
+def _feistel_documents(places, region_size, n_regions, half_bits, half_mask, keys, out):
+    """:meth:`CorpusOrder.documents_at` of non-negative ``places`` into ``out``: the same
+    Feistel rounds (``mix64`` of the right half and a round's key), cycle walking and regions,
+    in wrapping 64-bit arithmetic, a place at a time (the numpy path is the reference)."""
+    shift = np.uint64(half_bits)
+    low = np.uint64(half_mask)
+    size = np.int64(region_size)
+    whole = np.int64(n_regions)
+    for i in range(places.shape[0]):
+        place = np.int64(places[i])
+        region = place // size
+        if region >= whole:  # (the last documents, less than a region, keep their place)
+            out[i] = place
+            continue
+        value = np.uint64(region)
+        while True:
+            left = value >> shift
+            right = value & low
+            for k in range(keys.shape[0]):
+                z = right ^ keys[k]
+                z ^= z >> np.uint64(30)
+                z *= np.uint64(0xBF58476D1CE4E5B9)
+                z ^= z >> np.uint64(27)
+                z *= np.uint64(0x94D049BB133111EB)
+                z ^= z >> np.uint64(31)
+                left, right = right, left ^ (z & low)
+            value = (left << shift) | right
+            if value < np.uint64(whole):
+                break
+        out[i] = np.int64(value) * size + (place - region * size)

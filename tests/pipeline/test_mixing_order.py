@@ -81,3 +81,28 @@ def test_a_unit_is_a_few_regions_from_all_over_the_corpus():
         assert REGIONS_PER_UNIT <= runs <= REGIONS_PER_UNIT + 2, runs
         sources_seen.append(len(set((documents // 5000).tolist())))
     assert np.mean(sources_seen) > 3.5  # 16 regions of 4 sources: nearly every unit sees them all
+
+
+@pytest.mark.parametrize("n, region_size, seed", [(1, 1, 0), (2, 1, 3), (17, 4, 1), (5, 10, 2), (1000, 7, [5, 1]),
+                                                  (65_537, 1, [1, 2, 1, 0]), (200_000, 63, [9, 0])])
+def test_the_compiled_order_is_the_reference_order(monkeypatch, n, region_size, seed):
+    """The compiled walk (``_feistel_documents``, used once numba runs) gives the numpy
+    reference's documents, place for place, for whole regions and the rest, in any order and
+    shape of places asked for."""
+    from bert_data import compiled
+
+    order = CorpusOrder(n, seed, region_size=region_size)
+    places = np.random.default_rng(n).permutation(n)
+    asked = [places, places[::-1], places[: n - n // 2].reshape(-1, 1) if n > 1 else places,
+             np.asfortranarray(np.resize(places, (3, 4)))]
+    monkeypatch.setenv(compiled.DISABLE_VARIABLE, "0")
+    reference = [order.documents_at(p) for p in asked]
+    monkeypatch.setenv(compiled.DISABLE_VARIABLE, "1")
+    from bert_data.pipeline import mixing
+
+    assert mixing._feistel_documents() is not None  # (numba is a dev dependency: the kernel must run)
+    assert compiled.started()  # (the order uses the kernel once numba runs)
+    for p, expected in zip(asked, reference):
+        got = order.documents_at(p)
+        assert got.dtype == expected.dtype == np.int64 and got.shape == expected.shape
+        np.testing.assert_array_equal(got, expected)
