@@ -60,14 +60,23 @@ def _length_varint_bytes(x):
             + (x >= 1 << 42) + (x >= 1 << 49) + (x >= 1 << 56))
 
 
+@helper(inline=True)
+def _varint_size(x):
+    """:func:`_length_varint_bytes` with two comparisons below 2**21 (every length but a
+    record's of over 2 MB)."""
+    if x < 1 << 21:
+        return 1 + (x >= 1 << 7) + (x >= 1 << 14)
+    return _length_varint_bytes(x)
+
+
 @helper
 def _put_varint(out, q, v):
-    """The varint of ``v`` (uint64) at ``out[q]``; returns where it ends."""
+    """The varint of ``v`` (uint64) at the address ``out`` plus ``q``; returns where it ends."""
     while v >= np.uint64(0x80):
-        out[q] = np.uint8((v & np.uint64(0x7F)) | np.uint64(0x80))
+        _store1(out + q, (v & np.uint64(0x7F)) | np.uint64(0x80))
         v >>= np.uint64(7)
         q += 1
-    out[q] = np.uint8(v)
+    _store1(out + q, v)
     return q + 1
 
 
@@ -75,40 +84,164 @@ def _put_varint(out, q, v):
 def _payloads(values, payload):
     """Bytes of each row's packed varints (``values``: ``(n, L)`` unsigned integers) into
     ``payload``; returns every value's bits OR-ed (the sign bit of any negative one read as
-    unsigned)."""
+    unsigned).  A row's values OR-ed first (a vectorized loop), which says how many varint
+    lengths its values can have: none past one byte (masks, segment ids, positions: the row's
+    length), at most 3 (token ids: two comparisons a value), or more (all nine)."""
     bits = np.uint64(0)
+    width = values.shape[1]
     for i in range(values.shape[0]):
-        p = values.shape[1]
-        for j in range(values.shape[1]):  # a byte more past each 7 bits (comparisons: no branch)
-            v = np.uint64(values[i, j])
-            bits |= v
-            p += ((v >= np.uint64(1 << 7)) + (v >= np.uint64(1 << 14)) + (v >= np.uint64(1 << 21))
-                  + (v >= np.uint64(1 << 28)) + (v >= np.uint64(1 << 35)) + (v >= np.uint64(1 << 42))
-                  + (v >= np.uint64(1 << 49)) + (v >= np.uint64(1 << 56)) + (v >= np.uint64(1 << 63)))
+        row_bits = np.uint64(0)
+        for j in range(width):
+            row_bits |= np.uint64(values[i, j])
+        bits |= row_bits
+        p = width
+        if row_bits >= np.uint64(1 << 21):
+            for j in range(width):  # a byte more past each 7 bits (comparisons: no branch)
+                v = np.uint64(values[i, j])
+                p += ((v >= np.uint64(1 << 7)) + (v >= np.uint64(1 << 14)) + (v >= np.uint64(1 << 21))
+                      + (v >= np.uint64(1 << 28)) + (v >= np.uint64(1 << 35)) + (v >= np.uint64(1 << 42))
+                      + (v >= np.uint64(1 << 49)) + (v >= np.uint64(1 << 56)) + (v >= np.uint64(1 << 63)))
+        elif row_bits >= np.uint64(1 << 7):
+            for j in range(width):
+                v = np.uint64(values[i, j])
+                p += (v >= np.uint64(1 << 7)) + (v >= np.uint64(1 << 14))
         payload[i] = p
     return bits
 
 
-@helper
-def _put_values(out, pos, values, payload):
-    """Each row's values as packed varints at ``out[pos[i]]`` (``pos`` advanced): a plain copy
-    when every value of the row is below 128 (``payload[i]``: one byte each)."""
-    for i in range(values.shape[0]):
-        q = pos[i]
-        if payload[i] == values.shape[1]:
-            for j in range(values.shape[1]):
-                out[q + j] = np.uint8(values[i, j])
-            q += values.shape[1]
+# Where the kernel reads and writes words of bytes at any offset (numba indexes arrays by element,
+# a word would be 8 loads or stores and the shifts that join them): plain Python here, one
+# unaligned load or store each in a kernel (:func:`_register_word_access`).  At addresses
+# (:func:`_address` of each array, once a call, plus a byte offset): an array handed to a helper,
+# or taken from the tuple of columns, for each record and feature costs numba's reference
+# counting, two calls of atomic operations each (most of the time this kernel took at first).
+def _address(array):
+    """Where the contiguous ``array``'s bytes start in memory (the caller keeps it alive)."""
+    return array.ctypes.data
+
+
+def _load_bytes(address, size):
+    """The little-endian unsigned integer of the ``size`` bytes at ``address``, as uint64."""
+    import ctypes
+
+    return np.uint64(int.from_bytes(ctypes.string_at(address, size), "little"))
+
+
+def _load1(address):
+    return _load_bytes(address, 1)
+
+
+def _load2(address):
+    return _load_bytes(address, 2)
+
+
+def _load4(address):
+    return _load_bytes(address, 4)
+
+
+def _load8(address):
+    return _load_bytes(address, 8)
+
+
+def _store_bytes(address, word, size):
+    """The ``size`` low bytes of ``word`` at ``address``, little-endian."""
+    import ctypes
+
+    ctypes.memmove(address, int(word).to_bytes(8, "little"), size)
+
+
+def _store1(address, word):
+    _store_bytes(address, word, 1)
+
+
+def _store4(address, word):
+    _store_bytes(address, word, 4)
+
+
+def _store8(address, word):
+    _store_bytes(address, word, 8)
+
+
+# The bytes ``out`` has past the records: a varint is stored as a whole word before its length
+# is known (:func:`_put_value`), up to 3 bytes past its end, and constants a word at a time, up to
+# 7 (:func:`_put_const`), which what follows overwrites; past the last record, these.
+_SLACK = 8
+
+
+@helper(inline=True)
+def _put_value(out, at, v):
+    """The varint of ``v`` (uint64) at ``out[at]`` (``out``: an address); returns where it ends.  Below 2**21 (token
+    ids, every length), without a branch on its length: its 3 possible bytes are stored as one
+    4-byte word and ``at`` advances by its length (comparisons: the 1-3 bytes of random ids
+    would mispredict a loop's every exit); the 4th byte, and the 3rd and 2nd past its length,
+    are overwritten by what follows (``_SLACK`` at the buffer's end)."""
+    if v < np.uint64(1 << 21):
+        more = np.uint64(v >= np.uint64(1 << 7))
+        most = np.uint64(v >= np.uint64(1 << 14))
+        _store4(out + at, (v & np.uint64(0x7F)) | (more << np.uint64(7)) | ((v << np.uint64(1)) & np.uint64(0x7F00))
+                | (most << np.uint64(15)) | ((v << np.uint64(2)) & np.uint64(0x7F0000)))
+        return at + 1 + np.int64(more) + np.int64(most)
+    return _put_varint(out, at, v)
+
+
+@helper(inline=True)
+def _copy_bytes(out, at, source, count):
+    """The ``count`` bytes at address ``source`` at ``out[at]`` (``out``: an address), 8 a step (the last word
+    overlapping the one before; a byte at a time under 8); returns where they end."""
+    if count >= 8:
+        k = 0
+        while k + 8 < count:
+            _store8(out + at + k, _load8(source + k))
+            k += 8
+        _store8(out + at + count - 8, _load8(source + count - 8))
+    else:
+        for b in range(count):
+            _store1(out + at + b, _load1(source + b))
+    return at + count
+
+
+@helper(inline=True)
+def _put_const(out, at, constants, first, last):
+    """The constant bytes ``first:last`` (of the address ``constants``, readable 8 bytes past
+    each) at ``out[at]`` (an address), a word at a time (up to 7 bytes more stored past them:
+    what follows overwrites them); returns where they end."""
+    for k in range(0, last - first, 8):
+        _store8(out + at + k, _load8(constants + first + k))
+    return at + last - first
+
+
+@helper(inline=True)
+def _put_row(out, at, row, count, size, width, small):
+    """A row of a column (``row``: the address of its ``width`` bytes, ``count`` values of
+    ``size`` bytes each, 0 for a float list: its bytes as they are) as packed varints at
+    ``out[at]`` (``out``: an address); ``small``: every value below 128 (one byte each: copied, or narrowed); returns
+    where they end."""
+    if size == 0 or (small and size == 1):
+        return _copy_bytes(out, at, row, width)
+    if small:
+        if size == 2:
+            for j in range(count):
+                _store1(out + at + j, _load2(row + 2 * j))
+        elif size == 4:
+            for j in range(count):
+                _store1(out + at + j, _load4(row + 4 * j))
         else:
-            for j in range(values.shape[1]):  # (_put_varint's loop, here: no call a value)
-                v = np.uint64(values[i, j])
-                while v >= np.uint64(0x80):
-                    out[q] = np.uint8((v & np.uint64(0x7F)) | np.uint64(0x80))
-                    v >>= np.uint64(7)
-                    q += 1
-                out[q] = np.uint8(v)
-                q += 1
-        pos[i] = q
+            for j in range(count):
+                _store1(out + at + j, _load8(row + 8 * j))
+        return at + count
+    if size == 1:
+        for j in range(count):
+            at = _put_value(out, at, _load1(row + j))
+    elif size == 2:
+        for j in range(count):
+            at = _put_value(out, at, _load2(row + 2 * j))
+    elif size == 4:
+        for j in range(count):
+            at = _put_value(out, at, _load4(row + 4 * j))
+    else:
+        for j in range(count):
+            at = _put_value(out, at, _load8(row + 8 * j))
+    return at
 
 
 @helper
@@ -267,6 +400,70 @@ def _register_frame_crc() -> None:
         return lambda out, first, end, tables: _masked_crc(out, first, end, frozen)
 
 
+@functools.lru_cache(maxsize=None)
+def _register_word_access() -> None:
+    """:func:`_load1` ... :func:`_load8`, :func:`_store4` and :func:`_store8` in kernels: one
+    unaligned load or store of a contiguous uint8 array at a byte offset (numba indexes by
+    element: a word would be 8 loads or stores and the shifts that join them).  The callers
+    keep every offset inside the array (``_SLACK``).  Registered on first use, before the kernel
+    compiles."""
+    from llvmlite import ir
+    from numba import types
+    from numba.core.errors import TypingError
+    from numba.extending import intrinsic, overload
+
+    def contiguous_bytes(array):
+        if not (isinstance(array, types.Array) and array.dtype == types.uint8 and array.layout == "C"):
+            raise TypingError(f"word access reads a contiguous uint8 array, not {array}")
+
+    @intrinsic
+    def address(typingctx, array):
+        contiguous_bytes(array)
+
+        def codegen(context, builder, signature, args):
+            data = context.make_array(signature.args[0])(context, builder, args[0]).data
+            return builder.ptrtoint(data, ir.IntType(64))
+
+        return types.intp(array), codegen
+
+    def load_of(bits):
+        @intrinsic
+        def load(typingctx, at):
+            def codegen(context, builder, signature, args):
+                value = builder.load(builder.inttoptr(args[0], ir.IntType(bits).as_pointer()), align=1)
+                return value if bits == 64 else builder.zext(value, ir.IntType(64))
+
+            return types.uint64(types.intp), codegen
+
+        return load
+
+    def store_of(bits):
+        @intrinsic
+        def store(typingctx, at, word):
+            def codegen(context, builder, signature, args):
+                value = args[1] if bits == 64 else builder.trunc(args[1], ir.IntType(bits))
+                builder.store(value, builder.inttoptr(args[0], ir.IntType(bits).as_pointer()), align=1)
+                return context.get_dummy_value()
+
+            return types.void(types.intp, types.uint64), codegen
+
+        return store
+
+    def overload_load(function, bits):
+        load = load_of(bits)
+        overload(function)(lambda at: lambda at: load(at))
+
+    def overload_store(function, bits):
+        store = store_of(bits)
+        overload(function)(lambda at, word: lambda at, word: store(at, word))
+
+    overload(_address)(lambda array: lambda array: address(array))
+    for function, bits in ((_load1, 8), (_load2, 16), (_load4, 32), (_load8, 64)):
+        overload_load(function, bits)
+    for function, bits in ((_store1, 8), (_store4, 32), (_store8, 64)):
+        overload_store(function, bits)
+
+
 @kernel
 def _encode_records(features, itemsizes, signed, lengths, consts, const_ends, framed, tables, ends):
     """The ``n`` records of ``features`` end to end (``framed``: each in its TFRecord frame, 12
@@ -280,9 +477,9 @@ def _encode_records(features, itemsizes, signed, lengths, consts, const_ends, fr
     list's tag, then its length; the packed field's tag (none for an empty list), then the
     payload's length and the values.
 
-    A feature at a time (each column read through one typed view, its rows one after another):
-    the payloads, then every record's plan (nested lengths, where it starts), then each
-    feature's bytes into every record, then the frames."""
+    The payloads a feature at a time (each column read through one typed view, its rows one
+    after another), then every record's plan (its length, where it ends), then a record at a
+    time: all its bytes, written while its rows are in the cache, and its frame."""
     n_features = len(itemsizes)  # (``features`` may have more slots: see SLOTS)
     n = ends.shape[0]
     payload = np.empty((n_features, n), np.int64)
@@ -303,92 +500,61 @@ def _encode_records(features, itemsizes, signed, lengths, consts, const_ends, fr
             return np.empty(0, np.uint8), False
 
     header, footer = (12, 4) if framed else (0, 0)
-    # The plan: each feature's three lengths a row (its map entry, its Feature, its list), each
-    # record's Features length, and where each record's data starts.
-    heads = np.empty((n_features, 3, n), np.int64)
+    # The plan: each record's Features length, and where it (its frame) ends.
     totals = np.empty(n, np.int64)
-    pos = np.empty(n, np.int64)
     q = 0
     for i in range(n):
         total = 0
         for f in range(n_features):
             p = payload[f, i]
-            il = 1 + _length_varint_bytes(p) + p if lengths[f] else 0  # an empty list: no packed field
-            fl = 1 + _length_varint_bytes(il) + il
-            me = const_ends[f, 2] - const_ends[f, 1] + _length_varint_bytes(fl) + fl
-            heads[f, 0, i] = me
-            heads[f, 1, i] = fl
-            heads[f, 2, i] = il
-            total += 1 + _length_varint_bytes(me) + me
+            il = 1 + _varint_size(p) + p if lengths[f] else 0  # an empty list: no packed field
+            fl = 1 + _varint_size(il) + il
+            me = const_ends[f, 2] - const_ends[f, 1] + _varint_size(fl) + fl
+            total += 1 + _varint_size(me) + me
         totals[i] = total
-        pos[i] = q + header
-        q += header + 1 + _length_varint_bytes(total) + total + footer
+        q += header + 1 + _varint_size(total) + total + footer
         ends[i] = q
 
-    out = np.empty(q, np.uint8)
-    for i in range(n):
-        at = pos[i]
-        out[at] = 0x0A  # Example.features
-        pos[i] = _put_varint(out, at + 1, np.uint64(totals[i]))
+    rows = np.empty(n_features, np.int64)  # where each column's bytes start, and its bytes a row
+    widths = np.empty(n_features, np.int64)
     for f in range(n_features):
-        first, second, third, fourth, last = (const_ends[f, 0], const_ends[f, 1], const_ends[f, 2], const_ends[f, 3],
-                                              const_ends[f, 4])
-        for i in range(n):
-            at = pos[i]
-            for c in range(first, second):
-                out[at] = consts[c]
-                at += 1
-            at = _put_varint(out, at, np.uint64(heads[f, 0, i]))
-            for c in range(second, third):
-                out[at] = consts[c]
-                at += 1
-            at = _put_varint(out, at, np.uint64(heads[f, 1, i]))
-            for c in range(third, fourth):
-                out[at] = consts[c]
-                at += 1
-            at = _put_varint(out, at, np.uint64(heads[f, 2, i]))
-            if lengths[f]:
-                for c in range(fourth, last):
-                    out[at] = consts[c]
-                    at += 1
-                at = _put_varint(out, at, np.uint64(payload[f, i]))
-            pos[i] = at
-        size = itemsizes[f]
-        if size == 1:
-            _put_values(out, pos, features[f], payload[f])
-        elif size == 2:
-            _put_values(out, pos, features[f].view(np.uint16), payload[f])
-        elif size == 4:
-            _put_values(out, pos, features[f].view(np.uint32), payload[f])
-        elif size == 8:
-            _put_values(out, pos, features[f].view(np.uint64), payload[f])
-        else:  # a float list: its bytes as they are
-            values = features[f]
-            for i in range(n):
-                at = pos[i]
-                for j in range(values.shape[1]):
-                    out[at + j] = values[i, j]
-                pos[i] = at + values.shape[1]
-
+        rows[f] = _address(features[f])
+        widths[f] = features[f].shape[1]
+    padded = np.zeros(consts.shape[0] + 8, np.uint8)  # (read a word at a time)
+    padded[:consts.shape[0]] = consts
+    constants = _address(padded)
+    out = np.empty(q + _SLACK, np.uint8)
+    at_out = _address(out)
+    start = 0
     for i in range(n):
-        if pos[i] != ends[i] - footer:  # internal consistency check, cheap
+        data = start + header
+        _store1(at_out + data, np.uint64(0x0A))  # Example.features
+        at = _put_value(at_out, data + 1, np.uint64(totals[i]))
+        for f in range(n_features):
+            p = payload[f, i]
+            il = 1 + _varint_size(p) + p if lengths[f] else 0  # (the plan's lengths, again)
+            fl = 1 + _varint_size(il) + il
+            me = const_ends[f, 2] - const_ends[f, 1] + _varint_size(fl) + fl
+            at = _put_const(at_out, at, constants, const_ends[f, 0], const_ends[f, 1])
+            at = _put_value(at_out, at, np.uint64(me))
+            at = _put_const(at_out, at, constants, const_ends[f, 1], const_ends[f, 2])
+            at = _put_value(at_out, at, np.uint64(fl))
+            at = _put_const(at_out, at, constants, const_ends[f, 2], const_ends[f, 3])
+            at = _put_value(at_out, at, np.uint64(il))
+            if lengths[f]:
+                at = _put_const(at_out, at, constants, const_ends[f, 3], const_ends[f, 4])
+                at = _put_value(at_out, at, np.uint64(p))
+                at = _put_row(at_out, at, rows[f] + i * widths[f], lengths[f], itemsizes[f], widths[f],
+                              p == lengths[f])
+        end = ends[i] - footer
+        if at != end:  # internal consistency check, cheap
             raise AssertionError("encoder length mismatch: a record's bytes differ from its planned length")
-    if framed:
-        start = 0
-        for i in range(n):
-            data = start + header
-            end = ends[i] - footer
-            length = np.uint64(end - data)
-            for b in range(8):
-                out[start + b] = np.uint8((length >> np.uint64(8 * b)) & np.uint64(0xFF))
-            crc = _frame_crc(out, start, start + 8, tables)
-            for b in range(4):
-                out[start + 8 + b] = np.uint8((crc >> np.uint32(8 * b)) & np.uint32(0xFF))
-            crc = _frame_crc(out, data, end, tables)
-            for b in range(4):
-                out[end + b] = np.uint8((crc >> np.uint32(8 * b)) & np.uint32(0xFF))
-            start = ends[i]
-    return out, True
+        if framed:  # (what the words stored past ``end`` wrote is overwritten here, the next's header after)
+            _store8(at_out + start, np.uint64(end - data))
+            _store4(at_out + start + 8, np.uint64(_frame_crc(out, start, start + 8, tables)))
+            _store4(at_out + end, np.uint64(_frame_crc(out, data, end, tables)))
+        start = ends[i]
+    return out[:q], True
 
 
 def encode_records():
@@ -399,4 +565,5 @@ def encode_records():
     if compiled is not None:
         with _REGISTERING:
             _register_frame_crc()
+            _register_word_access()
     return compiled
