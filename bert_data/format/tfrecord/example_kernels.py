@@ -26,7 +26,7 @@ import numpy as np
 
 from ...compiled import helper, kernel
 
-__all__ = ["encode_records", "crc32c_tables", "frame_crc_tables", "hardware_crc", "crc_instructions", "MASK_DELTA",
+__all__ = ["encode_records", "crc32c_tables", "crc32c_zeros", "frame_crc_tables", "hardware_crc", "crc_instructions", "MASK_DELTA",
            "SLOTS"]
 
 MASK_DELTA = 0xA282EAD8
@@ -51,6 +51,23 @@ def crc32c_tables() -> np.ndarray:
         previous = table[k - 1]
         table[k] = (previous >> 8) ^ table[0, previous & 0xFF]
     return table
+
+
+# The CRC instruction's loop runs three streams of this many bytes at once (its latency is 3 cycles,
+# one can start each cycle), joined by shifting a stream's CRC past the next (crc32c_zeros).
+CRC_STREAM = 128
+
+
+def crc32c_zeros(length: int) -> np.ndarray:
+    """The ``(4, 256)`` uint32 tables that move a CRC-32C register (not inverted) past
+    ``length`` zero bytes: row k, byte b gives the register of ``b << 8k`` after them, and a
+    register's is the XOR of its four bytes' (the CRC is linear).  So the CRC of A then B is
+    that of A moved past ``len(B)`` zeros, XOR that of B begun at 0."""
+    step = crc32c_tables()[0]
+    registers = (np.arange(256, dtype=np.uint32)[None, :] << (8 * np.arange(4, dtype=np.uint32))[:, None])
+    for _ in range(length):
+        registers = step[registers & 0xFF] ^ (registers >> 8)
+    return registers
 
 
 @helper(inline=True)
@@ -218,16 +235,30 @@ def _put_row(out, at, row, count, size, width, small):
     where they end."""
     if size == 0 or (small and size == 1):
         return _copy_bytes(out, at, row, width)
-    if small:
-        if size == 2:
-            for j in range(count):
-                _store1(out + at + j, _load2(row + 2 * j))
-        elif size == 4:
-            for j in range(count):
-                _store1(out + at + j, _load4(row + 4 * j))
-        else:
-            for j in range(count):
-                _store1(out + at + j, _load8(row + 8 * j))
+    if small:  # each value's low byte, 8 values a word stored (two a word read of 4-byte values)
+        j = 0
+        if size == 4:
+            mask = np.uint64(0xFFFF)
+            while j + 8 <= count:
+                first = row + 4 * j
+                pair0, pair1 = _load8(first), _load8(first + 8)
+                pair2, pair3 = _load8(first + 16), _load8(first + 24)
+                _store8(out + at + j, ((pair0 | (pair0 >> np.uint64(24))) & mask)
+                        | (((pair1 | (pair1 >> np.uint64(24))) & mask) << np.uint64(16))
+                        | (((pair2 | (pair2 >> np.uint64(24))) & mask) << np.uint64(32))
+                        | ((pair3 | (pair3 >> np.uint64(24))) << np.uint64(48)))
+                j += 8
+        elif size == 8:
+            while j + 8 <= count:
+                first = row + 8 * j
+                _store8(out + at + j, _load8(first) | (_load8(first + 8) << np.uint64(8))
+                        | (_load8(first + 16) << np.uint64(16)) | (_load8(first + 24) << np.uint64(24))
+                        | (_load8(first + 32) << np.uint64(32)) | (_load8(first + 40) << np.uint64(40))
+                        | (_load8(first + 48) << np.uint64(48)) | (_load8(first + 56) << np.uint64(56)))
+                j += 8
+        for j in range(j, count):
+            _store1(out + at + j, _load8(row + size * j) if size == 8 else _load4(row + size * j) if size == 4
+                    else _load2(row + size * j))
         return at + count
     if size == 1:
         for j in range(count):
@@ -345,9 +376,10 @@ def crc_instruction_ir(builder, instructions: str, crc, data):
 
 @functools.lru_cache(maxsize=None)
 def _register_frame_crc() -> None:
-    """:func:`_frame_crc` in kernels: ``tables`` None gives the instruction's loop (eight bytes a
-    step, then a byte at a time; the data read as little-endian words, which both architectures
-    are) or, on a CPU without it, slicing-by-8 over tables frozen into the kernel; an array gives
+    """:func:`_frame_crc` in kernels: ``tables`` None gives the instruction's loop (three
+    streams of ``CRC_STREAM`` bytes at once while they last, their CRCs joined by
+    :func:`crc32c_zeros`' tables, then eight bytes a step, then a byte at a time; the data read
+    as little-endian words, which both architectures are) or, on a CPU without it, slicing-by-8 over tables frozen into the kernel; an array gives
     slicing-by-8 over it.  Registered on first use, before the kernel compiles (importing numba
     at import is what ``bert_data.compiled`` avoids)."""
     from llvmlite import ir
@@ -377,10 +409,25 @@ def _register_frame_crc() -> None:
 
         return types.uint32(types.uint32, types.uint8), codegen
 
+    zeros = crc32c_zeros(CRC_STREAM)  # (a constant of the compiled kernel)
+
+    @register_jitable
+    def moved(crc):
+        return np.uint32(zeros[0, crc & np.uint32(0xFF)] ^ zeros[1, (crc >> np.uint32(8)) & np.uint32(0xFF)]
+                         ^ zeros[2, (crc >> np.uint32(16)) & np.uint32(0xFF)] ^ zeros[3, crc >> np.uint32(24)])
+
     @register_jitable
     def masked_crc_instruction(out, first, end):
         crc = np.uint32(0xFFFFFFFF)
         q = first
+        while q + 3 * CRC_STREAM <= end:  # three streams at once, then joined
+            second, third = np.uint32(0), np.uint32(0)
+            for k in range(q, q + CRC_STREAM, 8):
+                crc = crc_word(crc, out, k)
+                second = crc_word(second, out, k + CRC_STREAM)
+                third = crc_word(third, out, k + 2 * CRC_STREAM)
+            crc = np.uint32(moved(np.uint32(moved(crc) ^ second)) ^ third)
+            q += 3 * CRC_STREAM
         while q + 8 <= end:
             crc = crc_word(crc, out, q)
             q += 8
