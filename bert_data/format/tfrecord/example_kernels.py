@@ -141,7 +141,7 @@ def _load_bytes(address, size):
     """The little-endian unsigned integer of the ``size`` bytes at ``address``, as uint64."""
     import ctypes
 
-    return np.uint64(int.from_bytes(ctypes.string_at(address, size), "little"))
+    return np.uint64(int.from_bytes(ctypes.string_at(int(address), int(size)), "little"))
 
 
 def _load1(address):
@@ -164,7 +164,7 @@ def _store_bytes(address, word, size):
     """The ``size`` low bytes of ``word`` at ``address``, little-endian."""
     import ctypes
 
-    ctypes.memmove(address, int(word).to_bytes(8, "little"), size)
+    ctypes.memmove(int(address), int(word).to_bytes(8, "little"), int(size))
 
 
 def _store1(address, word):
@@ -183,6 +183,7 @@ def _store8(address, word):
 # is known (:func:`_put_value`), up to 3 bytes past its end, and constants a word at a time, up to
 # 7 (:func:`_put_const`), which what follows overwrites; past the last record, these.
 _SLACK = 8
+_HEAD_ROOM = 48  # bytes kept of a feature's bytes before its values (a name of up to ~30 bytes)
 
 
 @helper(inline=True)
@@ -567,11 +568,20 @@ def _encode_records(features, itemsizes, signed, lengths, consts, const_ends, fr
     for f in range(n_features):
         rows[f] = _address(features[f])
         widths[f] = features[f].shape[1]
-    padded = np.zeros(consts.shape[0] + 8, np.uint8)  # (read a word at a time)
-    padded[:consts.shape[0]] = consts
-    constants = _address(padded)
-    out = np.empty(q + _SLACK, np.uint8)
+    # One buffer: the records, _SLACK, then the constants (read a word at a time: 8 bytes more)
+    # and the kept bytes before each feature's values (below), which live as long as ``out``,
+    # whose view the caller gets (an array of their own would be freed after its last use as
+    # an array, before its address's).
+    out = np.empty(q + _SLACK + consts.shape[0] + 8 + n_features * _HEAD_ROOM + 8, np.uint8)
     at_out = _address(out)
+    constants = at_out + q + _SLACK
+    out[q + _SLACK:q + _SLACK + consts.shape[0]] = consts
+    # Each feature's bytes before its values (tags, key, lengths) depend on its payload's length
+    # alone, which is the same in most records for most features (masks, positions, weights):
+    # the last ones written are kept, and copied while the payload's length stays the same.
+    heads = constants + consts.shape[0] + 8
+    head_payloads = np.full(n_features, -1, np.int64)
+    head_sizes = np.zeros(n_features, np.int64)
     start = 0
     for i in range(n):
         data = start + header
@@ -579,18 +589,27 @@ def _encode_records(features, itemsizes, signed, lengths, consts, const_ends, fr
         at = _put_value(at_out, data + 1, np.uint64(totals[i]))
         for f in range(n_features):
             p = payload[f, i]
-            il = 1 + _varint_size(p) + p if lengths[f] else 0  # (the plan's lengths, again)
-            fl = 1 + _varint_size(il) + il
-            me = const_ends[f, 2] - const_ends[f, 1] + _varint_size(fl) + fl
-            at = _put_const(at_out, at, constants, const_ends[f, 0], const_ends[f, 1])
-            at = _put_value(at_out, at, np.uint64(me))
-            at = _put_const(at_out, at, constants, const_ends[f, 1], const_ends[f, 2])
-            at = _put_value(at_out, at, np.uint64(fl))
-            at = _put_const(at_out, at, constants, const_ends[f, 2], const_ends[f, 3])
-            at = _put_value(at_out, at, np.uint64(il))
+            if p == head_payloads[f]:  # the bytes before its values as in an earlier record
+                at = _put_const(at_out, at, heads, f * _HEAD_ROOM, f * _HEAD_ROOM + head_sizes[f])
+            else:
+                head_start = at
+                il = 1 + _varint_size(p) + p if lengths[f] else 0  # (the plan's lengths, again)
+                fl = 1 + _varint_size(il) + il
+                me = const_ends[f, 2] - const_ends[f, 1] + _varint_size(fl) + fl
+                at = _put_const(at_out, at, constants, const_ends[f, 0], const_ends[f, 1])
+                at = _put_value(at_out, at, np.uint64(me))
+                at = _put_const(at_out, at, constants, const_ends[f, 1], const_ends[f, 2])
+                at = _put_value(at_out, at, np.uint64(fl))
+                at = _put_const(at_out, at, constants, const_ends[f, 2], const_ends[f, 3])
+                at = _put_value(at_out, at, np.uint64(il))
+                if lengths[f]:
+                    at = _put_const(at_out, at, constants, const_ends[f, 3], const_ends[f, 4])
+                    at = _put_value(at_out, at, np.uint64(p))
+                if at - head_start <= _HEAD_ROOM - 8:  # kept for the next record with this payload
+                    for k in range(at - head_start):
+                        _store1(heads + f * _HEAD_ROOM + k, _load1(at_out + head_start + k))
+                    head_payloads[f], head_sizes[f] = p, at - head_start
             if lengths[f]:
-                at = _put_const(at_out, at, constants, const_ends[f, 3], const_ends[f, 4])
-                at = _put_value(at_out, at, np.uint64(p))
                 at = _put_row(at_out, at, rows[f] + i * widths[f], lengths[f], itemsizes[f], widths[f],
                               p == lengths[f])
         end = ends[i] - footer
