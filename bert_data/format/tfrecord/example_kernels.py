@@ -5,17 +5,19 @@ into one output buffer, each byte once, and framed, in ONE call.
 ``uint8`` view of its rows (``(n, length * itemsize)``; ``features`` is a tuple of them, padded
 to a multiple of ``SLOTS``, one type whatever the columns' dtypes, so one compiled kernel serves
 every layout), with how to read it (``itemsizes``: the bytes of an integer, little-endian; 0 for
-a float list, whose bytes are written as they are).  It works a feature at a time, each column
-read through one typed view, row after row (a view a row and feature would cost more than the
-row's bytes): each row's packed payload (the varint lengths of its values), then the plan (every
-nested message's length, where each record starts, the buffer's exact size), then each
-feature's constant bytes, lengths and values into every record (a plain copy for a row whose
-values are all below 128, else varints), then the frames (the length, the masked CRC-32C of its
-8 bytes, the masked CRC-32C of the data: see :func:`frame_crc_tables` for how).  The matrix encoder in
+a float list, whose bytes are written as they are).  First, a feature at a time, each column read
+through one typed view, each row's packed payload (the varint lengths of its values: the row's
+values OR-ed say how many lengths to count); then the plan (each record's length and where it
+ends: the buffer's exact size); then a record at a time, while its rows are in the cache, all its
+bytes: each feature's constant bytes and lengths (kept and copied while its payload's length
+repeats), its values (a row below 128 copied or narrowed a word at a time, else varints, one
+word stored for each value below 2**21: no branch on its length), and the frame (the length, the
+masked CRC-32C of its 8 bytes, the masked CRC-32C of the data: see :func:`frame_crc_tables` for
+how).  Columns, constants and the output are read and written at addresses
+(:mod:`.word_access`: no reference counting in the loops).  The matrix encoder in
 :mod:`.example_encoding` is the reference: it runs when kernels are off (``bert_data.compiled``),
 and the tests require the same bytes.
 """
-
 from __future__ import annotations
 
 import functools
@@ -25,9 +27,10 @@ from typing import Optional
 import numpy as np
 
 from ...compiled import helper, kernel
+from .word_access import address, load1, load2, load4, load8, register_word_access, store1, store4, store8
 
-__all__ = ["encode_records", "crc32c_tables", "crc32c_zeros", "frame_crc_tables", "hardware_crc", "crc_instructions", "MASK_DELTA",
-           "SLOTS"]
+__all__ = ["encode_records", "crc32c_tables", "crc32c_zeros", "frame_crc_tables", "hardware_crc", "crc_instructions",
+           "MASK_DELTA", "SLOTS", "CRC_STREAM"]
 
 MASK_DELTA = 0xA282EAD8
 _CRC32C_POLYNOMIAL = 0x82F63B78  # reflected Castagnoli polynomial
@@ -90,10 +93,10 @@ def _varint_size(x):
 def _put_varint(out, q, v):
     """The varint of ``v`` (uint64) at the address ``out`` plus ``q``; returns where it ends."""
     while v >= np.uint64(0x80):
-        _store1(out + q, (v & np.uint64(0x7F)) | np.uint64(0x80))
+        store1(out + q, (v & np.uint64(0x7F)) | np.uint64(0x80))
         v >>= np.uint64(7)
         q += 1
-    _store1(out + q, v)
+    store1(out + q, v)
     return q + 1
 
 
@@ -126,59 +129,6 @@ def _payloads(values, payload):
     return bits
 
 
-# Where the kernel reads and writes words of bytes at any offset (numba indexes arrays by element,
-# a word would be 8 loads or stores and the shifts that join them): plain Python here, one
-# unaligned load or store each in a kernel (:func:`_register_word_access`).  At addresses
-# (:func:`_address` of each array, once a call, plus a byte offset): an array handed to a helper,
-# or taken from the tuple of columns, for each record and feature costs numba's reference
-# counting, two calls of atomic operations each (most of the time this kernel took at first).
-def _address(array):
-    """Where the contiguous ``array``'s bytes start in memory (the caller keeps it alive)."""
-    return array.ctypes.data
-
-
-def _load_bytes(address, size):
-    """The little-endian unsigned integer of the ``size`` bytes at ``address``, as uint64."""
-    import ctypes
-
-    return np.uint64(int.from_bytes(ctypes.string_at(int(address), int(size)), "little"))
-
-
-def _load1(address):
-    return _load_bytes(address, 1)
-
-
-def _load2(address):
-    return _load_bytes(address, 2)
-
-
-def _load4(address):
-    return _load_bytes(address, 4)
-
-
-def _load8(address):
-    return _load_bytes(address, 8)
-
-
-def _store_bytes(address, word, size):
-    """The ``size`` low bytes of ``word`` at ``address``, little-endian."""
-    import ctypes
-
-    ctypes.memmove(int(address), int(word).to_bytes(8, "little"), int(size))
-
-
-def _store1(address, word):
-    _store_bytes(address, word, 1)
-
-
-def _store4(address, word):
-    _store_bytes(address, word, 4)
-
-
-def _store8(address, word):
-    _store_bytes(address, word, 8)
-
-
 # The bytes ``out`` has past the records: a varint is stored as a whole word before its length
 # is known (:func:`_put_value`), up to 3 bytes past its end, and constants a word at a time, up to
 # 7 (:func:`_put_const`), which what follows overwrites; past the last record, these.
@@ -196,7 +146,7 @@ def _put_value(out, at, v):
     if v < np.uint64(1 << 21):
         more = np.uint64(v >= np.uint64(1 << 7))
         most = np.uint64(v >= np.uint64(1 << 14))
-        _store4(out + at, (v & np.uint64(0x7F)) | (more << np.uint64(7)) | ((v << np.uint64(1)) & np.uint64(0x7F00))
+        store4(out + at, (v & np.uint64(0x7F)) | (more << np.uint64(7)) | ((v << np.uint64(1)) & np.uint64(0x7F00))
                 | (most << np.uint64(15)) | ((v << np.uint64(2)) & np.uint64(0x7F0000)))
         return at + 1 + np.int64(more) + np.int64(most)
     return _put_varint(out, at, v)
@@ -209,12 +159,12 @@ def _copy_bytes(out, at, source, count):
     if count >= 8:
         k = 0
         while k + 8 < count:
-            _store8(out + at + k, _load8(source + k))
+            store8(out + at + k, load8(source + k))
             k += 8
-        _store8(out + at + count - 8, _load8(source + count - 8))
+        store8(out + at + count - 8, load8(source + count - 8))
     else:
         for b in range(count):
-            _store1(out + at + b, _load1(source + b))
+            store1(out + at + b, load1(source + b))
     return at + count
 
 
@@ -224,7 +174,7 @@ def _put_const(out, at, constants, first, last):
     each) at ``out[at]`` (an address), a word at a time (up to 7 bytes more stored past them:
     what follows overwrites them); returns where they end."""
     for k in range(0, last - first, 8):
-        _store8(out + at + k, _load8(constants + first + k))
+        store8(out + at + k, load8(constants + first + k))
     return at + last - first
 
 
@@ -242,9 +192,9 @@ def _put_row(out, at, row, count, size, width, small):
             mask = np.uint64(0xFFFF)
             while j + 8 <= count:
                 first = row + 4 * j
-                pair0, pair1 = _load8(first), _load8(first + 8)
-                pair2, pair3 = _load8(first + 16), _load8(first + 24)
-                _store8(out + at + j, ((pair0 | (pair0 >> np.uint64(24))) & mask)
+                pair0, pair1 = load8(first), load8(first + 8)
+                pair2, pair3 = load8(first + 16), load8(first + 24)
+                store8(out + at + j, ((pair0 | (pair0 >> np.uint64(24))) & mask)
                         | (((pair1 | (pair1 >> np.uint64(24))) & mask) << np.uint64(16))
                         | (((pair2 | (pair2 >> np.uint64(24))) & mask) << np.uint64(32))
                         | ((pair3 | (pair3 >> np.uint64(24))) << np.uint64(48)))
@@ -252,27 +202,27 @@ def _put_row(out, at, row, count, size, width, small):
         elif size == 8:
             while j + 8 <= count:
                 first = row + 8 * j
-                _store8(out + at + j, _load8(first) | (_load8(first + 8) << np.uint64(8))
-                        | (_load8(first + 16) << np.uint64(16)) | (_load8(first + 24) << np.uint64(24))
-                        | (_load8(first + 32) << np.uint64(32)) | (_load8(first + 40) << np.uint64(40))
-                        | (_load8(first + 48) << np.uint64(48)) | (_load8(first + 56) << np.uint64(56)))
+                store8(out + at + j, load8(first) | (load8(first + 8) << np.uint64(8))
+                        | (load8(first + 16) << np.uint64(16)) | (load8(first + 24) << np.uint64(24))
+                        | (load8(first + 32) << np.uint64(32)) | (load8(first + 40) << np.uint64(40))
+                        | (load8(first + 48) << np.uint64(48)) | (load8(first + 56) << np.uint64(56)))
                 j += 8
         for j in range(j, count):
-            _store1(out + at + j, _load8(row + size * j) if size == 8 else _load4(row + size * j) if size == 4
-                    else _load2(row + size * j))
+            store1(out + at + j, load8(row + size * j) if size == 8 else load4(row + size * j) if size == 4
+                    else load2(row + size * j))
         return at + count
     if size == 1:
         for j in range(count):
-            at = _put_value(out, at, _load1(row + j))
+            at = _put_value(out, at, load1(row + j))
     elif size == 2:
         for j in range(count):
-            at = _put_value(out, at, _load2(row + 2 * j))
+            at = _put_value(out, at, load2(row + 2 * j))
     elif size == 4:
         for j in range(count):
-            at = _put_value(out, at, _load4(row + 4 * j))
+            at = _put_value(out, at, load4(row + 4 * j))
     else:
         for j in range(count):
-            at = _put_value(out, at, _load8(row + 8 * j))
+            at = _put_value(out, at, load8(row + 8 * j))
     return at
 
 
@@ -380,8 +330,8 @@ def _register_frame_crc() -> None:
     """:func:`_frame_crc` in kernels: ``tables`` None gives the instruction's loop (three
     streams of ``CRC_STREAM`` bytes at once while they last, their CRCs joined by
     :func:`crc32c_zeros`' tables, then eight bytes a step, then a byte at a time; the data read
-    as little-endian words, which both architectures are) or, on a CPU without it, slicing-by-8 over tables frozen into the kernel; an array gives
-    slicing-by-8 over it.  Registered on first use, before the kernel compiles (importing numba
+    as little-endian words, which both architectures are) or, on a CPU without it, slicing-by-8
+    over tables frozen into the kernel; an array gives slicing-by-8 over it.  Registered on first use, before the kernel compiles (importing numba
     at import is what ``bert_data.compiled`` avoids)."""
     from llvmlite import ir
     from numba import types
@@ -448,70 +398,6 @@ def _register_frame_crc() -> None:
         return lambda out, first, end, tables: _masked_crc(out, first, end, frozen)
 
 
-@functools.lru_cache(maxsize=None)
-def _register_word_access() -> None:
-    """:func:`_load1` ... :func:`_load8`, :func:`_store4` and :func:`_store8` in kernels: one
-    unaligned load or store of a contiguous uint8 array at a byte offset (numba indexes by
-    element: a word would be 8 loads or stores and the shifts that join them).  The callers
-    keep every offset inside the array (``_SLACK``).  Registered on first use, before the kernel
-    compiles."""
-    from llvmlite import ir
-    from numba import types
-    from numba.core.errors import TypingError
-    from numba.extending import intrinsic, overload
-
-    def contiguous_bytes(array):
-        if not (isinstance(array, types.Array) and array.dtype == types.uint8 and array.layout == "C"):
-            raise TypingError(f"word access reads a contiguous uint8 array, not {array}")
-
-    @intrinsic
-    def address(typingctx, array):
-        contiguous_bytes(array)
-
-        def codegen(context, builder, signature, args):
-            data = context.make_array(signature.args[0])(context, builder, args[0]).data
-            return builder.ptrtoint(data, ir.IntType(64))
-
-        return types.intp(array), codegen
-
-    def load_of(bits):
-        @intrinsic
-        def load(typingctx, at):
-            def codegen(context, builder, signature, args):
-                value = builder.load(builder.inttoptr(args[0], ir.IntType(bits).as_pointer()), align=1)
-                return value if bits == 64 else builder.zext(value, ir.IntType(64))
-
-            return types.uint64(types.intp), codegen
-
-        return load
-
-    def store_of(bits):
-        @intrinsic
-        def store(typingctx, at, word):
-            def codegen(context, builder, signature, args):
-                value = args[1] if bits == 64 else builder.trunc(args[1], ir.IntType(bits))
-                builder.store(value, builder.inttoptr(args[0], ir.IntType(bits).as_pointer()), align=1)
-                return context.get_dummy_value()
-
-            return types.void(types.intp, types.uint64), codegen
-
-        return store
-
-    def overload_load(function, bits):
-        load = load_of(bits)
-        overload(function)(lambda at: lambda at: load(at))
-
-    def overload_store(function, bits):
-        store = store_of(bits)
-        overload(function)(lambda at, word: lambda at, word: store(at, word))
-
-    overload(_address)(lambda array: lambda array: address(array))
-    for function, bits in ((_load1, 8), (_load2, 16), (_load4, 32), (_load8, 64)):
-        overload_load(function, bits)
-    for function, bits in ((_store1, 8), (_store4, 32), (_store8, 64)):
-        overload_store(function, bits)
-
-
 @kernel
 def _encode_records(features, itemsizes, signed, lengths, consts, const_ends, framed, tables, ends):
     """The ``n`` records of ``features`` end to end (``framed``: each in its TFRecord frame, 12
@@ -566,14 +452,14 @@ def _encode_records(features, itemsizes, signed, lengths, consts, const_ends, fr
     rows = np.empty(n_features, np.int64)  # where each column's bytes start, and its bytes a row
     widths = np.empty(n_features, np.int64)
     for f in range(n_features):
-        rows[f] = _address(features[f])
+        rows[f] = address(features[f])
         widths[f] = features[f].shape[1]
     # One buffer: the records, _SLACK, then the constants (read a word at a time: 8 bytes more)
     # and the kept bytes before each feature's values (below), which live as long as ``out``,
     # whose view the caller gets (an array of their own would be freed after its last use as
     # an array, before its address's).
     out = np.empty(q + _SLACK + consts.shape[0] + 8 + n_features * _HEAD_ROOM + 8, np.uint8)
-    at_out = _address(out)
+    at_out = address(out)
     constants = at_out + q + _SLACK
     out[q + _SLACK:q + _SLACK + consts.shape[0]] = consts
     # Each feature's bytes before its values (tags, key, lengths) depend on its payload's length
@@ -585,7 +471,7 @@ def _encode_records(features, itemsizes, signed, lengths, consts, const_ends, fr
     start = 0
     for i in range(n):
         data = start + header
-        _store1(at_out + data, np.uint64(0x0A))  # Example.features
+        store1(at_out + data, np.uint64(0x0A))  # Example.features
         at = _put_value(at_out, data + 1, np.uint64(totals[i]))
         for f in range(n_features):
             p = payload[f, i]
@@ -607,7 +493,7 @@ def _encode_records(features, itemsizes, signed, lengths, consts, const_ends, fr
                     at = _put_value(at_out, at, np.uint64(p))
                 if at - head_start <= _HEAD_ROOM - 8:  # kept for the next record with this payload
                     for k in range(at - head_start):
-                        _store1(heads + f * _HEAD_ROOM + k, _load1(at_out + head_start + k))
+                        store1(heads + f * _HEAD_ROOM + k, load1(at_out + head_start + k))
                     head_payloads[f], head_sizes[f] = p, at - head_start
             if lengths[f]:
                 at = _put_row(at_out, at, rows[f] + i * widths[f], lengths[f], itemsizes[f], widths[f],
@@ -616,9 +502,9 @@ def _encode_records(features, itemsizes, signed, lengths, consts, const_ends, fr
         if at != end:  # internal consistency check, cheap
             raise AssertionError("encoder length mismatch: a record's bytes differ from its planned length")
         if framed:  # (what the words stored past ``end`` wrote is overwritten here, the next's header after)
-            _store8(at_out + start, np.uint64(end - data))
-            _store4(at_out + start + 8, np.uint64(_frame_crc(out, start, start + 8, tables)))
-            _store4(at_out + end, np.uint64(_frame_crc(out, data, end, tables)))
+            store8(at_out + start, np.uint64(end - data))
+            store4(at_out + start + 8, np.uint64(_frame_crc(out, start, start + 8, tables)))
+            store4(at_out + end, np.uint64(_frame_crc(out, data, end, tables)))
         start = ends[i]
     return out[:q], True
 
@@ -631,5 +517,5 @@ def encode_records():
     if compiled is not None:
         with _REGISTERING:
             _register_frame_crc()
-            _register_word_access()
+            register_word_access()
     return compiled
