@@ -174,3 +174,53 @@ def test_the_crc_instruction_and_slicing_by_8_write_the_same_records(monkeypatch
     assert {str(signature[7]) for signature in signatures} >= {"none", "array(uint32, 2d, C)"}
     monkeypatch.setenv(DISABLE_VARIABLE, "0")
     assert chosen == software == frame_records(example_encoding.encode_examples(columns, specs))
+
+
+VARINT_EDGES = [0, 1, 2**7 - 1, 2**7, 2**14 - 1, 2**14, 2**21 - 1, 2**21, 2**28 - 1, 2**28, 2**31 - 1, 2**31]
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64])
+def test_each_path_of_the_row_writer_at_varint_edges(monkeypatch, kernels_on, dtype):
+    """The compiled encoder's paths against the reference, for every integer width: values on
+    each side of every varint length (the one-word path below 2**21 and the loop above it), rows
+    all below 128 (copied or narrowed 8 values a word) of widths 1..19 (the words and the tail),
+    empty rows, repeated and changing payload lengths (the kept bytes before a feature's values),
+    a name too long to keep, and a record ending in an empty list (the words stored past the
+    last byte: the buffer's slack), framed and not."""
+    rng = np.random.default_rng(np.dtype(dtype).itemsize * 7 + "iu".index(np.dtype(dtype).kind))
+    limit = np.iinfo(dtype).max
+    edges = np.array([v for v in VARINT_EDGES if v <= limit], dtype=dtype)
+    n = 23
+    columns, specs = {}, []
+    for width in (1, 2, 7, 8, 9, 16, 19):
+        columns[f"edges_{width}"] = rng.choice(edges, (n, width)).astype(dtype)
+        columns[f"small_{width}"] = rng.integers(0, 128, (n, width)).astype(dtype)
+        specs += [FeatureSpec(f"edges_{width}", INT64, width), FeatureSpec(f"small_{width}", INT64, width)]
+    columns["small_0"] = np.zeros((n, 0), dtype=dtype)
+    columns["same"] = np.ones((n, 5), dtype=dtype)  # the same payload length in every record
+    columns["same"][::4] = 200  # ... but every fourth
+    columns["a long feature name, longer than the bytes kept before a feature's values"] = (
+        rng.choice(edges, (n, 3)).astype(dtype))
+    columns["zeros_last"] = np.zeros((n, 0), dtype=dtype)
+    specs += [FeatureSpec("small_0", INT64, 0), FeatureSpec("same", INT64, 5),
+              FeatureSpec("a long feature name, longer than the bytes kept before a feature's values", INT64, 3),
+              FeatureSpec("zeros_last", INT64, 0)]
+    for encode in (example_encoding.encode_examples, example_encoding.encode_framed):
+        for rows in (slice(None), slice(0, 1)):
+            batch = {name: column[rows] for name, column in columns.items()}
+            compiled, reference = _both(monkeypatch, encode, batch, specs)
+            assert compiled == reference
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64])
+def test_a_negative_value_next_to_large_ones_is_refused(monkeypatch, kernels_on, dtype):
+    """A negative value in a row whose other values take the one-word path, or the loop: refused by
+    both encoders (the kernel's sign check reads every value's bits)."""
+    for other in [v for v in (5, 2**7 - 1, 2**14, 2**21, 2**31) if v <= np.iinfo(dtype).max]:
+        ids = np.full((3, 4), other, dtype=dtype)
+        ids[1, 3] = -7
+        specs = [FeatureSpec("ids", INT64, 4)]
+        for setting in ("1", "0"):
+            monkeypatch.setenv(DISABLE_VARIABLE, setting)
+            with pytest.raises(ValueError, match=r"feature 'ids': negative values are not supported \(min -7\)"):
+                example_encoding.encode_framed({"ids": ids}, specs)

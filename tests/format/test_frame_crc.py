@@ -118,6 +118,46 @@ def test_masked_crcs_of_every_length_and_alignment(kernels_on):
     assert not CRC_MNEMONIC.search(machine_code["array(uint32, 2d, C)"])
 
 
+
+def test_three_streams_of_the_instruction_join_to_the_crc(kernels_on):
+    """The instruction's loop runs three streams of ``CRC_STREAM`` bytes at once and joins their
+    CRCs (``crc32c_zeros``): lengths on each side of every multiple of the three streams, at
+    each alignment, against ``crc32c.crc32c``, both kernels."""
+    import numba
+
+    frame_crc = example_kernels._frame_crc
+    block = 3 * example_kernels.CRC_STREAM
+
+    @numba.njit
+    def crcs(out, firsts, ends, tables):
+        result = np.empty(firsts.shape[0], np.uint32)
+        for i in range(firsts.shape[0]):
+            result[i] = frame_crc(out, firsts[i], ends[i], tables)
+        return result
+
+    rng = np.random.default_rng(31)
+    out = rng.integers(0, 256, 4 * block + 64, dtype=np.uint8)
+    lengths = np.array([m * block + d for m in (1, 2, 3) for d in (-9, -8, -1, 0, 1, 7, 8, 13)] * 8)
+    firsts = np.repeat(np.arange(8), lengths.size // 8).astype(np.int64)
+    ends = firsts + lengths
+    expected = np.array([masked_crc32c(out[a:b].tobytes()) for a, b in zip(firsts, ends)], dtype=np.uint32)
+    assert np.array_equal(crcs(out, firsts, ends, None), expected)
+    assert np.array_equal(crcs(out, firsts, ends, example_kernels.crc32c_tables()), expected)
+
+
+def test_the_zeros_tables_move_a_crc_past_zero_bytes():
+    """``crc32c_zeros(n)`` applied to a register is the byte-at-a-time loop over ``n`` zeros."""
+    step = example_kernels.crc32c_tables()[0]
+    for length in (0, 1, 5, example_kernels.CRC_STREAM):
+        zeros = example_kernels.crc32c_zeros(length)
+        for register in (0, 1, 0xFFFFFFFF, 0x12345678, 0x80000000):
+            moved = register
+            for _ in range(length):
+                moved = int(step[moved & 0xFF]) ^ (moved >> 8)
+            tables = int(zeros[0, register & 0xFF] ^ zeros[1, (register >> 8) & 0xFF]
+                         ^ zeros[2, (register >> 16) & 0xFF] ^ zeros[3, register >> 24])
+            assert tables == moved
+
 _PROCESS = """
 import hashlib, json, re, sys
 import numpy as np

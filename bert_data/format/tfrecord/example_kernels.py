@@ -5,17 +5,19 @@ into one output buffer, each byte once, and framed, in ONE call.
 ``uint8`` view of its rows (``(n, length * itemsize)``; ``features`` is a tuple of them, padded
 to a multiple of ``SLOTS``, one type whatever the columns' dtypes, so one compiled kernel serves
 every layout), with how to read it (``itemsizes``: the bytes of an integer, little-endian; 0 for
-a float list, whose bytes are written as they are).  It works a feature at a time, each column
-read through one typed view, row after row (a view a row and feature would cost more than the
-row's bytes): each row's packed payload (the varint lengths of its values), then the plan (every
-nested message's length, where each record starts, the buffer's exact size), then each
-feature's constant bytes, lengths and values into every record (a plain copy for a row whose
-values are all below 128, else varints), then the frames (the length, the masked CRC-32C of its
-8 bytes, the masked CRC-32C of the data: see :func:`frame_crc_tables` for how).  The matrix encoder in
+a float list, whose bytes are written as they are).  First, a feature at a time, each column read
+through one typed view, each row's packed payload (the varint lengths of its values: the row's
+values OR-ed say how many lengths to count); then the plan (each record's length and where it
+ends: the buffer's exact size); then a record at a time, while its rows are in the cache, all its
+bytes: each feature's constant bytes and lengths (kept and copied while its payload's length
+repeats), its values (a row below 128 copied or narrowed a word at a time, else varints, one
+word stored for each value below 2**21: no branch on its length), and the frame (the length, the
+masked CRC-32C of its 8 bytes, the masked CRC-32C of the data: see :func:`frame_crc_tables` for
+how).  Columns, constants and the output are read and written at addresses
+(:mod:`.word_access`: no reference counting in the loops).  The matrix encoder in
 :mod:`.example_encoding` is the reference: it runs when kernels are off (``bert_data.compiled``),
 and the tests require the same bytes.
 """
-
 from __future__ import annotations
 
 import functools
@@ -25,9 +27,10 @@ from typing import Optional
 import numpy as np
 
 from ...compiled import helper, kernel
+from .word_access import address, load1, load2, load4, load8, register_word_access, store1, store4, store8
 
-__all__ = ["encode_records", "crc32c_tables", "frame_crc_tables", "hardware_crc", "crc_instructions", "MASK_DELTA",
-           "SLOTS"]
+__all__ = ["encode_records", "crc32c_tables", "crc32c_zeros", "frame_crc_tables", "hardware_crc", "crc_instructions",
+           "MASK_DELTA", "SLOTS", "CRC_STREAM"]
 
 MASK_DELTA = 0xA282EAD8
 _CRC32C_POLYNOMIAL = 0x82F63B78  # reflected Castagnoli polynomial
@@ -53,6 +56,23 @@ def crc32c_tables() -> np.ndarray:
     return table
 
 
+# The CRC instruction's loop runs three streams of this many bytes at once (its latency is 3 cycles,
+# one can start each cycle), joined by shifting a stream's CRC past the next (crc32c_zeros).
+CRC_STREAM = 128
+
+
+def crc32c_zeros(length: int) -> np.ndarray:
+    """The ``(4, 256)`` uint32 tables that move a CRC-32C register (not inverted) past
+    ``length`` zero bytes: row k, byte b gives the register of ``b << 8k`` after them, and a
+    register's is the XOR of its four bytes' (the CRC is linear).  So the CRC of A then B is
+    that of A moved past ``len(B)`` zeros, XOR that of B begun at 0."""
+    step = crc32c_tables()[0]
+    registers = (np.arange(256, dtype=np.uint32)[None, :] << (8 * np.arange(4, dtype=np.uint32))[:, None])
+    for _ in range(length):
+        registers = step[registers & 0xFF] ^ (registers >> 8)
+    return registers
+
+
 @helper(inline=True)
 def _length_varint_bytes(x):
     """Bytes of the varint of a non-negative int64 (a message's length)."""
@@ -60,14 +80,23 @@ def _length_varint_bytes(x):
             + (x >= 1 << 42) + (x >= 1 << 49) + (x >= 1 << 56))
 
 
+@helper(inline=True)
+def _varint_size(x):
+    """:func:`_length_varint_bytes` with two comparisons below 2**21 (every length but a
+    record's of over 2 MB)."""
+    if x < 1 << 21:
+        return 1 + (x >= 1 << 7) + (x >= 1 << 14)
+    return _length_varint_bytes(x)
+
+
 @helper
 def _put_varint(out, q, v):
-    """The varint of ``v`` (uint64) at ``out[q]``; returns where it ends."""
+    """The varint of ``v`` (uint64) at the address ``out`` plus ``q``; returns where it ends."""
     while v >= np.uint64(0x80):
-        out[q] = np.uint8((v & np.uint64(0x7F)) | np.uint64(0x80))
+        store1(out + q, (v & np.uint64(0x7F)) | np.uint64(0x80))
         v >>= np.uint64(7)
         q += 1
-    out[q] = np.uint8(v)
+    store1(out + q, v)
     return q + 1
 
 
@@ -75,40 +104,126 @@ def _put_varint(out, q, v):
 def _payloads(values, payload):
     """Bytes of each row's packed varints (``values``: ``(n, L)`` unsigned integers) into
     ``payload``; returns every value's bits OR-ed (the sign bit of any negative one read as
-    unsigned)."""
+    unsigned).  A row's values OR-ed first (a vectorized loop), which says how many varint
+    lengths its values can have: none past one byte (masks, segment ids, positions: the row's
+    length), at most 3 (token ids: two comparisons a value), or more (all nine)."""
     bits = np.uint64(0)
+    width = values.shape[1]
     for i in range(values.shape[0]):
-        p = values.shape[1]
-        for j in range(values.shape[1]):  # a byte more past each 7 bits (comparisons: no branch)
-            v = np.uint64(values[i, j])
-            bits |= v
-            p += ((v >= np.uint64(1 << 7)) + (v >= np.uint64(1 << 14)) + (v >= np.uint64(1 << 21))
-                  + (v >= np.uint64(1 << 28)) + (v >= np.uint64(1 << 35)) + (v >= np.uint64(1 << 42))
-                  + (v >= np.uint64(1 << 49)) + (v >= np.uint64(1 << 56)) + (v >= np.uint64(1 << 63)))
+        row_bits = np.uint64(0)
+        for j in range(width):
+            row_bits |= np.uint64(values[i, j])
+        bits |= row_bits
+        p = width
+        if row_bits >= np.uint64(1 << 21):
+            for j in range(width):  # a byte more past each 7 bits (comparisons: no branch)
+                v = np.uint64(values[i, j])
+                p += ((v >= np.uint64(1 << 7)) + (v >= np.uint64(1 << 14)) + (v >= np.uint64(1 << 21))
+                      + (v >= np.uint64(1 << 28)) + (v >= np.uint64(1 << 35)) + (v >= np.uint64(1 << 42))
+                      + (v >= np.uint64(1 << 49)) + (v >= np.uint64(1 << 56)) + (v >= np.uint64(1 << 63)))
+        elif row_bits >= np.uint64(1 << 7):
+            for j in range(width):
+                v = np.uint64(values[i, j])
+                p += (v >= np.uint64(1 << 7)) + (v >= np.uint64(1 << 14))
         payload[i] = p
     return bits
 
 
-@helper
-def _put_values(out, pos, values, payload):
-    """Each row's values as packed varints at ``out[pos[i]]`` (``pos`` advanced): a plain copy
-    when every value of the row is below 128 (``payload[i]``: one byte each)."""
-    for i in range(values.shape[0]):
-        q = pos[i]
-        if payload[i] == values.shape[1]:
-            for j in range(values.shape[1]):
-                out[q + j] = np.uint8(values[i, j])
-            q += values.shape[1]
-        else:
-            for j in range(values.shape[1]):  # (_put_varint's loop, here: no call a value)
-                v = np.uint64(values[i, j])
-                while v >= np.uint64(0x80):
-                    out[q] = np.uint8((v & np.uint64(0x7F)) | np.uint64(0x80))
-                    v >>= np.uint64(7)
-                    q += 1
-                out[q] = np.uint8(v)
-                q += 1
-        pos[i] = q
+# The bytes ``out`` has past the records: a varint is stored as a whole word before its length
+# is known (:func:`_put_value`), up to 3 bytes past its end, and constants a word at a time, up to
+# 7 (:func:`_put_const`), which what follows overwrites; past the last record, these.
+_SLACK = 8
+_HEAD_ROOM = 48  # bytes kept of a feature's bytes before its values (a name of up to ~30 bytes)
+
+
+@helper(inline=True)
+def _put_value(out, at, v):
+    """The varint of ``v`` (uint64) at ``out[at]`` (``out``: an address); returns where it ends.  Below 2**21 (token
+    ids, every length), without a branch on its length: its 3 possible bytes are stored as one
+    4-byte word and ``at`` advances by its length (comparisons: the 1-3 bytes of random ids
+    would mispredict a loop's every exit); the 4th byte, and the 3rd and 2nd past its length,
+    are overwritten by what follows (``_SLACK`` at the buffer's end)."""
+    if v < np.uint64(1 << 21):
+        more = np.uint64(v >= np.uint64(1 << 7))
+        most = np.uint64(v >= np.uint64(1 << 14))
+        store4(out + at, (v & np.uint64(0x7F)) | (more << np.uint64(7)) | ((v << np.uint64(1)) & np.uint64(0x7F00))
+                | (most << np.uint64(15)) | ((v << np.uint64(2)) & np.uint64(0x7F0000)))
+        return at + 1 + np.int64(more) + np.int64(most)
+    return _put_varint(out, at, v)
+
+
+@helper(inline=True)
+def _copy_bytes(out, at, source, count):
+    """The ``count`` bytes at address ``source`` at ``out[at]`` (``out``: an address), 8 a step (the last word
+    overlapping the one before; a byte at a time under 8); returns where they end."""
+    if count >= 8:
+        k = 0
+        while k + 8 < count:
+            store8(out + at + k, load8(source + k))
+            k += 8
+        store8(out + at + count - 8, load8(source + count - 8))
+    else:
+        for b in range(count):
+            store1(out + at + b, load1(source + b))
+    return at + count
+
+
+@helper(inline=True)
+def _put_const(out, at, constants, first, last):
+    """The constant bytes ``first:last`` (of the address ``constants``, readable 8 bytes past
+    each) at ``out[at]`` (an address), a word at a time (up to 7 bytes more stored past them:
+    what follows overwrites them); returns where they end."""
+    for k in range(0, last - first, 8):
+        store8(out + at + k, load8(constants + first + k))
+    return at + last - first
+
+
+@helper(inline=True)
+def _put_row(out, at, row, count, size, width, small):
+    """A row of a column (``row``: the address of its ``width`` bytes, ``count`` values of
+    ``size`` bytes each, 0 for a float list: its bytes as they are) as packed varints at
+    ``out[at]`` (``out``: an address); ``small``: every value below 128 (one byte each: copied, or narrowed); returns
+    where they end."""
+    if size == 0 or (small and size == 1):
+        return _copy_bytes(out, at, row, width)
+    if small:  # each value's low byte, 8 values a word stored (two a word read of 4-byte values)
+        j = 0
+        if size == 4:
+            mask = np.uint64(0xFFFF)
+            while j + 8 <= count:
+                first = row + 4 * j
+                pair0, pair1 = load8(first), load8(first + 8)
+                pair2, pair3 = load8(first + 16), load8(first + 24)
+                store8(out + at + j, ((pair0 | (pair0 >> np.uint64(24))) & mask)
+                        | (((pair1 | (pair1 >> np.uint64(24))) & mask) << np.uint64(16))
+                        | (((pair2 | (pair2 >> np.uint64(24))) & mask) << np.uint64(32))
+                        | ((pair3 | (pair3 >> np.uint64(24))) << np.uint64(48)))
+                j += 8
+        elif size == 8:
+            while j + 8 <= count:
+                first = row + 8 * j
+                store8(out + at + j, load8(first) | (load8(first + 8) << np.uint64(8))
+                        | (load8(first + 16) << np.uint64(16)) | (load8(first + 24) << np.uint64(24))
+                        | (load8(first + 32) << np.uint64(32)) | (load8(first + 40) << np.uint64(40))
+                        | (load8(first + 48) << np.uint64(48)) | (load8(first + 56) << np.uint64(56)))
+                j += 8
+        for j in range(j, count):
+            store1(out + at + j, load8(row + size * j) if size == 8 else load4(row + size * j) if size == 4
+                    else load2(row + size * j))
+        return at + count
+    if size == 1:
+        for j in range(count):
+            at = _put_value(out, at, load1(row + j))
+    elif size == 2:
+        for j in range(count):
+            at = _put_value(out, at, load2(row + 2 * j))
+    elif size == 4:
+        for j in range(count):
+            at = _put_value(out, at, load4(row + 4 * j))
+    else:
+        for j in range(count):
+            at = _put_value(out, at, load8(row + 8 * j))
+    return at
 
 
 @helper
@@ -212,10 +327,11 @@ def crc_instruction_ir(builder, instructions: str, crc, data):
 
 @functools.lru_cache(maxsize=None)
 def _register_frame_crc() -> None:
-    """:func:`_frame_crc` in kernels: ``tables`` None gives the instruction's loop (eight bytes a
-    step, then a byte at a time; the data read as little-endian words, which both architectures
-    are) or, on a CPU without it, slicing-by-8 over tables frozen into the kernel; an array gives
-    slicing-by-8 over it.  Registered on first use, before the kernel compiles (importing numba
+    """:func:`_frame_crc` in kernels: ``tables`` None gives the instruction's loop (three
+    streams of ``CRC_STREAM`` bytes at once while they last, their CRCs joined by
+    :func:`crc32c_zeros`' tables, then eight bytes a step, then a byte at a time; the data read
+    as little-endian words, which both architectures are) or, on a CPU without it, slicing-by-8
+    over tables frozen into the kernel; an array gives slicing-by-8 over it.  Registered on first use, before the kernel compiles (importing numba
     at import is what ``bert_data.compiled`` avoids)."""
     from llvmlite import ir
     from numba import types
@@ -244,10 +360,25 @@ def _register_frame_crc() -> None:
 
         return types.uint32(types.uint32, types.uint8), codegen
 
+    zeros = crc32c_zeros(CRC_STREAM)  # (a constant of the compiled kernel)
+
+    @register_jitable
+    def moved(crc):
+        return np.uint32(zeros[0, crc & np.uint32(0xFF)] ^ zeros[1, (crc >> np.uint32(8)) & np.uint32(0xFF)]
+                         ^ zeros[2, (crc >> np.uint32(16)) & np.uint32(0xFF)] ^ zeros[3, crc >> np.uint32(24)])
+
     @register_jitable
     def masked_crc_instruction(out, first, end):
         crc = np.uint32(0xFFFFFFFF)
         q = first
+        while q + 3 * CRC_STREAM <= end:  # three streams at once, then joined
+            second, third = np.uint32(0), np.uint32(0)
+            for k in range(q, q + CRC_STREAM, 8):
+                crc = crc_word(crc, out, k)
+                second = crc_word(second, out, k + CRC_STREAM)
+                third = crc_word(third, out, k + 2 * CRC_STREAM)
+            crc = np.uint32(moved(np.uint32(moved(crc) ^ second)) ^ third)
+            q += 3 * CRC_STREAM
         while q + 8 <= end:
             crc = crc_word(crc, out, q)
             q += 8
@@ -280,9 +411,9 @@ def _encode_records(features, itemsizes, signed, lengths, consts, const_ends, fr
     list's tag, then its length; the packed field's tag (none for an empty list), then the
     payload's length and the values.
 
-    A feature at a time (each column read through one typed view, its rows one after another):
-    the payloads, then every record's plan (nested lengths, where it starts), then each
-    feature's bytes into every record, then the frames."""
+    The payloads a feature at a time (each column read through one typed view, its rows one
+    after another), then every record's plan (its length, where it ends), then a record at a
+    time: all its bytes, written while its rows are in the cache, and its frame."""
     n_features = len(itemsizes)  # (``features`` may have more slots: see SLOTS)
     n = ends.shape[0]
     payload = np.empty((n_features, n), np.int64)
@@ -303,92 +434,79 @@ def _encode_records(features, itemsizes, signed, lengths, consts, const_ends, fr
             return np.empty(0, np.uint8), False
 
     header, footer = (12, 4) if framed else (0, 0)
-    # The plan: each feature's three lengths a row (its map entry, its Feature, its list), each
-    # record's Features length, and where each record's data starts.
-    heads = np.empty((n_features, 3, n), np.int64)
+    # The plan: each record's Features length, and where it (its frame) ends.
     totals = np.empty(n, np.int64)
-    pos = np.empty(n, np.int64)
     q = 0
     for i in range(n):
         total = 0
         for f in range(n_features):
             p = payload[f, i]
-            il = 1 + _length_varint_bytes(p) + p if lengths[f] else 0  # an empty list: no packed field
-            fl = 1 + _length_varint_bytes(il) + il
-            me = const_ends[f, 2] - const_ends[f, 1] + _length_varint_bytes(fl) + fl
-            heads[f, 0, i] = me
-            heads[f, 1, i] = fl
-            heads[f, 2, i] = il
-            total += 1 + _length_varint_bytes(me) + me
+            il = 1 + _varint_size(p) + p if lengths[f] else 0  # an empty list: no packed field
+            fl = 1 + _varint_size(il) + il
+            me = const_ends[f, 2] - const_ends[f, 1] + _varint_size(fl) + fl
+            total += 1 + _varint_size(me) + me
         totals[i] = total
-        pos[i] = q + header
-        q += header + 1 + _length_varint_bytes(total) + total + footer
+        q += header + 1 + _varint_size(total) + total + footer
         ends[i] = q
 
-    out = np.empty(q, np.uint8)
-    for i in range(n):
-        at = pos[i]
-        out[at] = 0x0A  # Example.features
-        pos[i] = _put_varint(out, at + 1, np.uint64(totals[i]))
+    rows = np.empty(n_features, np.int64)  # where each column's bytes start, and its bytes a row
+    widths = np.empty(n_features, np.int64)
     for f in range(n_features):
-        first, second, third, fourth, last = (const_ends[f, 0], const_ends[f, 1], const_ends[f, 2], const_ends[f, 3],
-                                              const_ends[f, 4])
-        for i in range(n):
-            at = pos[i]
-            for c in range(first, second):
-                out[at] = consts[c]
-                at += 1
-            at = _put_varint(out, at, np.uint64(heads[f, 0, i]))
-            for c in range(second, third):
-                out[at] = consts[c]
-                at += 1
-            at = _put_varint(out, at, np.uint64(heads[f, 1, i]))
-            for c in range(third, fourth):
-                out[at] = consts[c]
-                at += 1
-            at = _put_varint(out, at, np.uint64(heads[f, 2, i]))
-            if lengths[f]:
-                for c in range(fourth, last):
-                    out[at] = consts[c]
-                    at += 1
-                at = _put_varint(out, at, np.uint64(payload[f, i]))
-            pos[i] = at
-        size = itemsizes[f]
-        if size == 1:
-            _put_values(out, pos, features[f], payload[f])
-        elif size == 2:
-            _put_values(out, pos, features[f].view(np.uint16), payload[f])
-        elif size == 4:
-            _put_values(out, pos, features[f].view(np.uint32), payload[f])
-        elif size == 8:
-            _put_values(out, pos, features[f].view(np.uint64), payload[f])
-        else:  # a float list: its bytes as they are
-            values = features[f]
-            for i in range(n):
-                at = pos[i]
-                for j in range(values.shape[1]):
-                    out[at + j] = values[i, j]
-                pos[i] = at + values.shape[1]
-
+        rows[f] = address(features[f])
+        widths[f] = features[f].shape[1]
+    # One buffer: the records, _SLACK, then the constants (read a word at a time: 8 bytes more)
+    # and the kept bytes before each feature's values (below), which live as long as ``out``,
+    # whose view the caller gets (an array of their own would be freed after its last use as
+    # an array, before its address's).
+    out = np.empty(q + _SLACK + consts.shape[0] + 8 + n_features * _HEAD_ROOM + 8, np.uint8)
+    at_out = address(out)
+    constants = at_out + q + _SLACK
+    out[q + _SLACK:q + _SLACK + consts.shape[0]] = consts
+    # Each feature's bytes before its values (tags, key, lengths) depend on its payload's length
+    # alone, which is the same in most records for most features (masks, positions, weights):
+    # the last ones written are kept, and copied while the payload's length stays the same.
+    heads = constants + consts.shape[0] + 8
+    head_payloads = np.full(n_features, -1, np.int64)
+    head_sizes = np.zeros(n_features, np.int64)
+    start = 0
     for i in range(n):
-        if pos[i] != ends[i] - footer:  # internal consistency check, cheap
+        data = start + header
+        store1(at_out + data, np.uint64(0x0A))  # Example.features
+        at = _put_value(at_out, data + 1, np.uint64(totals[i]))
+        for f in range(n_features):
+            p = payload[f, i]
+            if p == head_payloads[f]:  # the bytes before its values as in an earlier record
+                at = _put_const(at_out, at, heads, f * _HEAD_ROOM, f * _HEAD_ROOM + head_sizes[f])
+            else:
+                head_start = at
+                il = 1 + _varint_size(p) + p if lengths[f] else 0  # (the plan's lengths, again)
+                fl = 1 + _varint_size(il) + il
+                me = const_ends[f, 2] - const_ends[f, 1] + _varint_size(fl) + fl
+                at = _put_const(at_out, at, constants, const_ends[f, 0], const_ends[f, 1])
+                at = _put_value(at_out, at, np.uint64(me))
+                at = _put_const(at_out, at, constants, const_ends[f, 1], const_ends[f, 2])
+                at = _put_value(at_out, at, np.uint64(fl))
+                at = _put_const(at_out, at, constants, const_ends[f, 2], const_ends[f, 3])
+                at = _put_value(at_out, at, np.uint64(il))
+                if lengths[f]:
+                    at = _put_const(at_out, at, constants, const_ends[f, 3], const_ends[f, 4])
+                    at = _put_value(at_out, at, np.uint64(p))
+                if at - head_start <= _HEAD_ROOM - 8:  # kept for the next record with this payload
+                    for k in range(at - head_start):
+                        store1(heads + f * _HEAD_ROOM + k, load1(at_out + head_start + k))
+                    head_payloads[f], head_sizes[f] = p, at - head_start
+            if lengths[f]:
+                at = _put_row(at_out, at, rows[f] + i * widths[f], lengths[f], itemsizes[f], widths[f],
+                              p == lengths[f])
+        end = ends[i] - footer
+        if at != end:  # internal consistency check, cheap
             raise AssertionError("encoder length mismatch: a record's bytes differ from its planned length")
-    if framed:
-        start = 0
-        for i in range(n):
-            data = start + header
-            end = ends[i] - footer
-            length = np.uint64(end - data)
-            for b in range(8):
-                out[start + b] = np.uint8((length >> np.uint64(8 * b)) & np.uint64(0xFF))
-            crc = _frame_crc(out, start, start + 8, tables)
-            for b in range(4):
-                out[start + 8 + b] = np.uint8((crc >> np.uint32(8 * b)) & np.uint32(0xFF))
-            crc = _frame_crc(out, data, end, tables)
-            for b in range(4):
-                out[end + b] = np.uint8((crc >> np.uint32(8 * b)) & np.uint32(0xFF))
-            start = ends[i]
-    return out, True
+        if framed:  # (what the words stored past ``end`` wrote is overwritten here, the next's header after)
+            store8(at_out + start, np.uint64(end - data))
+            store4(at_out + start + 8, np.uint64(_frame_crc(out, start, start + 8, tables)))
+            store4(at_out + end, np.uint64(_frame_crc(out, data, end, tables)))
+        start = ends[i]
+    return out[:q], True
 
 
 def encode_records():
@@ -399,4 +517,5 @@ def encode_records():
     if compiled is not None:
         with _REGISTERING:
             _register_frame_crc()
+            register_word_access()
     return compiled
