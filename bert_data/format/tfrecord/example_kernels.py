@@ -18,9 +18,11 @@ how).  Columns, constants and the output are read and written at addresses
 :mod:`.example_encoding` is the reference: it runs when kernels are off (``bert_data.compiled``),
 and the tests require the same bytes.
 """
+
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from typing import Optional
 
@@ -512,7 +514,11 @@ def _encode_records(features, itemsizes, signed, lengths, consts, const_ends, fr
 def encode_records():
     """The compiled ``encode_records(features, itemsizes, signed, lengths, consts, const_ends,
     framed, tables, ends)`` (:func:`_encode_records`; ``tables``: :func:`frame_crc_tables`, or
-    the slicing-by-8 tables to force the software CRC), or None when kernels are off."""
+    the slicing-by-8 tables to force the software CRC), or None when kernels are off, or on a
+    big-endian CPU (the kernel stores varints and lengths as little-endian words: the reference
+    encoder runs there)."""
+    if sys.byteorder != "little":
+        return None
     compiled = _encode_records()
     if compiled is not None:
         with _REGISTERING:
