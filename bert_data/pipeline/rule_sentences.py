@@ -64,6 +64,10 @@ _SPACE_CHARACTER = re.compile(r"\s")
 # The cache of tokenized words is bounded, for flat memory; words longer than this are not cached.
 _CACHE_LIMIT = 100_000
 _CACHED_WORD_CHARS = 200
+# A word of letters then a sentence end: from a clear flag no start, from a set one a start at
+# the letters; the flag set after it either way (``_stop_entry``).
+_STOP_FROM_CLEAR = ((), True)
+_STOP_FROM_SET = ((0,), True)
 # Passages at least this long find their candidate words with numpy (``_candidate_words``).
 _ARRAYS_FROM_CHARS = 1000
 
@@ -131,6 +135,14 @@ class RuleSentencizer:
         # spaCy's tokenizer rules without a Doc (word_tokens.py), checked against the tokenizer
         # when the rules were derived (spacy_rules_cache.py).
         self._affix = rules.affix_tokens()
+        # (``_stop_entry``'s, from the port: every beginning of a special case of spaCy's
+        # matcher that changes tokens, the special cases, and whether a run of ASCII letters
+        # is one token.)
+        affix = self._affix
+        self._changing_beginnings = affix._changing_beginnings if affix is not None else frozenset()
+        self._changing = affix.changing if affix is not None else frozenset()
+        self._specials = affix._specials if affix is not None else frozenset()
+        self._letters_inert = affix is not None and affix._letters_inert
         self._changing_set = frozenset(rules.changing)
         self._longest_change = max(map(len, self._changing_set), default=0)
         # (in punct_chars, is_punct) by token text.
@@ -170,6 +182,38 @@ class RuleSentencizer:
 
     def _new_entry(self, word: str) -> tuple:
         """``_entry`` for a word not in the cache, kept there."""
+        entry = self._stop_entry(word)
+        if entry is None:
+            entry = self._any_entry(word)
+        if len(word) <= _CACHED_WORD_CHARS:
+            if len(self._cache) >= _CACHE_LIMIT:
+                self._cache.clear()
+            self._cache[word] = entry
+        return entry
+
+    def _stop_entry(self, word: str) -> Optional[tuple]:
+        """``_any_entry`` of most new words, ASCII letters then a sentencizer character ("word.",
+        "Word?"), or None for another.  The port's ``_letters_then`` proves their tokens (the
+        letters, then the character), unless the word is a special case; a word whose tokens spell a
+        token-changing special case of spaCy's matcher is left to ``_any_entry``.
+        A sentence starts at the letters if the flag was set; the character sets it."""
+        affix = self._affix
+        last = word[-1]
+        if last not in self._punct or affix is None or not self._letters_inert or not word.isascii():
+            return None
+        letters = word[:-1]
+        if not letters.isalpha() or letters in self._punct or word in self._specials:
+            return None
+        # (``AffixTokens.spells_a_changing_case`` of the two tokens.)
+        changing = self._changing
+        if last in changing or (letters in self._changing_beginnings and (letters in changing or word in changing)):
+            return None
+        if affix._letters_then(word) is None:
+            return None
+        return _STOP_FROM_CLEAR, _STOP_FROM_SET, (0, len(letters)), False, (letters, last)
+
+    def _any_entry(self, word: str) -> tuple:
+        """``_entry`` for a word, computed."""
         # The tokens before spaCy's matcher (``pre``, from the port) are the tokens a match
         # across words is made of; the word's tokens are those unless a special case took part
         # or the matcher could change them: then spaCy's tokenizer gives them.
@@ -206,14 +250,8 @@ class RuleSentencizer:
         else:
             runs = self._runs(texts)
         if pre is not None:
-            entry = (*runs, changing, (pre[0], pre[-1]))
-        else:
-            entry = (*runs, self._holds_a_changing_case(word, runs[2]), None)
-        if len(word) <= _CACHED_WORD_CHARS:
-            if len(self._cache) >= _CACHE_LIMIT:
-                self._cache.clear()
-            self._cache[word] = entry
-        return entry
+            return (*runs, changing, (pre[0], pre[-1]))
+        return (*runs, self._holds_a_changing_case(word, runs[2]), None)
 
     def _runs(self, texts: list[str]) -> tuple:
         """``_state_runs`` over a word's tokens (texts), their kinds looked up."""

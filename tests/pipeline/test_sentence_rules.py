@@ -283,3 +283,23 @@ def test_candidate_words_in_ascii_latin1_and_wider_text(splitters, monkeypatch, 
                 words = [m.span() for m in re.finditer(r"\S+", narrowed) if punct & set(m.group())]
                 starts, ends = rules._candidate_words(narrowed)
                 assert list(zip(starts, ends)) == words, narrowed
+
+
+def test_a_new_stop_words_entry_is_the_general_one(splitters):
+    """``_stop_entry`` (letters then a sentencizer character, shortcut) gives what the general
+    computation gives, and declines special cases, words spelling a token-changing special case
+    and words it does not cover."""
+    fast, _ = splitters
+    rules = fast._rules
+    punct = _punct_chars()
+    words = [w + c for w in ["word", "Word", "U", "I", "a", "Mr", "Ph", "e", "etc", "vs", "Inc", "ma", "x"]
+             for c in punct] + ["3.", "U.S.", "p.m.", "e.g.", "Mr.", "word.)", "ä.", "a.b", ".", "..", "😀."]
+    words += [text for text in fast.nlp.tokenizer.rules if text[:-1].isalpha() and text.isascii()]
+    shortcut = 0
+    for word in words:
+        entry = rules._stop_entry(word)
+        if entry is not None:
+            shortcut += 1
+            assert entry == rules._any_entry(word), word
+    assert rules._stop_entry("Mr.") is None and rules._stop_entry("3.") is None and rules._stop_entry("ä.") is None
+    assert shortcut > 10 and rules._stop_entry("word.") is not None
