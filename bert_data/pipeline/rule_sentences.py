@@ -51,6 +51,8 @@ import re
 import unicodedata
 from typing import Callable, Optional
 
+import numpy as np
+
 from .word_tokens import token_offsets
 
 __all__ = ["RuleSentencizer"]
@@ -58,9 +60,16 @@ __all__ = ["RuleSentencizer"]
 # Python's \s is str.isspace(), the test spaCy's tokenizer splits words with.
 _WHITESPACE = re.compile(r"\s+")
 _WORD = re.compile(r"\S+")
+_SPACE_CHARACTER = re.compile(r"\s")
 # The cache of tokenized words is bounded, for flat memory; words longer than this are not cached.
 _CACHE_LIMIT = 100_000
 _CACHED_WORD_CHARS = 200
+# A word of letters then a sentence end: from a clear flag no start, from a set one a start at
+# the letters; the flag set after it either way (``_stop_entry``).
+_STOP_FROM_CLEAR = ((), True)
+_STOP_FROM_SET = ((0,), True)
+# Passages at least this long find their candidate words with numpy (``_candidate_words``).
+_ARRAYS_FROM_CHARS = 1000
 
 
 def _is_p(character: str) -> bool:
@@ -73,15 +82,6 @@ def _is_punct(text: str) -> bool:
     if text.isalnum():  # letters and digits, no P* character: most tokens
         return False
     return all(unicodedata.category(c)[0] == "P" for c in text)
-
-
-def _is_latin1(text: str) -> bool:
-    """Whether every character of ``text`` is below U+0100 (encoding copies such a string)."""
-    try:
-        text.encode("latin-1")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 class _WholeParagraph(Exception):
@@ -121,17 +121,28 @@ class RuleSentencizer:
                 self._pairs_by_last_char.setdefault(first[-1], []).append((first, second))
                 self._seconds_after.setdefault(first, []).append(second)
                 self._firsts_before.setdefault(second, []).append(first)
-        self._ascii_punct = sorted(c for c in self._punct if c.isascii())
-        self._latin1_punct = sorted(c for c in self._punct if ord(c) < 256)
-        # Passages with other characters: a cheap class (the sentencizer's ASCII characters and
-        # every other character), the hits filtered after; written as the ASCII characters it
-        # does not hold, which compiles in 0.1 ms (a range up to U+10FFFF takes 10 ms).
-        others = "".join(re.escape(chr(c)) for c in range(128) if chr(c) not in self._punct)
-        self._candidates = re.compile(rf"[^{others}]")
+        # ``_marked``'s translations: whitespace to " ", punctuation to NUL, NUL to "\x01".
+        latin1 = bytearray(range(256))
+        latin1[0] = 1
+        for c in range(256):
+            if chr(c).isspace():
+                latin1[c] = 32
+            elif chr(c) in self._punct:
+                latin1[c] = 0
+        self._latin1_marks = bytes(latin1)
+        self._wide_marks = {0: "\x01", **{ord(c): "\0" for c in self._punct}}
         self._cache: dict[str, tuple] = {}
         # spaCy's tokenizer rules without a Doc (word_tokens.py), checked against the tokenizer
         # when the rules were derived (spacy_rules_cache.py).
         self._affix = rules.affix_tokens()
+        # (``_stop_entry``'s, from the port: every beginning of a special case of spaCy's
+        # matcher that changes tokens, the special cases, and whether a run of ASCII letters
+        # is one token.)
+        affix = self._affix
+        self._changing_beginnings = affix._changing_beginnings if affix is not None else frozenset()
+        self._changing = affix.changing if affix is not None else frozenset()
+        self._specials = affix._specials if affix is not None else frozenset()
+        self._letters_inert = affix is not None and affix._letters_inert
         self._changing_set = frozenset(rules.changing)
         self._longest_change = max(map(len, self._changing_set), default=0)
         # (in punct_chars, is_punct) by token text.
@@ -171,6 +182,38 @@ class RuleSentencizer:
 
     def _new_entry(self, word: str) -> tuple:
         """``_entry`` for a word not in the cache, kept there."""
+        entry = self._stop_entry(word)
+        if entry is None:
+            entry = self._any_entry(word)
+        if len(word) <= _CACHED_WORD_CHARS:
+            if len(self._cache) >= _CACHE_LIMIT:
+                self._cache.clear()
+            self._cache[word] = entry
+        return entry
+
+    def _stop_entry(self, word: str) -> Optional[tuple]:
+        """``_any_entry`` of most new words, ASCII letters then a sentencizer character ("word.",
+        "Word?"), or None for another.  The port's ``_letters_then`` proves their tokens (the
+        letters, then the character), unless the word is a special case; a word whose tokens spell a
+        token-changing special case of spaCy's matcher is left to ``_any_entry``.
+        A sentence starts at the letters if the flag was set; the character sets it."""
+        affix = self._affix
+        last = word[-1]
+        if last not in self._punct or affix is None or not self._letters_inert or not word.isascii():
+            return None
+        letters = word[:-1]
+        if not letters.isalpha() or letters in self._punct or word in self._specials:
+            return None
+        # (``AffixTokens.spells_a_changing_case`` of the two tokens.)
+        changing = self._changing
+        if last in changing or (letters in self._changing_beginnings and (letters in changing or word in changing)):
+            return None
+        if affix._letters_then(word) is None:
+            return None
+        return _STOP_FROM_CLEAR, _STOP_FROM_SET, (0, len(letters)), False, (letters, last)
+
+    def _any_entry(self, word: str) -> tuple:
+        """``_entry`` for a word, computed."""
         # The tokens before spaCy's matcher (``pre``, from the port) are the tokens a match
         # across words is made of; the word's tokens are those unless a special case took part
         # or the matcher could change them: then spaCy's tokenizer gives them.
@@ -207,14 +250,8 @@ class RuleSentencizer:
         else:
             runs = self._runs(texts)
         if pre is not None:
-            entry = (*runs, changing, (pre[0], pre[-1]))
-        else:
-            entry = (*runs, self._holds_a_changing_case(word, runs[2]), None)
-        if len(word) <= _CACHED_WORD_CHARS:
-            if len(self._cache) >= _CACHE_LIMIT:
-                self._cache.clear()
-            self._cache[word] = entry
-        return entry
+            return (*runs, changing, (pre[0], pre[-1]))
+        return (*runs, self._holds_a_changing_case(word, runs[2]), None)
 
     def _runs(self, texts: list[str]) -> tuple:
         """``_state_runs`` over a word's tokens (texts), their kinds looked up."""
@@ -325,25 +362,68 @@ class RuleSentencizer:
             pos = match.end()
         return True
 
-    def _punct_positions(self, text: str) -> list[int]:
-        """The offsets of the sentencizer's punctuation characters in ``text``, in order."""
-        if text.isascii():
-            narrow = self._ascii_punct
-        elif _is_latin1(text):  # (most text that is not ASCII: accents, pound signs, degrees)
-            narrow = self._latin1_punct
+    def _marked(self, text: str):
+        """A copy of ``text``, offset for offset, where every whitespace character is " ", every
+        sentencizer punctuation character NUL, and NUL "\x01"; and those two marks (byte values
+        for Latin-1 text, encoded a byte a character and translated by a table; characters for
+        wider text, rare, translated by a mapping and a class)."""
+        try:
+            encoded = text.encode("latin-1")
+        except UnicodeEncodeError:
+            return _SPACE_CHARACTER.sub(" ", text.translate(self._wide_marks)), "\0", " "
+        return encoded.translate(self._latin1_marks), 0, 32
+
+    def _candidate_words(self, text: str) -> tuple[list[int], list[int]]:
+        """The starts and ends of the words of ``text`` holding a sentencizer punctuation
+        character, in order, each once.
+
+        A passage of ``_ARRAYS_FROM_CHARS`` characters or more (Latin-1: nearly all text) is
+        looked at whole with numpy: a Python call a candidate (str.find and rfind cost ~1,400
+        instructions each, their arguments parsed from a tuple) was a third of the sentence
+        stage; shorter passages (a call a passage would cost more) and wider text search the
+        marked copy (``_marked``) from one candidate to the next.
+        """
+        if len(text) >= _ARRAYS_FROM_CHARS:
+            marked, mark, space = self._marked(text)
+            if mark == 0:
+                return self._candidate_words_of_array(np.frombuffer(marked, np.uint8))
         else:
-            narrow = None
-        if narrow is not None:  # a few substring searches
-            found = []
-            for c in narrow:
-                i = text.find(c)
-                while i >= 0:
-                    found.append(i)
-                    i = text.find(c, i + 1)
-            found.sort()
-            return found
-        punct = self._punct
-        return [m.start() for m in self._candidates.finditer(text) if m.group() in punct]
+            marked, mark, space = self._marked(text)
+        starts: list[int] = []
+        ends: list[int] = []
+        find, rfind = marked.find, marked.rfind
+        end = 0
+        position = find(mark)
+        while position >= 0:
+            starts.append(rfind(space, end, position) + 1 or end)
+            end = find(space, position)
+            if end < 0:
+                ends.append(len(text))
+                break
+            ends.append(end)
+            position = find(mark, end)
+        return starts, ends
+
+    def _candidate_words_of_array(self, marked) -> tuple[list[int], list[int]]:
+        """``_candidate_words`` of a marked passage (``_marked``) as a uint8 array: each
+        punctuation character's word ends at the first whitespace after it and begins after the
+        last before it; those with as much whitespace before them are in one word."""
+        marks = np.flatnonzero(marked == 0)
+        if not len(marks):
+            return [], []
+        spaces = np.flatnonzero(marked == 32)
+        spaces_before = np.searchsorted(spaces, marks)
+        if len(spaces_before) > 1:
+            firsts = np.empty(len(spaces_before), bool)
+            firsts[0] = True
+            np.not_equal(spaces_before[1:], spaces_before[:-1], out=firsts[1:])
+            spaces_before = spaces_before[firsts]
+        # The whitespace with one before the text and one after it.
+        edges = np.empty(len(spaces) + 2, np.intp)
+        edges[0] = -1
+        edges[1:-1] = spaces
+        edges[-1] = len(marked)
+        return (edges[spaces_before] + 1).tolist(), edges[spaces_before + 1].tolist()
 
     def boundaries(self, text: str, spacy_starts: Callable[[str], list[int]]) -> list[int]:
         """Offsets in ``text`` where the sentencizer starts a sentence, in order (after whitespace
@@ -359,23 +439,10 @@ class RuleSentencizer:
         resume = 0  # the end of the last word looked at
         cache = self._cache
         new_entry = self._new_entry
-        for position in self._punct_positions(text):
-            if position < resume:
-                continue  # in a word already looked at
-            # The word around position: after the last space before it, unless the word holds
-            # other whitespace (every whitespace character but " " is not printable) or
-            # something else unprintable: then the careful walk back.
-            start = text.rfind(" ", resume, position) + 1 or resume  # none: the word begins at resume
-            end = text.find(" ", position)
-            if end < 0:
-                end = len(text)
+        for start, end in zip(*self._candidate_words(text)):
+            if start < resume:
+                continue  # in a paragraph taken whole
             word = text[start:end]
-            if not word.isprintable():
-                start = position
-                while start > resume and not text[start - 1].isspace():
-                    start -= 1
-                end = _WORD.match(text, position).end()
-                word = text[start:end]
             try:
                 if seen:
                     # The common gaps after a stop are decided here: whitespace other than one
@@ -383,15 +450,15 @@ class RuleSentencizer:
                     # then the word itself, or then a word starting with a letter or digit (not
                     # punctuation: it starts the sentence); _carry walks any other.
                     if text[resume] != " ":  # a whitespace token (a paragraph break, mostly)
-                        starts.append(_WHITESPACE.match(text, resume).end())
+                        add(_WHITESPACE.match(text, resume).end())
                         seen = False
                     elif start == resume + 1:
                         pass
                     elif text[resume + 1].isalnum():
-                        starts.append(resume + 1)
+                        add(resume + 1)
                         seen = False
                     elif text[resume + 1].isspace():  # spaces: a whitespace token too
-                        starts.append(_WHITESPACE.match(text, resume).end())
+                        add(_WHITESPACE.match(text, resume).end())
                         seen = False
                     else:
                         seen = self._carry(text, resume, start, starts)
@@ -405,7 +472,7 @@ class RuleSentencizer:
                     continue
                 # An earlier paragraph was taken whole (the flag reached here from it): this word
                 # starts the next one, with the flag clear.
-                entry = self._entry(text[start:end])
+                entry = self._entry(word)
                 try:
                     self._check_neighbours(text, start, end, entry)
                 except _WholeParagraph as again:

@@ -40,6 +40,7 @@ WORDS = [
     ":-D", "xD", "(╯°□°）╯︵┻━┻", "¯\\_(ツ)_/¯", "°C.", "°F", "☺", "😀", "👍🏽", "🇺🇸", "❤️",
     "日本語", "東京。", "中文！", "한국어.", "Привет.", "мир!", "مرحبا؟", "سلام۔", "नमस्ते।", "हिंदी॥",
     "ሰላም።", "Ελλάδα;", "ɪpa", "ﬁne", "Ⅻ", "½", "x²", "Straße.", "naïve", "café.", "İ.",
+    "U.", "etc.)", "3.)", "Ü.", "\x00", "a\x01.", "\x7f.",
 ]
 PUNCT_AROUND = ['"', "'", "(", ")", "[", "]", "{", "}", "«", "»", "“", "”", "‘", "’", "„", "¿", "¡",
                 "*", "_", "-", ",", ";", ":", "/", "\\", "…", "·", "§", "†", "‼", "⁉", "%", "#", "&"]
@@ -92,6 +93,22 @@ def test_hostile_text_gives_the_pipelines_sentences(splitters, seed):
     fast, oracle = splitters
     rng = random.Random(seed)
     texts = [_hostile_text(rng, rng.randint(0, 300)) for _ in range(40)]
+    got, expected = list(fast.split(texts)), list(oracle.split(texts))
+    for text, a, b in zip(texts, got, expected):
+        assert a == b, text
+
+
+@pytest.mark.parametrize("by_arrays", [True, False])
+def test_candidate_words_found_either_way_give_the_pipelines_sentences(splitters, monkeypatch, by_arrays):
+    """Hostile text with the candidate words found by numpy in every Latin-1 passage, or by
+    substring searches in every passage."""
+    from bert_data.pipeline import rule_sentences
+
+    monkeypatch.setattr(rule_sentences, "_ARRAYS_FROM_CHARS", 0 if by_arrays else 10**9)
+    fast, oracle = splitters
+    rng = random.Random(100 + by_arrays)
+    texts = [_hostile_text(rng, rng.randint(0, 300)) for _ in range(40)]
+    texts += [t.encode("latin-1", "ignore").decode("latin-1") for t in texts]
     got, expected = list(fast.split(texts)), list(oracle.split(texts))
     for text, a, b in zip(texts, got, expected):
         assert a == b, text
@@ -244,16 +261,45 @@ def test_a_neighbour_is_looked_at_by_its_own_tokens(splitters):
         del fast._rules._paragraph_starts
 
 
-def test_punctuation_positions_in_ascii_latin1_and_wider_text(splitters):
-    """The offsets of the sentencizer's characters, found by substring searches in ASCII and
-    Latin-1 text (accents, "£", "°") and by a class elsewhere, are every one of them."""
+@pytest.mark.parametrize("by_arrays", [True, False])
+def test_candidate_words_in_ascii_latin1_and_wider_text(splitters, monkeypatch, by_arrays):
+    """The words holding a sentencizer character (maximal runs of what str.isspace() is not),
+    found with numpy in long Latin-1 passages and by substring searches in a marked copy
+    elsewhere, are every one of them, once, whatever the whitespace (tabs, U+0085, U+00A0,
+    U+001C..U+001F, U+3000) and control characters around them."""
+    from bert_data.pipeline import rule_sentences
+
+    monkeypatch.setattr(rule_sentences, "_ARRAYS_FROM_CHARS", 0 if by_arrays else 10**9)
     fast, _ = splitters
     rules = fast._rules
-    punct = _punct_chars()
+    punct = set(_punct_chars())
     rng = random.Random(11)
-    alphabet = list("ab .!?\n") + ["é", "£", "°", "¿", "¡", "ß", "\xa0", "\xff"] + punct + ["’", "😀", "—"]
+    alphabet = (list("ab .!?\n\t\x00\x01\x1c\x1f\x7f") + ["é", "£", "°", "¿", "¡", "ß", "\xa0", "\x85", "\xff"]
+                + sorted(punct) + ["’", "😀", "—", "\u3000", "  "])
     for size in (0, 1, 5, 60, 400):
         for _ in range(200):
             text = "".join(rng.choices(alphabet, k=size))
             for narrowed in (text, text.encode("latin-1", "ignore").decode("latin-1"), text.encode("ascii", "ignore").decode()):
-                assert rules._punct_positions(narrowed) == [i for i, c in enumerate(narrowed) if c in punct], narrowed
+                words = [m.span() for m in re.finditer(r"\S+", narrowed) if punct & set(m.group())]
+                starts, ends = rules._candidate_words(narrowed)
+                assert list(zip(starts, ends)) == words, narrowed
+
+
+def test_a_new_stop_words_entry_is_the_general_one(splitters):
+    """``_stop_entry`` (letters then a sentencizer character, shortcut) gives what the general
+    computation gives, and declines special cases, words spelling a token-changing special case
+    and words it does not cover."""
+    fast, _ = splitters
+    rules = fast._rules
+    punct = _punct_chars()
+    words = [w + c for w in ["word", "Word", "U", "I", "a", "Mr", "Ph", "e", "etc", "vs", "Inc", "ma", "x"]
+             for c in punct] + ["3.", "U.S.", "p.m.", "e.g.", "Mr.", "word.)", "ä.", "a.b", ".", "..", "😀."]
+    words += [text for text in fast.nlp.tokenizer.rules if text[:-1].isalpha() and text.isascii()]
+    shortcut = 0
+    for word in words:
+        entry = rules._stop_entry(word)
+        if entry is not None:
+            shortcut += 1
+            assert entry == rules._any_entry(word), word
+    assert rules._stop_entry("Mr.") is None and rules._stop_entry("3.") is None and rules._stop_entry("ä.") is None
+    assert shortcut > 10 and rules._stop_entry("word.") is not None
