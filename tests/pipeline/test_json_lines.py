@@ -34,7 +34,8 @@ CLEAN = [b'{"text": "Sentence %d here.\\nAnd another, caf\\u00e9 \xe4\xb8\xad."}
 
 
 def _read(path, size, monkeypatch, reader: str):
-    """Documents and skips of a source over the whole file, read by ``reader``."""
+    """Documents and skips of a source over the whole file, read by ``reader``: each document
+    with the skips recorded by the time it is read."""
     with monkeypatch.context() as patch:
         if reader == "orjson by line":
             patch.setattr(text_files, "_json_block", lambda *args: None)
@@ -44,7 +45,9 @@ def _read(path, size, monkeypatch, reader: str):
             patch.setattr(text_files, "_utf8_lines", lambda data: None)
         source = Source(str(path), "lines.jsonl", 0, size, first_doc=7, text_field="text", corpus_doc=100)
         skips = []
-        documents = [(d.label, d.text, d.n_replaced, d.bad_line, d.corpus_doc, d.in_parts, d.continues)
+        # (with the skips recorded when each document comes: a tokenizer reading as it goes
+        # records its own skips between them)
+        documents = [(d.label, d.text, d.n_replaced, d.bad_line, d.corpus_doc, d.in_parts, d.continues, len(skips))
                      for d in text_files.text_documents(source, None, skips)]
         return documents, [(s.reason, s.label, s.corpus_doc, s.in_parts) for s in skips]
 

@@ -245,34 +245,55 @@ _SPACE_BYTES = b" \t\n\r\f\v"  # what ``spans``' bytes patterns call white space
 _SAFE_DEPTH = 200
 
 
-def _json_byte_lines(lines: List[bytes], source: Source, skips: List[Skip]) -> List[Document]:
+def _json_byte_lines(lines: List[bytes], source: Source, skips: List[Skip]) -> Iterator[Document]:
     """``text_documents`` over the lines of a JSON Lines range (UTF-8, valid or not), each parsed
     by orjson, as the line-by-line reader (``document_spans`` with ``LINE_PATTERN``, then
     ``_json_document``) reads them: each line holding a byte other than ASCII white space is a
-    document.
+    document; a skip is recorded when the reader passes its line (a tokenizer that reads as it
+    goes records its own skips between them).
 
-    A line orjson parses to an object whose text is a string with text, without NUL or a lone
-    surrogate, is kept here; any other line goes to ``_json_document``, the reference, which
-    says why it is skipped.  What orjson accepts, ``json.loads`` accepts with the same strings
-    (tests/pipeline/test_input_kinds.py compares them on hostile lines): both follow RFC 8259
-    (the same white space, escapes, numbers; control characters refused in strings), orjson
-    checks UTF-8 (so a line it parses decodes without replacement) and refuses more (a lone
-    surrogate escape, NaN and Infinity, a number beyond a double's range: integers of more digits
-    than Python converts among them); of what it accepts, only nesting deeper than the
-    interpreter's recursion allows would fail in ``json``, hence the bracket count of long lines."""
-    key, label, first, position = source.text_field, f"{source.label}#", source.first_doc, source.corpus_doc
+    A block of lines all of the common shape is read at once (``_json_block``: none is skipped);
+    in any other block, a line orjson parses to an object whose text is a string with text,
+    without NUL or a lone surrogate, is kept here, and any other line goes to
+    ``_json_document``, the reference, which says why it is skipped.  What orjson accepts,
+    ``json.loads`` accepts with the same strings (tests/pipeline/test_json_lines.py compares them
+    on hostile lines): both follow RFC 8259 (the same white space, escapes, numbers; control
+    characters refused in strings), orjson checks UTF-8 (so a line it parses decodes without
+    replacement) and refuses more (a lone surrogate escape, NaN and Infinity, a number beyond a
+    double's range: integers of more digits than Python converts among them); of what it
+    accepts, only nesting deeper than the interpreter's recursion allows would fail in ``json``,
+    hence the bracket count of long lines."""
+    key, label, first, position = source.text_field, source.label, source.first_doc, source.corpus_doc
     if lines and not lines[-1]:  # (after the range's last line break: no line)
         lines.pop()
-    documents: List[Document] = []
-    keep, offset = documents.append, 0
+    loads, offset = _fast_loads, 0
     for block in range(0, len(lines), _BLOCK_LINES):
-        batch = _json_block(lines[block:block + _BLOCK_LINES], key, label, first + offset, position + offset)
+        batch = _json_block(lines[block:block + _BLOCK_LINES], key, f"{label}#", first + offset, position + offset)
         if batch is not None:
-            documents += batch
+            yield from batch
             offset += len(batch)
-        else:
-            offset = _json_line_by_line(lines[block:block + _BLOCK_LINES], source, skips, offset, keep)
-    return documents
+            continue
+        for line in lines[block:block + _BLOCK_LINES]:
+            if line[:1] != b"{" and not line.strip(_SPACE_BYTES):
+                continue
+            value = None
+            try:
+                record = loads(line)
+            except (ValueError, RecursionError):
+                record = None
+            if type(record) is dict:
+                value = record.get(key)
+                if type(value) is not str or not value or value.isspace() or "\x00" in value or \
+                        not value.isascii() and _SURROGATE.search(value) or \
+                        len(line) > 2 * _SAFE_DEPTH and line.count(b"[") + line.count(b"{") > _SAFE_DEPTH:
+                    value = None
+            if value is not None:
+                yield Document(f"{label}#{first + offset}", value, 0, 0, corpus_doc=position + offset)
+            else:
+                document = _json_document(line, f"{label}#{first + offset}", key, skips, position + offset)
+                if document is not None:
+                    yield document
+            offset += 1
 
 
 # Lines read as a block by ``_json_block``: a block holding a line of another shape is read a line
@@ -281,7 +302,7 @@ _BLOCK_LINES = 1024
 
 
 def _json_block(lines: List[bytes], key: str, label: str, first: int, position: int) -> Optional[List[Document]]:
-    """``_json_line_by_line`` of a block of lines that all are documents of the common shape
+    """The documents of a block of lines, all of the common shape
     (each line an object whose text is a string with text, without NUL or a lone surrogate),
     with no Python a line but their documents' making; None if any is not (a blank line
     included).  ``label``: the source's, ending in "#"."""
@@ -303,34 +324,6 @@ def _json_block(lines: List[bytes], key: str, label: str, first: int, position: 
     n = len(values)
     return list(map(Document, [f"{label}{index}" for index in range(first, first + n)], values, repeat(0, n),
                     repeat(0, n), repeat(False, n), range(position, position + n)))
-
-
-def _json_line_by_line(lines: List[bytes], source: Source, skips: List[Skip], offset: int, keep) -> int:
-    """``_json_byte_lines`` a line at a time: each document kept (``keep``); returns ``offset``
-    (the documents of the source before these lines) counted on."""
-    key, label, first, position, loads = source.text_field, source.label, source.first_doc, source.corpus_doc, _fast_loads
-    for line in lines:
-        if line[:1] != b"{" and not line.strip(_SPACE_BYTES):
-            continue
-        value = None
-        try:
-            record = loads(line)
-        except (ValueError, RecursionError):
-            record = None
-        if type(record) is dict:
-            value = record.get(key)
-            if type(value) is not str or not value or value.isspace() or "\x00" in value or \
-                    not value.isascii() and _SURROGATE.search(value) or \
-                    len(line) > 2 * _SAFE_DEPTH and line.count(b"[") + line.count(b"{") > _SAFE_DEPTH:
-                value = None
-        if value is not None:
-            keep(Document(f"{label}#{first + offset}", value, 0, 0, corpus_doc=position + offset))
-        else:
-            document = _json_document(line, f"{label}#{first + offset}", key, skips, position + offset)
-            if document is not None:
-                keep(document)
-        offset += 1
-    return offset
 
 
 # What ``json.loads`` runs on a string: a decoder's scanner (C when the json module has its
