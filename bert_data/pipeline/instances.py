@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import random
 from bisect import bisect_left
+from collections import abc
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import List, Optional, Sequence, Tuple
@@ -89,9 +90,9 @@ class TokenPool:
 
     @classmethod
     def from_flat(cls, tokens: np.ndarray, flat: np.ndarray, offsets: np.ndarray) -> "TokenPool":
-        """A pool from its bounds in the kernels' form (``flat_bounds``)."""
-        values, at = flat.tolist(), offsets.tolist()
-        pool = cls(tokens, [values[a:b] for a, b in zip(at, at[1:])])
+        """A pool from its bounds in the kernels' form (``flat_bounds``); ``bounds`` made as lists
+        only if asked for (the kernels never do: a unit of short documents has thousands)."""
+        pool = cls(tokens, _FlatBounds(flat, offsets))
         pool._flat = (flat, offsets)
         return pool
 
@@ -118,6 +119,34 @@ class TokenPool:
                 starts.append(position)
             bounds.append(starts)
         return cls(np.asarray(flat, dtype=dtype), bounds)
+
+
+class _FlatBounds(abc.Sequence):
+    """``TokenPool.bounds`` of a pool made from flat bounds: its length at once, its lists made
+    (all of them, once) when a document's are first asked for."""
+
+    def __init__(self, flat: np.ndarray, offsets: np.ndarray):
+        self._flat, self._offsets, self._lists = flat, offsets, None
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def _made(self) -> List[List[int]]:
+        if self._lists is None:
+            values, at = self._flat.tolist(), self._offsets.tolist()
+            self._lists = [values[a:b] for a, b in zip(at, at[1:])]
+        return self._lists
+
+    def __getitem__(self, index):
+        return self._made()[index]
+
+    def __iter__(self):
+        return iter(self._made())
+
+    def __eq__(self, other) -> bool:
+        return list(self) == list(other) if isinstance(other, abc.Sequence) else NotImplemented
+
+    __hash__ = None
 
 
 @dataclass

@@ -111,8 +111,8 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
     of characters of the documents that replaced invalid UTF-8.  ``kept``, when given, receives
     the place in ``unit.docs`` of each document of the pool."""
     first, last = table.slices_of(unit.docs)
-    wanted = np.unique(unit.docs)
-    numbers = np.unique(_ranges(first, last - first + 1))
+    wanted = _sorted_unique(np.asarray(unit.docs))
+    numbers = _sorted_unique(_ranges(first, last - first + 1))
     found = slice_rows([slice_paths(work_dir, number) for number in numbers.tolist()], wanted, DOC_POSITION,
                        lambda row: ((row[TOKEN_START], row[TOKEN_END]), (row[SENTENCE_START], row[SENTENCE_END])))
     hits = [(number, hit) for number, hit in zip(numbers.tolist(), found) if hit is not None]
@@ -126,12 +126,17 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
     arrays = {number: (_plain(hit[1]), _plain(hit[2])) for number, hit in hits}
     dtype = arrays[hits[0][0]][0].dtype
     temporary = private_temporary(path)
-    pool = new_array_file(temporary, dtype, layout.size)
+    # A small pool (a unit of short documents) is gathered in memory and written at once: a memory
+    # map of a file reserved first costs more than the copy.  A large one is gathered in its file.
+    in_memory = layout.size * dtype.itemsize <= POOL_IN_MEMORY
+    pool = np.empty(layout.size, dtype) if in_memory else new_array_file(temporary, dtype, layout.size)
     sentence_lengths = np.empty(layout.n_sentences, np.int64)
     # A gather a slice, no Python a document: the rows grouped by slice once (index arrays a
     # slice at a time: a unit of one huge document has tens of millions of tokens).
     by_slice = np.argsort(layout.numbers, kind="stable")
-    numbers, firsts = np.unique(layout.numbers[by_slice], return_index=True)
+    in_order = layout.numbers[by_slice]
+    firsts = np.flatnonzero(np.concatenate(([True], in_order[1:] != in_order[:-1])))
+    numbers = in_order[firsts]
     copy = copy_runs()  # (compiled: runs copied in place; else, and for a run out of bounds, index arrays)
     pool_array = np.asarray(pool)
     for number, a, b in zip(numbers.tolist(), firsts.tolist(), np.append(firsts[1:], len(by_slice)).tolist()):
@@ -147,9 +152,25 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
                 sentences[_ranges(layout.sentence_froms[rows], layout.sentence_counts[rows])]
     if separator_id is not None:
         pool[layout.doc_starts[1:] - 1] = separator_id
-    del pool  # (unmapped, not flushed: the tasks that read it map the same pages; an msync a unit waited on the disk)
+    if in_memory:
+        with open(temporary, "wb") as handle:  # (the header ``new_array_file`` writes)
+            np.lib.format.write_array(handle, pool, allow_pickle=False)
+        tokens = pool  # (pairing reads no token: the pool read from its file is the encode tasks')
+    else:
+        del pool  # (unmapped, not flushed: the tasks that read it map the same pages; an msync a unit waited on the disk)
     os.replace(temporary, path)
-    return TokenPool.from_flat(load_array(path), *layout.bounds(sentence_lengths)), layout.replaced
+    return TokenPool.from_flat(tokens if in_memory else load_array(path), *layout.bounds(sentence_lengths)), \
+        layout.replaced
+
+
+# Bytes of a unit's pool gathered in memory, not in a memory map of its file (``unit_pool``).
+POOL_IN_MEMORY = 8 << 20
+
+
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` of a small 1-D array: sorted, each value once (without its hashing's cost a call)."""
+    ordered = np.sort(values)
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
 
 
 @dataclass

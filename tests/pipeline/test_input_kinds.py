@@ -153,6 +153,7 @@ def test_json_lines_decoded_at_once_are_the_lines_decoded_one_by_one(tmp_path, m
         documents = [(d.label, d.text, d.n_replaced, d.corpus_doc) for d in text_files.text_documents(source, None, skips)]
         return documents, [(s.reason, s.label, s.corpus_doc, s.in_parts) for s in skips]
 
+    monkeypatch.setattr(text_files, "_fast_loads", None)  # the json module's readers (orjson's: test_json_lines.py)
     referred = []  # the lines the decoded-at-once reader leaves to the reference (``_json_value``)
     reference = text_files._json_value
     monkeypatch.setattr(text_files, "_json_value", lambda *args: referred.append(args[0]) or reference(*args))

@@ -65,8 +65,11 @@ def _reference(unit, table, work_dir, path, separator_id, kept):
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("separator_id", [None, 7])
 @pytest.mark.parametrize("compiled_on", [True, False])  # runs copied by ``gathering.copy_runs``, or by index arrays
-def test_unit_pool_is_the_row_by_row_pool(tmp_path, monkeypatch, seed, separator_id, compiled_on):
+@pytest.mark.parametrize("in_memory", [True, False])  # gathered in memory and written, or in a map of its file
+def test_unit_pool_is_the_row_by_row_pool(tmp_path, monkeypatch, seed, separator_id, compiled_on, in_memory):
     monkeypatch.setenv(compiled.DISABLE_VARIABLE, "1" if compiled_on else "0")
+    if not in_memory:
+        monkeypatch.setattr(units, "POOL_IN_MEMORY", 0)
     assert compiled.kernels_enabled() == compiled_on
     rng = np.random.default_rng(seed)
     n_docs = 300
@@ -81,11 +84,14 @@ def test_unit_pool_is_the_row_by_row_pool(tmp_path, monkeypatch, seed, separator
                                                  separator_id, kept_reference)
         assert np.array_equal(np.asarray(pool.tokens), np.asarray(expected.tokens))
         assert pool.tokens.dtype == expected.tokens.dtype
-        assert pool.bounds == expected.bounds
+        assert len(pool) == len(expected)  # (before the bounds are made as lists)
         flat, offsets = pool.flat_bounds()
         expected_flat, expected_offsets = expected.flat_bounds()
         assert np.array_equal(flat, expected_flat) and np.array_equal(offsets, expected_offsets)
         assert (kept, replaced) == (kept_reference, replaced_expected)
+        assert pool.bounds == expected.bounds and len(pool) == len(expected)  # (made from the flat bounds, asked for)
+        # The file the encode tasks read: the same bytes, its header included.
+        assert (tmp_path / f"pool-{index}.npy").read_bytes() == (tmp_path / f"ref-{index}.npy").read_bytes()
         del pool, expected
 
 

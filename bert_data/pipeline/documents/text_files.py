@@ -12,6 +12,8 @@ import mmap
 import os
 import re
 from dataclasses import dataclass
+from itertools import compress, filterfalse, repeat
+from operator import contains, itemgetter, methodcaller
 from typing import BinaryIO, Callable, Iterator, List, Optional, Tuple
 
 from ... import storage
@@ -199,6 +201,9 @@ def text_documents(source: Source, pattern, skips: List[Skip]) -> Iterator[Docum
             yield document
         return
     if source.text_field is not None and not encoding:
+        if _fast_loads is not None:  # any range, valid UTF-8 or not: parsed a line at a time in C
+            yield from _json_byte_lines(data.split(b"\n"), source, skips)
+            return
         lines = _utf8_lines(data)
         if lines is not None:  # valid UTF-8: decoded once, not a line at a time
             del data
@@ -227,6 +232,98 @@ def _utf8_lines(data: bytes) -> Optional[List[str]]:
         return data.decode(UTF8).split("\n")
     except UnicodeDecodeError:
         return None
+
+
+try:  # a JSON parser in C that refuses all that ``json`` refuses and more (see ``_json_byte_lines``)
+    from orjson import loads as _fast_loads
+except ImportError:  # (then ``_json_lines``: the json module's scanner)
+    _fast_loads = None
+
+_SPACE_BYTES = b" \t\n\r\f\v"  # what ``spans``' bytes patterns call white space
+# Nesting ``json`` is sure to parse (it raises RecursionError some 900 levels deep, fewer when
+# called deep in a stack; orjson goes deeper): a line with more brackets than this is left to it.
+_SAFE_DEPTH = 200
+
+
+def _json_byte_lines(lines: List[bytes], source: Source, skips: List[Skip]) -> Iterator[Document]:
+    """``text_documents`` over the lines of a JSON Lines range (UTF-8, valid or not), each parsed
+    by orjson, as the line-by-line reader (``document_spans`` with ``LINE_PATTERN``, then
+    ``_json_document``) reads them: each line holding a byte other than ASCII white space is a
+    document; a skip is recorded when the reader passes its line (a tokenizer that reads as it
+    goes records its own skips between them).
+
+    A block of lines all of the common shape is read at once (``_json_block``: none is skipped);
+    in any other block, a line orjson parses to an object whose text is a string with text,
+    without NUL or a lone surrogate, is kept here, and any other line goes to
+    ``_json_document``, the reference, which says why it is skipped.  What orjson accepts,
+    ``json.loads`` accepts with the same strings (tests/pipeline/test_json_lines.py compares them
+    on hostile lines): both follow RFC 8259 (the same white space, escapes, numbers; control
+    characters refused in strings), orjson checks UTF-8 (so a line it parses decodes without
+    replacement) and refuses more (a lone surrogate escape, NaN and Infinity, a number beyond a
+    double's range: integers of more digits than Python converts among them); of what it
+    accepts, only nesting deeper than the interpreter's recursion allows would fail in ``json``,
+    hence the bracket count of long lines."""
+    key, label, first, position = source.text_field, source.label, source.first_doc, source.corpus_doc
+    if lines and not lines[-1]:  # (after the range's last line break: no line)
+        lines.pop()
+    loads, offset = _fast_loads, 0
+    for block in range(0, len(lines), _BLOCK_LINES):
+        batch = _json_block(lines[block:block + _BLOCK_LINES], key, f"{label}#", first + offset, position + offset)
+        if batch is not None:
+            yield from batch
+            offset += len(batch)
+            continue
+        for line in lines[block:block + _BLOCK_LINES]:
+            if line[:1] != b"{" and not line.strip(_SPACE_BYTES):
+                continue
+            value = None
+            try:
+                record = loads(line)
+            except (ValueError, RecursionError):
+                record = None
+            if type(record) is dict:
+                value = record.get(key)
+                if type(value) is not str or not value or value.isspace() or "\x00" in value or \
+                        not value.isascii() and _SURROGATE.search(value) or \
+                        len(line) > 2 * _SAFE_DEPTH and line.count(b"[") + line.count(b"{") > _SAFE_DEPTH:
+                    value = None
+            if value is not None:
+                yield Document(f"{label}#{first + offset}", value, 0, 0, corpus_doc=position + offset)
+            else:
+                document = _json_document(line, f"{label}#{first + offset}", key, skips, position + offset)
+                if document is not None:
+                    yield document
+            offset += 1
+
+
+# Lines read as a block by ``_json_block``: a block holding a line of another shape is read a line
+# at a time, the others still as blocks.
+_BLOCK_LINES = 1024
+
+
+def _json_block(lines: List[bytes], key: str, label: str, first: int, position: int) -> Optional[List[Document]]:
+    """The documents of a block of lines, all of the common shape
+    (each line an object whose text is a string with text, without NUL or a lone surrogate),
+    with no Python a line but their documents' making; None if any is not (a blank line
+    included).  ``label``: the source's, ending in "#"."""
+    try:  # (TypeError: a line holding a value that is not an object, or null)
+        values = list(map(itemgetter(key), map(_fast_loads, lines)))
+    except (ValueError, KeyError, RecursionError, TypeError):
+        return None
+    if set(map(type, values)) != {str} or not all(values) or any(map(str.isspace, values)) or \
+            any(map(contains, values, repeat("\x00"))) or any(map(_SURROGATE.search, filterfalse(str.isascii, values))):
+        return None
+    # Nesting: only a line of more than 2 * _SAFE_DEPTH bytes can hold more.  Each holds an object,
+    # so at least one bracket, and none holds more than all of theirs but one for each other one;
+    # only when that is too many are they counted one by one.
+    long_lines = list(compress(lines, map((2 * _SAFE_DEPTH).__lt__, map(len, lines))))
+    if long_lines and sum(map(methodcaller("count", b"{"), long_lines)) + \
+            sum(map(methodcaller("count", b"["), long_lines)) - len(long_lines) + 1 > _SAFE_DEPTH and \
+            any(line.count(b"[") + line.count(b"{") > _SAFE_DEPTH for line in long_lines):
+        return None
+    n = len(values)
+    return list(map(Document, [f"{label}{index}" for index in range(first, first + n)], values, repeat(0, n),
+                    repeat(0, n), repeat(False, n), range(position, position + n)))
 
 
 # What ``json.loads`` runs on a string: a decoder's scanner (C when the json module has its
