@@ -81,8 +81,9 @@ def _row_by_keys(input_ids, lengths, is_special, keys, budget, positions, i, is_
     candidates with keys below a guess that holds about ``take + 2 sqrt(take) + 2`` of the row's
     uniform keys (``below``, their positions in ``chosen``, ascending), found in the same pass
     that finds the candidates; a guess that holds fewer than ``take`` is doubled until it holds
-    enough.  Equal keys across the boundary choose more than ``take``: TIE.  The loops have no
-    data-dependent branches (they are most of a row's time when mispredicted)."""
+    enough (at 1 or more, every candidate, whatever the keys).  Equal keys across the boundary
+    choose more than ``take``: TIE.  The loops have no data-dependent branches (they are most of
+    a row's time when mispredicted)."""
     width = input_ids.shape[1]
     slots = positions.shape[1]
     length = min(max(lengths[i], 0), width)
@@ -105,14 +106,15 @@ def _row_by_keys(input_ids, lengths, is_special, keys, budget, positions, i, is_
     take = min(wanted, candidates)
     if take <= 0:
         return 0
-    while held < take:  # (keys are below 1: a guess of 2 holds every candidate)
-        guess = min(2.0 * guess, 2.0)
+    while held < take:
+        guess *= 2.0
+        everyone = guess >= 1.0  # (the widest guess holds every candidate, whatever the keys)
         held = 0
         for j in range(length):
             key = keys[j]
             below[held] = key
             chosen[held] = j
-            held += is_candidate[j] & (key <= guess)
+            held += is_candidate[j] & (everyone | (key <= guess))
     count = 0
     for a in range(held):
         key = below[a]
