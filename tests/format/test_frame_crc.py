@@ -86,10 +86,10 @@ def test_the_instruction_runs_where_the_cpu_has_it(kernels_on):
     assert example_kernels.hardware_crc() is expected
 
 
-def test_masked_crcs_of_every_length_and_alignment(kernels_on):
-    """Both kernels' CRCs (None: the instruction here; the tables: slicing-by-8) of random
-    buffers of 0..300 bytes starting at each of the 8 offsets from a word boundary, against
-    ``crc32c.crc32c`` (``records.masked_crc32c``); and the instruction is in the machine code."""
+def frame_crcs_kernel():
+    """A kernel giving ``_frame_crc`` of ``out[firsts[i]:ends[i]]`` for each ``i`` (``tables``: None,
+    the instruction where the CPU has it; or the slicing-by-8 tables); a new compiled function each
+    call, so that each test inspects only the signatures it compiled."""
     import numba
 
     frame_crc = example_kernels._frame_crc
@@ -100,6 +100,15 @@ def test_masked_crcs_of_every_length_and_alignment(kernels_on):
         for i in range(firsts.shape[0]):
             result[i] = frame_crc(out, firsts[i], ends[i], tables)
         return result
+
+    return crcs
+
+
+def test_masked_crcs_of_every_length_and_alignment(kernels_on):
+    """Both kernels' CRCs (None: the instruction here; the tables: slicing-by-8) of random
+    buffers of 0..300 bytes starting at each of the 8 offsets from a word boundary, against
+    ``crc32c.crc32c`` (``records.masked_crc32c``); and the instruction is in the machine code."""
+    crcs = frame_crcs_kernel()
 
     rng = np.random.default_rng(27)
     out = rng.integers(0, 256, 4096 + 8, dtype=np.uint8)
@@ -118,22 +127,12 @@ def test_masked_crcs_of_every_length_and_alignment(kernels_on):
     assert not CRC_MNEMONIC.search(machine_code["array(uint32, 2d, C)"])
 
 
-
 def test_three_streams_of_the_instruction_join_to_the_crc(kernels_on):
     """The instruction's loop runs three streams of ``CRC_STREAM`` bytes at once and joins their
     CRCs (``crc32c_zeros``): lengths on each side of every multiple of the three streams, at
     each alignment, against ``crc32c.crc32c``, both kernels."""
-    import numba
-
-    frame_crc = example_kernels._frame_crc
+    crcs = frame_crcs_kernel()
     block = 3 * example_kernels.CRC_STREAM
-
-    @numba.njit
-    def crcs(out, firsts, ends, tables):
-        result = np.empty(firsts.shape[0], np.uint32)
-        for i in range(firsts.shape[0]):
-            result[i] = frame_crc(out, firsts[i], ends[i], tables)
-        return result
 
     rng = np.random.default_rng(31)
     out = rng.integers(0, 256, 4 * block + 64, dtype=np.uint8)
