@@ -32,7 +32,7 @@ import threading
 from typing import Callable, Iterator, Optional
 
 __all__ = ["kernel", "helper", "claim_process", "long_lived", "kernels_enabled", "compiled_missing_note",
-           "start_before_fork", "start_in_background", "wait_for_start", "DISABLE_VARIABLE"]
+           "start_before_fork", "start_in_background", "wait_for_start", "note_compiling", "end_of_run", "DISABLE_VARIABLE"]
 
 PACKAGE = "numba"
 DISABLE_VARIABLE = "BERT_DATA_COMPILED"
@@ -218,6 +218,14 @@ def wait_for_start() -> None:
     _join_background_start()
 
 
+def end_of_run() -> None:
+    """A run is over (finished or failed): nobody is told of compiles any more
+    (:func:`note_compiling`), and numba's start in the background is waited for (no thread
+    left importing it at the interpreter's exit)."""
+    note_compiling(None)
+    _join_background_start()
+
+
 def start_before_fork() -> None:
     """In a claimed process about to fork a pool of workers: numba started here, once, for all of
     them (each would otherwise pay 0.3-0.5 s of CPU for it), and what this process has built
@@ -252,11 +260,63 @@ def kernel(function: Callable) -> Callable[[], Optional[Callable]]:
             with _start_lock:
                 _start_numba()
             _register_helpers()
-            compiled["kernel"] = numba.njit(cache=True, nogil=True)(function)
+            compiled["kernel"] = _said_when_compiled(numba.njit(cache=True, nogil=True)(function))
         return compiled["kernel"]
 
     get.python_function = function  # type: ignore[attr-defined]  (tests may run the loop uncompiled)
     return get
+
+
+_compiling_note: Optional[Callable[[str], None]] = None
+_compiling_said = None  # (shared by the processes forked after note_compiling: one line a run)
+
+COMPILING_NOTE = ("compiling bert_data's kernels for this CPU: the first run after installing or upgrading "
+                  "spends up to a minute on it, once (later runs load them from numba's cache)")
+
+
+def note_compiling(report: Optional[Callable[[str], None]]) -> None:
+    """``report`` is given :data:`COMPILING_NOTE`, once, when a kernel is about to be compiled
+    rather than loaded from numba's cache: otherwise the first run after an install sits without
+    a word for 20-30 s (with a progress bar, at its first unit).  Once for this process and the
+    workers it forks from now on (a flag in shared memory), not once per worker.  None: nobody
+    is told (a library caller's process, or the run is over)."""
+    global _compiling_note, _compiling_said
+    _compiling_note = report
+    if report is not None:
+        import multiprocessing
+
+        _compiling_said = multiprocessing.Value("b", 0)
+
+
+def _say_compiling() -> None:
+    report, said = _compiling_note, _compiling_said
+    if report is None or said is None:
+        return
+    with said.get_lock():
+        if said.value:
+            return
+        said.value = 1
+    report(COMPILING_NOTE)
+
+
+def _said_when_compiled(dispatcher):
+    """``dispatcher``, which says :data:`COMPILING_NOTE` (:func:`note_compiling`) just before it
+    compiles, when numba's cache has no code of it for these argument types and this CPU (its
+    first call, in the first run after an install).  Through a private numba attribute: when
+    it is missing (another numba version), nothing is said rather than something wrong."""
+    cache = getattr(dispatcher, "_cache", None)
+    load = getattr(cache, "load_overload", None)
+    if load is None:
+        return dispatcher
+
+    def load_or_say(*args, **kwargs):
+        loaded = load(*args, **kwargs)
+        if loaded is None:  # (numba compiles next)
+            _say_compiling()
+        return loaded
+
+    cache.load_overload = load_or_say
+    return dispatcher
 
 
 def helper(function: Optional[Callable] = None, *, inline: bool = False):

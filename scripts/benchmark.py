@@ -40,7 +40,9 @@ reported alone: Hugging Face ``tokenizers`` (``over_tokenizers``, the reference 
 native WordPiece, ``nanotoken`` (``over_native``, when it runs the tokenizer).  With more than one
 ``--num_workers``, the machine's own *parallel ceiling* is measured too: what N processes of pure
 CPU work, sharing nothing, get over one (``parallel_ceiling``), the most ``speedup_vs_first``
-could be on this machine at this moment (less than N on hyperthreads or busy cores).
+could be on this machine at this moment (less than N on hyperthreads or busy cores).  And the
+disk's floor: the time it takes to write and sync as many bytes as the output (``disk``,
+``over_disk``), which no number of workers shortens: a run's shards are durable before its manifest.
 
 The tokenizer is BERT's WordPiece (``--vocab_file``, default the shared BERT-uncased vocabulary),
 a Hugging Face ``--tokenizer_file tokenizer.json`` or a ``--spm_model_file`` SentencePiece model
@@ -183,6 +185,25 @@ def parallel_ceiling(workers: int, rounds: int = 5) -> float:
 
     times = [(wall(1), wall(workers)) for _ in range(rounds)]
     return round(workers * min(one for one, _ in times) / min(many for _, many in times), 2)
+
+
+def disk_seconds(directory: Path, size: int, rounds: int = 2) -> float:
+    """The least time this machine's disk takes to be given ``size`` bytes and make them durable
+    (written a MB at a time, then fsync; the fastest of ``rounds``): what a run that writes and
+    syncs an output of that size spends at least, however many workers it has (its shards are
+    durable before its manifest)."""
+    block = os.urandom(1 << 20)  # (random bytes: a disk that compresses gets no shortcut)
+    path, best = directory / "disk-floor", float("inf")
+    for _ in range(rounds):
+        started = time.perf_counter()
+        with open(path, "wb", buffering=0) as handle:
+            written = 0
+            while written < size:
+                written += handle.write(block[:min(len(block), size - written)])
+            os.fsync(handle.fileno())
+        best = min(best, time.perf_counter() - started)
+        path.unlink()
+    return best
 
 
 def sample_tree_cpu(root, cpu_seen: dict) -> None:
@@ -427,6 +448,10 @@ def main(argv=None) -> int:
             }
             runs.append(row)
             shutil.rmtree(output)
+        output_mb = max(row["output_mb"] for row in runs)
+        disk = {"output_mb": output_mb, "seconds": round(disk_seconds(workdir, int(output_mb * 1e6)), 2)}
+        for row in runs:
+            row["over_disk"] = round(row["wall_seconds"] / disk["seconds"], 2)
         floor = fastest_floor(floors, args.repeat) if floors else None
         for row in runs if floor else []:
             seconds = row["wall_seconds"]
@@ -461,7 +486,8 @@ def main(argv=None) -> int:
         "max_seq_length": args.max_seq_length, "repeat": args.repeat, "generator_args": " ".join(generator_args),
         "shape": args.shape,
         "tokenizer": {"kind": source[0], "path": source[1], "vocab_file": source[2], "do_lower_case": lower},
-        "floor": floor, "runs": runs, "parallel_ceiling": ceiling, "fastest": fastest_runs(runs, floor, args.repeat),
+        "floor": floor, "runs": runs, "parallel_ceiling": ceiling, "disk": disk,
+        "fastest": fastest_runs(runs, floor, args.repeat),
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -483,8 +509,11 @@ def main(argv=None) -> int:
         print(f"tokenizer floors, one pass: tokenizers {floor['tokenizer_seconds']:.2f} s, native {native}")
     for workers, most in ceiling.items():
         print(f"machine: {workers} processes of pure CPU work run at {most}x one (the most speedup_vs_first can be here)")
+    print(f"machine: its disk takes {disk['seconds']:.2f} s to write and sync the output's {disk['output_mb']} MB "
+          "(the least a run spends on it, however many workers: over_disk)")
     columns = ["num_workers", "order", "code", "wall_seconds", "cpu_seconds", "docs_per_s", "input_mb_per_s", "instances_per_s", "output_mb",
-               "peak_rss_mb", "time_over_floor", "time_over_spacy", "over_tokenizers", "over_native", "speedup_vs_first",
+               "peak_rss_mb", "time_over_floor", "time_over_spacy", "over_tokenizers", "over_native", "over_disk",
+               "speedup_vs_first",
                "mixed_over_kept", "cpu_mixed_over_kept", "over_baseline", "cpu_over_baseline"]
     columns = [c for c in columns if any(c in r for r in runs)]
     widths = [max(len(c), *(len(str(r.get(c, ""))) for r in runs)) for c in columns]

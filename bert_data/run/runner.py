@@ -39,7 +39,7 @@ from typing import Callable, Dict, List, Optional
 
 from .. import storage
 from ..notices import note
-from ..compiled import compiled_missing_note, start_in_background, wait_for_start
+from ..compiled import compiled_missing_note, end_of_run, note_compiling, start_in_background
 from ..tokenizers import native_note
 from ..format.dataset_layout import SPLIT_CODES
 from ..pipeline.documents.types import BINARY, DEFAULT_TEXT_FIELD, MISSING_KEY
@@ -106,10 +106,11 @@ def run(spec: RunSpec, executor: Optional[cf.Executor] = None, progress: bool = 
     workers = spec.control.workers
     if executor is None:  # our own pool of processes: no more of them than cores
         parallelism = local_workers(parallelism or workers)
+    note_compiling(say if executor is None else None)  # (a first run's compile said: not a silent minute)
     try:
         return _run(spec, executor, progress, skip_missing, parallelism, allow_case_mismatch, started, workers, say)
     finally:
-        wait_for_start()  # (a failure before any kernel ran: no thread left importing numba at exit)
+        end_of_run()  # (whatever failed: no thread left importing numba at exit)
 
 
 def _run(spec: RunSpec, executor: Optional[cf.Executor], progress: bool, skip_missing: bool,
@@ -272,8 +273,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                     # in a thread, while the workers get their next tasks (with one worker,
                     # while this process does them) and this unit is appended.  One commit at a
                     # time (and the test seam's pauses in unit order), but for the last unit:
-                    # nothing more is appended, and the workers would wait for the disk with
-                    # this process.
+                    # nothing more is appended, and the workers would wait for the disk with us.
                     if totals.units_done + 1 < len(plan.units):
                         scheduler.fill()  # (the workers' next tasks, before this process waits for the disk)
                         commits.wait()
