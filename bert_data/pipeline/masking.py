@@ -39,6 +39,7 @@ import numpy as np
 from .masking_kernels import (TIE, advance_to, apply_masks, ngram_positions, pcg64_state, single_token_positions,
                               single_token_positions_drawn_compiled, span_positions,
                               whole_word_positions)
+from .masking_ranges import LARGEST_32, pcg64_state_dict, pcg64_states, set_pcg64_states, token_ranges_masked_compiled
 from .span_masking import (MAX_SPAN_WORDS, choose_spans, span_draws, span_length_thresholds, span_lengths, spans_by_draws,
                            word_starts as starts_of_words)
 
@@ -326,6 +327,9 @@ def mask_token_ranges(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingS
     per-call costs once: an encode task's output shards, a few hundred rows each)."""
     input_ids = np.asarray(input_ids)
     lengths = np.asarray(lengths)
+    drawn = _token_ranges_compiled(input_ids, lengths, spec, vocab, rngs, bounds)
+    if drawn is not None:
+        return _applied(input_ids, *drawn, spec, vocab)
     n, slots = input_ids.shape[0], spec.max_predictions_per_seq
     positions = np.zeros((n, slots), dtype=np.int32)
     n_chosen = np.zeros(n, dtype=np.int64)
@@ -336,6 +340,52 @@ def mask_token_ranges(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingS
                                                 None if word_starts is None else word_starts[a:b])
         draw[a:b], random_index[a:b] = _replacement_draws(b - a, slots, vocab, rng)
     return _applied(input_ids, positions, n_chosen, draw, random_index, spec, vocab)
+
+
+def _token_ranges_compiled(input_ids, lengths, spec: MaskingSpec, vocab, rngs, bounds):
+    """``mask_token_ranges``' loop of choices and replacement draws as one compiled call
+    (:mod:`bert_data.pipeline.masking_ranges`): (positions, counts, draws, random indices), the
+    same as the loop's, each generator left where the loop leaves it; or None where the loop
+    runs: kernels off, another strategy, a generator not PCG64 or given two ranges (the loop
+    draws the second after the first), bounds that do not run up through the rows, an empty
+    width, or more ordinary ids than 2**32 (numpy's 64-bit draw)."""
+    masked = token_ranges_masked_compiled() if spec.strategy == "token" else None
+    count = min(len(rngs), len(bounds) - 1)
+    if masked is None or input_ids.ndim != 2 or input_ids.shape[1] == 0 or lengths.shape != input_ids.shape[:1]:
+        return None
+    n, width = input_ids.shape
+    row_bounds = np.asarray(bounds[:count + 1], dtype=np.int64)
+    if not (1 <= len(vocab.ordinary_ids) <= LARGEST_32 + 1 and count >= 1 and row_bounds[0] >= 0
+            and row_bounds[-1] <= n and (np.diff(row_bounds) >= 0).all()
+            and len({id(rng) for rng in rngs[:count]}) == count):
+        return None
+    generators = list(rngs[:count])
+    states = pcg64_states(generators)
+    if states is None:
+        return None
+    started = states.copy()  # (the keys of rows with equal keys are drawn again from here)
+    slots = spec.max_predictions_per_seq
+    is_special = np.zeros(max(spec.special_ids, default=-1) + 1, dtype=np.bool_)
+    is_special[list(spec.special_ids)] = True
+    budget = num_to_predict(lengths, spec.masked_lm_prob, slots)
+    positions = np.zeros((n, slots), dtype=np.int32)
+    n_chosen = np.zeros(n, dtype=np.int64)
+    draw = np.zeros((n, slots), dtype=np.float64)
+    random_index = np.zeros((n, slots), dtype=np.int64)
+    masked(np.ascontiguousarray(input_ids, dtype=np.int32), np.ascontiguousarray(lengths, dtype=np.int64),
+           is_special, row_bounds, states, budget, np.uint64(len(vocab.ordinary_ids) - 1), positions, n_chosen, draw,
+           random_index)
+    set_pcg64_states(generators, states)
+    tied = np.flatnonzero(n_chosen == TIE)
+    range_of = np.searchsorted(row_bounds, tied, side="right") - 1
+    for k in np.unique(range_of):
+        rows = tied[range_of == k]
+        first = row_bounds[k]
+        keys = _ReplayedKeys(pcg64_state_dict(started[k]), (row_bounds[k + 1] - first, width))[rows - first]
+        positions[rows], n_chosen[rows] = _packed(
+            _single_tokens_by_keys(candidate_mask(input_ids[rows], lengths[rows], spec.special_ids), budget[rows],
+                                   slots, keys), slots)
+    return positions, n_chosen, draw, random_index
 
 
 def _choice(input_ids, lengths, spec: MaskingSpec, vocab, rng, word_starts):

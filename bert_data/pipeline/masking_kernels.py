@@ -165,13 +165,19 @@ def _pcg64_step(high, low, increment_high, increment_low):
 
 
 @helper(inline=True)
-def _pcg64_double(high, low):
-    """The double ``Generator.random`` makes of the output of state (high, low): XSL-RR (the
-    halves xor-ed, rotated right by the top 6 bits), its top 53 bits over 2**53."""
+def _pcg64_output(high, low):
+    """The 64 bits PCG64 outputs for state (high, low): XSL-RR (the halves xor-ed, rotated right
+    by the top 6 bits)."""
     value = high ^ low
     rotation = high >> np.uint64(58)
-    output = (value >> rotation) | (value << ((np.uint64(64) - rotation) & np.uint64(63)))
-    return (output >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+    return (value >> rotation) | (value << ((np.uint64(64) - rotation) & np.uint64(63)))
+
+
+@helper(inline=True)
+def _pcg64_double(high, low):
+    """The double ``Generator.random`` makes of the output of state (high, low): its top 53 bits
+    over 2**53."""
+    return (_pcg64_output(high, low) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
 _REGISTERING = threading.Lock()
