@@ -56,17 +56,17 @@ def single_token_positions_drawn(input_ids, lengths, is_special, state, budget, 
     draws ``Generator.random((n, width))`` from ``state`` (:func:`pcg64_state`: the 128-bit
     state and increment, as two 64-bit halves each), which is left advanced past them: the
     same keys without writing ``(n, width)`` doubles to memory and reading them back (drawing
-    them was a third of the masking's time)."""
+    them was a third of the masking's time), and the keys past a row's real tokens (never looked
+    at) jumped over rather than drawn."""
     n, width = input_ids.shape
     is_candidate = np.empty(width, np.bool_)
     below = np.empty(width, np.float64)
     chosen = np.empty(width, np.int64)
     row_keys = np.empty(width, np.float64)
+    jumps = _pcg64_jumps(width)
     high, low, increment_high, increment_low = state[0], state[1], state[2], state[3]
     for i in range(n):
-        for j in range(width):
-            high, low = _pcg64_step(high, low, increment_high, increment_low)
-            row_keys[j] = _pcg64_double(high, low)
+        high, low = _row_keys_drawn(high, low, increment_high, increment_low, jumps, lengths[i], row_keys)
         counts[i] = _row_by_keys(input_ids, lengths, is_special, row_keys, budget, positions, i, is_candidate, below,
                                  chosen)
     state[0], state[1] = high, low
@@ -131,6 +131,7 @@ def _row_by_keys(input_ids, lengths, is_special, keys, budget, positions, i, is_
 # numpy's PCG64 (``pcg_setseq_128_xsl_rr_64``): a 128-bit LCG stepped, then its XSL-RR output.
 _PCG64_MULTIPLIER = 0x2360ED051FC65DA44385DF649FCCF645
 _MASK64 = (1 << 64) - 1
+_MULTIPLIER_HIGH, _MULTIPLIER_LOW = np.uint64(_PCG64_MULTIPLIER >> 64), np.uint64(_PCG64_MULTIPLIER & _MASK64)
 
 
 def pcg64_state(generator) -> Optional[np.ndarray]:
@@ -180,6 +181,50 @@ def _pcg64_double(high, low):
     return (_pcg64_output(high, low) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
+@helper(inline=True)
+def _row_keys_drawn(high, low, increment_high, increment_low, jumps, length, row_keys):
+    """A row's keys as ``Generator.random`` draws ``width`` of them (``width``: ``jumps``' rows
+    - 1): the first ``length`` into ``row_keys``, the rest, which no choice looks at, jumped
+    over (:func:`_pcg64_jumps`: two 128-bit multiplies for up to ``width`` steps).  Returns the
+    state past them all."""
+    width = jumps.shape[0] - 1
+    real = min(max(length, 0), width)
+    for j in range(real):
+        high, low = _pcg64_step(high, low, increment_high, increment_low)
+        row_keys[j] = _pcg64_double(high, low)
+    if real < width:
+        jump = width - real
+        added_high, added_low = _pcg64_multiply_add(increment_high, increment_low, jumps[jump, 2], jumps[jump, 3],
+                                                    np.uint64(0), np.uint64(0))
+        high, low = _pcg64_multiply_add(high, low, jumps[jump, 0], jumps[jump, 1], added_high, added_low)
+    return high, low
+
+
+@helper
+def _pcg64_jumps(width):
+    """``jumps[d]``: ``d`` steps of the LCG at once (uint64 halves: high, low of the multiplier,
+    high, low of the increment's factor): ``state * multiplier**d + increment * (1 + multiplier
+    + ... + multiplier**(d - 1))``, modulo 2**128, for d up to ``width``."""
+    jumps = np.empty((width + 1, 4), np.uint64)
+    power_high, power_low = np.uint64(0), np.uint64(1)
+    total_high, total_low = np.uint64(0), np.uint64(0)
+    for steps in range(width + 1):
+        jumps[steps, 0], jumps[steps, 1], jumps[steps, 2], jumps[steps, 3] = power_high, power_low, total_high, total_low
+        total_high, total_low = _pcg64_multiply_add(total_high, total_low, np.uint64(0), np.uint64(1), power_high,
+                                                    power_low)
+        power_high, power_low = _pcg64_multiply_add(power_high, power_low, _MULTIPLIER_HIGH, _MULTIPLIER_LOW,
+                                                    np.uint64(0), np.uint64(0))
+    return jumps
+
+
+def _pcg64_multiply_add(a_high, a_low, b_high, b_low, c_high, c_low):
+    """``a * b + c`` modulo 2**128, as halves: Python's integers here (the uncompiled kernel);
+    in kernels, LLVM's 128-bit integers (``_register_pcg64``)."""
+    value = ((int(a_high) << 64 | int(a_low)) * (int(b_high) << 64 | int(b_low)) + (int(c_high) << 64 | int(c_low))) \
+        & ((1 << 128) - 1)
+    return np.uint64(value >> 64), np.uint64(value & _MASK64)
+
+
 _REGISTERING = threading.Lock()
 
 
@@ -195,27 +240,41 @@ def single_token_positions_drawn_compiled():
 
 @functools.lru_cache(maxsize=None)
 def _register_pcg64() -> None:
-    """:func:`_pcg64_step` in kernels: LLVM's 128-bit integers, one multiply and one add."""
+    """:func:`_pcg64_step` and :func:`_pcg64_multiply_add` in kernels: LLVM's 128-bit integers,
+    one multiply and one add."""
     from llvmlite import ir
     from numba import types
     from numba.extending import intrinsic, overload
 
-    @intrinsic
-    def step(typingctx, high, low, increment_high, increment_low):
+    i128, i64 = ir.IntType(128), ir.IntType(64)
+
+    def multiply_add_codegen(multiplier=None):
+        """(a * b + c) of halves (a_high, a_low, b_high, b_low, c_high, c_low), or with a constant
+        ``multiplier``, (a * multiplier + c) of (a_high, a_low, c_high, c_low)."""
         def codegen(context, builder, signature, args):
-            i128, i64 = ir.IntType(128), ir.IntType(64)
-
-            def joined(upper, lower):
-                return builder.or_(builder.shl(builder.zext(upper, i128), ir.Constant(i128, 64)),
-                                   builder.zext(lower, i128))
-
-            value = builder.add(builder.mul(joined(args[0], args[1]), ir.Constant(i128, _PCG64_MULTIPLIER)),
-                                joined(args[2], args[3]))
+            joined = [builder.or_(builder.shl(builder.zext(upper, i128), ir.Constant(i128, 64)),
+                                  builder.zext(lower, i128)) for upper, lower in zip(args[::2], args[1::2])]
+            if multiplier is not None:
+                joined.insert(1, ir.Constant(i128, multiplier))
+            value = builder.add(builder.mul(joined[0], joined[1]), joined[2])
             return context.make_tuple(builder, signature.return_type,
                                       [builder.trunc(builder.lshr(value, ir.Constant(i128, 64)), i64),
                                        builder.trunc(value, i64)])
 
-        return types.UniTuple(types.uint64, 2)(types.uint64, types.uint64, types.uint64, types.uint64), codegen
+        return codegen
+
+    @intrinsic
+    def multiply_add(typingctx, a_high, a_low, b_high, b_low, c_high, c_low):
+        return types.UniTuple(types.uint64, 2)(*[types.uint64] * 6), multiply_add_codegen()
+
+    @intrinsic
+    def step(typingctx, high, low, increment_high, increment_low):
+        return types.UniTuple(types.uint64, 2)(*[types.uint64] * 4), multiply_add_codegen(_PCG64_MULTIPLIER)
+
+    @overload(_pcg64_multiply_add)
+    def multiply_add_compiled(a_high, a_low, b_high, b_low, c_high, c_low):
+        return lambda a_high, a_low, b_high, b_low, c_high, c_low: multiply_add(a_high, a_low, b_high, b_low, c_high,
+                                                                                c_low)
 
     @overload(_pcg64_step)
     def step_compiled(high, low, increment_high, increment_low):

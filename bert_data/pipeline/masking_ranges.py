@@ -5,7 +5,8 @@ has thousands of such ranges, and per-call costs were most of their masking's ti
 
 For each range, from its generator's state, the kernel draws what the reference draws, in its
 order: the keys ``rng.random((rows, width))`` and the choice they make
-(:func:`masking_kernels.single_token_positions_drawn`), then the replacement draws of
+(:func:`masking_kernels.single_token_positions_drawn`'s: the keys past a row's real tokens
+jumped over), then the replacement draws of
 ``masking._replacement_draws``: ``rng.random((rows, slots))``, then
 ``rng.integers(0, ordinary, size=(rows, slots))``.  numpy makes those integers (int64, a range
 below 2**32) with Lemire's bounded 32-bit draw on ``next_uint32`` (``random_bounded_uint64_fill``
@@ -23,7 +24,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..compiled import helper, kernel
-from .masking_kernels import _pcg64_double, _pcg64_output, _pcg64_step, _row_by_keys, _register_pcg64, _REGISTERING
+from .masking_kernels import (_REGISTERING, _pcg64_double, _pcg64_jumps, _pcg64_output, _pcg64_step, _register_pcg64,
+                              _row_by_keys, _row_keys_drawn)
 
 __all__ = ["token_ranges_masked_compiled", "pcg64_states", "set_pcg64_states", "pcg64_state_dict", "LARGEST_32"]
 
@@ -47,6 +49,7 @@ def token_ranges_masked(input_ids, lengths, is_special, bounds, states, budget, 
     below = np.empty(width, np.float64)
     chosen = np.empty(width, np.int64)
     row_keys = np.empty(width, np.float64)
+    jumps = _pcg64_jumps(width)
     every_value = largest == _ALL_32  # (numpy's Lemire cannot take it: next_uint32 as it is)
     excluded = largest + np.uint64(1)  # (32-bit values: the product fits in 64 bits)
     threshold = np.uint64(0)
@@ -58,9 +61,7 @@ def token_ranges_masked(input_ids, lengths, is_special, bounds, states, budget, 
         has_half, half = states[k, 4], states[k, 5]
         first, end = bounds[k], bounds[k + 1]
         for i in range(first, end):
-            for j in range(width):
-                high, low = _pcg64_step(high, low, increment_high, increment_low)
-                row_keys[j] = _pcg64_double(high, low)
+            high, low = _row_keys_drawn(high, low, increment_high, increment_low, jumps, lengths[i], row_keys)
             counts[i] = _row_by_keys(input_ids, lengths, is_special, row_keys, budget, positions, i, is_candidate,
                                      below, chosen)
         for i in range(first, end):

@@ -218,3 +218,29 @@ def test_the_kernel_runs_uncompiled_too():
     for mine, theirs in zip(outputs[0][0], outputs[1][0]):
         np.testing.assert_array_equal(mine, theirs)
     np.testing.assert_array_equal(outputs[0][1], outputs[1][1])
+
+
+@pytest.mark.parametrize("compiled_on", [True, False])
+def test_keys_past_a_rows_real_tokens_are_jumped_over_as_numpy_advances(compiled_on):
+    """The keys no choice looks at (past a row's length) are not drawn: the state jumps over
+    them (``masking_kernels._row_keys_drawn``), to where numpy's ``PCG64.advance`` puts it, and
+    the keys drawn are ``random``'s."""
+    width = 40
+    row_keys_drawn = masking_kernels._row_keys_drawn
+    if compiled_on:
+        import numba
+
+        assert masking_ranges.token_ranges_masked_compiled() is not None  # (the helpers registered with numba)
+        drawn = masking_kernels._row_keys_drawn
+        row_keys_drawn = numba.njit(lambda high, low, increment_high, increment_low, jumps, length, keys:
+                                    drawn(high, low, increment_high, increment_low, jumps, length, keys))
+    jumps = masking_kernels._pcg64_jumps(width)
+    for length in (-3, 0, 1, 17, width - 1, width, width + 5):
+        rng = np.random.default_rng(length + 100)
+        state = masking_kernels.pcg64_state(rng)
+        keys = np.zeros(width)
+        high, low = row_keys_drawn(state[0], state[1], state[2], state[3], jumps, length, keys)
+        real = min(max(length, 0), width)
+        np.testing.assert_array_equal(keys[:real], rng.random(real))
+        rng.bit_generator.advance(width - real)
+        assert (int(high) << 64 | int(low)) == rng.bit_generator.state["state"]["state"], length
