@@ -19,7 +19,9 @@ Here the same choice is made for a whole batch of instances with numpy:
 
 With numba installed (``bert_data.compiled``), the choices and the replacement run as compiled
 loops, one pass per row (:mod:`bert_data.pipeline.masking_kernels`),
-on the same draws; the numpy code here stays the reference they are tested against.
+on the same draws; the numpy code here stays the reference they are tested against.  The
+default choice's ranges of rows, each with its own generator (``mask_token_ranges``), are
+chosen and drawn in one compiled call (:mod:`bert_data.pipeline.masking_ranges`).
 
 SpanBERT's span masking (``MaskingSpec.span``) is :mod:`bert_data.pipeline.span_masking`'s, and
 the 80/10/10 shares are ``MaskingSpec``'s (BERT's by default, settable for load-time masks).
@@ -347,8 +349,8 @@ def _token_ranges_compiled(input_ids, lengths, spec: MaskingSpec, vocab, rngs, b
     (:mod:`bert_data.pipeline.masking_ranges`): (positions, counts, draws, random indices), the
     same as the loop's, each generator left where the loop leaves it; or None where the loop
     runs: kernels off, another strategy, a generator not PCG64 or given two ranges (the loop
-    draws the second after the first), bounds that do not run up through the rows, an empty
-    width, or more ordinary ids than 2**32 (numpy's 64-bit draw)."""
+    draws the second after the first), bounds past the rows or decreasing, an empty width, or
+    more ordinary ids than 2**32 (numpy draws 64-bit integers then)."""
     masked = token_ranges_masked_compiled() if spec.strategy == "token" else None
     count = min(len(rngs), len(bounds) - 1)
     if masked is None or input_ids.ndim != 2 or input_ids.shape[1] == 0 or lengths.shape != input_ids.shape[:1]:
@@ -378,7 +380,7 @@ def _token_ranges_compiled(input_ids, lengths, spec: MaskingSpec, vocab, rngs, b
     set_pcg64_states(generators, states)
     tied = np.flatnonzero(n_chosen == TIE)
     range_of = np.searchsorted(row_bounds, tied, side="right") - 1
-    for k in np.unique(range_of):
+    for k in np.unique(range_of) if len(tied) else ():
         rows = tied[range_of == k]
         first = row_bounds[k]
         keys = _ReplayedKeys(pcg64_state_dict(started[k]), (row_bounds[k + 1] - first, width))[rows - first]
