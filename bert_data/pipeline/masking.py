@@ -315,6 +315,10 @@ def mask_tokens(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingSpec, v
     """
     input_ids = np.asarray(input_ids)
     lengths = np.asarray(lengths)
+    drawn = _token_ranges_compiled(input_ids, lengths, spec, vocab, [rng], [0, len(input_ids)]) \
+        if input_ids.ndim == 2 else None  # (the replacement draws too in the choice's kernel)
+    if drawn is not None:
+        return _applied(input_ids, *drawn, spec, vocab)
     positions, n_chosen = _choice(input_ids, lengths, spec, vocab, rng, word_starts)
     return _replaced(input_ids, positions, n_chosen, spec, vocab, rng)
 

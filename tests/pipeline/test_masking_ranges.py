@@ -244,3 +244,22 @@ def test_keys_past_a_rows_real_tokens_are_jumped_over_as_numpy_advances(compiled
         np.testing.assert_array_equal(keys[:real], rng.random(real))
         rng.bit_generator.advance(width - real)
         assert (int(high) << 64 | int(low)) == rng.bit_generator.state["state"]["state"], length
+
+
+def test_mask_tokens_draws_in_the_one_call_as_numpy_does(monkeypatch):
+    """``mask_tokens`` (one chunk, one generator: the writer's unbatched chunks, load-time masks)
+    takes the one call too: the bytes and the full state of numpy alone (kernels off)."""
+    from bert_data.pipeline.masking import mask_tokens
+
+    ids, lengths = batch(n=400, seed=14)
+    calls = []
+    one_call = masking._token_ranges_compiled
+    monkeypatch.setattr(masking, "_token_ranges_compiled", lambda *args: calls.append(1) or one_call(*args))
+    runs = []
+    for on in ("1", "0"):
+        monkeypatch.setenv(compiled.DISABLE_VARIABLE, on)
+        rng = generators(1, 14, pending_half=(0,))[0]
+        runs.append((mask_tokens(ids, lengths, SPEC, VOCAB, rng), rng.bit_generator.state))
+    assert calls == [1, 1] and runs[0][1] == runs[1][1]
+    for field in FIELDS:
+        np.testing.assert_array_equal(getattr(runs[0][0], field), getattr(runs[1][0], field), err_msg=field)
