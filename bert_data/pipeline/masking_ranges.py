@@ -110,16 +110,16 @@ def token_ranges_masked_compiled():
 def pcg64_states(generators: Sequence) -> Optional[np.ndarray]:
     """The generators' PCG64 states (``uint64[len, 6]``, :func:`token_ranges_masked`'s rows), or
     None when one is not a ``numpy.random.Generator`` on PCG64."""
-    states = np.empty((len(generators), 6), dtype=np.uint64)
-    for k, generator in enumerate(generators):
+    rows = []
+    for generator in generators:
         bit_generator = getattr(generator, "bit_generator", None)
         if type(bit_generator).__name__ != "PCG64" or not isinstance(generator, np.random.Generator):
             return None
         full = bit_generator.state
         value, increment = full["state"]["state"], full["state"]["inc"]
-        states[k] = (value >> 64, value & _MASK64, increment >> 64, increment & _MASK64, full["has_uint32"],
-                     full["uinteger"])
-    return states
+        rows.append((value >> 64, value & _MASK64, increment >> 64, increment & _MASK64, full["has_uint32"],
+                     full["uinteger"]))
+    return np.array(rows, dtype=np.uint64).reshape(len(rows), 6)
 
 
 def pcg64_state_dict(row: np.ndarray) -> dict:
@@ -131,5 +131,5 @@ def pcg64_state_dict(row: np.ndarray) -> dict:
 
 def set_pcg64_states(generators: Sequence, states: np.ndarray) -> None:
     """Each generator put at its row of ``states`` (as if it had made the draws in between)."""
-    for generator, row in zip(generators, states):
+    for generator, row in zip(generators, states.tolist()):  # (Python's integers, not numpy's: cheaper)
         generator.bit_generator.state = pcg64_state_dict(row)
