@@ -21,7 +21,7 @@ With numba installed (``bert_data.compiled``), the choices and the replacement r
 loops, one pass per row (:mod:`bert_data.pipeline.masking_kernels`),
 on the same draws; the numpy code here stays the reference they are tested against.  The
 default choice's ranges of rows, each with its own generator (``mask_token_ranges``), are
-chosen and drawn in one compiled call (:mod:`bert_data.pipeline.masking_ranges`).
+chosen and drawn in one compiled call (``masking_kernels.token_ranges_masked``).
 
 SpanBERT's span masking (``MaskingSpec.span``) is :mod:`bert_data.pipeline.span_masking`'s, and
 the 80/10/10 shares are ``MaskingSpec``'s (BERT's by default, settable for load-time masks).
@@ -38,10 +38,10 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-from .masking_kernels import (TIE, advance_to, apply_masks, ngram_positions, pcg64_state, single_token_positions,
-                              single_token_positions_drawn_compiled, span_positions,
+from .masking_kernels import (LARGEST_32, TIE, apply_masks, ngram_positions, single_token_positions,
+                              single_token_positions_drawn_compiled, span_positions, token_ranges_masked_compiled,
                               whole_word_positions)
-from .masking_ranges import LARGEST_32, pcg64_state_dict, pcg64_states, set_pcg64_states, token_ranges_masked_compiled
+from .pcg64_states import advance_to, pcg64_state, pcg64_state_dict, pcg64_states, set_pcg64_states
 from .span_masking import (MAX_SPAN_WORDS, choose_spans, span_draws, span_length_thresholds, span_lengths, spans_by_draws,
                            word_starts as starts_of_words)
 
@@ -350,7 +350,7 @@ def mask_token_ranges(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingS
 
 def _token_ranges_compiled(input_ids, lengths, spec: MaskingSpec, vocab, rngs, bounds):
     """``mask_token_ranges``' loop of choices and replacement draws as one compiled call
-    (:mod:`bert_data.pipeline.masking_ranges`): (positions, counts, draws, random indices), the
+    (``masking_kernels.token_ranges_masked``): (positions, counts, draws, random indices), the
     same as the loop's, each generator left where the loop leaves it; or None where the loop
     runs: kernels off, another strategy, a generator not PCG64 or given two ranges (the loop
     draws the second after the first), bounds past the rows or decreasing, an empty width, or

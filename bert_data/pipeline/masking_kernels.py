@@ -6,8 +6,8 @@ order: the keys ``(n, width)``, then the 80/10/10 draws and the random-token ind
 ``(n, max_predictions)``), so the bytes cannot depend on which path ran.  The token kernel can
 also draw its keys itself (``single_token_positions_drawn``): numpy's PCG64 stepped in the
 kernel, the same doubles as ``Generator.random`` in the same order, the generator then put where
-that draw would have left it.  They give exactly the
-reference's output; where the reference's answer depends on how numpy orders equal keys (its
+that draw would have left it; ``token_ranges_masked`` draws the replacement draws too, for many
+ranges of rows with a generator each, in one call.  They give exactly the reference's output; where the reference's answer depends on how numpy orders equal keys (its
 sorts are not stable), a kernel does not guess: it marks the row (``counts[i] = -1``) and the
 caller runs the reference on the marked rows alone (about 2**-40 of the rows with real draws).
 
@@ -31,8 +31,8 @@ import numpy as np
 
 from ..compiled import helper, kernel
 
-__all__ = ["single_token_positions", "single_token_positions_drawn_compiled", "whole_word_positions", "apply_masks",
-           "pcg64_state", "advance_to"]
+__all__ = ["single_token_positions", "single_token_positions_drawn_compiled", "token_ranges_masked_compiled",
+           "whole_word_positions", "apply_masks", "LARGEST_32"]
 
 TIE = -1  # counts[i] for a row the caller must choose with the reference
 
@@ -53,7 +53,7 @@ def single_token_positions(input_ids, lengths, is_special, keys, budget, positio
 @kernel
 def single_token_positions_drawn(input_ids, lengths, is_special, state, budget, positions, counts):
     """:func:`single_token_positions` with the keys drawn here, row after row, as numpy's PCG64
-    draws ``Generator.random((n, width))`` from ``state`` (:func:`pcg64_state`: the 128-bit
+    draws ``Generator.random((n, width))`` from ``state`` (``pcg64_states.pcg64_state``: the 128-bit
     state and increment, as two 64-bit halves each), which is left advanced past them: the
     same keys without writing ``(n, width)`` doubles to memory and reading them back (drawing
     them was a third of the masking's time), and the keys past a row's real tokens (never looked
@@ -132,28 +132,8 @@ def _row_by_keys(input_ids, lengths, is_special, keys, budget, positions, i, is_
 _PCG64_MULTIPLIER = 0x2360ED051FC65DA44385DF649FCCF645
 _MASK64 = (1 << 64) - 1
 _MULTIPLIER_HIGH, _MULTIPLIER_LOW = np.uint64(_PCG64_MULTIPLIER >> 64), np.uint64(_PCG64_MULTIPLIER & _MASK64)
-
-
-def pcg64_state(generator) -> Optional[np.ndarray]:
-    """``generator``'s PCG64 state and increment as ``uint64[4]`` (high, low, high, low) for
-    :func:`single_token_positions_drawn`, or None for another bit generator (or not a
-    ``numpy.random.Generator``)."""
-    bit_generator = getattr(generator, "bit_generator", None)
-    if type(bit_generator).__name__ != "PCG64" or not isinstance(generator, np.random.Generator):
-        return None
-    state = bit_generator.state["state"]
-    value, increment = state["state"], state["inc"]
-    return np.array([value >> 64, value & _MASK64, increment >> 64, increment & _MASK64], dtype=np.uint64)
-
-
-def advance_to(generator, state: np.ndarray) -> None:
-    """Put ``generator`` (PCG64) at ``state`` (:func:`pcg64_state`'s layout) as if it had drawn
-    the doubles in between: its buffered 32-bit half (which ``Generator.random`` leaves alone)
-    is kept."""
-    bit_generator = generator.bit_generator
-    full = bit_generator.state
-    full["state"] = {"state": (int(state[0]) << 64) | int(state[1]), "inc": (int(state[2]) << 64) | int(state[3])}
-    bit_generator.state = full
+LARGEST_32 = 0xFFFFFFFF  # numpy's largest 32-bit range (``high - 1 - low``): next_uint32 itself
+_ALL_32 = np.uint64(LARGEST_32)
 
 
 def _pcg64_step(high, low, increment_high, increment_low):
@@ -231,11 +211,82 @@ _REGISTERING = threading.Lock()
 def single_token_positions_drawn_compiled():
     """:func:`single_token_positions_drawn` compiled (its 128-bit step registered with numba
     first), or None when kernels are off."""
-    compiled = single_token_positions_drawn()
+    return _with_pcg64(single_token_positions_drawn())
+
+
+def _with_pcg64(compiled):
     if compiled is not None:
         with _REGISTERING:
             _register_pcg64()
     return compiled
+
+
+@kernel
+def token_ranges_masked(input_ids, lengths, is_special, bounds, states, budget, largest, positions, counts, draw,
+                        random_index):
+    """Per range k (rows ``bounds[k]:bounds[k + 1]``), from ``states[k]`` (``pcg64_states``'
+    rows, advanced past the draws), ``mask_tokens``' draws in its order: the keys and their
+    choice (:func:`single_token_positions_drawn`'s), ``rng.random((rows, slots))`` (``draw``),
+    then ``rng.integers(0, largest + 1, (rows, slots))`` (``largest`` < 2**32): numpy's Lemire
+    draw on ``next_uint32`` with its rejections (``buffered_bounded_lemire_uint32`` in
+    numpy/random/src/distributions/distributions.c), PCG64's buffered upper half of an output
+    (``has_uint32``, ``uinteger``; ``random`` leaves it alone) carried in and out."""
+    width = input_ids.shape[1]
+    slots = positions.shape[1]
+    is_candidate = np.empty(width, np.bool_)
+    below = np.empty(width, np.float64)
+    chosen = np.empty(width, np.int64)
+    row_keys = np.empty(width, np.float64)
+    jumps = _pcg64_jumps(width)
+    every_value = largest == _ALL_32  # (numpy's Lemire cannot take it: next_uint32 as it is)
+    excluded = largest + np.uint64(1)  # (32-bit values: the product fits in 64 bits)
+    threshold = np.uint64(0)
+    if largest > np.uint64(0) and not every_value:
+        threshold = (_ALL_32 - largest) % excluded  # 2**32 mod excluded: the biased low products
+    for k in range(states.shape[0]):
+        high, low = states[k, 0], states[k, 1]
+        increment_high, increment_low = states[k, 2], states[k, 3]
+        has_half, half = states[k, 4], states[k, 5]
+        first, end = bounds[k], bounds[k + 1]
+        for i in range(first, end):
+            high, low = _row_keys_drawn(high, low, increment_high, increment_low, jumps, lengths[i], row_keys)
+            counts[i] = _row_by_keys(input_ids, lengths, is_special, row_keys, budget, positions, i, is_candidate,
+                                     below, chosen)
+        for i in range(first, end):
+            for slot in range(slots):
+                high, low = _pcg64_step(high, low, increment_high, increment_low)
+                draw[i, slot] = _pcg64_double(high, low)
+        for i in range(first, end):
+            for slot in range(slots):
+                value = np.uint64(0)
+                if largest > np.uint64(0):  # (a single ordinary id: numpy draws nothing)
+                    value, high, low, has_half, half = _pcg64_next_uint32(high, low, increment_high, increment_low,
+                                                                          has_half, half)
+                    if not every_value:
+                        scaled = value * excluded
+                        while (scaled & _ALL_32) < threshold:  # (numpy's first test, < excluded, is implied)
+                            value, high, low, has_half, half = _pcg64_next_uint32(
+                                high, low, increment_high, increment_low, has_half, half)
+                            scaled = value * excluded
+                        value = scaled >> np.uint64(32)
+                random_index[i, slot] = np.int64(value)
+        states[k, 0], states[k, 1], states[k, 4], states[k, 5] = high, low, has_half, half
+
+
+@helper(inline=True)
+def _pcg64_next_uint32(high, low, increment_high, increment_low, has_half, half):
+    """numpy's ``pcg64_next32``: the buffered upper half when there is one, else the lower half
+    of the next output, its upper half buffered.  Returns (value, high, low, has_half, half)."""
+    if has_half != np.uint64(0):
+        return half, high, low, np.uint64(0), half
+    high, low = _pcg64_step(high, low, increment_high, increment_low)
+    output = _pcg64_output(high, low)
+    return output & _ALL_32, high, low, np.uint64(1), output >> np.uint64(32)
+
+
+def token_ranges_masked_compiled():
+    """:func:`token_ranges_masked` compiled as :func:`single_token_positions_drawn_compiled` is."""
+    return _with_pcg64(token_ranges_masked())
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,5 +1,5 @@
 """The default masking of many ranges of rows in one compiled call
-(bert_data/pipeline/masking_ranges.py, ``masking._token_ranges_compiled``) against the per-range
+(``masking_kernels.token_ranges_masked``, ``masking._token_ranges_compiled``) against the per-range
 reference (``mask_token_ranges``' loop of ``_choice`` and ``_replacement_draws``, numpy's own
 draws): the same masks, draws and random-token indices, and every generator's full
 ``bit_generator.state`` (state, increment, the buffered 32-bit half) the same afterwards: ranges
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from bert_data import compiled
-from bert_data.pipeline import masking, masking_kernels, masking_ranges
+from bert_data.pipeline import masking, masking_kernels, pcg64_states
 from bert_data.pipeline.masking import MaskingSpec, mask_token_ranges
 
 from tests.pipeline.test_masking import VOCAB
@@ -111,16 +111,16 @@ def test_the_bounded_draws_reject_what_numpy_rejects():
     """The rejection loop itself: with 2**31 + 1 ordinary ids, the kernel's indices over many
     draws are numpy's ``integers``, a draw that numpy rejected included (the count of 32-bit
     outputs taken is larger than the count of indices)."""
-    kernel = masking_ranges.token_ranges_masked_compiled()
+    kernel = masking_kernels.token_ranges_masked_compiled()
     ids = np.zeros((4000, 1), np.int32)  # one special token a row: no keys matter, no choice
     rng, reference = np.random.default_rng(5), np.random.default_rng(5)
-    state = masking_ranges.pcg64_states([rng])
+    state = pcg64_states.pcg64_states([rng])
     out = [np.zeros((4000, 1), np.int32), np.zeros(4000, np.int64), np.zeros((4000, 1)), np.zeros((4000, 1), np.int64)]
     kernel(ids, np.zeros(4000, np.int64), np.ones(1, np.bool_), np.array([0, 4000]), state, np.ones(4000, np.int64),
            np.uint64(2 ** 31), *out)
     reference.random((4000, 1)), reference.random((4000, 1))
     np.testing.assert_array_equal(out[3], reference.integers(0, 2 ** 31 + 1, size=(4000, 1)))
-    assert masking_ranges.pcg64_state_dict(state[0]) == reference.bit_generator.state
+    assert pcg64_states.pcg64_state_dict(state[0]) == reference.bit_generator.state
     plain = np.random.default_rng(5)
     plain.random((8000, 1))
     for outputs_taken in range(1, 10_000):  # the 64-bit outputs the indices took
@@ -188,7 +188,7 @@ def test_rows_with_equal_keys_are_chosen_by_the_reference_from_their_ranges_keys
     own range's keys, drawn again from that range's generator as it came in."""
     ids, lengths = batch(n=300, seed=12)
     bounds = [0, 0, 1, 90, 91, 200, 300]
-    kernel = masking_ranges.token_ranges_masked_compiled()
+    kernel = masking_kernels.token_ranges_masked_compiled()
     marked = np.array([0, 5, 89, 90, 150, 199, 299])
 
     def marking(*args):
@@ -208,9 +208,9 @@ def test_the_kernel_runs_uncompiled_too():
     compiled kernel does, with a buffered half and Lemire's rejections."""
     ids, lengths = batch(n=30, width=24, seed=13)
     outputs = []
-    for kernel in (masking_ranges.token_ranges_masked.python_function,
-                   masking_ranges.token_ranges_masked_compiled()):
-        state = masking_ranges.pcg64_states(generators(3, 13, pending_half=(1,)))
+    for kernel in (masking_kernels.token_ranges_masked.python_function,
+                   masking_kernels.token_ranges_masked_compiled()):
+        state = pcg64_states.pcg64_states(generators(3, 13, pending_half=(1,)))
         out = [np.zeros((30, 4), np.int32), np.zeros(30, np.int64), np.zeros((30, 4)), np.zeros((30, 4), np.int64)]
         kernel(ids, lengths.astype(np.int64), np.array([0, 0, 1, 1, 0, 1], np.bool_), np.array([0, 10, 11, 30]),
                state, np.full(30, 3, np.int64), np.uint64(2 ** 31), *out)
@@ -230,14 +230,14 @@ def test_keys_past_a_rows_real_tokens_are_jumped_over_as_numpy_advances(compiled
     if compiled_on:
         import numba
 
-        assert masking_ranges.token_ranges_masked_compiled() is not None  # (the helpers registered with numba)
+        assert masking_kernels.token_ranges_masked_compiled() is not None  # (the helpers registered with numba)
         drawn = masking_kernels._row_keys_drawn
         row_keys_drawn = numba.njit(lambda high, low, increment_high, increment_low, jumps, length, keys:
                                     drawn(high, low, increment_high, increment_low, jumps, length, keys))
     jumps = masking_kernels._pcg64_jumps(width)
     for length in (-3, 0, 1, 17, width - 1, width, width + 5):
         rng = np.random.default_rng(length + 100)
-        state = masking_kernels.pcg64_state(rng)
+        state = pcg64_states.pcg64_state(rng)
         keys = np.zeros(width)
         high, low = row_keys_drawn(state[0], state[1], state[2], state[3], jumps, length, keys)
         real = min(max(length, 0), width)
