@@ -7,9 +7,10 @@ order: the keys ``(n, width)``, then the 80/10/10 draws and the random-token ind
 also draw its keys itself (``single_token_positions_drawn``): numpy's PCG64 stepped in the
 kernel, the same doubles as ``Generator.random`` in the same order, the generator then put where
 that draw would have left it; ``token_ranges_masked`` draws the replacement draws too, for many
-ranges of rows with a generator each, in one call.  They give exactly the reference's output; where the reference's answer depends on how numpy orders equal keys (its
-sorts are not stable), a kernel does not guess: it marks the row (``counts[i] = -1``) and the
-caller runs the reference on the marked rows alone (about 2**-40 of the rows with real draws).
+ranges of rows with a generator each, in one call.  They give exactly the reference's output;
+where the reference's answer depends on how numpy orders equal keys (its sorts are not stable),
+a kernel does not guess: it marks the row (``counts[i] = -1``) and the caller runs the
+reference on the marked rows alone (about 2**-40 of the rows with real draws).
 
 ``is_special`` is indexed by token id up to the largest special id ([CLS], [SEP], a document
 separator: never candidates), a table rather than a loop over the ids in the inner loop; a token
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Optional
 
 import numpy as np
 
@@ -189,7 +189,8 @@ def _pcg64_jumps(width):
     power_high, power_low = np.uint64(0), np.uint64(1)
     total_high, total_low = np.uint64(0), np.uint64(0)
     for steps in range(width + 1):
-        jumps[steps, 0], jumps[steps, 1], jumps[steps, 2], jumps[steps, 3] = power_high, power_low, total_high, total_low
+        jumps[steps, 0], jumps[steps, 1] = power_high, power_low
+        jumps[steps, 2], jumps[steps, 3] = total_high, total_low
         total_high, total_low = _pcg64_multiply_add(total_high, total_low, np.uint64(0), np.uint64(1), power_high,
                                                     power_low)
         power_high, power_low = _pcg64_multiply_add(power_high, power_low, _MULTIPLIER_HIGH, _MULTIPLIER_LOW,

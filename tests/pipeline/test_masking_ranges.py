@@ -151,7 +151,8 @@ def test_the_loop_runs_where_the_one_call_does_not_apply(monkeypatch, case):
     spec = MaskingSpec(0.15, 20, whole_word=True, special_ids=(CLS, SEP)) if case == "whole_word" else spec
     bounds = {"bounds_past_rows": [0, 40, 101], "decreasing_bounds": [0, 60, 40]}.get(case, bounds)
     if case in ("huge_vocab", "empty_vocab"):
-        vocab = SimpleNamespace(ordinary_ids=np.broadcast_to(np.int32(10), (2 ** 32 + 1 if case == "huge_vocab" else 0,)))
+        ordinary = 2 ** 32 + 1 if case == "huge_vocab" else 0
+        vocab = SimpleNamespace(ordinary_ids=np.broadcast_to(np.int32(10), (ordinary,)))
     monkeypatch.setenv(compiled.DISABLE_VARIABLE, "0" if case == "kernels_off" else "1")
     before = repr(states(rngs))  # (Philox's state holds arrays)
     assert masking._token_ranges_compiled(ids, lengths, spec, vocab, rngs, bounds) is None
