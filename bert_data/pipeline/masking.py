@@ -19,7 +19,9 @@ Here the same choice is made for a whole batch of instances with numpy:
 
 With numba installed (``bert_data.compiled``), the choices and the replacement run as compiled
 loops, one pass per row (:mod:`bert_data.pipeline.masking_kernels`),
-on the same draws; the numpy code here stays the reference they are tested against.
+on the same draws; the numpy code here stays the reference they are tested against.  The
+default choice's ranges of rows, each with its own generator (``mask_token_ranges``), are
+chosen and drawn in one compiled call (``masking_kernels.token_ranges_masked``).
 
 SpanBERT's span masking (``MaskingSpec.span``) is :mod:`bert_data.pipeline.span_masking`'s, and
 the 80/10/10 shares are ``MaskingSpec``'s (BERT's by default, settable for load-time masks).
@@ -36,9 +38,10 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-from .masking_kernels import (TIE, advance_to, apply_masks, ngram_positions, pcg64_state, single_token_positions,
-                              single_token_positions_drawn_compiled, span_positions,
+from .masking_kernels import (LARGEST_32, TIE, apply_masks, ngram_positions, single_token_positions,
+                              single_token_positions_drawn_compiled, span_positions, token_ranges_masked_compiled,
                               whole_word_positions)
+from .pcg64_states import advance_to, pcg64_state, pcg64_state_dict, pcg64_states, set_pcg64_states
 from .span_masking import (MAX_SPAN_WORDS, choose_spans, span_draws, span_length_thresholds, span_lengths, spans_by_draws,
                            word_starts as starts_of_words)
 
@@ -312,6 +315,10 @@ def mask_tokens(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingSpec, v
     """
     input_ids = np.asarray(input_ids)
     lengths = np.asarray(lengths)
+    drawn = _token_ranges_compiled(input_ids, lengths, spec, vocab, [rng], [0, len(input_ids)]) \
+        if input_ids.ndim == 2 else None  # (the replacement draws too in the choice's kernel)
+    if drawn is not None:
+        return _applied(input_ids, *drawn, spec, vocab)
     positions, n_chosen = _choice(input_ids, lengths, spec, vocab, rng, word_starts)
     return _replaced(input_ids, positions, n_chosen, spec, vocab, rng)
 
@@ -326,6 +333,9 @@ def mask_token_ranges(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingS
     per-call costs once: an encode task's output shards, a few hundred rows each)."""
     input_ids = np.asarray(input_ids)
     lengths = np.asarray(lengths)
+    drawn = _token_ranges_compiled(input_ids, lengths, spec, vocab, rngs, bounds)
+    if drawn is not None:
+        return _applied(input_ids, *drawn, spec, vocab)
     n, slots = input_ids.shape[0], spec.max_predictions_per_seq
     positions = np.zeros((n, slots), dtype=np.int32)
     n_chosen = np.zeros(n, dtype=np.int64)
@@ -336,6 +346,52 @@ def mask_token_ranges(input_ids: np.ndarray, lengths: np.ndarray, spec: MaskingS
                                                 None if word_starts is None else word_starts[a:b])
         draw[a:b], random_index[a:b] = _replacement_draws(b - a, slots, vocab, rng)
     return _applied(input_ids, positions, n_chosen, draw, random_index, spec, vocab)
+
+
+def _token_ranges_compiled(input_ids, lengths, spec: MaskingSpec, vocab, rngs, bounds):
+    """``mask_token_ranges``' loop of choices and replacement draws as one compiled call
+    (``masking_kernels.token_ranges_masked``): (positions, counts, draws, random indices), the
+    same as the loop's, each generator left where the loop leaves it; or None where the loop
+    runs: kernels off, another strategy, a generator not PCG64 or given two ranges (the loop
+    draws the second after the first), bounds past the rows or decreasing, an empty width, or
+    more ordinary ids than 2**32 (numpy draws 64-bit integers then)."""
+    masked = token_ranges_masked_compiled() if spec.strategy == "token" else None
+    count = min(len(rngs), len(bounds) - 1)
+    if masked is None or input_ids.ndim != 2 or input_ids.shape[1] == 0 or lengths.shape != input_ids.shape[:1]:
+        return None
+    n, width = input_ids.shape
+    row_bounds = np.asarray(bounds[:count + 1], dtype=np.int64)
+    if not (1 <= len(vocab.ordinary_ids) <= LARGEST_32 + 1 and count >= 1 and row_bounds[0] >= 0
+            and row_bounds[-1] <= n and (np.diff(row_bounds) >= 0).all()
+            and len({id(rng) for rng in rngs[:count]}) == count):
+        return None
+    generators = list(rngs[:count])
+    states = pcg64_states(generators)
+    if states is None:
+        return None
+    started = states.copy()  # (the keys of rows with equal keys are drawn again from here)
+    slots = spec.max_predictions_per_seq
+    is_special = np.zeros(max(spec.special_ids, default=-1) + 1, dtype=np.bool_)
+    is_special[list(spec.special_ids)] = True
+    budget = num_to_predict(lengths, spec.masked_lm_prob, slots)
+    positions = np.zeros((n, slots), dtype=np.int32)
+    n_chosen = np.zeros(n, dtype=np.int64)
+    draw = np.zeros((n, slots), dtype=np.float64)
+    random_index = np.zeros((n, slots), dtype=np.int64)
+    masked(np.ascontiguousarray(input_ids, dtype=np.int32), np.ascontiguousarray(lengths, dtype=np.int64),
+           is_special, row_bounds, states, budget, np.uint64(len(vocab.ordinary_ids) - 1), positions, n_chosen, draw,
+           random_index)
+    set_pcg64_states(generators, states)
+    tied = np.flatnonzero(n_chosen == TIE)
+    range_of = np.searchsorted(row_bounds, tied, side="right") - 1
+    for k in np.unique(range_of) if len(tied) else ():
+        rows = tied[range_of == k]
+        first = row_bounds[k]
+        keys = _ReplayedKeys(pcg64_state_dict(started[k]), (row_bounds[k + 1] - first, width))[rows - first]
+        positions[rows], n_chosen[rows] = _packed(
+            _single_tokens_by_keys(candidate_mask(input_ids[rows], lengths[rows], spec.special_ids), budget[rows],
+                                   slots, keys), slots)
+    return positions, n_chosen, draw, random_index
 
 
 def _choice(input_ids, lengths, spec: MaskingSpec, vocab, rng, word_starts):

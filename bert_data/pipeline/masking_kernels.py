@@ -6,10 +6,11 @@ order: the keys ``(n, width)``, then the 80/10/10 draws and the random-token ind
 ``(n, max_predictions)``), so the bytes cannot depend on which path ran.  The token kernel can
 also draw its keys itself (``single_token_positions_drawn``): numpy's PCG64 stepped in the
 kernel, the same doubles as ``Generator.random`` in the same order, the generator then put where
-that draw would have left it.  They give exactly the
-reference's output; where the reference's answer depends on how numpy orders equal keys (its
-sorts are not stable), a kernel does not guess: it marks the row (``counts[i] = -1``) and the
-caller runs the reference on the marked rows alone (about 2**-40 of the rows with real draws).
+that draw would have left it; ``token_ranges_masked`` draws the replacement draws too, for many
+ranges of rows with a generator each, in one call.  They give exactly the reference's output;
+where the reference's answer depends on how numpy orders equal keys (its sorts are not stable),
+a kernel does not guess: it marks the row (``counts[i] = -1``) and the caller runs the
+reference on the marked rows alone (about 2**-40 of the rows with real draws).
 
 ``is_special`` is indexed by token id up to the largest special id ([CLS], [SEP], a document
 separator: never candidates), a table rather than a loop over the ids in the inner loop; a token
@@ -25,14 +26,13 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Optional
 
 import numpy as np
 
 from ..compiled import helper, kernel
 
-__all__ = ["single_token_positions", "single_token_positions_drawn_compiled", "whole_word_positions", "apply_masks",
-           "pcg64_state", "advance_to"]
+__all__ = ["single_token_positions", "single_token_positions_drawn_compiled", "token_ranges_masked_compiled",
+           "whole_word_positions", "apply_masks", "LARGEST_32"]
 
 TIE = -1  # counts[i] for a row the caller must choose with the reference
 
@@ -53,20 +53,20 @@ def single_token_positions(input_ids, lengths, is_special, keys, budget, positio
 @kernel
 def single_token_positions_drawn(input_ids, lengths, is_special, state, budget, positions, counts):
     """:func:`single_token_positions` with the keys drawn here, row after row, as numpy's PCG64
-    draws ``Generator.random((n, width))`` from ``state`` (:func:`pcg64_state`: the 128-bit
+    draws ``Generator.random((n, width))`` from ``state`` (``pcg64_states.pcg64_state``: the 128-bit
     state and increment, as two 64-bit halves each), which is left advanced past them: the
     same keys without writing ``(n, width)`` doubles to memory and reading them back (drawing
-    them was a third of the masking's time)."""
+    them was a third of the masking's time), and the keys past a row's real tokens (never looked
+    at) jumped over rather than drawn."""
     n, width = input_ids.shape
     is_candidate = np.empty(width, np.bool_)
     below = np.empty(width, np.float64)
     chosen = np.empty(width, np.int64)
     row_keys = np.empty(width, np.float64)
+    jumps = _pcg64_jumps(width)
     high, low, increment_high, increment_low = state[0], state[1], state[2], state[3]
     for i in range(n):
-        for j in range(width):
-            high, low = _pcg64_step(high, low, increment_high, increment_low)
-            row_keys[j] = _pcg64_double(high, low)
+        high, low = _row_keys_drawn(high, low, increment_high, increment_low, jumps, lengths[i], row_keys)
         counts[i] = _row_by_keys(input_ids, lengths, is_special, row_keys, budget, positions, i, is_candidate, below,
                                  chosen)
     state[0], state[1] = high, low
@@ -131,28 +131,9 @@ def _row_by_keys(input_ids, lengths, is_special, keys, budget, positions, i, is_
 # numpy's PCG64 (``pcg_setseq_128_xsl_rr_64``): a 128-bit LCG stepped, then its XSL-RR output.
 _PCG64_MULTIPLIER = 0x2360ED051FC65DA44385DF649FCCF645
 _MASK64 = (1 << 64) - 1
-
-
-def pcg64_state(generator) -> Optional[np.ndarray]:
-    """``generator``'s PCG64 state and increment as ``uint64[4]`` (high, low, high, low) for
-    :func:`single_token_positions_drawn`, or None for another bit generator (or not a
-    ``numpy.random.Generator``)."""
-    bit_generator = getattr(generator, "bit_generator", None)
-    if type(bit_generator).__name__ != "PCG64" or not isinstance(generator, np.random.Generator):
-        return None
-    state = bit_generator.state["state"]
-    value, increment = state["state"], state["inc"]
-    return np.array([value >> 64, value & _MASK64, increment >> 64, increment & _MASK64], dtype=np.uint64)
-
-
-def advance_to(generator, state: np.ndarray) -> None:
-    """Put ``generator`` (PCG64) at ``state`` (:func:`pcg64_state`'s layout) as if it had drawn
-    the doubles in between: its buffered 32-bit half (which ``Generator.random`` leaves alone)
-    is kept."""
-    bit_generator = generator.bit_generator
-    full = bit_generator.state
-    full["state"] = {"state": (int(state[0]) << 64) | int(state[1]), "inc": (int(state[2]) << 64) | int(state[3])}
-    bit_generator.state = full
+_MULTIPLIER_HIGH, _MULTIPLIER_LOW = np.uint64(_PCG64_MULTIPLIER >> 64), np.uint64(_PCG64_MULTIPLIER & _MASK64)
+LARGEST_32 = 0xFFFFFFFF  # numpy's largest 32-bit range (``high - 1 - low``): next_uint32 itself
+_ALL_32 = np.uint64(LARGEST_32)
 
 
 def _pcg64_step(high, low, increment_high, increment_low):
@@ -165,13 +146,64 @@ def _pcg64_step(high, low, increment_high, increment_low):
 
 
 @helper(inline=True)
-def _pcg64_double(high, low):
-    """The double ``Generator.random`` makes of the output of state (high, low): XSL-RR (the
-    halves xor-ed, rotated right by the top 6 bits), its top 53 bits over 2**53."""
+def _pcg64_output(high, low):
+    """The 64 bits PCG64 outputs for state (high, low): XSL-RR (the halves xor-ed, rotated right
+    by the top 6 bits)."""
     value = high ^ low
     rotation = high >> np.uint64(58)
-    output = (value >> rotation) | (value << ((np.uint64(64) - rotation) & np.uint64(63)))
-    return (output >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+    return (value >> rotation) | (value << ((np.uint64(64) - rotation) & np.uint64(63)))
+
+
+@helper(inline=True)
+def _pcg64_double(high, low):
+    """The double ``Generator.random`` makes of the output of state (high, low): its top 53 bits
+    over 2**53."""
+    return (_pcg64_output(high, low) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@helper(inline=True)
+def _row_keys_drawn(high, low, increment_high, increment_low, jumps, length, row_keys):
+    """A row's keys as ``Generator.random`` draws ``width`` of them (``width``: ``jumps``' rows
+    - 1): the first ``length`` into ``row_keys``, the rest, which no choice looks at, jumped
+    over (:func:`_pcg64_jumps`: two 128-bit multiplies for up to ``width`` steps).  Returns the
+    state past them all."""
+    width = jumps.shape[0] - 1
+    real = min(max(length, 0), width)
+    for j in range(real):
+        high, low = _pcg64_step(high, low, increment_high, increment_low)
+        row_keys[j] = _pcg64_double(high, low)
+    if real < width:
+        jump = width - real
+        added_high, added_low = _pcg64_multiply_add(increment_high, increment_low, jumps[jump, 2], jumps[jump, 3],
+                                                    np.uint64(0), np.uint64(0))
+        high, low = _pcg64_multiply_add(high, low, jumps[jump, 0], jumps[jump, 1], added_high, added_low)
+    return high, low
+
+
+@helper
+def _pcg64_jumps(width):
+    """``jumps[d]``: ``d`` steps of the LCG at once (uint64 halves: high, low of the multiplier,
+    high, low of the increment's factor): ``state * multiplier**d + increment * (1 + multiplier
+    + ... + multiplier**(d - 1))``, modulo 2**128, for d up to ``width``."""
+    jumps = np.empty((width + 1, 4), np.uint64)
+    power_high, power_low = np.uint64(0), np.uint64(1)
+    total_high, total_low = np.uint64(0), np.uint64(0)
+    for steps in range(width + 1):
+        jumps[steps, 0], jumps[steps, 1] = power_high, power_low
+        jumps[steps, 2], jumps[steps, 3] = total_high, total_low
+        total_high, total_low = _pcg64_multiply_add(total_high, total_low, np.uint64(0), np.uint64(1), power_high,
+                                                    power_low)
+        power_high, power_low = _pcg64_multiply_add(power_high, power_low, _MULTIPLIER_HIGH, _MULTIPLIER_LOW,
+                                                    np.uint64(0), np.uint64(0))
+    return jumps
+
+
+def _pcg64_multiply_add(a_high, a_low, b_high, b_low, c_high, c_low):
+    """``a * b + c`` modulo 2**128, as halves: Python's integers here (the uncompiled kernel);
+    in kernels, LLVM's 128-bit integers (``_register_pcg64``)."""
+    value = ((int(a_high) << 64 | int(a_low)) * (int(b_high) << 64 | int(b_low)) + (int(c_high) << 64 | int(c_low))) \
+        & ((1 << 128) - 1)
+    return np.uint64(value >> 64), np.uint64(value & _MASK64)
 
 
 _REGISTERING = threading.Lock()
@@ -180,36 +212,121 @@ _REGISTERING = threading.Lock()
 def single_token_positions_drawn_compiled():
     """:func:`single_token_positions_drawn` compiled (its 128-bit step registered with numba
     first), or None when kernels are off."""
-    compiled = single_token_positions_drawn()
+    return _with_pcg64(single_token_positions_drawn())
+
+
+def _with_pcg64(compiled):
     if compiled is not None:
         with _REGISTERING:
             _register_pcg64()
     return compiled
 
 
+@kernel
+def token_ranges_masked(input_ids, lengths, is_special, bounds, states, budget, largest, positions, counts, draw,
+                        random_index):
+    """Per range k (rows ``bounds[k]:bounds[k + 1]``), from ``states[k]`` (``pcg64_states``'
+    rows, advanced past the draws), ``mask_tokens``' draws in its order: the keys and their
+    choice (:func:`single_token_positions_drawn`'s), ``rng.random((rows, slots))`` (``draw``),
+    then ``rng.integers(0, largest + 1, (rows, slots))`` (``largest`` < 2**32): numpy's Lemire
+    draw on ``next_uint32`` with its rejections (``buffered_bounded_lemire_uint32`` in
+    numpy/random/src/distributions/distributions.c), PCG64's buffered upper half of an output
+    (``has_uint32``, ``uinteger``; ``random`` leaves it alone) carried in and out."""
+    width = input_ids.shape[1]
+    slots = positions.shape[1]
+    is_candidate = np.empty(width, np.bool_)
+    below = np.empty(width, np.float64)
+    chosen = np.empty(width, np.int64)
+    row_keys = np.empty(width, np.float64)
+    jumps = _pcg64_jumps(width)
+    every_value = largest == _ALL_32  # (numpy's Lemire cannot take it: next_uint32 as it is)
+    excluded = largest + np.uint64(1)  # (32-bit values: the product fits in 64 bits)
+    threshold = np.uint64(0)
+    if largest > np.uint64(0) and not every_value:
+        threshold = (_ALL_32 - largest) % excluded  # 2**32 mod excluded: the biased low products
+    for k in range(states.shape[0]):
+        high, low = states[k, 0], states[k, 1]
+        increment_high, increment_low = states[k, 2], states[k, 3]
+        has_half, half = states[k, 4], states[k, 5]
+        first, end = bounds[k], bounds[k + 1]
+        for i in range(first, end):
+            high, low = _row_keys_drawn(high, low, increment_high, increment_low, jumps, lengths[i], row_keys)
+            counts[i] = _row_by_keys(input_ids, lengths, is_special, row_keys, budget, positions, i, is_candidate,
+                                     below, chosen)
+        for i in range(first, end):
+            for slot in range(slots):
+                high, low = _pcg64_step(high, low, increment_high, increment_low)
+                draw[i, slot] = _pcg64_double(high, low)
+        for i in range(first, end):
+            for slot in range(slots):
+                value = np.uint64(0)
+                if largest > np.uint64(0):  # (a single ordinary id: numpy draws nothing)
+                    value, high, low, has_half, half = _pcg64_next_uint32(high, low, increment_high, increment_low,
+                                                                          has_half, half)
+                    if not every_value:
+                        scaled = value * excluded
+                        while (scaled & _ALL_32) < threshold:  # (numpy's first test, < excluded, is implied)
+                            value, high, low, has_half, half = _pcg64_next_uint32(
+                                high, low, increment_high, increment_low, has_half, half)
+                            scaled = value * excluded
+                        value = scaled >> np.uint64(32)
+                random_index[i, slot] = np.int64(value)
+        states[k, 0], states[k, 1], states[k, 4], states[k, 5] = high, low, has_half, half
+
+
+@helper(inline=True)
+def _pcg64_next_uint32(high, low, increment_high, increment_low, has_half, half):
+    """numpy's ``pcg64_next32``: the buffered upper half when there is one, else the lower half
+    of the next output, its upper half buffered.  Returns (value, high, low, has_half, half)."""
+    if has_half != np.uint64(0):
+        return half, high, low, np.uint64(0), half
+    high, low = _pcg64_step(high, low, increment_high, increment_low)
+    output = _pcg64_output(high, low)
+    return output & _ALL_32, high, low, np.uint64(1), output >> np.uint64(32)
+
+
+def token_ranges_masked_compiled():
+    """:func:`token_ranges_masked` compiled as :func:`single_token_positions_drawn_compiled` is."""
+    return _with_pcg64(token_ranges_masked())
+
+
 @functools.lru_cache(maxsize=None)
 def _register_pcg64() -> None:
-    """:func:`_pcg64_step` in kernels: LLVM's 128-bit integers, one multiply and one add."""
+    """:func:`_pcg64_step` and :func:`_pcg64_multiply_add` in kernels: LLVM's 128-bit integers,
+    one multiply and one add."""
     from llvmlite import ir
     from numba import types
     from numba.extending import intrinsic, overload
 
-    @intrinsic
-    def step(typingctx, high, low, increment_high, increment_low):
+    i128, i64 = ir.IntType(128), ir.IntType(64)
+
+    def multiply_add_codegen(multiplier=None):
+        """(a * b + c) of halves (a_high, a_low, b_high, b_low, c_high, c_low), or with a constant
+        ``multiplier``, (a * multiplier + c) of (a_high, a_low, c_high, c_low)."""
         def codegen(context, builder, signature, args):
-            i128, i64 = ir.IntType(128), ir.IntType(64)
-
-            def joined(upper, lower):
-                return builder.or_(builder.shl(builder.zext(upper, i128), ir.Constant(i128, 64)),
-                                   builder.zext(lower, i128))
-
-            value = builder.add(builder.mul(joined(args[0], args[1]), ir.Constant(i128, _PCG64_MULTIPLIER)),
-                                joined(args[2], args[3]))
+            joined = [builder.or_(builder.shl(builder.zext(upper, i128), ir.Constant(i128, 64)),
+                                  builder.zext(lower, i128)) for upper, lower in zip(args[::2], args[1::2])]
+            if multiplier is not None:
+                joined.insert(1, ir.Constant(i128, multiplier))
+            value = builder.add(builder.mul(joined[0], joined[1]), joined[2])
             return context.make_tuple(builder, signature.return_type,
                                       [builder.trunc(builder.lshr(value, ir.Constant(i128, 64)), i64),
                                        builder.trunc(value, i64)])
 
-        return types.UniTuple(types.uint64, 2)(types.uint64, types.uint64, types.uint64, types.uint64), codegen
+        return codegen
+
+    @intrinsic
+    def multiply_add(typingctx, a_high, a_low, b_high, b_low, c_high, c_low):
+        return types.UniTuple(types.uint64, 2)(*[types.uint64] * 6), multiply_add_codegen()
+
+    @intrinsic
+    def step(typingctx, high, low, increment_high, increment_low):
+        return types.UniTuple(types.uint64, 2)(*[types.uint64] * 4), multiply_add_codegen(_PCG64_MULTIPLIER)
+
+    @overload(_pcg64_multiply_add)
+    def multiply_add_compiled(a_high, a_low, b_high, b_low, c_high, c_low):
+        return lambda a_high, a_low, b_high, b_low, c_high, c_low: multiply_add(a_high, a_low, b_high, b_low, c_high,
+                                                                                c_low)
 
     @overload(_pcg64_step)
     def step_compiled(high, low, increment_high, increment_low):

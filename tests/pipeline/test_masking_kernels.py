@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bert_data import compiled
-from bert_data.pipeline import masking_kernels
+from bert_data.pipeline import masking_kernels, pcg64_states
 from bert_data.pipeline.masking import MaskingSpec, candidate_mask, mask_tokens, num_to_predict
 
 from tests.pipeline.test_masking import CLS, IS_CONTINUATION, SEP, VOCAB, random_instances
@@ -246,9 +246,9 @@ def test_keys_drawn_in_the_kernel_are_numpys_and_the_generator_goes_on_as_numpys
         if pending_half:
             ours.integers(0, 1000, size=3), theirs.integers(0, 1000, size=3)
             assert ours.bit_generator.state["has_uint32"] == 1
-        state = masking_kernels.pcg64_state(ours)
+        state = pcg64_states.pcg64_state(ours)
         drawn = drawn_positions(masking_kernels.single_token_positions_drawn_compiled(), ids, lengths, spec, state)
-        masking_kernels.advance_to(ours, state)
+        pcg64_states.advance_to(ours, state)
         given = positions_by_kernel(masking_kernels.single_token_positions, ids, lengths, spec,
                                     theirs.random(ids.shape))
         np.testing.assert_array_equal(np.concatenate(drawn, axis=None), np.concatenate(given, axis=None))
@@ -261,7 +261,7 @@ def test_the_drawing_kernel_runs_uncompiled_too():
     choose what the compiled kernel (LLVM's 128-bit multiply) does."""
     ids, lengths = batch(40, seed=9)
     spec = MaskingSpec(0.15, 20, False, special_ids=(CLS, SEP, SEPARATOR))
-    states = [masking_kernels.pcg64_state(np.random.default_rng(9)) for _ in range(2)]
+    states = [pcg64_states.pcg64_state(np.random.default_rng(9)) for _ in range(2)]
     plain = drawn_positions(masking_kernels.single_token_positions_drawn.python_function, ids, lengths, spec,
                             states[0])
     compiled_ = drawn_positions(masking_kernels.single_token_positions_drawn_compiled(), ids, lengths, spec, states[1])
@@ -286,7 +286,7 @@ def test_another_bit_generator_takes_the_given_keys_path(monkeypatch):
     ids, lengths = batch(200, seed=11)
     spec = MaskingSpec(0.15, 20, False, special_ids=(CLS, SEP, SEPARATOR))
     first, second = (np.random.Generator(np.random.Philox(11)) for _ in range(2))
-    assert masking_kernels.pcg64_state(first) is None
+    assert pcg64_states.pcg64_state(first) is None
     assert_same(masked(ids, lengths, spec, first, monkeypatch, True), masked(ids, lengths, spec, second, monkeypatch, False))
     assert first.random() == second.random()
 
