@@ -151,17 +151,18 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
     numbers = in_order[firsts]
     copy = copy_runs()  # (compiled: runs copied in place; else, and for a run out of bounds, index arrays)
     pool_array = np.asarray(pool)
+    # Each row's runs, the rows grouped by slice once (a slice's are then views, not index arrays).
+    row_starts, token_froms, token_counts, sentence_offsets, sentence_froms, sentence_counts = (
+        column[by_slice] for column in (layout.row_starts, layout.token_froms, layout.token_counts,
+                                        layout.sentence_offsets, layout.sentence_froms, layout.sentence_counts))
     for number, a, b in zip(numbers.tolist(), firsts.tolist(), np.append(firsts[1:], len(by_slice)).tolist()):
         tokens, sentences = arrays[number]
-        rows = by_slice[a:b]
-        if copy is None or not copy(pool_array, layout.row_starts[rows], tokens, layout.token_froms[rows],
-                                    layout.token_counts[rows]):
-            pool[_ranges(layout.row_starts[rows], layout.token_counts[rows])] = \
-                tokens[_ranges(layout.token_froms[rows], layout.token_counts[rows])]
-        if copy is None or not copy(sentence_lengths, layout.sentence_offsets[rows], sentences,
-                                    layout.sentence_froms[rows], layout.sentence_counts[rows]):
-            sentence_lengths[_ranges(layout.sentence_offsets[rows], layout.sentence_counts[rows])] = \
-                sentences[_ranges(layout.sentence_froms[rows], layout.sentence_counts[rows])]
+        if copy is None or not copy(pool_array, row_starts[a:b], tokens, token_froms[a:b], token_counts[a:b]):
+            pool[_ranges(row_starts[a:b], token_counts[a:b])] = tokens[_ranges(token_froms[a:b], token_counts[a:b])]
+        if copy is None or not copy(sentence_lengths, sentence_offsets[a:b], sentences, sentence_froms[a:b],
+                                    sentence_counts[a:b]):
+            sentence_lengths[_ranges(sentence_offsets[a:b], sentence_counts[a:b])] = \
+                sentences[_ranges(sentence_froms[a:b], sentence_counts[a:b])]
     if separator_id is not None:
         pool[layout.doc_starts[1:] - 1] = separator_id
     if in_memory:
