@@ -282,7 +282,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                 # Each encode task's segments as soon as it is done (a shard has one segment a
                 # unit: the order of the tasks changes no byte): the disk writes a unit's bytes
                 # while its other tasks run, not all of them after its last.
-                assembler.append(result.segments[result.appended:])
+                assembler.append(result.segments[result.appended:], spent)
                 result.appended = len(result.segments)
                 if totals.units_done not in finished:
                     break
