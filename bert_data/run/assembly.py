@@ -17,6 +17,7 @@ many segments they are made of:
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import tempfile
 from collections import OrderedDict
@@ -61,8 +62,20 @@ def copy_range(source, offset: int, length: int, target, name: str) -> None:
         copied += len(block)
 
 
-# Shards a run keeps open between units (``ShardAssembler._shard``): each holds a file descriptor.
+# Shards a run keeps open between units (``ShardAssembler._shard``): each holds a file descriptor,
+# so no more than a quarter of what the process may open either.
 OPEN_SHARDS = 64
+
+
+@functools.lru_cache(maxsize=1)
+def _open_shards_allowed() -> int:
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 1
+    return OPEN_SHARDS if limit == resource.RLIM_INFINITY else max(1, min(OPEN_SHARDS, limit // 4))
 
 
 def sync_paths(paths: List[str]) -> None:
@@ -99,6 +112,7 @@ class ShardAssembler:
         self.unsynced = set()  # keys of shards appended to and not yet made durable (see ``sync``)
         self.writeback = Writeback()  # (its thread starts at the first append)
         self._open: "OrderedDict[str, object]" = OrderedDict()  # key -> the shard, open (``_shard``)
+        self.piece_removals = None  # a ``storage.BackgroundRemovals`` for appended pieces (None: removed here)
         self.shard_counts: Dict[str, int] = {}  # per split, once known (see open_split)
         for split, count in (shard_counts or {}).items():
             self.open_split(split, count, sizes)
@@ -110,9 +124,16 @@ class ShardAssembler:
         if shard is not None:
             self._open.move_to_end(key)
             return shard
-        while len(self._open) >= OPEN_SHARDS:
+        while self._open and len(self._open) >= _open_shards_allowed():
             self._open.popitem(last=False)[1].close()
-        shard = self._open[key] = open(self.path(key), "r+b", buffering=0)
+        try:
+            shard = open(self.path(key), "r+b", buffering=0)
+        except OSError as error:
+            if error.errno not in (errno.EMFILE, errno.ENFILE) or not self._open:
+                raise
+            self._close_shards()  # (the process's other files took the descriptors left)
+            shard = open(self.path(key), "r+b", buffering=0)
+        self._open[key] = shard
         return shard
 
     def _close_shards(self) -> None:
@@ -170,10 +191,10 @@ class ShardAssembler:
                 f"as {kept[2]:08x}; its units cannot be recovered from it: run without --resume, with --overwrite, "
                 "to start again")
 
-    def append(self, segments: List[Segment], removals=None) -> None:
+    def append(self, segments: List[Segment]) -> None:
         """One unit's segments, in (split, shard) order; their piece files are removed after
-        (by ``removals``, a ``storage.BackgroundRemovals``, when given: unlinking a piece frees
-        its pages, a few hundred microseconds a MB, which the parent's loop need not wait for).
+        (by ``piece_removals`` when the runner gives it one: unlinking a piece frees its pages,
+        a few hundred microseconds a MB, which the parent's loop need not wait for).
         Each piece is opened once, whatever the segments it holds; what was written is handed to the
         disk by a thread (``work_checks.Writeback``: the hint can block, and this runs in the
         parent's loop, which workers wait on); :meth:`sync` makes them durable, before a journal
@@ -204,8 +225,8 @@ class ShardAssembler:
                 piece.close()
             for local in fetched.values():
                 os.remove(local)
-        if removals is not None:
-            removals.remove(list(pieces))
+        if self.piece_removals is not None:
+            self.piece_removals.remove(list(pieces))
             return
         storage.remove_many([path for path in pieces if storage.is_url(path)])
         for path in pieces:

@@ -257,6 +257,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
     warned_binary = 0
     commits = _UnitCommits(assembler, journal_dir, plan)
     spent = storage.BackgroundRemovals()  # work files no later step reads
+    assembler.piece_removals = spent  # (pieces, once appended)
     try:
         while (scheduler.to_tokenize or scheduler.in_flight) if corpus else totals.units_done < len(plan.units):
             scheduler.fill()
@@ -282,7 +283,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                 # Each encode task's segments as soon as it is done (a shard has one segment a
                 # unit: the order of the tasks changes no byte): the disk writes a unit's bytes
                 # while its other tasks run, not all of them after its last.
-                assembler.append(result.segments[result.appended:], spent)
+                assembler.append(result.segments[result.appended:])
                 result.appended = len(result.segments)
                 if totals.units_done not in finished:
                     break
