@@ -23,7 +23,8 @@ from ..pipeline.instances import PairArrays, TokenPool
 from ..pipeline.packing import row_members
 from ..pipeline.tokens import DOC_POSITION, DOC_REPLACED, SENTENCE_END, SENTENCE_START, TOKEN_END, TOKEN_START
 from .run_files import slice_paths
-from .scratch import load_array, mapped_slices, new_array_file, private_temporary, save_array, slice_rows, write_plain_array
+from .scratch import (load_array, mapped_slices, new_array_file, private_temporary, save_array, slice_rows,
+                      write_plain_array)
 from .split_packing import PackedRows, PairSources
 
 

@@ -223,7 +223,7 @@ def test_slices_are_checked_once_a_run(tmp_path, monkeypatch):
 
     stats = []
     real_stat = os.stat
-    monkeypatch.setattr(os, "stat", lambda path, *args, **kwargs: stats.append(path) or real_stat(path, *args, **kwargs))
+    monkeypatch.setattr(os, "stat", lambda path, *args, **kw: stats.append(path) or real_stat(path, *args, **kw))
     write(1)
     first_run, second_run = SliceTable.of([]), SliceTable.of([])
     assert first_run.generation != second_run.generation
