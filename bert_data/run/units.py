@@ -45,11 +45,16 @@ class SliceTable:
         return cls(np.asarray([slice_.first_doc for slice_ in slices], dtype=np.int64),
                    np.asarray([slice_.starts_with_a_part for slice_ in slices], dtype=bool), uuid.uuid4().hex)
 
+    def __post_init__(self):
+        self.any_in_parts = bool(np.any(self.starts_with_a_part))  # (else every document is in one slice)
+
     def slices_of(self, positions: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """For each document position: the first and the last slice that hold some of it."""
         positions = np.asarray(positions, dtype=np.int64)
         last = np.searchsorted(self.first_docs, positions, side="right") - 1
         first = last.copy()
+        if not self.any_in_parts:
+            return first, last
         while True:  # back over the slices holding later parts of the document
             back = (first > 0) & (self.first_docs[np.maximum(first, 0)] == positions) & \
                 self.starts_with_a_part[np.maximum(first, 0)]
