@@ -17,8 +17,10 @@ many segments they are made of:
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import tempfile
+from collections import OrderedDict
 from typing import Dict, Iterable, List, Optional
 
 from .. import storage
@@ -54,8 +56,26 @@ def copy_range(source, offset: int, length: int, target, name: str) -> None:
         block = source.read(min(length - copied, 1 << 22))
         if not block:
             raise GenerationError(f"{name}: piece file is shorter than recorded")
-        target.write(block)
+        view = memoryview(block)
+        while view:  # (a file opened unbuffered may take part of a write)
+            view = view[target.write(view):]
         copied += len(block)
+
+
+# Shards a run keeps open between units (``ShardAssembler._shard``): each holds a file descriptor,
+# so no more than a quarter of what the process may open either.
+OPEN_SHARDS = 64
+
+
+@functools.lru_cache(maxsize=1)
+def _open_shards_allowed() -> int:
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 1
+    return OPEN_SHARDS if limit == resource.RLIM_INFINITY else max(1, min(OPEN_SHARDS, limit // 4))
 
 
 def sync_paths(paths: List[str]) -> None:
@@ -67,8 +87,10 @@ def sync_paths(paths: List[str]) -> None:
 class ShardAssembler:
     """Appends piece segments to the shards in progress, in unit order, and completes them.
 
-    A shard is opened only while a unit's segments are appended to it: a run with more shards
-    than the process may hold open files needs no more descriptors than one.  With
+    Shards stay open between units, unbuffered, up to ``OPEN_SHARDS`` of them (the least
+    recently appended to closed first): a unit of short documents appends a segment to every
+    shard, and opening each shard for each unit was most of an append's own cost; a run with
+    more shards than the process may hold open files needs no more descriptors than that.  With
     ``--compression zlib`` a shard is one zlib stream: a header, the segments' raw deflate data,
     then a final block and the Adler-32 of everything (combined from the segments')."""
 
@@ -89,9 +111,34 @@ class ShardAssembler:
         self.lengths: Dict[str, int] = {}  # key ("split/shard") -> bytes written
         self.unsynced = set()  # keys of shards appended to and not yet made durable (see ``sync``)
         self.writeback = Writeback()  # (its thread starts at the first append)
+        self._open: "OrderedDict[str, object]" = OrderedDict()  # key -> the shard, open (``_shard``)
+        self.piece_removals = None  # a ``storage.BackgroundRemovals`` for appended pieces (None: removed here)
         self.shard_counts: Dict[str, int] = {}  # per split, once known (see open_split)
         for split, count in (shard_counts or {}).items():
             self.open_split(split, count, sizes)
+
+    def _shard(self, key: str):
+        """The shard ``key`` open for appending (unbuffered: nothing waits in this process for
+        a sync that opens the file anew), kept open for the next units."""
+        shard = self._open.get(key)
+        if shard is not None:
+            self._open.move_to_end(key)
+            return shard
+        while self._open and len(self._open) >= _open_shards_allowed():
+            self._open.popitem(last=False)[1].close()
+        try:
+            shard = open(self.path(key), "r+b", buffering=0)
+        except OSError as error:
+            if error.errno not in (errno.EMFILE, errno.ENFILE) or not self._open:
+                raise
+            self._close_shards()  # (the process's other files took the descriptors left)
+            shard = open(self.path(key), "r+b", buffering=0)
+        self._open[key] = shard
+        return shard
+
+    def _close_shards(self) -> None:
+        while self._open:
+            self._open.popitem(last=False)[1].close()
 
     def path(self, key: str) -> str:
         """Where a shard's units are appended: the shard in progress for TFRecord, else its body
@@ -145,8 +192,10 @@ class ShardAssembler:
                 "to start again")
 
     def append(self, segments: List[Segment]) -> None:
-        """One unit's segments, in (split, shard) order; their piece files are removed after.
-        Each shard is flushed and closed before the next, and what was written is handed to the
+        """One unit's segments, in (split, shard) order; their piece files are removed after
+        (by ``piece_removals`` when the runner gives it one: unlinking a piece frees its pages,
+        a few hundred microseconds a MB, which the parent's loop need not wait for).
+        Each piece is opened once, whatever the segments it holds; what was written is handed to the
         disk by a thread (``work_checks.Writeback``: the hint can block, and this runs in the
         parent's loop, which workers wait on); :meth:`sync` makes them durable, before a journal
         vouches for them."""
@@ -158,15 +207,15 @@ class ShardAssembler:
                 if segment.path not in pieces and storage.is_url(segment.path):
                     fetched[segment.path] = fetch_piece(segment.path, self.fetch_dir or tempfile.gettempdir())[0]
                 piece = pieces.get(segment.path) or pieces.setdefault(
-                    segment.path, open(fetched.get(segment.path, segment.path), "rb"))
+                    segment.path, open(fetched.get(segment.path, segment.path), "rb", buffering=0))
                 key = f"{segment.split}/{segment.shard}"
-                with open(self.path(key), "r+b") as shard:
-                    shard.seek(self.lengths[key])
-                    self.unsynced.add(key)  # (first: a failure below still leaves it to sync)
-                    copy_range(piece, segment.offset, segment.length, shard, segment.path)
-                    shard.flush()
-                    written.append((self.path(key), self.lengths[key], shard.tell() - self.lengths[key]))
-                    self.lengths[key] = shard.tell()
+                shard = self._shard(key)
+                shard.seek(self.lengths[key])
+                self.unsynced.add(key)  # (first: a failure below still leaves it to sync)
+                copy_range(piece, segment.offset, segment.length, shard, segment.path)
+                end = shard.tell()
+                written.append((self.path(key), self.lengths[key], end - self.lengths[key]))
+                self.lengths[key] = end
                 adler, length, crc = (self.checksums[key] + [0])[:3]
                 self.checksums[key] = [adler32_combine(adler, segment.adler32, segment.raw_length),
                                        length + segment.raw_length, crc32c_combine(crc, segment.crc32c, segment.length)]
@@ -176,6 +225,9 @@ class ShardAssembler:
                 piece.close()
             for local in fetched.values():
                 os.remove(local)
+        if self.piece_removals is not None:
+            self.piece_removals.remove(list(pieces))
+            return
         storage.remove_many([path for path in pieces if storage.is_url(path)])
         for path in pieces:
             if not storage.is_url(path):
@@ -203,6 +255,7 @@ class ShardAssembler:
         (HDF5, Parquet, MDS) writes each shard from its body, then the files it keeps beside a
         split's shards (MDS's index.json)."""
         self.writeback.close(wait=False)  # (every unit is in: the hints given stand)
+        self._close_shards()
         for key in self.lengths:
             with open(self.path(key), "r+b") as shard:
                 shard.seek(self.lengths[key])
@@ -239,10 +292,12 @@ class ShardAssembler:
                                                        int(key.split("/")[1]))) for key in self.lengths}
 
     def close(self) -> None:
-        """The writeback thread told to end; nothing else stays open between units."""
+        """The shards kept open closed, the writeback thread told to end."""
+        self._close_shards()
         self.writeback.close(wait=False)
 
     def remove(self) -> None:
+        self._close_shards()
         for key in self.lengths:
             split, shard = key.split("/")
             for path in {self.path(key), shard_in_progress(self.dirs[split], self.output, int(shard))}:

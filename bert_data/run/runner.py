@@ -257,7 +257,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
     previous_term = _raise_on_sigterm()
     warned_binary = 0
     commits = _UnitCommits(assembler, journal_dir, plan)
-    spent = storage.BackgroundRemovals()  # work files no later step reads
+    assembler.piece_removals = spent = storage.BackgroundRemovals()  # work files no later step reads (pieces appended)
     try:
         while (scheduler.to_tokenize or scheduler.in_flight) if corpus else totals.units_done < len(plan.units):
             scheduler.fill()

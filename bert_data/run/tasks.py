@@ -261,11 +261,13 @@ def encode_shards(task: EncodeTask, spec: EncodeSpec, work_dir: str, batched: bo
                     segment.offset = piece_file.tell()
                 piece_file.write(segment.add(data))
                 if size:  # the shard's last chunk
-                    data = segment.compressor.flush()
-                    piece_file.write(data)
+                    data = segment.compressor.flush()  # (nothing, uncompressed)
+                    if data:
+                        piece_file.write(data)
+                        segment.crc = crc32c(data, segment.crc)
                     segments.append(Segment(task.split, task.shards[shard], path, segment.offset,
                                             piece_file.tell() - segment.offset, size, segment.compressor.adler32,
-                                            segment.compressor.raw_length, crc32c(data, segment.crc)))
+                                            segment.compressor.raw_length, segment.crc))
     return segments
 
 

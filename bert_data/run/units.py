@@ -9,6 +9,7 @@ changes only how work is spread, never the bytes: each shard has its own random 
 from __future__ import annotations
 
 import os
+import uuid
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -22,7 +23,8 @@ from ..pipeline.instances import PairArrays, TokenPool
 from ..pipeline.packing import row_members
 from ..pipeline.tokens import DOC_POSITION, DOC_REPLACED, SENTENCE_END, SENTENCE_START, TOKEN_END, TOKEN_START
 from .run_files import slice_paths
-from .scratch import load_array, new_array_file, private_temporary, save_array, slice_rows
+from .scratch import (load_array, mapped_slices, new_array_file, private_temporary, save_array, slice_rows,
+                      write_plain_array)
 from .split_packing import PackedRows, PairSources
 
 
@@ -34,17 +36,25 @@ class SliceTable:
 
     first_docs: np.ndarray  # int64, ascending
     starts_with_a_part: np.ndarray  # bool
+    # This run's, made afresh for each: a worker's slice files mapped in it are used unchecked
+    # until another run's come (``scratch._mapped_array``).  None: checked at every unit.
+    generation: Optional[str] = None
 
     @classmethod
     def of(cls, slices: Sequence[Slice]) -> "SliceTable":
         return cls(np.asarray([slice_.first_doc for slice_ in slices], dtype=np.int64),
-                   np.asarray([slice_.starts_with_a_part for slice_ in slices], dtype=bool))
+                   np.asarray([slice_.starts_with_a_part for slice_ in slices], dtype=bool), uuid.uuid4().hex)
+
+    def __post_init__(self):
+        self.any_in_parts = bool(np.any(self.starts_with_a_part))  # (else every document is in one slice)
 
     def slices_of(self, positions: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """For each document position: the first and the last slice that hold some of it."""
         positions = np.asarray(positions, dtype=np.int64)
         last = np.searchsorted(self.first_docs, positions, side="right") - 1
         first = last.copy()
+        if not self.any_in_parts:
+            return first, last
         while True:  # back over the slices holding later parts of the document
             back = (first > 0) & (self.first_docs[np.maximum(first, 0)] == positions) & \
                 self.starts_with_a_part[np.maximum(first, 0)]
@@ -111,20 +121,28 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
     of characters of the documents that replaced invalid UTF-8.  ``kept``, when given, receives
     the place in ``unit.docs`` of each document of the pool."""
     first, last = table.slices_of(unit.docs)
-    wanted = _sorted_unique(np.asarray(unit.docs))
     numbers = _sorted_unique(_ranges(first, last - first + 1))
-    found = slice_rows([slice_paths(work_dir, number) for number in numbers.tolist()], wanted, DOC_POSITION,
-                       lambda row: ((row[TOKEN_START], row[TOKEN_END]), (row[SENTENCE_START], row[SENTENCE_END])))
-    hits = [(number, hit) for number, hit in zip(numbers.tolist(), found) if hit is not None]
-    if storage.is_url(path) or storage.is_url(work_dir):  # fetched ranges (``scratch._Ranges``): a row at a time
-        return _pool_by_rows(unit, hits, path, separator_id, kept)
-    layout = _pool_layout(unit.docs, [(number, hit[0]) for number, hit in hits], separator_id is not None)
+    remote = storage.is_url(path) or storage.is_url(work_dir)
+    layout = NotImplemented
+    if not remote and SEARCH_SLICES_AT_ONCE:
+        mapped = mapped_slices(work_dir, numbers.tolist(), DOC_POSITION, table.generation)
+        layout = _pool_layout_at_once(unit.docs, numbers, [entry for entry, _, _ in mapped], separator_id is not None)
+        arrays = {number: (tokens, sentences) for number, (_, tokens, sentences) in zip(numbers.tolist(), mapped)}
+    if layout is NotImplemented:  # a table not in order, or fetched ranges
+        found = slice_rows([slice_paths(work_dir, number) for number in numbers.tolist()],
+                           _sorted_unique(np.asarray(unit.docs)), DOC_POSITION,
+                           lambda row: ((row[TOKEN_START], row[TOKEN_END]), (row[SENTENCE_START], row[SENTENCE_END])),
+                           table.generation)
+        hits = [(number, hit) for number, hit in zip(numbers.tolist(), found) if hit is not None]
+        if remote:  # fetched ranges (``scratch._Ranges``): a row at a time
+            return _pool_by_rows(unit, hits, path, separator_id, kept)
+        layout = _pool_layout(unit.docs, [(number, hit[0]) for number, hit in hits], separator_id is not None)
+        arrays = {number: (_plain(hit[1]), _plain(hit[2])) for number, hit in hits}
     if layout is None:
-        return TokenPool(np.zeros(0, hits[0][1][1].dtype if hits else np.int32), []), 0
+        return TokenPool(np.zeros(0, np.int32), []), 0
     if kept is not None:
         kept.extend(layout.places.tolist())
-    arrays = {number: (_plain(hit[1]), _plain(hit[2])) for number, hit in hits}
-    dtype = arrays[hits[0][0]][0].dtype
+    dtype = arrays[int(layout.numbers.min())][0].dtype  # (the first slice with rows')
     temporary = private_temporary(path)
     # A small pool (a unit of short documents) is gathered in memory and written at once: a memory
     # map of a file reserved first costs more than the copy.  A large one is gathered in its file.
@@ -139,22 +157,23 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
     numbers = in_order[firsts]
     copy = copy_runs()  # (compiled: runs copied in place; else, and for a run out of bounds, index arrays)
     pool_array = np.asarray(pool)
+    # Each row's runs, the rows grouped by slice once (a slice's are then views, not index arrays).
+    row_starts, token_froms, token_counts, sentence_offsets, sentence_froms, sentence_counts = (
+        column[by_slice] for column in (layout.row_starts, layout.token_froms, layout.token_counts,
+                                        layout.sentence_offsets, layout.sentence_froms, layout.sentence_counts))
     for number, a, b in zip(numbers.tolist(), firsts.tolist(), np.append(firsts[1:], len(by_slice)).tolist()):
         tokens, sentences = arrays[number]
-        rows = by_slice[a:b]
-        if copy is None or not copy(pool_array, layout.row_starts[rows], tokens, layout.token_froms[rows],
-                                    layout.token_counts[rows]):
-            pool[_ranges(layout.row_starts[rows], layout.token_counts[rows])] = \
-                tokens[_ranges(layout.token_froms[rows], layout.token_counts[rows])]
-        if copy is None or not copy(sentence_lengths, layout.sentence_offsets[rows], sentences,
-                                    layout.sentence_froms[rows], layout.sentence_counts[rows]):
-            sentence_lengths[_ranges(layout.sentence_offsets[rows], layout.sentence_counts[rows])] = \
-                sentences[_ranges(layout.sentence_froms[rows], layout.sentence_counts[rows])]
+        if copy is None or not copy(pool_array, row_starts[a:b], tokens, token_froms[a:b], token_counts[a:b]):
+            pool[_ranges(row_starts[a:b], token_counts[a:b])] = tokens[_ranges(token_froms[a:b], token_counts[a:b])]
+        if copy is None or not copy(sentence_lengths, sentence_offsets[a:b], sentences, sentence_froms[a:b],
+                                    sentence_counts[a:b]):
+            sentence_lengths[_ranges(sentence_offsets[a:b], sentence_counts[a:b])] = \
+                sentences[_ranges(sentence_froms[a:b], sentence_counts[a:b])]
     if separator_id is not None:
         pool[layout.doc_starts[1:] - 1] = separator_id
     if in_memory:
         with open(temporary, "wb") as handle:  # (the header ``new_array_file`` writes)
-            np.lib.format.write_array(handle, pool, allow_pickle=False)
+            write_plain_array(handle, pool)
         tokens = pool  # (pairing reads no token: the pool read from its file is the encode tasks')
     else:
         del pool  # (unmapped, not flushed: the tasks that read it map the same pages; an msync a unit waited on the disk)
@@ -165,6 +184,9 @@ def unit_pool(unit: UnitWork, table: SliceTable, work_dir: str, path: str,
 
 # Bytes of a unit's pool gathered in memory, not in a memory map of its file (``unit_pool``).
 POOL_IN_MEMORY = 8 << 20
+# Local slices' rows found by one search of all a unit's slices (``_pool_layout_at_once``); off:
+# a search a slice (``scratch.slice_rows``, then ``_pool_layout``), the way for fetched ranges.
+SEARCH_SLICES_AT_ONCE = True
 
 
 def _sorted_unique(values: np.ndarray) -> np.ndarray:
@@ -243,7 +265,75 @@ def _pool_layout(docs: np.ndarray, tables: List[Tuple[int, np.ndarray]], separat
         return None
     per_doc = (highs - lows)[places]
     taken = _ranges(lows[places], per_doc)
-    rows, numbers = rows[taken], numbers[taken]
+    return _layout_of_rows(rows[taken], numbers[taken], places, per_doc, separated)
+
+
+def _pool_layout_at_once(docs: np.ndarray, numbers: np.ndarray, tables: list, separated: bool):
+    """``_pool_layout`` from the mapped tables (``scratch._Mapped``) of all the slices ``numbers``
+    (ascending) a unit reads, searched as one: a slice's positions are in order, and each slice's
+    come after the one's before (a document in parts ends one slice and begins the next), so
+    their columns end to end are a sorted column where one bisection finds every document's
+    rows, its parts in slice order.  A unit of short documents reads ~14 slices: a search a
+    slice cost ~12 numpy calls each.  Of each column only the part between the unit's first and
+    last document in it is joined (a unit takes a few runs of neighbouring documents: its
+    slices' whole columns were ~0.5 MB to copy a unit).  NotImplemented when a table is not in
+    order."""
+    columns = [table.column for table in tables]
+    previous = None
+    bounds_of = []  # each column's first and last position (an empty one: none)
+    for table, column in zip(tables, columns):
+        if not table.sorted_column:
+            return NotImplemented
+        if len(column):
+            first = int(column[0])
+            if previous is not None and first < previous:
+                return NotImplemented
+            previous = int(column[-1])
+            bounds_of.append((first, previous))
+        else:
+            bounds_of.append(None)
+    if previous is None:
+        return None
+    docs = np.asarray(docs, dtype=np.int64)
+    wanted = np.sort(docs)
+    present = [bounds for bounds in bounds_of if bounds is not None]
+    lowest = iter(wanted.searchsorted([first for first, _ in present], "left").tolist())
+    highest = iter(wanted.searchsorted([last for _, last in present], "right").tolist())
+    parts, froms = [], []
+    for column, bounds in zip(columns, bounds_of):
+        a = b = 0
+        if bounds is not None:
+            low, high = next(lowest), next(highest)
+            if high > low:  # the column's rows from the unit's first document in it to its last
+                a, b = int(column.searchsorted(wanted[low], "left")), int(column.searchsorted(wanted[high - 1], "right"))
+        parts.append(column[a:b])
+        froms.append(a)
+    sizes = np.fromiter((len(part) for part in parts), np.int64, len(parts))
+    ends = np.cumsum(sizes)
+    positions = np.concatenate(parts)
+    lows, highs = positions.searchsorted(docs, "left"), positions.searchsorted(docs, "right")
+    places = np.flatnonzero(highs > lows)
+    if not len(places):
+        return None
+    per_doc = (highs - lows)[places]
+    taken = _ranges(lows[places], per_doc)  # rows of the parts end to end, in pool order
+    which = ends.searchsorted(taken, "right")  # each one's slice (its place in ``tables``)
+    local = taken - (ends - sizes - np.asarray(froms, np.int64))[which]
+    width = tables[int(which[0])].array.shape[-1]
+    rows = np.empty((len(taken), width), np.int64)
+    order = np.argsort(which, kind="stable")
+    bounds = np.zeros(len(tables) + 1, np.int64)
+    np.cumsum(np.bincount(which, minlength=len(tables)), out=bounds[1:])
+    for k in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
+        at = order[bounds[k]:bounds[k + 1]]
+        rows[at] = tables[k].array[local[at]]
+    return _layout_of_rows(rows, numbers[which], places, per_doc, separated)
+
+
+def _layout_of_rows(rows: np.ndarray, numbers: np.ndarray, places: np.ndarray, per_doc: np.ndarray,
+                    separated: bool) -> _PoolLayout:
+    """The layout of the table ``rows`` of a pool's documents in pool order (their slices
+    ``numbers``), ``per_doc`` rows for each document kept (its place in the unit: ``places``)."""
     doc_rows = np.zeros(len(places) + 1, np.int64)
     np.cumsum(per_doc, out=doc_rows[1:])
     token_counts = rows[:, TOKEN_END] - rows[:, TOKEN_START]

@@ -105,3 +105,57 @@ def test_more_output_files_than_the_process_may_open(corpus, tmp_path):
     result = subprocess.run(command, cwd=REPO, preexec_fn=limit, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert len(list(output.glob("*.tfrecords"))) == 300 and not list(output.glob("*.tmp"))
+
+
+def _shard_bytes(output: Path) -> dict:
+    return {path.name: path.read_bytes() for path in sorted(output.glob("*.tfrecords"))}
+
+
+def test_shards_kept_open_between_units_are_bounded_and_give_the_same_bytes(corpus, tmp_path, monkeypatch):
+    """The assembler keeps shards open between units, never more than its bound (the least
+    recently appended to closed first), and a shard it cannot open for want of descriptors
+    (EMFILE) is opened again once the others are closed: the same shards either way."""
+    import builtins
+    import errno
+
+    from bert_data.run import assembly
+
+    argv = options(corpus, "--metadata_files", str(corpus.metadata), "--num_output_files", "7", "--split_num", "4",
+                   "--dupe_factor", "2")
+    assert main(argv + ["--output_dir", str(tmp_path / "reference")]) == 0
+    reference = _shard_bytes(tmp_path / "reference")
+    assert len(reference) == 7
+
+    most_open, real_shard = [], assembly.ShardAssembler._shard
+
+    def shard(self, key):
+        handle = real_shard(self, key)
+        most_open.append(len(self._open))
+        return handle
+
+    assembly._open_shards_allowed.cache_clear()
+    with monkeypatch.context() as patch:
+        patch.setattr(assembly, "OPEN_SHARDS", 3)
+        patch.setattr(assembly.ShardAssembler, "_shard", shard)
+        assert main(argv + ["--output_dir", str(tmp_path / "bounded")]) == 0
+    assembly._open_shards_allowed.cache_clear()
+    assert max(most_open) == 3 and len(most_open) > 7  # shards opened again once closed for others
+    assert _shard_bytes(tmp_path / "bounded") == reference
+
+    refused = []
+    real_open = builtins.open
+
+    def open_without_descriptors(path, mode="r", *args, **kwargs):
+        if mode == "r+b" and str(path).endswith(".tfrecords.tmp") and len(refused) < 2 and most_open \
+                and path not in refused:  # (refused once: the open after the others are closed succeeds)
+            refused.append(path)
+            raise OSError(errno.EMFILE, "Too many open files", path)
+        return real_open(path, mode, *args, **kwargs)
+
+    most_open.clear()
+    with monkeypatch.context() as patch:
+        patch.setattr(assembly.ShardAssembler, "_shard", shard)
+        patch.setattr(assembly, "open", open_without_descriptors, raising=False)
+        assert main(argv + ["--output_dir", str(tmp_path / "emfile")]) == 0
+    assert len(refused) == 2
+    assert _shard_bytes(tmp_path / "emfile") == reference

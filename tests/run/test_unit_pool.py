@@ -5,6 +5,8 @@ documents split over several slices, documents skipped, listed twice, and the ML
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -66,8 +68,10 @@ def _reference(unit, table, work_dir, path, separator_id, kept):
 @pytest.mark.parametrize("separator_id", [None, 7])
 @pytest.mark.parametrize("compiled_on", [True, False])  # runs copied by ``gathering.copy_runs``, or by index arrays
 @pytest.mark.parametrize("in_memory", [True, False])  # gathered in memory and written, or in a map of its file
-def test_unit_pool_is_the_row_by_row_pool(tmp_path, monkeypatch, seed, separator_id, compiled_on, in_memory):
+@pytest.mark.parametrize("at_once", [True, False])  # all the unit's slices searched as one, or a slice at a time
+def test_unit_pool_is_the_row_by_row_pool(tmp_path, monkeypatch, seed, separator_id, compiled_on, in_memory, at_once):
     monkeypatch.setenv(compiled.DISABLE_VARIABLE, "1" if compiled_on else "0")
+    monkeypatch.setattr(units, "SEARCH_SLICES_AT_ONCE", at_once)
     if not in_memory:
         monkeypatch.setattr(units, "POOL_IN_MEMORY", 0)
     assert compiled.kernels_enabled() == compiled_on
@@ -180,3 +184,69 @@ def test_slices_kept_mapped_are_bounded(tmp_path, monkeypatch):
     scratch._mapped_array(paths[0])
     assert list(scratch._mapped) == paths[:1]
     scratch.forget_mapped()
+
+
+def test_a_table_out_of_order_is_searched_a_slice_at_a_time(tmp_path):
+    """Slices whose positions are not in order (within a table, or one slice's before the
+    previous one's) are not searched as one: the search a slice gives the reference's pool."""
+    table = _write_slices(tmp_path, np.random.default_rng(11), 200)
+    paths = slice_paths(str(tmp_path), 1)
+    rows = np.load(paths["docs"])
+    save_array(rows[::-1].copy(), paths["docs"])  # slice 1's rows in reverse
+    scratch.forget_mapped()
+    rng = np.random.default_rng(12)
+    for index in range(3):
+        unit = UnitWork(index, "train", rng.choice(200, 80, replace=False).astype(np.int64))
+        kept, kept_reference = [], []
+        pool, replaced = unit_pool(unit, table, str(tmp_path), str(tmp_path / f"pool-{index}.npy"), None, kept)
+        expected, replaced_expected = _reference(unit, table, tmp_path, str(tmp_path / f"ref-{index}.npy"), None,
+                                                 kept_reference)
+        assert np.array_equal(np.asarray(pool.tokens), np.asarray(expected.tokens))
+        assert pool.bounds == expected.bounds and (kept, replaced) == (kept_reference, replaced_expected)
+        del pool, expected
+    entries = scratch.mapped_slices(str(tmp_path), [0, 1], 0)
+    assert units._pool_layout_at_once(np.arange(200), np.asarray([0, 1]), [entry for entry, _, _ in entries],
+                                      False) is NotImplemented
+    scratch.forget_mapped()
+
+
+def test_slices_are_checked_once_a_run(tmp_path, monkeypatch):
+    """Within one run (one ``SliceTable.generation``) a slice's files, checked once, are used
+    without another ``stat``; a slice written again and read in another run (a resumed run, a
+    worker serving a new run) is read anew, and a table without a generation is checked each time."""
+    paths = slice_paths(str(tmp_path), 0)
+
+    def write(value):
+        save_array(np.asarray([[5, 0, 2, 0, 1, 0]], np.int64), paths["docs"])
+        save_array(np.full(2, value, np.int32), paths["tokens"])
+        save_array(np.asarray([2], np.int32), paths["sentences"])
+
+    stats = []
+    real_stat = os.stat
+    monkeypatch.setattr(os, "stat", lambda path, *args, **kw: stats.append(path) or real_stat(path, *args, **kw))
+    write(1)
+    first_run, second_run = SliceTable.of([]), SliceTable.of([])
+    assert first_run.generation != second_run.generation
+    for generation, value in ((first_run.generation, 1), (second_run.generation, 2), (None, 3)):
+        for _ in range(3):
+            (_, tokens, _), = scratch.mapped_slices(str(tmp_path), [0], 0, generation)
+            assert tokens.tolist() == [value, value]
+        checked = [path for path in stats if str(path).startswith(str(tmp_path))]
+        assert len(checked) == (3 if generation is not None else 9)  # each file once a run, or at every unit
+        stats.clear()
+        write(value + 1)
+    scratch.forget_mapped()
+
+
+@pytest.mark.parametrize("dtype", ["<i4", "<u2", "|u1", "<i8", "<f8", ">i4", "bool"])
+def test_write_plain_array_writes_numpys_bytes(dtype):
+    """A pool file's header written by hand: numpy's bytes for every size (its header's padding
+    depends on the size's digits), and numpy's own writer for what is not a plain 1-D array."""
+    import io
+
+    for array in [np.arange(n).astype(dtype) for n in (0, 1, 9, 10, 12345, 10**6)] + \
+            [np.zeros((3, 4), dtype), np.arange(20).astype(dtype)[::2]]:
+        expected, written = io.BytesIO(), io.BytesIO()
+        np.lib.format.write_array(expected, array, allow_pickle=False)
+        scratch.write_plain_array(written, array)
+        assert written.getvalue() == expected.getvalue()
