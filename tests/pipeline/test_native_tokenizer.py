@@ -70,7 +70,8 @@ def test_fallback_texts_anywhere_in_a_batch_and_empty_batches():
     fast = WordPieceTokenizer(PROJECT_VOCAB, do_lower_case=True)
     google = ["ΟΔΟΣ", "abc\U0002b820def", "\ue000x"]  # final sigma, CJK Ext E, private use: Google's path
     plain = ["the cat sat", "", "naïve café", "[MASK] text"]
-    for batch in (google + plain, plain + google, [plain[0], google[0], plain[2], google[1], google[2]], google):
+    for batch in (google + plain, plain + google, [plain[0], google[0], plain[2], google[1], google[2]], google,
+                  plain):  # (the last: not ASCII, and none of Google's characters)
         ids, lengths = fast.encode_flat(batch)
         expected = reference_ids(fast, batch)
         assert lengths.tolist() == list(map(len, expected)), batch
