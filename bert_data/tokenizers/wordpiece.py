@@ -257,11 +257,9 @@ class WordPieceTokenizer:
     def _fallback_rows(self, texts: list[str]) -> list[int]:
         """The texts holding a character on which Hugging Face's normaliser (and so the native
         tokenizer, which has its tables) parts from Google's: usually none, seen at once when the
-        whole batch is ASCII, or none of its characters is one (the search is for one character:
-        a match in the texts joined is a match in one of them)."""
+        whole batch is ASCII."""
         search = self._needs_fallback
-        joined = "".join(texts) if search is not None else ""
-        if search is None or joined.isascii() or search(joined) is None:
+        if search is None or "".join(texts).isascii():
             return []
         return [i for i, text in enumerate(texts) if not text.isascii() and search(text)]
 
