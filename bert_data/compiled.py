@@ -268,7 +268,7 @@ def kernel(function: Callable) -> Callable[[], Optional[Callable]]:
 
 
 _compiling_note: Optional[Callable[[str], None]] = None
-_compiling_said = None  # (shared by the processes forked after note_compiling: one line a run)
+_compiling_said = None  # (a byte of shared memory and its lock: one line for a run and its forked workers)
 
 COMPILING_NOTE = ("compiling bert_data's kernels for this CPU: the first run after installing or upgrading "
                   "spends up to a minute on it, once (later runs load them from numba's cache)")
@@ -277,25 +277,32 @@ COMPILING_NOTE = ("compiling bert_data's kernels for this CPU: the first run aft
 def note_compiling(report: Optional[Callable[[str], None]]) -> None:
     """``report`` is given :data:`COMPILING_NOTE`, once, when a kernel is about to be compiled
     rather than loaded from numba's cache: otherwise the first run after an install sits without
-    a word for 20-30 s (with a progress bar, at its first unit).  Once for this process and the
-    workers it forks from now on (a flag in shared memory), not once per worker.  None: nobody
-    is told (a library caller's process, or the run is over)."""
+    a word for 20-60 s (with a progress bar, at its first unit).  Once for this process and the
+    workers it forks from now on, not once per worker: a byte of anonymous shared memory and a
+    lock, both inherited by a fork, neither holding a file open (``multiprocessing.Value`` keeps
+    one open for writing, which would cost the command its quick exit, ``cli.process_exit``).
+    None: nobody is told (a library caller's process, or the run is over)."""
     global _compiling_note, _compiling_said
-    _compiling_note = report
+    _compiling_note, _compiling_said = report, None
     if report is not None:
+        import mmap
         import multiprocessing
 
-        _compiling_said = multiprocessing.Value("b", 0)
+        try:
+            _compiling_said = (mmap.mmap(-1, 1), multiprocessing.get_context("fork").Lock())
+        except (ValueError, OSError):  # (no fork here: each process says it once)
+            _compiling_said = (bytearray(1), threading.Lock())
 
 
 def _say_compiling() -> None:
     report, said = _compiling_note, _compiling_said
     if report is None or said is None:
         return
-    with said.get_lock():
-        if said.value:
+    flag, lock = said
+    with lock:
+        if flag[0]:
             return
-        said.value = 1
+        flag[0] = 1
     report(COMPILING_NOTE)
 
 

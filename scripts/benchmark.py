@@ -449,9 +449,10 @@ def main(argv=None) -> int:
             runs.append(row)
             shutil.rmtree(output)
         output_mb = max(row["output_mb"] for row in runs)
-        disk = {"output_mb": output_mb, "seconds": round(disk_seconds(workdir, int(output_mb * 1e6)), 2)}
-        for row in runs:
-            row["over_disk"] = round(row["wall_seconds"] / disk["seconds"], 2)
+        disk_time = disk_seconds(workdir, int(output_mb * 1e6))
+        disk = {"output_mb": output_mb, "seconds": round(disk_time, 3)}
+        for row in runs if disk_time > 0 else []:  # (a clock too coarse for a small output: no ratio)
+            row["over_disk"] = round(row["wall_seconds"] / disk_time, 2)
         floor = fastest_floor(floors, args.repeat) if floors else None
         for row in runs if floor else []:
             seconds = row["wall_seconds"]
@@ -509,7 +510,7 @@ def main(argv=None) -> int:
         print(f"tokenizer floors, one pass: tokenizers {floor['tokenizer_seconds']:.2f} s, native {native}")
     for workers, most in ceiling.items():
         print(f"machine: {workers} processes of pure CPU work run at {most}x one (the most speedup_vs_first can be here)")
-    print(f"machine: its disk takes {disk['seconds']:.2f} s to write and sync the output's {disk['output_mb']} MB "
+    print(f"machine: its disk takes {disk['seconds']:.3f} s to write and sync the output's {disk['output_mb']} MB "
           "(the least a run spends on it, however many workers: over_disk)")
     columns = ["num_workers", "order", "code", "wall_seconds", "cpu_seconds", "docs_per_s", "input_mb_per_s", "instances_per_s", "output_mb",
                "peak_rss_mb", "time_over_floor", "time_over_spacy", "over_tokenizers", "over_native", "over_disk",
