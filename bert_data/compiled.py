@@ -8,7 +8,8 @@ pyproject.toml for why not a default dependency): without it the reference paths
 
 ``BERT_DATA_COMPILED=0`` in the environment turns the kernels off (the tests run both paths and
 compare them); compiled code is cached on disk by numba (``cache=True``: next to the module, or
-under ``NUMBA_CACHE_DIR``), so a worker pays the compilation once per installation, not per run.
+under ``NUMBA_CACHE_DIR``), so a worker pays the compilation once per installation, not per run;
+that first run says so in one line (:func:`note_compiling`) rather than waiting up to a minute mute.
 
 numba's start (its import and CPU target, about 100,000 Python objects that live as long as the
 process) costs 0.5-1 s a process: :func:`start_in_background` begins it in a thread of the
@@ -32,7 +33,8 @@ import threading
 from typing import Callable, Iterator, Optional
 
 __all__ = ["kernel", "helper", "claim_process", "long_lived", "kernels_enabled", "compiled_missing_note",
-           "start_before_fork", "start_in_background", "wait_for_start", "note_compiling", "end_of_run", "DISABLE_VARIABLE"]
+           "start_before_fork", "start_in_background", "wait_for_start", "note_compiling", "end_of_run",
+           "DISABLE_VARIABLE"]
 
 PACKAGE = "numba"
 DISABLE_VARIABLE = "BERT_DATA_COMPILED"
