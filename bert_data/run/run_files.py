@@ -67,6 +67,7 @@ INPUT_STAMPS = "inputs.json"  # each listed file's size and time when the run st
 _SLICE_KINDS = {"tokens": ".tokens.npy", "docs": ".docs.npy", "sentences": ".sentences.npy", "summary": ".json"}
 _SCREEN = ".screen.npy"  # --dedup, --decontaminate: a slice's signature table (a --resume decides again)
 _SLICE_FILE = re.compile(r"^slice-\d+(%s)$" % "|".join(map(re.escape, (*_SLICE_KINDS.values(), _SCREEN))))
+_KEPT_FILE = re.compile(r"^unit-(\d{7})(-\w+-\d{5}\.piece|\.segments\.json)$")  # (kept_pieces: journaled units')
 
 
 class GenerationError(RuntimeError):
@@ -196,6 +197,11 @@ def pairs_path(work_dir: str, unit_index: int) -> str:  # --pack_sequences: a un
 def piece_path(work_dir: str, unit_index: int, split: str, first_shard: int) -> str:
     """An encode task's piece: its unit's records for some shards, the first being ``first_shard``."""
     return storage.join(work_dir, f"unit-{unit_index + 1:07d}-{split}-{first_shard:05d}.piece")
+
+
+def unit_table_path(work_dir: str, unit_index: int) -> str:
+    """Where a unit's kept pieces lie and what each segment of them holds (``kept_pieces``)."""
+    return storage.join(work_dir, f"unit-{unit_index + 1:07d}.segments.json")
 
 
 def fetched_piece_path(into_dir: str) -> str:
@@ -345,7 +351,7 @@ def prepare_output_dir(output: OutputSpec, fingerprint: str, resume: bool, overw
             _refuse_without_journal(output, work_dir, found)
         if journal.get("fingerprint") != fingerprint:
             _refuse_other_run(output, work_dir, journal, record, stamps)
-        discard_unjournaled(work_dir)
+        discard_unjournaled(work_dir, journal)
     elif found:
         # Named output files (--output_file) are replaced, as Google's tool replaces them.
         if not (overwrite or output.files):
@@ -419,13 +425,16 @@ def read_journal(work_dir: str, output_dir: Optional[str] = None) -> Optional[di
 
 
 def write_journal(work_dir: str, fingerprint: str, shard_sizes: Dict[str, int], shard_checksums: Dict[str, list],
-                  totals: dict, finished: bool = False, record: Optional[dict] = None) -> None:
+                  totals: dict, finished: bool = False, record: Optional[dict] = None, kept: Optional[list] = None) -> None:
     """``finished``: every shard is complete (in progress still, or renamed since): what is left
     is ``finalize``, which a resumed run does again from the start.  ``record``: the run's
-    ``run_record`` (what a refused --resume names as changed).  Checksummed (its own content),
-    and durable before it replaces the one before, as the bytes it vouches for are."""
+    ``run_record`` (what a refused --resume names as changed).  ``kept``: with pieces kept for the
+    final shuffle, each journaled unit's table's size and CRC-32C (``kept_pieces``).  Checksummed
+    (its own content), and durable before it replaces the one before, as the bytes it vouches for are."""
     data = {"fingerprint": fingerprint, "shard_sizes": shard_sizes, "shard_checksums": shard_checksums,
             "totals": totals}
+    if kept is not None:
+        data["kept_units"] = kept
     if record:
         data["run"] = record
     if finished:
@@ -460,12 +469,15 @@ def count_slices(work_dir: str) -> int:
     return sum(1 for name in storage.listdir(work_dir) if _SLICE_FILE.match(name) and name.endswith(summary))
 
 
-def discard_unjournaled(work_dir: str) -> None:
+def discard_unjournaled(work_dir: str, journal: Optional[dict] = None) -> None:
     """Remove the work files of units the journal does not vouch for (a resumed run redoes
-    them), and any temporary file; tokenized slices stay for the resumed run.  ``work_dir``: a
-    local directory or a URL."""
+    them), and any temporary file; tokenized slices stay for the resumed run, and so do the
+    pieces and tables of the units the journal keeps pieces of (``kept_units``).  ``work_dir``:
+    a local directory or a URL."""
+    units = len((journal or {}).get("kept_units") or ())
     storage.remove_many([storage.join(work_dir, name) for name in storage.listdir(work_dir)
-                         if name not in (JOURNAL, INPUT_STAMPS) and not _SLICE_FILE.match(name)])
+                         if name not in (JOURNAL, INPUT_STAMPS) and not _SLICE_FILE.match(name)
+                         and not ((kept := _KEPT_FILE.match(name)) and int(kept.group(1)) <= units)])
 
 
 def keep_journaled(places, remove_shards: Callable[[], None]) -> Tuple[Optional[dict], int]:
@@ -474,7 +486,7 @@ def keep_journaled(places, remove_shards: Callable[[], None]) -> Tuple[Optional[
     run goes, as if it had never started (``remove_shards`` removes the shards in progress).
     Returns the journal (None if never written) and the count of tokenized slices kept."""
     journal = read_journal(places.journal_dir)
-    discard_unjournaled(places.journal_dir)
+    discard_unjournaled(places.journal_dir, journal)
     try:
         kept_slices = count_slices(places.scratch)
     except Exception as error:  # noqa: BLE001 - a work directory at a URL that is gone: what it
@@ -485,7 +497,7 @@ def keep_journaled(places, remove_shards: Callable[[], None]) -> Tuple[Optional[
         remove_shards()
         remove_run_files(places)
     elif places.scratch != places.journal_dir:
-        discard_unjournaled(places.scratch)
+        discard_unjournaled(places.scratch, journal)
     return journal, kept_slices
 
 

@@ -98,7 +98,7 @@ def config(corpus, output, **options):
 
 
 def test_an_interrupted_final_pass_resumes_with_the_shards_not_yet_shuffled(tmp_path, monkeypatch):
-    import bert_data.run.runner as runner
+    import bert_data.run.final_shuffle as runner
 
     corpus = make_corpus(tmp_path / "c", n_docs=16, min_sentences=5, max_sentences=12)
     generate(config(corpus, tmp_path / "reference"), progress=False)
@@ -114,8 +114,9 @@ def test_an_interrupted_final_pass_resumes_with_the_shards_not_yet_shuffled(tmp_
     with pytest.raises(KeyboardInterrupt):
         generate(config(corpus, tmp_path / "out"), progress=False)
     names = sorted(path.name for path in (tmp_path / "out").iterdir() if path.is_file())
-    # Shuffled or not, shards keep their names in progress until the run is finished.
-    assert names == ["examples-1.tfrecords.tmp", "examples-2.tfrecords.tmp", "examples-3.tfrecords.tmp"]
+    # Shards keep their names in progress until the run is finished; those not yet shuffled are
+    # still their units' pieces, kept in the work directory (``kept_pieces``).
+    assert names == ["examples-1.tfrecords.tmp"]
 
     calls.clear()
     monkeypatch.setattr(runner, "run_shuffle_task", lambda task: calls.append(task.keys) or real(task))
