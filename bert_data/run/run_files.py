@@ -134,10 +134,8 @@ def remove_shards_being_shuffled(paths: List[str]) -> None:
     """Shards half written in their final order by an interrupted final pass (the shards in
     progress, ``paths``, are whole until the journal says they are shuffled)."""
     for path in paths:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.remove(shard_being_shuffled(path))
-        except FileNotFoundError:
-            pass
 
 
 def _run_file(output: OutputSpec, name: str) -> str:
@@ -186,8 +184,8 @@ def slice_paths(work_dir: str, index: int) -> Dict[str, str]:
     return {kind: base + suffix for kind, suffix in (*_SLICE_KINDS.items(), ("screen", _SCREEN))}
 
 
-def pool_path(work_dir: str, unit_index: int) -> str:
-    return storage.join(work_dir, f"unit-{unit_index + 1:07d}.pool.npy")  # units numbered from 1, as messages do
+def pool_path(work_dir: str, unit_index: int) -> str:  # (units numbered from 1, as messages do)
+    return storage.join(work_dir, f"unit-{unit_index + 1:07d}.pool.npy")
 
 
 def pairs_path(work_dir: str, unit_index: int) -> str:  # --pack_sequences: a unit's pairs (run.split_packing)
@@ -199,8 +197,7 @@ def piece_path(work_dir: str, unit_index: int, split: str, first_shard: int) -> 
     return storage.join(work_dir, f"unit-{unit_index + 1:07d}-{split}-{first_shard:05d}.piece")
 
 
-def unit_table_path(work_dir: str, unit_index: int) -> str:
-    """Where a unit's kept pieces lie and what each segment of them holds (``kept_pieces``)."""
+def unit_table_path(work_dir: str, unit_index: int) -> str:  # a unit's kept pieces and segments (kept_pieces)
     return storage.join(work_dir, f"unit-{unit_index + 1:07d}.segments.json")
 
 
@@ -299,10 +296,8 @@ def remove_outputs(paths: List[str]) -> None:
         if os.path.isdir(path):
             shutil.rmtree(path, ignore_errors=True)
         else:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.remove(path)
-            except FileNotFoundError:
-                pass
 
 
 @contextlib.contextmanager
@@ -374,9 +369,11 @@ def _refuse_without_journal(output: OutputSpec, work_dir: str, found: List[str])
     kept), and never call work files that are there nothing."""
     names = [name for name in storage.listdir(work_dir) if name != INPUT_STAMPS] if os.path.isdir(work_dir) else []
     kept = [name for name in names if _SLICE_FILE.match(name)]
+    pieces = [name for name in names if name.endswith(".piece") and _KEPT_FILE.match(name)]
     shards = [path for path in found if path != work_dir]
-    if kept or shards:
+    if kept or shards or pieces:
         what = ", ".join(part for part in (f"{len(kept):,} tokenized slice files" if kept else "",
+                                           f"{len(pieces):,} kept piece files" if pieces else "",
                                            f"{len(shards):,} shard files" if shards else "") if part)
         raise ConfigError(f"--resume: the journal of the run in {output.directory} ({os.path.join(work_dir, JOURNAL)}) "
                           f"is missing, so the work there ({what}) cannot be vouched for; restore the journal, or run "
@@ -432,13 +429,8 @@ def write_journal(work_dir: str, fingerprint: str, shard_sizes: Dict[str, int], 
     final shuffle, each journaled unit's table's size and CRC-32C (``kept_pieces``).  Checksummed
     (its own content), and durable before it replaces the one before, as the bytes it vouches for are."""
     data = {"fingerprint": fingerprint, "shard_sizes": shard_sizes, "shard_checksums": shard_checksums,
-            "totals": totals}
-    if kept is not None:
-        data["kept_units"] = kept
-    if record:
-        data["run"] = record
-    if finished:
-        data["finished"] = True
+            "totals": totals, **({"kept_units": kept} if kept is not None else {}), **({"run": record} if record else {}),
+            **({"finished": True} if finished else {})}
     path = os.path.join(work_dir, JOURNAL)
     temporary = path + ".tmp"
     with open(temporary, "w", encoding="utf-8") as handle:
@@ -456,11 +448,9 @@ def write_input_stamps(work_dir: str, stamps: list) -> None:
 
 
 def read_input_stamps(work_dir: str) -> Optional[list]:
-    try:
-        with open(os.path.join(work_dir, INPUT_STAMPS), encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return None
+    with contextlib.suppress(OSError, ValueError), open(os.path.join(work_dir, INPUT_STAMPS), encoding="utf-8") as handle:
+        return json.load(handle)
+    return None
 
 
 def count_slices(work_dir: str) -> int:
@@ -470,10 +460,9 @@ def count_slices(work_dir: str) -> int:
 
 
 def discard_unjournaled(work_dir: str, journal: Optional[dict] = None) -> None:
-    """Remove the work files of units the journal does not vouch for (a resumed run redoes
-    them), and any temporary file; tokenized slices stay for the resumed run, and so do the
-    pieces and tables of the units the journal keeps pieces of (``kept_units``).  ``work_dir``:
-    a local directory or a URL."""
+    """Remove the work files of units the journal does not vouch for (a resumed run redoes them),
+    and any temporary file; tokenized slices stay, and the pieces and tables of the units it keeps
+    pieces of (``kept_units``).  ``work_dir``: a local directory or a URL."""
     units = len((journal or {}).get("kept_units") or ())
     storage.remove_many([storage.join(work_dir, name) for name in storage.listdir(work_dir)
                          if name not in (JOURNAL, INPUT_STAMPS) and not _SLICE_FILE.match(name)
