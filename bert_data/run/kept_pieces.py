@@ -19,13 +19,13 @@ The journal's ``shard_sizes`` and ``shard_checksums`` mean, for a shard not yet 
 they mean for an assembled one: the bytes of its segments end to end (their count, their CRC-32C
 combined), which is the shard the shuffle reads; for a shard shuffled (``totals.shuffled``), the
 shuffled file's size.  A piece is removed once every shard it holds segments of is shuffled and
-journaled (``done_pieces``), by the run's removals thread.
+journaled (``final_shuffle``), by the run's removals thread.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterable, List, Optional, Set
+from typing import Dict, Iterable, List, Optional
 
 import numpy as np
 
@@ -170,17 +170,6 @@ class PieceKeeper(ShardAssembler):
         rows = rows[order]
         cuts = np.searchsorted(rows[:, 0], np.arange(self.shard_counts.get(split, 0) + 1))
         return [rows[a:b, 1:] for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist())]
-
-    def done_pieces(self, shuffled: Set[str]) -> List[str]:
-        """The pieces every shard of which is shuffled (and journaled: ``shuffled`` is the
-        journal's): the files no later step reads."""
-        pending = np.zeros(len(self.pieces), dtype=bool)
-        for unit in self.units:
-            for split, rows in unit.items():
-                for shard, piece in zip(rows[:, 0].tolist(), rows[:, 1].tolist()):
-                    if f"{split}/{shard}" not in shuffled:
-                        pending[piece] = True
-        return [path for path, waiting in zip(self.pieces, pending.tolist()) if not waiting]
 
     # ------------------------------------------------------------------ --resume
 

@@ -188,11 +188,30 @@ def _piece(path: str) -> _Mapped:
     return mapped
 
 
-def forget_pieces(keep: int = 0) -> None:
+def forget_pieces(keep: int = 0, directory: Optional[str] = None) -> None:
     """The pieces mapped by this process unmapped, but the ``keep`` used last (0: at the end of
-    a run, before its work directory goes)."""
+    a run, before its work directory goes) of ``directory`` (a process that outlives a run, a
+    cluster's worker, keeps no piece of another run's mapped: its disk space would stay in use)."""
+    for path in [path for path in _mapped_pieces if directory is not None and os.path.dirname(path) != directory]:
+        _mapped_pieces.pop(path).close()
     while len(_mapped_pieces) > keep:
         _mapped_pieces.popitem(last=False)[1].close()
+
+
+def _descriptors_for(n_maps: int) -> None:
+    """Room for ``n_maps`` more maps (each holds a file descriptor): a task that reads the pieces
+    of many units (``--output_file``: every piece of the run) raises the process's soft limit on
+    open files as far as its hard limit allows."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        wanted = n_maps + MAPPED_PIECES + 256  # (and the files the process has open besides)
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard),
+                                                        hard))
+    except (ImportError, OSError, ValueError):
+        pass
 
 
 class _Segments:
@@ -425,7 +444,8 @@ def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
     if task.segments is None:
         sources = [_Source(path) for path in task.sources]
     else:  # each source its segments of the kept pieces, each piece mapped once
-        forget_pieces(MAPPED_PIECES)
+        forget_pieces(MAPPED_PIECES, os.path.dirname(task.pieces[0]) if task.pieces else None)
+        _descriptors_for(len(task.pieces))
         maps = [_piece(path) for path in task.pieces]
         sources, base = [], 0
         for rows in task.segments:
