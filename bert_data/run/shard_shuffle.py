@@ -236,13 +236,21 @@ class _Segments:
         found.append(starts[-1:])
         self.offsets = np.concatenate(found)
         self.starts, self.pieces, self.piece_offsets = starts[:-1], rows[:, 0], rows[:, 1]
+        self.rows, self.maps = rows, pieces
 
     @property
     def n_records(self) -> int:
         return len(self.offsets) - 1
 
     def close(self) -> None:
-        pass
+        """The pages of its segments let go of by this process (they stay in the page cache):
+        the pieces stay mapped for the next shards, and without this every page a process read
+        would count in its memory until the end of the run."""
+        for piece, offset, length, _ in self.rows.tolist():
+            data = self.maps[piece].data
+            start = offset - offset % mmap.PAGESIZE
+            if isinstance(data, mmap.mmap) and not data.closed and hasattr(mmap, "MADV_DONTNEED"):
+                data.madvise(mmap.MADV_DONTNEED, start, offset + length - start)
 
 
 def _pieces_layout(sources: List[_Segments]):
