@@ -86,12 +86,19 @@ class PieceKeeper(ShardAssembler):
                 self.lengths[key] = sizes[key]
 
     def append(self, segments: List[Segment]) -> None:
+        """A unit's segments (an encode task's, as it ends) recorded; their pieces handed to the
+        disk by the writeback thread (as appended shards are: the commit's fsync then waits for
+        little, and the disk writes while the next unit is made)."""
+        spans: Dict[str, List[int]] = {}
         for segment in segments:
             key = f"{segment.split}/{segment.shard}"
             self.lengths[key] += segment.length
             adler, length, crc = (self.checksums[key] + [0])[:3]
             self.checksums[key] = [adler, length, crc32c_combine(crc, segment.crc32c, segment.length)]
             self.current.append(segment)
+            span = spans.setdefault(segment.path, [segment.offset, segment.offset])
+            span[:] = [min(span[0], segment.offset), max(span[1], segment.offset + segment.length)]
+        self.writeback.start([(path, first, end - first) for path, (first, end) in spans.items()])
 
     def end_unit(self) -> None:
         """The unit appended whole: its table made (written by ``make_durable``)."""
