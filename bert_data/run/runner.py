@@ -22,6 +22,8 @@ Nothing lost, nothing silent:
 * after each unit is appended, a journal records the shards' sizes and the run's totals, so
   ``--resume`` truncates the shards to the last whole unit and goes on from there, giving the
   same bytes as an uninterrupted run;
+* when the final shuffle rewrites every shard (TFRecord, local pieces), no shard is assembled:
+  a unit's pieces are kept and journaled instead (``kept_pieces``), and the shuffle reads them;
 * a lock file keeps a second run out of an output directory in use;
 * on Ctrl-C or SIGTERM the workers are stopped at once and the journal kept for ``--resume``;
   on any other failure the temporary files are removed.
