@@ -236,21 +236,23 @@ class _Segments:
         found.append(starts[-1:])
         self.offsets = np.concatenate(found)
         self.starts, self.pieces, self.piece_offsets = starts[:-1], rows[:, 0], rows[:, 1]
-        self.rows, self.maps = rows, pieces
 
     @property
     def n_records(self) -> int:
         return len(self.offsets) - 1
 
     def close(self) -> None:
-        """The pages of its segments let go of by this process (they stay in the page cache):
-        the pieces stay mapped for the next shards, and without this every page a process read
-        would count in its memory until the end of the run."""
-        for piece, offset, length, _ in self.rows.tolist():
-            data = self.maps[piece].data
-            start = offset - offset % mmap.PAGESIZE
-            if isinstance(data, mmap.mmap) and not data.closed and hasattr(mmap, "MADV_DONTNEED"):
-                data.madvise(mmap.MADV_DONTNEED, start, offset + length - start)
+        pass
+
+
+def _let_go(maps: List[_Mapped]) -> None:
+    """The pages of the pieces a task read let go of by this process (they stay in the page
+    cache): the pieces stay mapped for the next shards, and without this every page a process
+    read (and those the kernel maps around each, of other shards' segments) would count in its
+    memory until the end of the run."""
+    for mapped in maps:
+        if isinstance(mapped.data, mmap.mmap) and not mapped.data.closed and hasattr(mmap, "MADV_DONTNEED"):
+            mapped.data.madvise(mmap.MADV_DONTNEED)
 
 
 def _pieces_layout(sources: List[_Segments]):
@@ -501,6 +503,7 @@ def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
     finally:
         for source in sources:
             source.close()
+        _let_go(maps)
     return {key: target.digest.hexdigest() for key, target in zip(task.keys, targets)}
 
 
