@@ -247,9 +247,8 @@ class _Segments:
 
 def _let_go(maps: List[_Mapped]) -> None:
     """The pages of the pieces a task read let go of by this process (they stay in the page
-    cache): the pieces stay mapped for the next shards, and without this every page a process
-    read (and those the kernel maps around each, of other shards' segments) would count in its
-    memory until the end of the run."""
+    cache): the pieces stay mapped for the next shards, and every page a process read (and those
+    the kernel maps around each, of other shards' segments) would count in its memory till the end."""
     for mapped in maps:
         if isinstance(mapped.data, mmap.mmap) and not mapped.data.closed and hasattr(mmap, "MADV_DONTNEED"):
             mapped.data.madvise(mmap.MADV_DONTNEED)
