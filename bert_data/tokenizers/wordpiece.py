@@ -38,6 +38,8 @@ import os
 import re
 import unicodedata
 from dataclasses import dataclass
+from itertools import compress
+from operator import not_
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -261,7 +263,8 @@ class WordPieceTokenizer:
         search = self._needs_fallback
         if search is None or "".join(texts).isascii():
             return []
-        return [i for i, text in enumerate(texts) if not text.isascii() and search(text)]
+        # (the texts not ASCII found in C: most of a batch's sentences are, even when one is not)
+        return [i for i in compress(range(len(texts)), map(not_, map(str.isascii, texts))) if search(texts[i])]
 
     def encode_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids of each text (batched; no special tokens)."""
