@@ -43,7 +43,8 @@ class Undecoded:
     first: str = ""
     parts: List[int] = field(default_factory=list)
 
-    def counted(self, documents: Iterable[Union[Document, DocumentColumns]]) -> Iterator[Union[Document, DocumentColumns]]:
+    def counted(self, documents: Iterable[Union[Document, DocumentColumns]]
+                ) -> Iterator[Union[Document, DocumentColumns]]:
         """``documents``, counted as they go by (``DocumentColumns`` hold no byte replaced)."""
         for document in documents:
             if type(document) is not DocumentColumns and document.n_replaced:
