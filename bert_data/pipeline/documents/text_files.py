@@ -326,7 +326,7 @@ def _json_block(lines: List[bytes], key: str) -> Optional[List[str]]:
     except (ValueError, KeyError, RecursionError, TypeError):
         return None
     if set(map(type, values)) != {str} or not all(values) or any(map(str.isspace, values)) or \
-            any(map(contains, values, repeat("\x00"))) or any(map(_SURROGATE.search, filterfalse(str.isascii, values))):
+            any(map(contains, values, repeat("\x00"))) or _holds_surrogate("".join(filterfalse(str.isascii, values))):
         return None
     # Nesting: only a line of more than 2 * _SAFE_DEPTH bytes can hold more.  Each holds an object,
     # so at least one bracket, and none holds more than all of theirs but one for each other one;
@@ -337,6 +337,16 @@ def _json_block(lines: List[bytes], key: str) -> Optional[List[str]]:
             any(line.count(b"[") + line.count(b"{") > _SAFE_DEPTH for line in long_lines):
         return None
     return values
+
+
+def _holds_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (the one thing strict UTF-8 cannot encode): found
+    by encoding, faster than ``_SURROGATE``'s scan."""
+    try:
+        text.encode(UTF8)
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 # What ``json.loads`` runs on a string: a decoder's scanner (C when the json module has its
