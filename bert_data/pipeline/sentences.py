@@ -161,16 +161,19 @@ class LineSentenceSplitter:
         documents has thousands)."""
         import numpy as np
 
-        if any(type(text) is not str for text in texts):
+        if texts and set(map(type, texts)) != {str}:
             split = list(self.split(texts))  # (the reference, and its message for what is not text)
             return list(chain.from_iterable(split)), np.fromiter(map(len, split), np.int64, len(split))
         per_document = list(map(str.splitlines, texts))
         stripped = list(map(str.strip, chain.from_iterable(per_document)))
+        n_lines = np.fromiter(map(len, per_document), np.int64, len(per_document))
+        if all(stripped):  # no blank line (the common case): every line a sentence
+            return stripped, n_lines
         kept = np.fromiter(map(bool, stripped), bool, len(stripped))
         kept_before = np.zeros(len(stripped) + 1, np.int64)  # nonempty lines before each line
         np.cumsum(kept, out=kept_before[1:])
         line_ends = np.zeros(len(per_document) + 1, np.int64)
-        np.cumsum(np.fromiter(map(len, per_document), np.int64, len(per_document)), out=line_ends[1:])
+        np.cumsum(n_lines, out=line_ends[1:])
         return list(compress(stripped, kept)), np.diff(kept_before[line_ends])
 
     def __reduce__(self):

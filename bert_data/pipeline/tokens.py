@@ -13,14 +13,15 @@ dropped, and a document left with no sentence is skipped (and recorded as such).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter
-from typing import Iterable, Iterator, List, Optional, Tuple
+from typing import Callable, Iterable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
-from .documents.types import NO_SENTENCE, Document, Skip
+from .documents.types import NO_SENTENCE, Document, DocumentColumns, Skip
 
 # Columns of a slice's document table: one row per document kept in the slice (a document read
 # in parts has a row in each of its slices).
@@ -112,29 +113,46 @@ class DocumentTokenizer:
         table = np.concatenate(self._rows) if self._rows else np.zeros((0, TABLE_COLUMNS), dtype=np.int64)
         return TokenizedDocuments(tokens, sentence_lengths, table, self._n_chars, self._skips, self._kept_in_parts)
 
-    def tokenize_read(self, documents: Iterable[Document], skips: List[Skip]) -> TokenizedDocuments:
+    def tokenize_read(self, documents: Iterable[Union[Document, DocumentColumns]],
+                      skips: List[Skip]) -> TokenizedDocuments:
         """``tokenize`` of documents read whole first, none of them read in parts (JSON Lines),
         split by a splitter that splits a batch at once (``split_batch``): the same arrays, and
-        the same skips in the same order, without Python a document.  ``tokenize`` records a
-        document left with no sentence when it tokenizes the batch holding it: after the
-        reader's skips of the lines before that batch's last document, before those of the
-        lines after it (the reader is read as it goes); the batches are found here as it finds
-        them (by the sentences and characters split), and those skips placed so."""
+        the same skips in the same order, without Python a document.  ``documents``: whole
+        ``Document``s, or blocks of them as ``DocumentColumns`` (no object a document: their
+        texts, positions and labels as columns).  ``tokenize`` records a document left with no
+        sentence when it tokenizes the batch holding it: after the reader's skips of the lines
+        before that batch's last document, before those of the lines after it (the reader is
+        read as it goes); the batches are found here as it finds them (by the sentences and
+        characters split), and those skips placed so."""
         self._skips = skips
-        read = self._read
-        read.extend(documents)  # (as read: a failure names the document read last)
-        if any(map(_IN_PARTS, read)):
-            raise ValueError("tokenize_read takes whole documents; one read in parts goes through tokenize")
+        read = self._read  # (as read: a failure names the document read last)
+        texts: List[str] = []
+        firsts: List[int] = []  # where each item read begins among the texts
+        for item in documents:
+            read.append(item)
+            firsts.append(len(texts))
+            if type(item) is DocumentColumns:
+                texts += item.texts
+            elif item.in_parts:
+                raise ValueError("tokenize_read takes whole documents; one read in parts goes through tokenize")
+            else:
+                texts.append(item.text)
+        n = len(texts)
+        positions, replaced = np.empty(n, np.int64), np.zeros(n, np.int64)
+        for item, first in zip(read, firsts):  # (an item a block of lines, or a document read one by one)
+            if type(item) is DocumentColumns:
+                positions[first:first + len(item.texts)] = np.arange(item.corpus_doc, item.corpus_doc + len(item.texts))
+            else:
+                positions[first], replaced[first] = item.corpus_doc, item.n_replaced
         n_reader_skips = len(skips)
-        texts = [document.text for document in read]
         self._n_chars = sum(map(len, texts))
         sentences, counts = self.splitter.split_batch(texts)
         del texts
-        n = len(read)
         sentences_before = np.zeros(n + 1, np.int64)
         np.cumsum(counts, out=sentences_before[1:])
         chars_before = np.zeros(len(sentences) + 1, np.int64)
         np.cumsum(np.fromiter(map(len, sentences), np.int64, len(sentences)), out=chars_before[1:])
+        sentence_chars = chars_before[1:]
         chars_before = chars_before[sentences_before]  # per document
         # ``tokenize``'s batches: each ends at the first document bringing its sentences to
         # TOKENIZE_BATCH or its characters to TOKENIZE_CHARS (the rest: when reading ends).
@@ -146,17 +164,22 @@ class DocumentTokenizer:
                 break
             ends.append(end)
             start = end
-        tokens, lengths = self._encode(sentences)
-        del sentences
-        left_empty = self._keep(read, tokens, lengths, counts)
+        tokens, lengths = self._encode(sentences, sentence_chars)
+        del sentences, sentence_chars
+
+        def document_at(index: int) -> Document:  # (rare: a document left with no sentence)
+            k = bisect_right(firsts, index) - 1
+            return read[k].document(index - firsts[k]) if type(read[k]) is DocumentColumns else read[k]
+
+        left_empty = self._keep(positions, replaced, None, document_at, tokens, lengths, counts)
         if len(left_empty):  # their skips, moved to where their batch recorded them
             reader_skips, empty_skips = skips[:n_reader_skips], skips[n_reader_skips:]
-            positions = np.fromiter(map(_CORPUS_DOC, reader_skips), np.int64, len(reader_skips))
+            reader_positions = np.fromiter(map(_CORPUS_DOC, reader_skips), np.int64, len(reader_skips))
             batches = np.searchsorted(np.asarray(ends, np.int64), left_empty, "right")
             merged, taken = [], 0
             for skip, batch in zip(empty_skips, batches.tolist()):
                 before = len(reader_skips) if batch == len(ends) else \
-                    int(np.searchsorted(positions, read[ends[batch] - 1].corpus_doc, "left"))
+                    int(np.searchsorted(reader_positions, positions[ends[batch] - 1], "left"))
                 merged += reader_skips[taken:before]
                 merged.append(skip)
                 taken = max(taken, before)
@@ -165,7 +188,10 @@ class DocumentTokenizer:
 
     @property
     def last_read(self) -> Optional[Document]:
-        return self._read[-1] if self._read else None
+        if not self._read:
+            return None
+        last = self._read[-1]
+        return last.document(len(last.texts) - 1) if type(last) is DocumentColumns else last
 
     def _texts(self, documents: Iterable[Document]) -> Iterator[str]:
         read = self._read.append
@@ -176,14 +202,15 @@ class DocumentTokenizer:
             document.text = ""  # the splitter has it; hold no second copy
             yield text
 
-    def _encode(self, batch: List[str]) -> Tuple[np.ndarray, np.ndarray]:
+    def _encode(self, batch: List[str], chars: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
         """Ids of a batch of sentences end to end, and each sentence's count, in bounded calls: at
         most TOKENIZE_BATCH sentences, ending at the sentence that brings a call's characters to
         TOKENIZE_CHARS (the bounds found on the sentences' summed lengths, not sentence by
-        sentence)."""
+        sentence; ``chars``: those sums, if the caller has them)."""
         lengths = np.zeros(len(batch), dtype=np.int64)
         parts: List[np.ndarray] = []
-        chars = np.cumsum(np.fromiter(map(len, batch), np.int64, len(batch)))
+        if chars is None:
+            chars = np.cumsum(np.fromiter(map(len, batch), np.int64, len(batch)))
         start = 0
         while start < len(batch):
             before = int(chars[start - 1]) if start else 0
@@ -212,32 +239,36 @@ class DocumentTokenizer:
             return
         documents, split = zip(*pending)
         tokens, lengths = self._encode(list(chain.from_iterable(split)))
-        self._keep(documents, tokens, lengths, np.fromiter(map(len, split), np.int64, len(pending)))
+        n = len(documents)
+        # Each document's fields once, as arrays (a slice of short documents has thousands).
+        self._keep(np.fromiter(map(_CORPUS_DOC, documents), np.int64, n),
+                   np.fromiter(map(_REPLACED, documents), np.int64, n),
+                   np.fromiter(map(_IN_PARTS, documents), bool, n), documents.__getitem__,
+                   tokens, lengths, np.fromiter(map(len, split), np.int64, n))
         pending.clear()
 
-    def _keep(self, documents, tokens: np.ndarray, lengths: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        """Tokenized documents (``counts``: each one's sentences, ``lengths`` each sentence's
-        tokens, ``tokens`` theirs end to end) kept as arrays, those left with no sentence
-        recorded as skipped; returns where those are among ``documents``."""
-        bounds = np.zeros(len(documents) + 1, dtype=np.int64)  # where each document's sentences begin
+    def _keep(self, positions: np.ndarray, replaced: np.ndarray, in_parts: Optional[np.ndarray],
+              document_at: Callable[[int], Document], tokens: np.ndarray, lengths: np.ndarray,
+              counts: np.ndarray) -> np.ndarray:
+        """Tokenized documents (their corpus positions, bytes replaced, whether each is read in
+        parts (None: none is), ``document_at(d)`` the ``d``-th; ``counts``: each one's sentences,
+        ``lengths`` each sentence's tokens, ``tokens`` theirs end to end) kept as arrays, those
+        left with no sentence recorded as skipped; returns where those are among them."""
+        bounds = np.zeros(len(positions) + 1, dtype=np.int64)  # where each document's sentences begin
         np.cumsum(counts, out=bounds[1:])
         kept_sentence = lengths > 0
         sentences_before = np.concatenate([[0], np.cumsum(kept_sentence)])[bounds]  # kept sentences before each
         tokens_before = np.concatenate([[0], np.cumsum(lengths)])[bounds]
         kept = np.diff(sentences_before) > 0
         rows = np.empty((int(kept.sum()), TABLE_COLUMNS), dtype=np.int64)
-        # Each document's fields once, as arrays (a slice of short documents has thousands).
-        positions = np.fromiter(map(_CORPUS_DOC, documents), np.int64, len(documents))
-        replaced = np.fromiter(map(_REPLACED, documents), np.int64, len(documents))
         rows[:, DOC_POSITION] = positions[kept]
         rows[:, TOKEN_START] = self._n_tokens + tokens_before[:-1][kept]
         rows[:, TOKEN_END] = self._n_tokens + tokens_before[1:][kept]
         rows[:, SENTENCE_START] = self._n_sentences + sentences_before[:-1][kept]
         rows[:, SENTENCE_END] = self._n_sentences + sentences_before[1:][kept]
         rows[:, DOC_REPLACED] = replaced[kept]
-        in_parts = np.fromiter(map(_IN_PARTS, documents), bool, len(documents))
-        for d in np.flatnonzero(~kept | in_parts).tolist():  # (in corpus order, as they were read)
-            document = documents[d]
+        for d in np.flatnonzero(~kept if in_parts is None else ~kept | in_parts).tolist():  # (in corpus order)
+            document = document_at(d)
             if not kept[d]:
                 self._skips.append(Skip(NO_SENTENCE, document.label, document.corpus_doc, document.in_parts))
             else:

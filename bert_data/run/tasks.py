@@ -138,17 +138,16 @@ def tokenize_slice(slice_: Slice, spec: TokenizeSpec, work_dir: str) -> SliceSum
     undecoded = Undecoded()
     screen = None
     try:
+        # JSON Lines a line a sentence: a slice at a time, blocks of lines as columns.
+        read_whole = spec.screening is None and hasattr(stage.splitter, "split_batch") and all(
+            source.text_field is not None and not source.table and not source.in_parts for source in slice_.sources)
         documents = undecoded.counted(read_documents(slice_.sources, reading.separator_line,
-                                                     reading.multiple_docs_in_single_file, skips))
+                                                     reading.multiple_docs_in_single_file, skips, columns=read_whole))
         if spec.screening is not None:
             decontamination = spec.screening.decontamination
             screen = DocumentScreen(spec.screening, eval_ngrams(decontamination) if decontamination else None)
             documents = screen.screen(documents)
-        if screen is None and hasattr(stage.splitter, "split_batch") and all(
-                source.text_field is not None and not source.table and not source.in_parts for source in slice_.sources):
-            tokenized = stage.tokenize_read(documents, skips)  # (JSON Lines a line a sentence: a slice at a time)
-        else:
-            tokenized = stage.tokenize(documents, skips)
+        tokenized = stage.tokenize_read(documents, skips) if read_whole else stage.tokenize(documents, skips)
     except Exception as error:  # name the document: the first thing a user needs to know
         last = stage.last_read
         where = last.label if last is not None else (slice_.sources[0].label if slice_.sources else "?")

@@ -38,6 +38,8 @@ import os
 import re
 import unicodedata
 from dataclasses import dataclass
+from itertools import compress
+from operator import not_
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -108,6 +110,10 @@ def _char_class(ranges) -> str:
 _FALLBACK_CLASS = _char_class(_HF_DIVERGENT_RANGES + _PRIVATE_USE_RANGES + _CJK_EXT_E_GAP)
 _FALLBACK_RE_CASED = re.compile("[" + _FALLBACK_CLASS + "]")
 _FALLBACK_RE_UNCASED = re.compile("[" + _FALLBACK_CLASS + "\u03a3]")
+# Whether no Latin-1 character needs the fallback (true of both classes: all lie past U+00FF), so
+# that a batch whose every character is Latin-1 is cleared without a regular expression.
+_LATIN1_CLEAR = not any(regex.search(chr(code)) for regex in (_FALLBACK_RE_CASED, _FALLBACK_RE_UNCASED)
+                        for code in range(256))
 
 
 def _google_basic_tokenize(text: str, do_lower_case: bool) -> list[str]:
@@ -261,7 +267,15 @@ class WordPieceTokenizer:
         search = self._needs_fallback
         if search is None or "".join(texts).isascii():
             return []
-        return [i for i, text in enumerate(texts) if not text.isascii() and search(text)]
+        # (the texts not ASCII found in C: most of a batch's sentences are, even when one is not)
+        rows = list(compress(range(len(texts)), map(not_, map(str.isascii, texts))))
+        if _LATIN1_CLEAR:
+            try:  # (a character class of many ranges scans slowly: not run over Western European text)
+                "".join([texts[i] for i in rows]).encode("latin-1")
+                return []
+            except UnicodeEncodeError:
+                pass
+        return [i for i in rows if search(texts[i])]
 
     def encode_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids of each text (batched; no special tokens)."""

@@ -189,5 +189,14 @@ def test_lines_split_a_batch_at_once_are_split_a_document_at_a_time():
     expected = list(splitter.split(texts))
     assert counts.dtype == np.int64 and counts.tolist() == [len(s) for s in expected]
     assert sentences == [s for document in expected for s in document]
+    for texts in (["a\nb c", "d", " e \r\nf\u2028g "], [], ["\n"]):  # no blank line (the common case), none at all
+        sentences, counts = splitter.split_batch(texts)
+        expected = list(splitter.split(texts))
+        assert counts.tolist() == [len(s) for s in expected] and sentences == [s for d in expected for s in d]
+
+    class Text(str):
+        pass
+
+    assert splitter.split_batch(["a\nb", Text(" c ")])[0] == ["a", "b", "c"]  # (a str's subclass: the reference)
     with pytest.raises(Exception, match="documents must be str"):
         splitter.split_batch(["a", b"b"])

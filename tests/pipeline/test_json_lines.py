@@ -104,16 +104,16 @@ def test_a_block_of_the_common_shape_is_read_at_once_and_refuses_what_it_cannot_
     """``_json_block`` reads a block whose every line is an object with a text of its own; any
     other line (blank, not an object, no text, not a string, NUL, a lone surrogate, deep
     nesting) and the block is left to the line-by-line reader."""
-    block = text_files._json_block(CLEAN[:3], "text", "f.jsonl#", 4, 10)
-    assert [(d.label, d.corpus_doc, d.n_replaced) for d in block] == [("f.jsonl#4", 10, 0), ("f.jsonl#5", 11, 0),
-                                                                       ("f.jsonl#6", 12, 0)]
-    assert block[0].text == "Sentence 0 here.\nAnd another, caf\u00e9 \u4e2d."
-    for line in (b"", b"  ", b"[1]", b'{"other": "x"}', b'{"text": 3}', b'{"text": "a\\u0000"}', b'{"text": " \\n"}',
+    block = text_files._json_block(CLEAN[:3], "text")
+    assert len(block) == 3 and block[0] == "Sentence 0 here.\nAnd another, caf\u00e9 \u4e2d."
+    assert text_files._json_block([b""] + CLEAN[:3] + [b"", b""], "text") == block  # empty lines: no document
+    assert text_files._json_block([b"", b""], "text") is None
+    for line in (b"  ", b"\r", b"[1]", b'{"other": "x"}', b'{"text": 3}', b'{"text": "a\\u0000"}', b'{"text": " \\n"}',
                  b'{"text": "\\ud800"}', b'{"text": "x", "n": ' + b"[" * 300 + b"]" * 300 + b"}", b'{"text": NaN}'):
-        assert text_files._json_block(CLEAN[:3] + [line], "text", "f.jsonl#", 0, 0) is None, line
+        assert text_files._json_block(CLEAN[:3] + [line], "text") is None, line
     # Long lines of many brackets, none past the bound alone though all of them are: read at once;
     # one past it (not deep: brackets are counted, not nesting), left to the reference.
     wide = b'{"text": "wide", "n": [' + b"[], " * 150 + b"[]]}"
-    assert len(text_files._json_block([wide, wide], "text", "f#", 0, 0)) == 2
+    assert len(text_files._json_block([wide, wide], "text")) == 2
     wider = b'{"text": "wider", "n": [' + b"[], " * 250 + b"[]]}"
-    assert text_files._json_block([wide, wider], "text", "f#", 0, 0) is None
+    assert text_files._json_block([wide, wider], "text") is None

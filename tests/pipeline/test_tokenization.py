@@ -489,3 +489,23 @@ def test_check_case_mismatch(tmp_path):
     if HAVE_BERT:
         assert vocab_is_lowercase(load_vocab(BERT_UNCASED))
         assert not vocab_is_lowercase(load_vocab(BERT_CASED))
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_fallback_rows_found_in_batches_are_those_found_text_by_text(lower):
+    """``_fallback_rows`` (non-ASCII texts picked in C; a batch of Latin-1 text cleared without
+    the character class, which holds no Latin-1 character) gives the rows the class finds text
+    by text, and a batch's ids are the same as each text's alone."""
+    from bert_data.tokenizers import wordpiece
+
+    assert wordpiece._LATIN1_CLEAR
+    fast = WordPieceTokenizer(PROJECT_VOCAB, do_lower_case=lower)
+    search = (wordpiece._FALLBACK_RE_UNCASED if lower else wordpiece._FALLBACK_RE_CASED).search
+    batches = [["plain", "café naïve", "Zürich ½"], ["plain", "café", "\u03a3 sigma", "\ue000 private", "中文"],
+               ["ascii only"], ["\u2e43", "x"], []]
+    for texts in batches:
+        assert fast._fallback_rows(texts) == [i for i, text in enumerate(texts) if search(text)], texts
+        if texts:
+            ids, lengths = fast.encode_flat(texts)
+            assert [part.tolist() for part in np.split(ids, np.cumsum(lengths)[:-1])] == \
+                [fast.encode_ids([text])[0] for text in texts]

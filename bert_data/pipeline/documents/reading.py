@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, List, Optional, Sequence
+from typing import Iterable, Iterator, List, Optional, Sequence, Union
 
 from . import planner
 from .listing import list_documents
@@ -14,20 +14,21 @@ from .spans import separator_pattern
 from .tables import table_documents
 from .text_files import text_documents
 from ...format.dataset_layout import TRAIN_CODE
-from .types import AUTO, UTF8, Document, Skip, Source
+from .types import AUTO, UTF8, Document, DocumentColumns, Skip, Source
 
 
 def read_documents(sources: Sequence[Source], separator_line: Optional[str], multiple_docs_in_single_file: bool,
-                   skips: List[Skip]) -> Iterator[Document]:
+                   skips: List[Skip], columns: bool = False) -> Iterator[Union[Document, DocumentColumns]]:
     """The documents of some sources, in order.  Empty and binary ones (and, in JSON Lines, lines
     without a text) are recorded in ``skips``.  A source's ``text_field`` marks JSON Lines, its
-    ``table`` a table file."""
+    ``table`` a table file.  ``columns``: blocks of JSON Lines documents may come as
+    ``DocumentColumns`` (see ``text_files.text_documents``)."""
     pattern = separator_pattern(separator_line) if multiple_docs_in_single_file else None
     for source in sources:
         if source.table:
             yield from table_documents(source, skips)
         else:
-            yield from text_documents(source, pattern, skips)
+            yield from text_documents(source, pattern, skips, columns)
 
 
 @dataclass
@@ -42,10 +43,11 @@ class Undecoded:
     first: str = ""
     parts: List[int] = field(default_factory=list)
 
-    def counted(self, documents: Iterable[Document]) -> Iterator[Document]:
-        """``documents``, counted as they go by."""
+    def counted(self, documents: Iterable[Union[Document, DocumentColumns]]
+                ) -> Iterator[Union[Document, DocumentColumns]]:
+        """``documents``, counted as they go by (``DocumentColumns`` hold no byte replaced)."""
         for document in documents:
-            if document.n_replaced:
+            if type(document) is not DocumentColumns and document.n_replaced:
                 self.add(document)
             yield document
 

@@ -14,14 +14,14 @@ import re
 from dataclasses import dataclass
 from itertools import compress, filterfalse, repeat
 from operator import contains, itemgetter, methodcaller
-from typing import BinaryIO, Callable, Iterator, List, Optional, Tuple
+from typing import BinaryIO, Callable, Iterator, List, Optional, Tuple, Union
 
 from ... import storage
 from .files import (HEAD_BYTES, READ_CHUNK, RangeBuffer, compression_of, open_decompressed, read_range, skip_bytes,
                     sniffed_compression)
 from .spans import LINE_PATTERN, document_spans
 from .types import (BINARY, COMPRESSED_UNNAMED, EMPTY, INVALID_JSON, MISSING_KEY, NOT_OBJECT, NOT_STRING, UTF8, Document,
-                    Skip, Source, decode_text)
+                    DocumentColumns, Skip, Source, decode_text)
 
 # A file named so (before any compression suffix: data.jsonl.gz) is JSON Lines.
 JSON_LINES_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -187,10 +187,12 @@ def _cut_in_window(window: _StreamWindow, start: int, part_bytes: int) -> int:
 # ---------------------------------------------------------------------------- reading
 
 
-def text_documents(source: Source, pattern, skips: List[Skip]) -> Iterator[Document]:
+def text_documents(source: Source, pattern, skips: List[Skip],
+                   columns: bool = False) -> Iterator[Union[Document, DocumentColumns]]:
     """The documents of one source of a text file: the whole range as one document (``pattern``
     None, not JSON Lines), else each document between separators (``pattern``) or each JSON line
-    (the source's ``text_field`` set)."""
+    (the source's ``text_field`` set).  ``columns``: blocks of JSON lines of the common shape
+    come as ``DocumentColumns`` (no ``Document`` a line), the other documents as ``Document``s."""
     data = read_range(source)
     encoding = source.encoding
     if pattern is None and source.text_field is None:
@@ -202,7 +204,16 @@ def text_documents(source: Source, pattern, skips: List[Skip]) -> Iterator[Docum
         return
     if source.text_field is not None and not encoding:
         if _fast_loads is not None:  # any range, valid UTF-8 or not: parsed a line at a time in C
-            yield from _json_byte_lines(data.split(b"\n"), source, skips)
+            items = _json_byte_lines(data.split(b"\n"), source, skips)
+            del data
+            if columns:
+                yield from items
+            else:
+                for item in items:
+                    if type(item) is DocumentColumns:
+                        yield from item.documents()
+                    else:
+                        yield item
             return
         lines = _utf8_lines(data)
         if lines is not None:  # valid UTF-8: decoded once, not a line at a time
@@ -245,14 +256,16 @@ _SPACE_BYTES = b" \t\n\r\f\v"  # what ``spans``' bytes patterns call white space
 _SAFE_DEPTH = 200
 
 
-def _json_byte_lines(lines: List[bytes], source: Source, skips: List[Skip]) -> Iterator[Document]:
+def _json_byte_lines(lines: List[bytes], source: Source,
+                     skips: List[Skip]) -> Iterator[Union[DocumentColumns, Document]]:
     """``text_documents`` over the lines of a JSON Lines range (UTF-8, valid or not), each parsed
     by orjson, as the line-by-line reader (``document_spans`` with ``LINE_PATTERN``, then
     ``_json_document``) reads them: each line holding a byte other than ASCII white space is a
     document; a skip is recorded when the reader passes its line (a tokenizer that reads as it
     goes records its own skips between them).
 
-    A block of lines all of the common shape is read at once (``_json_block``: none is skipped);
+    A block of lines all of the common shape (empty lines among them) is read at once
+    (``_json_block``: none is skipped) and comes as ``DocumentColumns``;
     in any other block, a line orjson parses to an object whose text is a string with text,
     without NUL or a lone surrogate, is kept here, and any other line goes to
     ``_json_document``, the reference, which says why it is skipped.  What orjson accepts,
@@ -268,10 +281,11 @@ def _json_byte_lines(lines: List[bytes], source: Source, skips: List[Skip]) -> I
         lines.pop()
     loads, offset = _fast_loads, 0
     for block in range(0, len(lines), _BLOCK_LINES):
-        batch = _json_block(lines[block:block + _BLOCK_LINES], key, f"{label}#", first + offset, position + offset)
-        if batch is not None:
-            yield from batch
-            offset += len(batch)
+        texts = _json_block(lines[block:block + _BLOCK_LINES], key)
+        if texts is not None:
+            if texts:
+                yield DocumentColumns(texts, label, first + offset, position + offset)
+            offset += len(texts)
             continue
         for line in lines[block:block + _BLOCK_LINES]:
             if line[:1] != b"{" and not line.strip(_SPACE_BYTES):
@@ -301,17 +315,18 @@ def _json_byte_lines(lines: List[bytes], source: Source, skips: List[Skip]) -> I
 _BLOCK_LINES = 1024
 
 
-def _json_block(lines: List[bytes], key: str, label: str, first: int, position: int) -> Optional[List[Document]]:
-    """The documents of a block of lines, all of the common shape
-    (each line an object whose text is a string with text, without NUL or a lone surrogate),
-    with no Python a line but their documents' making; None if any is not (a blank line
-    included).  ``label``: the source's, ending in "#"."""
+def _json_block(lines: List[bytes], key: str) -> Optional[List[str]]:
+    """The texts of a block of lines, all of the common shape (each line an object whose text
+    is a string with text, without NUL or a lone surrogate) or empty (no document: passed over),
+    with no Python a line; None if any is not (a line of white space included)."""
+    if b"" in lines:  # (a C loop of comparisons: most blocks have no empty line)
+        lines = list(filter(None, lines))
     try:  # (TypeError: a line holding a value that is not an object, or null)
         values = list(map(itemgetter(key), map(_fast_loads, lines)))
     except (ValueError, KeyError, RecursionError, TypeError):
         return None
     if set(map(type, values)) != {str} or not all(values) or any(map(str.isspace, values)) or \
-            any(map(contains, values, repeat("\x00"))) or any(map(_SURROGATE.search, filterfalse(str.isascii, values))):
+            any(map(contains, values, repeat("\x00"))) or _holds_surrogate("".join(filterfalse(str.isascii, values))):
         return None
     # Nesting: only a line of more than 2 * _SAFE_DEPTH bytes can hold more.  Each holds an object,
     # so at least one bracket, and none holds more than all of theirs but one for each other one;
@@ -321,9 +336,17 @@ def _json_block(lines: List[bytes], key: str, label: str, first: int, position: 
             sum(map(methodcaller("count", b"["), long_lines)) - len(long_lines) + 1 > _SAFE_DEPTH and \
             any(line.count(b"[") + line.count(b"{") > _SAFE_DEPTH for line in long_lines):
         return None
-    n = len(values)
-    return list(map(Document, [f"{label}{index}" for index in range(first, first + n)], values, repeat(0, n),
-                    repeat(0, n), repeat(False, n), range(position, position + n)))
+    return values
+
+
+def _holds_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (the one thing strict UTF-8 cannot encode): found
+    by encoding, faster than ``_SURROGATE``'s scan."""
+    try:
+        text.encode(UTF8)
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 # What ``json.loads`` runs on a string: a decoder's scanner (C when the json module has its

@@ -7,6 +7,7 @@ document skipped and why, and the one exception bad input raises.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -155,6 +156,33 @@ class Document:
     continues: bool = False  # a later part of a large document (see text_files.document_parts)
     corpus_doc: int = 0  # position in the listed corpus
     in_parts: bool = False  # one part of a document read in parts
+
+
+@dataclass
+class DocumentColumns:
+    """Whole documents read as columns, not a ``Document`` each (a block of JSON Lines of the
+    common shape: thousands a slice of short documents): their texts, and their corpus
+    positions, consecutive from ``corpus_doc``; document ``i`` is the file's number ``first + i``,
+    labelled ``label#(first + i)`` (``label``: the source's).  None is read in parts, none holds a
+    byte replaced; a reader gives them only to a caller that asks for them."""
+
+    texts: List[str]
+    label: str
+    first: int
+    corpus_doc: int
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def document(self, index: int) -> Document:
+        """The ``index``-th document, as a ``Document`` (for a message naming it)."""
+        return Document(f"{self.label}#{self.first + index}", self.texts[index], corpus_doc=self.corpus_doc + index)
+
+    def documents(self) -> List[Document]:
+        """The same documents, a ``Document`` each (for a caller that reads them one by one)."""
+        n, first, label = len(self.texts), self.first, f"{self.label}#"
+        return list(map(Document, [f"{label}{index}" for index in range(first, first + n)], self.texts,
+                        repeat(0, n), repeat(0, n), repeat(False, n), range(self.corpus_doc, self.corpus_doc + n)))
 
 
 @dataclass
