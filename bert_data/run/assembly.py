@@ -236,7 +236,18 @@ class ShardAssembler:
     def sync(self) -> None:
         """Every shard appended to since the last call, durable (one fsync each, done together:
         the group commit before a journal record)."""
-        sync_paths(self.take_unsynced())
+        self.make_durable(self.take_unsynced())
+
+    def end_unit(self) -> None:
+        """A unit appended whole (``kept_pieces.PieceKeeper`` closes its table here)."""
+
+    def kept(self) -> Optional[list]:
+        """What the journal keeps of kept pieces (``kept_pieces``): nothing, for shards assembled."""
+        return None
+
+    def make_durable(self, paths: List[str]) -> None:
+        """``take_unsynced``'s files durable, before the journal vouches for them."""
+        sync_paths(paths)
 
     def take_unsynced(self) -> List[str]:
         """The shards appended to since the last call, for ``sync_paths`` (in a thread, while

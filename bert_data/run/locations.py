@@ -279,14 +279,15 @@ def check_output_url(output_dir: str, work_dir: Optional[str]) -> None:
 
 # ---------------------------------------------------------------------------- the work directory
 
-def prepare_work_dir(places: RunLocations, resuming: bool, executor) -> None:
+def prepare_work_dir(places: RunLocations, journal: Optional[dict], executor) -> None:
     """A work directory of its own (``--work_dir``, or the output URL's): emptied for a new run,
-    its unjournaled files dropped for a resumed one; then every worker must reach it."""
+    its unjournaled files dropped for a resumed one (``journal``: its); then every worker must
+    reach it."""
     from .executors import check_workers_see
 
     if places.scratch != places.journal_dir:
-        if resuming:
-            discard_unjournaled(places.scratch)
+        if journal is not None:
+            discard_unjournaled(places.scratch, journal)
         else:
             storage.remove_tree(places.scratch)
         storage.makedirs(places.scratch)

@@ -67,6 +67,7 @@ INPUT_STAMPS = "inputs.json"  # each listed file's size and time when the run st
 _SLICE_KINDS = {"tokens": ".tokens.npy", "docs": ".docs.npy", "sentences": ".sentences.npy", "summary": ".json"}
 _SCREEN = ".screen.npy"  # --dedup, --decontaminate: a slice's signature table (a --resume decides again)
 _SLICE_FILE = re.compile(r"^slice-\d+(%s)$" % "|".join(map(re.escape, (*_SLICE_KINDS.values(), _SCREEN))))
+_KEPT_FILE = re.compile(r"^unit-(\d{7})(-\w+-\d{5}\.piece|\.segments\.json)$")  # (kept_pieces: journaled units')
 
 
 class GenerationError(RuntimeError):
@@ -133,10 +134,8 @@ def remove_shards_being_shuffled(paths: List[str]) -> None:
     """Shards half written in their final order by an interrupted final pass (the shards in
     progress, ``paths``, are whole until the journal says they are shuffled)."""
     for path in paths:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.remove(shard_being_shuffled(path))
-        except FileNotFoundError:
-            pass
 
 
 def _run_file(output: OutputSpec, name: str) -> str:
@@ -185,8 +184,8 @@ def slice_paths(work_dir: str, index: int) -> Dict[str, str]:
     return {kind: base + suffix for kind, suffix in (*_SLICE_KINDS.items(), ("screen", _SCREEN))}
 
 
-def pool_path(work_dir: str, unit_index: int) -> str:
-    return storage.join(work_dir, f"unit-{unit_index + 1:07d}.pool.npy")  # units numbered from 1, as messages do
+def pool_path(work_dir: str, unit_index: int) -> str:  # (units numbered from 1, as messages do)
+    return storage.join(work_dir, f"unit-{unit_index + 1:07d}.pool.npy")
 
 
 def pairs_path(work_dir: str, unit_index: int) -> str:  # --pack_sequences: a unit's pairs (run.split_packing)
@@ -196,6 +195,10 @@ def pairs_path(work_dir: str, unit_index: int) -> str:  # --pack_sequences: a un
 def piece_path(work_dir: str, unit_index: int, split: str, first_shard: int) -> str:
     """An encode task's piece: its unit's records for some shards, the first being ``first_shard``."""
     return storage.join(work_dir, f"unit-{unit_index + 1:07d}-{split}-{first_shard:05d}.piece")
+
+
+def unit_table_path(work_dir: str, unit_index: int) -> str:  # a unit's kept pieces and segments (kept_pieces)
+    return storage.join(work_dir, f"unit-{unit_index + 1:07d}.segments.json")
 
 
 def fetched_piece_path(into_dir: str) -> str:
@@ -293,10 +296,8 @@ def remove_outputs(paths: List[str]) -> None:
         if os.path.isdir(path):
             shutil.rmtree(path, ignore_errors=True)
         else:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.remove(path)
-            except FileNotFoundError:
-                pass
 
 
 @contextlib.contextmanager
@@ -345,7 +346,7 @@ def prepare_output_dir(output: OutputSpec, fingerprint: str, resume: bool, overw
             _refuse_without_journal(output, work_dir, found)
         if journal.get("fingerprint") != fingerprint:
             _refuse_other_run(output, work_dir, journal, record, stamps)
-        discard_unjournaled(work_dir)
+        discard_unjournaled(work_dir, journal)
     elif found:
         # Named output files (--output_file) are replaced, as Google's tool replaces them.
         if not (overwrite or output.files):
@@ -368,9 +369,11 @@ def _refuse_without_journal(output: OutputSpec, work_dir: str, found: List[str])
     kept), and never call work files that are there nothing."""
     names = [name for name in storage.listdir(work_dir) if name != INPUT_STAMPS] if os.path.isdir(work_dir) else []
     kept = [name for name in names if _SLICE_FILE.match(name)]
+    pieces = [name for name in names if name.endswith(".piece") and _KEPT_FILE.match(name)]
     shards = [path for path in found if path != work_dir]
-    if kept or shards:
+    if kept or shards or pieces:
         what = ", ".join(part for part in (f"{len(kept):,} tokenized slice files" if kept else "",
+                                           f"{len(pieces):,} kept piece files" if pieces else "",
                                            f"{len(shards):,} shard files" if shards else "") if part)
         raise ConfigError(f"--resume: the journal of the run in {output.directory} ({os.path.join(work_dir, JOURNAL)}) "
                           f"is missing, so the work there ({what}) cannot be vouched for; restore the journal, or run "
@@ -419,17 +422,15 @@ def read_journal(work_dir: str, output_dir: Optional[str] = None) -> Optional[di
 
 
 def write_journal(work_dir: str, fingerprint: str, shard_sizes: Dict[str, int], shard_checksums: Dict[str, list],
-                  totals: dict, finished: bool = False, record: Optional[dict] = None) -> None:
+                  totals: dict, finished: bool = False, record: Optional[dict] = None, kept: Optional[list] = None) -> None:
     """``finished``: every shard is complete (in progress still, or renamed since): what is left
     is ``finalize``, which a resumed run does again from the start.  ``record``: the run's
-    ``run_record`` (what a refused --resume names as changed).  Checksummed (its own content),
-    and durable before it replaces the one before, as the bytes it vouches for are."""
+    ``run_record`` (what a refused --resume names as changed).  ``kept``: with pieces kept for the
+    final shuffle, each journaled unit's table's size and CRC-32C (``kept_pieces``).  Checksummed
+    (its own content), and durable before it replaces the one before, as the bytes it vouches for are."""
     data = {"fingerprint": fingerprint, "shard_sizes": shard_sizes, "shard_checksums": shard_checksums,
-            "totals": totals}
-    if record:
-        data["run"] = record
-    if finished:
-        data["finished"] = True
+            "totals": totals, **({"kept_units": kept} if kept is not None else {}), **({"run": record} if record else {}),
+            **({"finished": True} if finished else {})}
     path = os.path.join(work_dir, JOURNAL)
     temporary = path + ".tmp"
     with open(temporary, "w", encoding="utf-8") as handle:
@@ -447,11 +448,9 @@ def write_input_stamps(work_dir: str, stamps: list) -> None:
 
 
 def read_input_stamps(work_dir: str) -> Optional[list]:
-    try:
-        with open(os.path.join(work_dir, INPUT_STAMPS), encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return None
+    with contextlib.suppress(OSError, ValueError), open(os.path.join(work_dir, INPUT_STAMPS), encoding="utf-8") as handle:
+        return json.load(handle)
+    return None
 
 
 def count_slices(work_dir: str) -> int:
@@ -460,12 +459,14 @@ def count_slices(work_dir: str) -> int:
     return sum(1 for name in storage.listdir(work_dir) if _SLICE_FILE.match(name) and name.endswith(summary))
 
 
-def discard_unjournaled(work_dir: str) -> None:
-    """Remove the work files of units the journal does not vouch for (a resumed run redoes
-    them), and any temporary file; tokenized slices stay for the resumed run.  ``work_dir``: a
-    local directory or a URL."""
+def discard_unjournaled(work_dir: str, journal: Optional[dict] = None) -> None:
+    """Remove the work files of units the journal does not vouch for (a resumed run redoes them),
+    and any temporary file; tokenized slices stay, and the pieces and tables of the units it keeps
+    pieces of (``kept_units``).  ``work_dir``: a local directory or a URL."""
+    units = len((journal or {}).get("kept_units") or ())
     storage.remove_many([storage.join(work_dir, name) for name in storage.listdir(work_dir)
-                         if name not in (JOURNAL, INPUT_STAMPS) and not _SLICE_FILE.match(name)])
+                         if name not in (JOURNAL, INPUT_STAMPS) and not _SLICE_FILE.match(name)
+                         and not ((kept := _KEPT_FILE.match(name)) and int(kept.group(1)) <= units)])
 
 
 def keep_journaled(places, remove_shards: Callable[[], None]) -> Tuple[Optional[dict], int]:
@@ -474,7 +475,7 @@ def keep_journaled(places, remove_shards: Callable[[], None]) -> Tuple[Optional[
     run goes, as if it had never started (``remove_shards`` removes the shards in progress).
     Returns the journal (None if never written) and the count of tokenized slices kept."""
     journal = read_journal(places.journal_dir)
-    discard_unjournaled(places.journal_dir)
+    discard_unjournaled(places.journal_dir, journal)
     try:
         kept_slices = count_slices(places.scratch)
     except Exception as error:  # noqa: BLE001 - a work directory at a URL that is gone: what it
@@ -485,7 +486,7 @@ def keep_journaled(places, remove_shards: Callable[[], None]) -> Tuple[Optional[
         remove_shards()
         remove_run_files(places)
     elif places.scratch != places.journal_dir:
-        discard_unjournaled(places.scratch)
+        discard_unjournaled(places.scratch, journal)
     return journal, kept_slices
 
 

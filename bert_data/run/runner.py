@@ -22,6 +22,8 @@ Nothing lost, nothing silent:
 * after each unit is appended, a journal records the shards' sizes and the run's totals, so
   ``--resume`` truncates the shards to the last whole unit and goes on from there, giving the
   same bytes as an uninterrupted run;
+* when the final shuffle rewrites every shard (TFRecord, local pieces), no shard is assembled:
+  a unit's pieces are kept and journaled instead (``kept_pieces``), and the shuffle reads them;
 * a lock file keeps a second run out of an output directory in use;
 * on Ctrl-C or SIGTERM the workers are stopped at once and the journal kept for ``--resume``;
   on any other failure the temporary files are removed.
@@ -41,24 +43,23 @@ from .. import storage
 from ..notices import note
 from ..compiled import compiled_missing_note, end_of_run, note_compiling, start_in_background
 from ..tokenizers import native_note
-from ..format.dataset_layout import SPLIT_CODES
 from ..pipeline.documents.types import BINARY, DEFAULT_TEXT_FIELD, MISSING_KEY
-from .assembly import ShardAssembler, sync_paths
+from .assembly import ShardAssembler
 from .corpus_output import record_totals, write_corpus
-from .executors import (InlineExecutor, dead_worker_signal, default_executor, local_workers, shares_local_files,
-                        stop_executor, wait_first)
+from .executors import dead_worker_signal, default_executor, local_workers, shares_local_files, stop_executor
 from .fault_injection import pause_if_chosen
 from .locations import RemoteOutput, RunLocations, prepare_work_dir, run_locations
 from .planning import Plan, deal_units, kept_tokens, make_plan, some_of, warn
 from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pairs_path,
-                        pool_path, prepare_output_dir, refuse_writing_over_inputs, remove_run_files,
-                        remove_shards_being_shuffled, shard_in_progress, slice_paths, stopped, write_input_stamps,
-                        write_journal)
+                        pool_path, prepare_output_dir, refuse_writing_over_inputs, remove_run_files, slice_paths, stopped,
+                        write_input_stamps, write_journal)
 from .screening import screen_corpus
 from .scheduler import Scheduler, ShardCounts, UnitResult, slices_still_needed
 from .scratch import finished_slices, forget_mapped
 from .source_plan import document_tokens
-from .shard_shuffle import ShuffleCommits, publish_shuffled, run_shuffle_task, shuffle_tasks, shuffled_size
+from .final_shuffle import shuffle_shards
+from .kept_pieces import PieceKeeper, keeps_pieces
+from .shard_shuffle import forget_pieces
 from .specs import OutputSpec, RunSpec
 from .tasks import SliceSummary, UnitError
 from .totals import RunTotals, SkippedTotals, make_manifests
@@ -159,16 +160,13 @@ def _run_locked(spec: RunSpec, staged: OutputSpec, places: RunLocations, remote:
     journal = prepare_output_dir(staged, plan.fingerprint, control.resume, control.overwrite, plan.record,
                                  plan.input_stamps) \
         if remote is None else remote.prepare(staged, plan.fingerprint, plan.record, plan.input_stamps)
-    prepare_work_dir(places, journal is not None, executor)
+    prepare_work_dir(places, journal, executor)
     totals = RunTotals.from_json(journal["totals"]) if journal else RunTotals()
     first_unit = totals.units_done
     assembler: Optional[ShardAssembler] = None
     try:
         if not (journal and journal.get("finished")):  # else killed while finalizing: finalize again
-            assembler = ShardAssembler(staged, journal["shard_sizes"] if journal else None,
-                                       journal.get("shard_checksums") if journal else None,
-                                       dict(totals.shard_counts), fetch_dir=places.journal_dir,
-                                       rewritten=totals.shuffled)
+            assembler = _assembler(staged, places, journal, totals)
             _write_units(spec, staged, places, plan, executor, progress, started, parallelism, journal, totals,
                          assembler, say)
         summaries = finished_slices([slice_.index for slice_ in plan.slices], places.scratch, len(plan.slices))
@@ -206,6 +204,21 @@ def _run_locked(spec: RunSpec, staged: OutputSpec, places: RunLocations, remote:
                       time.perf_counter() - started, first_unit)
 
 
+def _assembler(staged: OutputSpec, places: RunLocations, journal: Optional[dict], totals: RunTotals) -> ShardAssembler:
+    """The shards' assembler, or with the pieces kept for the final shuffle their keeper (as the
+    journal of a resumed run says, when it kept some)."""
+    sizes, checksums = (journal["shard_sizes"], journal.get("shard_checksums")) if journal else (None, None)
+    kept = (journal or {}).get("kept_units")
+    if kept is not None or (keeps_pieces(staged, places.scratch) and not totals.units_done):
+        if not keeps_pieces(staged, places.scratch):
+            raise GenerationError(f"--resume: the run kept its pieces in {places.scratch}, where this one would not "
+                                  "read them; resume with the --work_dir it was started with")
+        return PieceKeeper(staged, places.scratch, sizes, checksums, dict(totals.shard_counts), kept or [],
+                           rewritten=totals.shuffled)
+    return ShardAssembler(staged, sizes, checksums, dict(totals.shard_counts), fetch_dir=places.journal_dir,
+                          rewritten=totals.shuffled)
+
+
 def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: Plan, executor, progress: bool,
                  started: float, parallelism: int, journal: Optional[dict], totals: RunTotals,
                  assembler: ShardAssembler, say: Optional[Callable[[str], None]]) -> None:
@@ -223,7 +236,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
     if plan.units_pending:  # budgets and shares: every document's tokens are counted, then the units dealt
         if not journal:  # an interruption while tokenizing can be resumed (no shard is open yet)
             write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json(),
-                          record=plan.record)
+                          record=plan.record, kept=assembler.kept())
         if own_executor:
             executor = default_executor(max(1, min(parallelism, len(plan.slices))))
         _tokenize_all(spec, plan, executor, work_dir, parallelism, progress, own_executor)
@@ -243,7 +256,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
     if not journal:  # from now on an interruption can be resumed, tokenized slices and all
         write_input_stamps(journal_dir, plan.input_stamps)
         write_journal(journal_dir, plan.fingerprint, assembler.sizes(), assembler.checksums, totals.to_json(),
-                      record=plan.record)
+                      record=plan.record, kept=assembler.kept())
 
     if own_executor and executor is None:
         executor = default_executor(max(1, min(parallelism, len(plan.slices) + len(plan.units))))
@@ -337,9 +350,14 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
             commits.commit_in_background()
             shards.finish()
             sizes = assembler.finish(sync=False)  # written again, durably, by the final shuffle
-            _shuffle_shards(staged, plan, totals, sizes, assembler.checksums, journal_dir,
-                            executor if own_executor or shares_local_files(executor) else None, scheduler, progress,
-                            commits.joined)
+            bar = _progress(sum(totals.shard_counts.values()), progress, "shuffled", "shard", len(totals.shuffled),
+                            position=2)
+            try:
+                shuffle_shards(staged, plan, totals, sizes, assembler, journal_dir,
+                               executor if own_executor or shares_local_files(executor) else None, scheduler, bar,
+                               commits.joined, spent)
+            finally:
+                bar.close()
             commits.wait()
         else:
             commits.wait()
@@ -348,7 +366,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
             sizes = assembler.finish()
         spent.close()
         write_journal(journal_dir, plan.fingerprint, sizes, assembler.checksums, totals.to_json(), finished=True,
-                      record=plan.record)
+                      record=plan.record, kept=assembler.kept())
     except BaseException as error:
         if isinstance(error, cf.process.BrokenProcessPool) and not hasattr(error, "worker_signal"):  # see wait_first
             error.worker_signal = dead_worker_signal(executor)
@@ -358,6 +376,7 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
         raise
     finally:
         forget_mapped()  # (this process's slices, when it paired units itself: its work directory goes)
+        forget_pieces()  # (and the kept pieces it shuffled itself)
         tokenize_bar.close()
         units_bar.close()
         if previous_term is not None:
@@ -384,8 +403,10 @@ class _UnitCommits:
         self.failed = False  # a background commit failed: nothing more is journaled
 
     def appended(self, totals: RunTotals) -> None:
+        self.assembler.end_unit()
         self.pending = (totals.units_done, self.assembler.sizes(),
-                        {key: list(value) for key, value in self.assembler.checksums.items()}, totals.to_json())
+                        {key: list(value) for key, value in self.assembler.checksums.items()}, totals.to_json(),
+                        self.assembler.kept())
 
     def commit(self) -> None:
         if self.pending is None:
@@ -394,9 +415,10 @@ class _UnitCommits:
         pause_if_chosen(self._journal(pending, self.assembler.take_unsynced()))
 
     def _journal(self, pending: tuple, paths: List[str]) -> int:
-        units_done, sizes, checksums, totals = pending
-        sync_paths(paths)
-        write_journal(self.journal_dir, self.plan.fingerprint, sizes, checksums, totals, record=self.plan.record)
+        units_done, sizes, checksums, totals, kept = pending
+        self.assembler.make_durable(paths)
+        write_journal(self.journal_dir, self.plan.fingerprint, sizes, checksums, totals, record=self.plan.record,
+                      kept=kept)
         return units_done
 
     def commit_in_background(self) -> None:
@@ -457,11 +479,12 @@ class _UnitCommits:
             self.failed = self.failed or any(isinstance(outcome, BaseException) for outcome in outcomes)
         if self.pending is None or self.failed:  # (a failed commit's bytes may not be on disk: no
             return  # later journal may vouch for them)
-        units_done, sizes, checksums, totals = self.pending
+        units_done, sizes, checksums, totals, kept = self.pending
         self.pending = None
         try:
-            sync_paths(self.assembler.take_unsynced())
-            write_journal(self.journal_dir, self.plan.fingerprint, sizes, checksums, totals, record=self.plan.record)
+            self.assembler.make_durable(self.assembler.take_unsynced())
+            write_journal(self.journal_dir, self.plan.fingerprint, sizes, checksums, totals, record=self.plan.record,
+                          kept=kept)
         except BaseException:  # noqa: BLE001 - (a second Ctrl-C, a full disk): the run stops either way
             pass
 
@@ -485,99 +508,6 @@ def _tokenize_all(spec: RunSpec, plan: Plan, executor, work_dir: str, parallelis
         raise
     finally:
         bar.close()
-
-
-def _shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Dict[str, int],
-                    checksums: Dict[str, list], journal_dir: str, executor: Optional[cf.Executor],
-                    scheduler: Scheduler, progress: bool,
-                    units_journaled: Callable[[], Optional[BaseException]]) -> None:
-    """The final pass (``shard_shuffle``): every shard not yet shuffled, a task each (on the
-    executor when its workers see these files, else here).  Each task is written beside its
-    shards in progress, made durable and journaled (its keys and new sizes), then put in their
-    place, so a resumed run finds every shard either whole and unshuffled or shuffled, never
-    half (``ShuffleCommits``: in a thread, while the next tasks run).  ``units_journaled``
-    returns once the last unit is journaled (it is, in a thread, while the first tasks run),
-    with its error if it failed: no shuffled shard is journaled before the units it holds."""
-    shuffles = []
-    for split, directory in staged.split_dirs().items():
-        paths = [shard_in_progress(directory, staged, shard) for shard in range(totals.shard_counts[split])]
-        shuffles += shuffle_tasks(staged, SPLIT_CODES[split], split, paths, paths)
-    done = set(totals.shuffled)
-
-    def finished(shuffle, digests: Dict[str, str]) -> None:
-        if set(shuffle.keys) <= done:
-            publish_shuffled(shuffle)
-            return
-        for key, target in zip(shuffle.keys, shuffle.targets):
-            sizes[key] = shuffled_size(target)
-        totals.shuffled += shuffle.keys
-        totals.shuffled_sha256.update(digests)
-        done.update(shuffle.keys)
-        record = (dict(sizes), {key: list(value) for key, value in checksums.items()}, totals.to_json())  # as of now
-
-        def journal() -> None:  # (in the commits' thread, in the order the tasks finished)
-            error = units_journaled()
-            if error is not None:
-                raise error
-            write_journal(journal_dir, plan.fingerprint, *record, record=plan.record)
-
-        commits.add(shuffle, journal)
-
-    pending = []
-    for shuffle in shuffles:
-        if set(shuffle.keys) <= done:
-            publish_shuffled(shuffle)  # journaled, perhaps not yet in place
-        else:
-            remove_shards_being_shuffled(shuffle.targets)  # half written by an interrupted run
-            pending.append(shuffle)
-    bar = _progress(sum(len(shuffle.keys) for shuffle in shuffles), progress, "shuffled", "shard", len(done), position=2)
-    commits = ShuffleCommits()
-    try:
-        if executor is None:
-            for shuffle in pending:
-                finished(shuffle, run_shuffle_task(shuffle))
-                bar.update(len(shuffle.keys))
-        else:
-            _shuffle_on(executor, scheduler, pending, finished, bar)
-    except BaseException:
-        commits.finish(quietly=True)  # the tasks done are kept; the error met is the one raised
-        raise
-    finally:
-        bar.close()
-    commits.finish()
-
-
-def _shuffle_on(executor: cf.Executor, scheduler: Scheduler, pending: list, finished: Callable, bar) -> None:
-    """``_shuffle_shards``' tasks on the executor's workers, ``finished`` in the order they end."""
-    waiting, running = list(reversed(pending)), {}
-
-    def submit() -> None:
-        while waiting and len(running) < scheduler.parallelism:
-            shuffle = waiting.pop()
-            future = executor.submit(run_shuffle_task, shuffle)
-            running[future] = shuffle
-            scheduler.in_flight[future] = ("shuffle", len(running), None)  # cancelled with the rest on a stop
-
-    while waiting or running:
-        submit()
-        ended, _ = wait_first(list(running), executor)
-        done_now, failures = [], []
-        for future in ended:
-            shuffle = running.pop(future)
-            scheduler.in_flight.pop(future)
-            try:
-                done_now.append((shuffle, future.result()))
-            except BaseException as error:  # noqa: BLE001 - raised below, once the others are kept
-                failures.append(error)
-        # The workers' next shards first, then these handed to the commits' thread (not inline:
-        # the next shard would run first, and its failure would leave these unkept).
-        if not failures and not isinstance(executor, InlineExecutor):
-            submit()
-        for shuffle, digests in done_now:  # each journaled as it is done
-            finished(shuffle, digests)
-            bar.update(len(shuffle.keys))
-        if failures:
-            raise failures[0]
 
 
 def _stop_work(executor, own_executor: bool, scheduler) -> None:

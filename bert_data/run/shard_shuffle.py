@@ -34,6 +34,7 @@ import mmap
 import os
 import queue
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
@@ -114,6 +115,10 @@ class ShuffleTask:
     targets: List[str]
     seed: List[int]
     compression: Optional[str] = None
+    # Pieces kept instead of shards (``kept_pieces``): each source is its segments, rows of
+    # (piece, offset, length, records) in unit order, ``piece`` a place in ``pieces``.
+    segments: Optional[List[np.ndarray]] = None
+    pieces: Optional[List[str]] = None
 
 
 def shuffle_tasks(output: OutputSpec, split_code: int, split: str, sources: List[str],
@@ -127,25 +132,16 @@ def shuffle_tasks(output: OutputSpec, split_code: int, split: str, sources: List
             for shard, (key, source, target) in enumerate(zip(keys, sources, targets))]
 
 
-class _Source:
-    """One ``*.tmp`` shard, memory-mapped, and where its records begin."""
+class _Mapped:
+    """A file memory-mapped: ``view`` and ``array`` (what the compiled copies read) of it."""
 
     def __init__(self, path: str):
+        self.path = path
         self.handle = open(path, "rb")
         size = os.fstat(self.handle.fileno()).st_size
         self.data = mmap.mmap(self.handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
         self.view = memoryview(self.data)
         self.array: Optional[np.ndarray] = None
-        try:
-            self.offsets = record_offsets(self.data)
-        except ValueError as error:
-            self.close()
-            raise ValueError(f"{path}: {error}") from None
-        self.array = np.frombuffer(self.data, dtype=np.uint8)  # what the compiled copies read
-
-    @property
-    def n_records(self) -> int:
-        return len(self.offsets) - 1
 
     def close(self) -> None:
         self.array = None  # (the map's views go first: a map with views cannot close)
@@ -156,6 +152,122 @@ class _Source:
         except BufferError:  # a record's view still held (by an error's traceback): unmapped when it goes
             pass
         self.handle.close()
+
+
+class _Source(_Mapped):
+    """One ``*.tmp`` shard, memory-mapped, and where its records begin."""
+
+    def __init__(self, path: str):
+        super().__init__(path)
+        try:
+            self.offsets = record_offsets(self.data)
+        except ValueError as error:
+            self.close()
+            raise ValueError(f"{path}: {error}") from None
+        self.array = np.frombuffer(self.data, dtype=np.uint8)
+
+    @property
+    def n_records(self) -> int:
+        return len(self.offsets) - 1
+
+
+# Kept pieces (``kept_pieces``) a process keeps mapped between its shuffle tasks: a piece holds
+# segments of many shards (a unit of short documents: of every shard), so each is mapped once a
+# process, not once a shard (a task maps all those it reads, however many, for its time).
+MAPPED_PIECES = 128
+_mapped_pieces: "OrderedDict[str, _Mapped]" = OrderedDict()
+
+
+def _piece(path: str) -> _Mapped:
+    mapped = _mapped_pieces.pop(path, None)
+    if mapped is None:
+        mapped = _Mapped(path)
+        mapped.handle.close()  # (the map keeps a descriptor of its own)
+        mapped.array = np.frombuffer(mapped.data, dtype=np.uint8)
+    _mapped_pieces[path] = mapped  # (the most recently used last)
+    return mapped
+
+
+def forget_pieces(keep: int = 0, directory: Optional[str] = None) -> None:
+    """The pieces mapped by this process unmapped, but the ``keep`` used last (0: at the end of
+    a run, before its work directory goes) of ``directory`` (a process that outlives a run, a
+    cluster's worker, keeps no piece of another run's mapped: its disk space would stay in use)."""
+    for path in [path for path in _mapped_pieces if directory is not None and os.path.dirname(path) != directory]:
+        _mapped_pieces.pop(path).close()
+    while len(_mapped_pieces) > keep:
+        _mapped_pieces.popitem(last=False)[1].close()
+
+
+def _descriptors_for(n_maps: int) -> None:
+    """Room for ``n_maps`` more maps (each holds a file descriptor): a task that reads the pieces
+    of many units (``--output_file``: every piece of the run) raises the process's soft limit on
+    open files as far as its hard limit allows."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        wanted = n_maps + MAPPED_PIECES + 256  # (and the files the process has open besides)
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard),
+                                                        hard))
+    except (ImportError, OSError, ValueError):
+        pass
+
+
+class _Segments:
+    """A shard that is its segments of kept pieces (``ShuffleTask.segments``): where its records
+    begin, in a space of its own from ``base`` (its segments end to end, as the assembled shard
+    would hold them), and each segment's start in that space, piece and offset in the piece."""
+
+    def __init__(self, rows: np.ndarray, pieces: List[_Mapped], base: int):
+        rows = rows[rows[:, 2] > 0]
+        starts = base + np.concatenate([[0], np.cumsum(rows[:, 2])]).astype(np.int64)
+        found = []
+        for (piece, offset, length, records), start in zip(rows.tolist(), starts.tolist()):
+            mapped = pieces[piece]
+            try:
+                offsets = record_offsets(mapped.array[offset:offset + length])
+            except ValueError as error:
+                raise ValueError(f"{mapped.path} at {offset:,}: {error}") from None
+            if len(offsets) - 1 != records:
+                raise ValueError(f"{mapped.path} at {offset:,}: {len(offsets) - 1:,} records where {records:,} "
+                                 "were written")
+            found.append(offsets[:-1] + start)
+        found.append(starts[-1:])
+        self.offsets = np.concatenate(found)
+        self.starts, self.pieces, self.piece_offsets = starts[:-1], rows[:, 0], rows[:, 1]
+
+    @property
+    def n_records(self) -> int:
+        return len(self.offsets) - 1
+
+    def close(self) -> None:
+        pass
+
+
+def _let_go(maps: List[_Mapped]) -> None:
+    """The pages of the pieces a task read let go of by this process (they stay in the page
+    cache): the pieces stay mapped for the next shards, and every page a process read (and those
+    the kernel maps around each, of other shards' segments) would count in its memory till the end."""
+    for mapped in maps:
+        if isinstance(mapped.data, mmap.mmap) and not mapped.data.closed and hasattr(mmap, "MADV_DONTNEED"):
+            mapped.data.madvise(mmap.MADV_DONTNEED)
+
+
+def _pieces_layout(sources: List[_Segments]):
+    """Every segment of the sources (spaces that follow each other): its start, piece, and what
+    moves a place of the sources' spaces to the piece's."""
+    starts = np.concatenate([source.starts for source in sources])
+    return (starts, np.concatenate([source.pieces for source in sources]),
+            np.concatenate([source.piece_offsets for source in sources]) - starts)
+
+
+def _in_pieces(layout, begins: np.ndarray, ends: np.ndarray):
+    """Records given in the sources' spaces (``_Segments``) as (piece, begin, end) in the pieces."""
+    starts, pieces, moves = layout
+    segment = np.searchsorted(starts, begins, side="right") - 1
+    moved = moves[segment]
+    return pieces[segment], begins + moved, ends + moved
 
 
 class _Target:
@@ -337,7 +449,17 @@ def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
     the sources whole); returns its keys, each with the SHA-256 of the shard written (the
     manifest's: hashed here, in a worker, as the bytes go by, and not read again by the parent
     at the end)."""
-    sources = [_Source(path) for path in task.sources]
+    maps: List[_Mapped] = []
+    if task.segments is None:
+        sources = [_Source(path) for path in task.sources]
+    else:  # each source its segments of the kept pieces, each piece mapped once
+        forget_pieces(MAPPED_PIECES, os.path.dirname(task.pieces[0]) if task.pieces else None)
+        _descriptors_for(len(task.pieces))
+        maps = [_piece(path) for path in task.pieces]
+        sources, base = [], 0
+        for rows in task.segments:
+            sources.append(_Segments(rows, maps, base))
+            base = int(sources[-1].offsets[-1])
     targets: List[_Target] = []
     writer: Optional[_Writer] = None
     try:
@@ -348,18 +470,21 @@ def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
             raise ValueError(f"{task.sources[0]}: records per file {counts} are not dealt in turn")
         targets = [_Target(path, task.compression) for path in task.targets]
         writer = _Writer()
-        order, gather = CorpusOrder(total, task.seed), _Gather(sources, writer)
+        order, gather = CorpusOrder(total, task.seed), _Gather(maps or sources, writer)
         # Every source's offsets end to end (each source's now a view of them): a record's begin
         # and end looked up at once, whatever the number of sources.
         firsts = np.cumsum([0] + [len(source.offsets) for source in sources])
         table = np.concatenate([source.offsets for source in sources])
         for source, a, b in zip(sources, firsts.tolist(), firsts[1:].tolist()):
             source.offsets = table[a:b]
+        layout = _pieces_layout(sources) if maps else None
         for first in range(0, total, ORDER_PLACES):
             runs = order.documents_at(np.arange(first, min(first + ORDER_PLACES, total)))  # the record of the run each place takes
             files, rows = np.divmod(runs, n)[::-1]  # record i of the run: file i mod n, place i div n
             at = firsts[files] + rows
             begins, ends = table[at], table[at + 1]
+            if maps:  # (each source's space to the pieces')
+                files, begins, ends = _in_pieces(layout, begins, ends)
             for t, target in enumerate(targets):  # place k goes to file k mod n
                 pick = slice((t - first) % n, None, n)
                 gather.write(target, files[pick], begins[pick], ends[pick])
@@ -377,6 +502,7 @@ def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
     finally:
         for source in sources:
             source.close()
+        _let_go(maps)
     return {key: target.digest.hexdigest() for key, target in zip(task.keys, targets)}
 
 

@@ -9,7 +9,7 @@ import os
 import threading
 
 from bert_data.cli.create_tfrecords import main
-from bert_data.run import assembly, runner, scratch, tasks, work_checks
+from bert_data.run import assembly, final_shuffle, kept_pieces, runner, scratch, tasks, work_checks
 
 from tests.helpers.corpus import file_hashes, make_corpus
 
@@ -22,11 +22,28 @@ def run(corpus, output, *extra):
 
 
 def test_nothing_is_vouched_for_before_its_bytes_are_synced(tmp_path, monkeypatch):
+    """Pieces kept for the final shuffle (the default): a unit's pieces synced before its journal."""
+    vouched_after_synced(tmp_path, monkeypatch)
+
+
+def test_nothing_is_vouched_for_before_its_bytes_are_synced_shards_assembled(tmp_path, monkeypatch):
+    """The same order when shards are assembled (not shuffled at the end: no piece is kept)."""
+    vouched_after_synced(tmp_path, monkeypatch, "--keep_corpus_order")
+
+
+def vouched_after_synced(tmp_path, monkeypatch, *extra):
     corpus = make_corpus(tmp_path / "corpus", n_docs=20, min_sentences=8, max_sentences=16, words_per_doc=20)
     events = []  # ("write" | "sync" | "journal" | "summary", path or units done)
 
     real_copy, real_sync, real_journal = assembly.copy_range, work_checks.sync_file, runner.write_journal
     real_save_array, real_replace = tasks.save_array, work_checks.replace_durably
+    real_piece_done = scratch.PieceWriter.__exit__
+
+    def piece_done(self, kind, error, traceback):
+        # A kept piece (``kept_pieces``: the final shuffle reads them, no shard is assembled)
+        # belongs to its unit as a shard's write does.
+        real_piece_done(self, kind, error, traceback)
+        events.append(("write", (os.path.realpath(self.path), int(os.path.basename(self.path).split("-")[1]))))
 
     def copy_range(source, offset, length, target, name):
         real_copy(source, offset, length, target, name)
@@ -60,11 +77,16 @@ def test_nothing_is_vouched_for_before_its_bytes_are_synced(tmp_path, monkeypatc
         patch.setattr(work_checks, "sync_file", sync_file)
         patch.setattr(assembly, "sync_file", sync_file)
         patch.setattr(scratch.work_checks, "sync_file", sync_file)
+        patch.setattr(kept_pieces, "sync_file", sync_file)
+        patch.setattr(scratch.PieceWriter, "__exit__", piece_done)
         patch.setattr(runner, "write_journal", write_journal)
         patch.setattr(tasks, "save_array", save_array)
         patch.setattr(work_checks, "replace_durably", replace_durably)
-        assert run(corpus, tmp_path / "out") == 0
+        assert run(corpus, tmp_path / "out", *extra) == 0
 
+    # What a unit's journal vouches for: the shards appended to, or the pieces kept (by default:
+    # shards shuffled at the end are never assembled).
+    vouched = (".tfrecords.tmp",) if extra else (".piece",)
     unsynced = set()  # (file, unit appending) written since the file's last sync began
     journaled_units, summaries = [], 0
     for kind, what in events:
@@ -72,8 +94,8 @@ def test_nothing_is_vouched_for_before_its_bytes_are_synced(tmp_path, monkeypatc
             unsynced.add(what)
         elif kind == "sync":
             unsynced = {(path, unit) for path, unit in unsynced if path != what}
-        elif kind == "journal":  # the shards' bytes of its units (those appended later are not its)
-            shards = {path for path, unit in unsynced if ".tfrecords" in path and unit <= what}
+        elif kind == "journal":  # the shards' (or kept pieces') bytes of its units (not those of later ones)
+            shards = {path for path, unit in unsynced if path.endswith(vouched) and unit <= what}
             assert not shards, f"the journal of {what} units vouches for bytes not synced: {sorted(shards)}"
             journaled_units.append(what)
         else:  # a slice's summary: its arrays (same name up to the suffix) synced before it is durable
@@ -86,8 +108,9 @@ def test_nothing_is_vouched_for_before_its_bytes_are_synced(tmp_path, monkeypatc
     assert n_units >= 3 and sorted(set(journaled_units)) == list(range(n_units + 1))
 
     # And the group commit changes nothing of the bytes.
-    assert run(corpus, tmp_path / "again") == 0
+    assert run(corpus, tmp_path / "again", *extra) == 0
     assert file_hashes(tmp_path / "out") == file_hashes(tmp_path / "again")
+    assert any(what[0].endswith(vouched) for kind, what in events if kind == "write")
 
 
 def test_a_shuffled_shard_is_synced_before_the_journal_counts_it_and_put_in_place_after(tmp_path, monkeypatch):
@@ -135,6 +158,8 @@ def test_a_shuffled_shard_is_synced_before_the_journal_counts_it_and_put_in_plac
         patch.setattr(shard_shuffle, "sync_file", sync_file)
         patch.setattr(shard_shuffle, "publish_shuffled", publish_shuffled)
         patch.setattr(runner, "write_journal", write_journal)
+        patch.setattr(final_shuffle, "write_journal", write_journal)
+        patch.setattr(final_shuffle, "publish_shuffled", publish_shuffled)
         assert run(corpus, tmp_path / "out") == 0
 
     paths = {key: path for kind, what in events if kind == "publish" for key, path in what.items()}
@@ -184,6 +209,7 @@ def test_shuffled_shards_done_during_a_commit_are_committed_together(tmp_path, m
         patch.setattr(shard_shuffle, "sync_file", sync_file)
         patch.setattr(shard_shuffle.ShuffleCommits, "add", add)
         patch.setattr(runner, "write_journal", write_journal)
+        patch.setattr(final_shuffle, "write_journal", write_journal)
         assert run(corpus, tmp_path / "out") == 0
     assert [record for record in journals if record] == [["train/0"], ["train/0", "train/1", "train/2"]]
     assert run(corpus, tmp_path / "again") == 0
@@ -196,9 +222,9 @@ def test_appended_bytes_go_to_the_disk_by_a_thread_that_the_appends_never_wait_f
     appended, every byte of every shard once, in the order written, by a thread of its own: the
     hint blocks while the disk's queue is full, and the parent's loop must not.  Here the first
     of them blocks until the run has written its manifests: the run still finishes, with the
-    same bytes."""
+    same bytes.  (Shards assembled: not shuffled at the end, when the pieces are kept instead.)"""
     corpus = make_corpus(tmp_path / "corpus", n_docs=20, min_sentences=8, max_sentences=16, words_per_doc=20)
-    assert run(corpus, tmp_path / "reference") == 0
+    assert run(corpus, tmp_path / "reference", "--keep_corpus_order") == 0
     handed, given, release, finished = [], [], threading.Event(), {}
     real_start, real_hint, real_finalize = work_checks.Writeback.start, work_checks.start_writeback, runner.finalize
 
@@ -222,7 +248,7 @@ def test_appended_bytes_go_to_the_disk_by_a_thread_that_the_appends_never_wait_f
         patch.setattr(work_checks.Writeback, "start", start)
         patch.setattr(work_checks, "start_writeback", start_writeback)
         patch.setattr(runner, "finalize", finalize)
-        assert run(corpus, tmp_path / "out") == 0
+        assert run(corpus, tmp_path / "out", "--keep_corpus_order") == 0
     assert file_hashes(tmp_path / "out") == file_hashes(tmp_path / "reference")
     by_shard = {}
     for path, offset, length in handed:

@@ -51,8 +51,18 @@ def journal_of(output):
 
 def kept_as_journaled(output):
     """The shards in progress hold exactly what the journal vouches for, or more (a resumed run
-    truncates them to it)."""
+    truncates them to it); with the pieces kept for the final shuffle (``kept_pieces``), each
+    journaled unit's table and pieces are there, as written."""
     journal = journal_of(output)
+    if "kept_units" in journal:
+        work = output / ".bert_data_work"
+        assert len(journal["kept_units"]) == journal["totals"]["units_done"]
+        for unit, (size, _) in enumerate(journal["kept_units"]):
+            table = work / f"unit-{unit + 1:07d}.segments.json"
+            assert table.stat().st_size == size
+            for name, piece_size, _ in json.loads(table.read_text())["pieces"]:
+                assert (work / name).stat().st_size == piece_size
+        return journal["totals"]["units_done"]
     for key, size in journal["shard_sizes"].items():
         shard = output / f"examples-{int(key.split('/')[1]) + 1}.tfrecords.tmp"
         assert shard.stat().st_size >= size
@@ -80,14 +90,12 @@ def full_disk_in_the_final_shuffle_then_resumed(capsys, corpus, output, err, ref
 @pytest.mark.parametrize("compression", [None, "zlib"])
 def test_disk_full_in_the_middle_of_a_unit_s_append(capsys, corpus, reference, tmp_path, monkeypatch, compression):
     """The third unit's append stops after 100 bytes (a short write, as a full disk makes), then
-    ENOSPC: units 1-2 stay, the third's bytes are dropped by --resume."""
-    extra = ("--compression", compression) if compression else ()
-    if compression:
-        expected_output = tmp_path / "expected"
-        assert cli(capsys, corpus, expected_output, *extra)[0] == 0
-        expected = file_hashes(expected_output)
-    else:
-        expected = reference
+    ENOSPC: units 1-2 stay, the third's bytes are dropped by --resume.  (Shards are assembled
+    when they are not shuffled at the end: with the shuffle, pieces are kept instead.)"""
+    extra = ("--keep_corpus_order",) + (("--compression", compression) if compression else ())
+    expected_output = tmp_path / "expected"
+    assert cli(capsys, corpus, expected_output, *extra)[0] == 0
+    expected = file_hashes(expected_output)
     real_copy = assembly.copy_range
     calls = []
 
@@ -243,7 +251,7 @@ def test_an_unexpected_error_keeps_the_journaled_units_and_says_so(capsys, corpu
 def test_a_real_short_write_of_the_kernel_a_file_size_limit(corpus, reference, tmp_path):
     """A limit on the size of any file the run's processes write (RLIMIT_FSIZE, set for the run):
     the kernel cuts a write short at the limit and then refuses with EFBIG, in the parent or in a
-    worker, wherever a file first reaches it.  One line, and --resume without the limit gives
+    worker, wherever a file first reaches it (with the pieces kept: a shuffled shard, at the end).  One line, and --resume without the limit gives
     the same bytes."""
     import resource
     import subprocess
@@ -263,7 +271,7 @@ def test_a_real_short_write_of_the_kernel_a_file_size_limit(corpus, reference, t
     assert limited.returncode == 2, limited.stderr
     line = one_line(limited.stderr)
     assert re.fullmatch(r"create_tfrecords: error: cannot write (in )?\S+: File too large: .* kept.*; fix that and run the "
-                        r"same command with --resume to continue with unit \d+", line), line
+                        r"same command with --resume to (continue with unit \d+|finish)", line), line
     resumed = subprocess.run(command + ["--resume"], cwd=repo, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
     assert file_hashes(output) == reference
@@ -371,24 +379,28 @@ def test_disk_full_in_the_commit_of_the_unit_before_the_last(capsys, corpus, ref
     """The last unit's commit does not wait for the one before it (``runner._UnitCommits``: it
     follows it in a thread while the final shuffle starts): that one fails.  Neither the last
     unit nor any shuffled shard is journaled after it; --resume writes them again."""
-    real_sync, commits = runner.sync_paths, []
+    from bert_data.run.kept_pieces import PieceKeeper
 
-    def sync_on_a_full_disk(paths):
+    real_sync, commits = PieceKeeper.make_durable, []
+
+    def sync_on_a_full_disk(self, paths):
         commits.append(paths)
         if len(commits) == 9:  # unit 9 of 10
             raise OSError(errno.ENOSPC, "No space left on device", paths[0])
-        real_sync(paths)
+        real_sync(self, paths)
 
     output = tmp_path / "out"
     with monkeypatch.context() as patch:
-        patch.setattr(runner, "sync_paths", sync_on_a_full_disk)
+        patch.setattr(PieceKeeper, "make_durable", sync_on_a_full_disk)
         code, err = cli(capsys, corpus, output)
     assert code == 2
     assert len(commits) == 9  # the last unit's commit, behind the failed one, is not made
     journal = journal_of(output)
     assert journal["totals"]["units_done"] == 8 and journal["totals"]["shuffled"] == []
     line = one_line(err)
-    assert line.startswith(f"create_tfrecords: error: no space left on {output}: units 1-8 of 10 kept ("), line
+    # (the pieces kept for the final shuffle are made durable in the work directory)
+    assert line.startswith(f"create_tfrecords: error: no space left on {output / '.bert_data_work'}: units 1-8 of 10 "
+                           "kept ("), line
     assert not list(output.glob("*.shuffling"))
     code, err = cli(capsys, corpus, output, "--resume")
     assert code == 0, err
@@ -421,6 +433,8 @@ def test_disk_full_in_a_group_commit_of_shuffled_shards_keeps_those_synced_befor
             raise OSError(errno.ENOSPC, "No space left on device", path)
         real_sync(path)
 
+    from bert_data.run import final_shuffle
+
     journals = []
     real_journal = runner.write_journal
 
@@ -433,6 +447,7 @@ def test_disk_full_in_a_group_commit_of_shuffled_shards_keeps_those_synced_befor
         patch.setattr(shard_shuffle, "sync_file", sync_on_a_full_disk)
         patch.setattr(shard_shuffle.ShuffleCommits, "add", add)
         patch.setattr(runner, "write_journal", write_journal)
+        patch.setattr(final_shuffle, "write_journal", write_journal)
         code, err = cli(capsys, corpus, output)
     assert code == 2
     assert synced == ["examples-1.tfrecords.tmp.shuffling", "examples-2.tfrecords.tmp.shuffling",

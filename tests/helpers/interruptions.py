@@ -1,5 +1,6 @@
 """A run stopped in this process by work done, never by time: at the n-th unit appended to the
-shards (``ShardAssembler.append``), as Ctrl-C or a bug would stop it there."""
+shards (``ShardAssembler.append``, or with pieces kept ``PieceKeeper.append``), as Ctrl-C or a
+bug would stop it there."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Iterator, List, Optional
 import pytest
 
 from bert_data.run.assembly import ShardAssembler
+from bert_data.run.kept_pieces import PieceKeeper
 
 
 @contextmanager
@@ -20,19 +22,22 @@ def interrupted_at_append(number: int, *, after: bool = False, exception=Keyboar
     the shards, all journaled), or with ``after`` once they are (``number`` units in the shards,
     the last not yet journaled).  The names of the pieces each call is given go into ``pieces``.
     Yields the calls so far (1, 2, ...); the real ``append`` is back on leaving."""
-    real_append = ShardAssembler.append
     calls: List[int] = []
 
-    def append(self, segments):
-        calls.append(len(calls) + 1)
-        if pieces is not None:
-            pieces.extend(Path(segment.path).name for segment in segments)
-        if not after and len(calls) == number:
-            raise exception
-        real_append(self, segments)
-        if after and len(calls) == number:
-            raise exception
+    def appending(real_append):
+        def append(self, segments):
+            calls.append(len(calls) + 1)
+            if pieces is not None:
+                pieces.extend(Path(segment.path).name for segment in segments)
+            if not after and len(calls) == number:
+                raise exception
+            real_append(self, segments)
+            if after and len(calls) == number:
+                raise exception
+
+        return append
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ShardAssembler, "append", append)
+        for kind in (ShardAssembler, PieceKeeper):  # (the keeper's own: pieces kept for the final shuffle)
+            patch.setattr(kind, "append", appending(kind.append))
         yield calls

@@ -98,7 +98,7 @@ def config(corpus, output, **options):
 
 
 def test_an_interrupted_final_pass_resumes_with_the_shards_not_yet_shuffled(tmp_path, monkeypatch):
-    import bert_data.run.runner as runner
+    import bert_data.run.final_shuffle as runner
 
     corpus = make_corpus(tmp_path / "c", n_docs=16, min_sentences=5, max_sentences=12)
     generate(config(corpus, tmp_path / "reference"), progress=False)
@@ -114,8 +114,9 @@ def test_an_interrupted_final_pass_resumes_with_the_shards_not_yet_shuffled(tmp_
     with pytest.raises(KeyboardInterrupt):
         generate(config(corpus, tmp_path / "out"), progress=False)
     names = sorted(path.name for path in (tmp_path / "out").iterdir() if path.is_file())
-    # Shuffled or not, shards keep their names in progress until the run is finished.
-    assert names == ["examples-1.tfrecords.tmp", "examples-2.tfrecords.tmp", "examples-3.tfrecords.tmp"]
+    # Shards keep their names in progress until the run is finished; those not yet shuffled are
+    # still their units' pieces, kept in the work directory (``kept_pieces``).
+    assert names == ["examples-1.tfrecords.tmp"]
 
     calls.clear()
     monkeypatch.setattr(runner, "run_shuffle_task", lambda task: calls.append(task.keys) or real(task))
@@ -415,3 +416,80 @@ def test_a_write_cut_short_is_written_on_from_where_it_stopped(tmp_path):
     target.write(target.take(np.frombuffer(data, dtype=np.uint8)))
     target.close()
     assert open(target.temporary, "rb").read() == data and len(calls) == -(-len(data) // 777)
+
+
+def kept_pieces(tmp_path, n_units=3, n_shards=2, per_segment=40):
+    """Pieces as encode tasks write them (a unit's piece: one segment a shard, end to end), each
+    shard's rows of (piece, offset, length, records) in unit order, and each shard as the
+    assembler would have made it (its segments end to end)."""
+    pieces, rows, assembled = [], [[] for _ in range(n_shards)], [b"" for _ in range(n_shards)]
+    for unit in range(n_units):
+        data = b""
+        for shard in range(n_shards):
+            # (as many records in each shard's: with --output_file, record i of the run is file i mod N's)
+            segment = frame_records(records(per_segment + unit, prefix=f"u{unit}s{shard}-".encode()))
+            rows[shard].append([unit, len(data), len(segment), per_segment + unit])
+            data += segment
+            assembled[shard] += segment
+        path = tmp_path / f"unit-{unit + 1:07d}-train-00000.piece"
+        path.write_bytes(data)
+        pieces.append(str(path))
+    return pieces, [np.array(found, dtype=np.int64) for found in rows], assembled
+
+
+@pytest.mark.parametrize("compiled", ["1", "0"], ids=["compiled", "reference"])
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_shards_read_from_kept_pieces_shuffle_to_the_assembled_shards_bytes(tmp_path, monkeypatch, compiled,
+                                                                            compression):
+    """A shard that is its segments of kept pieces (``kept_pieces``: never assembled) is the
+    same records in the same order as the assembled shard: the same shuffled bytes and digest,
+    a shard at a time or files shuffled together; each piece is mapped once by the process
+    however many shards read it, and unmapped by ``forget_pieces``."""
+    from bert_data.compiled import DISABLE_VARIABLE
+    from bert_data.run import shard_shuffle
+
+    monkeypatch.setenv(DISABLE_VARIABLE, compiled)
+    pieces, rows, assembled = kept_pieces(tmp_path)
+    mapped, real_map = [], shard_shuffle._Mapped.__init__
+
+    def map_once(self, path):
+        mapped.append(path)
+        real_map(self, path)
+
+    monkeypatch.setattr(shard_shuffle._Mapped, "__init__", map_once)
+    sources = []
+    for shard, data in enumerate(assembled):
+        sources.append(tmp_path / f"assembled-{shard}.tmp")
+        sources[-1].write_bytes(data)
+    for shard in range(2):
+        seed = [7, 0, 1, shard]
+        expected = run_shuffle_task(ShuffleTask(["train/0"], [str(sources[shard])], [str(tmp_path / "a")], seed,
+                                                compression))
+        got = run_shuffle_task(ShuffleTask(["train/0"], [str(sources[shard])], [str(tmp_path / "k")], seed, compression,
+                                           [rows[shard]], pieces))
+        assert got == expected
+        assert (tmp_path / "k.shuffling").read_bytes() == (tmp_path / "a.shuffling").read_bytes()
+    together = [str(tmp_path / f"t-{shard}") for shard in range(2)]
+    expected = run_shuffle_task(ShuffleTask(["train/0", "train/1"], list(map(str, sources)), together, [7, 0, 2],
+                                            compression))
+    by_file = [(tmp_path / f"t-{shard}.shuffling").read_bytes() for shard in range(2)]
+    got = run_shuffle_task(ShuffleTask(["train/0", "train/1"], list(map(str, sources)), together, [7, 0, 2], compression,
+                                       rows, pieces))
+    assert got == expected and [(tmp_path / f"t-{shard}.shuffling").read_bytes() for shard in range(2)] == by_file
+    assert sorted(path for path in mapped if path.endswith(".piece")) == sorted(pieces)  # once each, for 4 tasks
+    assert len(shard_shuffle._mapped_pieces) == 3
+    shard_shuffle.forget_pieces()
+    assert not shard_shuffle._mapped_pieces
+
+
+def test_a_segment_whose_records_are_not_those_written_is_named(tmp_path):
+    from bert_data.run.shard_shuffle import forget_pieces
+
+    pieces, rows, _ = kept_pieces(tmp_path)
+    rows[0][1, 3] += 1  # unit 2's segment of shard 0: one record more than it holds
+    try:
+        with pytest.raises(ValueError, match=r"unit-0000002-train-00000\.piece at 0: 41 records where 42 were written"):
+            run_shuffle_task(ShuffleTask(["train/0"], ["x"], [str(tmp_path / "k")], [1], None, [rows[0]], pieces))
+    finally:
+        forget_pieces()
+    assert not (tmp_path / "k.shuffling").exists()

@@ -1,0 +1,243 @@
+"""Pieces kept for the final shuffle (``run.kept_pieces``: TFRecord shards shuffled at the end are
+never assembled): a unit's pieces and its table of segments are its commit, the journal vouches
+for them by size and CRC-32C, ``--resume`` checks them before reading any (one line naming a
+damaged or missing one), drops those of units not journaled, and resumes a stopped final shuffle
+with the pieces its shards still need.  Stops are placed by work done: the n-th unit appended,
+the pause after a unit's journal, the n-th shuffle task."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bert_data.run import final_shuffle
+from bert_data.run.fault_injection import PAUSE_AFTER_UNIT
+from bert_data.run.resolve import generate
+from bert_data.run.run_files import GenerationError
+
+from tests.helpers.corpus import corpus_config, file_hashes, make_corpus
+from tests.helpers.interruptions import interrupted_at_append
+
+REPO = Path(__file__).resolve().parents[2]
+WORK = ".bert_data_work"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return make_corpus(tmp_path_factory.mktemp("kept") / "corpus", n_docs=30, min_sentences=6, max_sentences=14,
+                       words_per_doc=15)
+
+
+def config(corpus, output, **overrides):
+    return corpus_config(corpus, output, **{"split_num": 6, "num_output_files": 4, **overrides})
+
+
+@pytest.fixture(scope="module")
+def reference(corpus, tmp_path_factory):
+    output = tmp_path_factory.mktemp("reference") / "out"
+    generate(config(corpus, output), progress=False)
+    return file_hashes(output)
+
+
+def journal_of(output):
+    return json.loads((output / WORK / "journal.json").read_text())
+
+
+def tables(output):
+    """Each journaled unit's table (``unit-N.segments.json``), as the journal vouches for it."""
+    journal = journal_of(output)
+    found = []
+    for unit, (size, _) in enumerate(journal["kept_units"]):
+        table = output / WORK / f"unit-{unit + 1:07d}.segments.json"
+        assert table.stat().st_size == size
+        found.append(json.loads(table.read_text()))
+    return found
+
+
+def stopped_after_units(corpus, output, units=2):
+    """Ctrl-C at the append of unit ``units + 1``: ``units`` units journaled."""
+    with interrupted_at_append(units + 1), pytest.raises(KeyboardInterrupt):
+        generate(config(corpus, output), progress=False)
+    assert journal_of(output)["totals"]["units_done"] == units
+
+
+def test_a_unit_s_commit_is_its_pieces_and_table_and_the_journal_grows_with_units_not_segments(corpus, reference,
+                                                                                             tmp_path):
+    """No shard is written before the final shuffle; units 1-2 are their pieces and tables, the
+    pieces of unit 3 (written, not journaled) are removed; the journal holds a size and CRC a
+    unit, each table every piece's size and every segment; --resume gives the same bytes."""
+    output = tmp_path / "out"
+    stopped_after_units(corpus, output)
+    assert not [path for path in output.iterdir() if ".tfrecords" in path.name]
+    journal = journal_of(output)
+    assert len(journal["kept_units"]) == 2 and "segments" not in json.dumps(journal)
+    kept = tables(output)
+    pieces = {name: size for table in kept for name, size, _ in table["pieces"]}
+    assert pieces and all((output / WORK / name).stat().st_size == size for name, size in pieces.items())
+    assert sorted(path.name for path in (output / WORK).glob("*.piece")) == sorted(pieces)
+    assert all(name.startswith(("unit-0000001-", "unit-0000002-")) for name in pieces)
+    segments = [row for table in kept for row in table["segments"]]
+    assert {(split, shard) for split, shard, *_ in segments} == {("train", shard) for shard in range(4)}
+    # The journal's shard sizes: each shard's segments end to end (what the final shuffle reads).
+    for shard in range(4):
+        assert journal["shard_sizes"][f"train/{shard}"] == sum(row[4] for row in segments if row[1] == shard)
+    generate(config(corpus, output, resume=True), progress=False)
+    assert file_hashes(output) == reference
+    assert not (output / WORK).exists()
+
+
+def damage_flipped(path):
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x04
+    path.write_bytes(bytes(data))
+
+
+def damage_truncated(path):
+    path.write_bytes(path.read_bytes()[:-7])
+
+
+def damage_deleted(path):
+    path.unlink()
+
+
+@pytest.mark.parametrize("damage", [damage_flipped, damage_truncated, damage_deleted],
+                         ids=["flipped", "truncated", "deleted"])
+@pytest.mark.parametrize("victim", ["piece", "table"])
+def test_a_damaged_kept_piece_or_table_is_named_on_resume_before_anything_is_read(corpus, reference, tmp_path,
+                                                                                  damage, victim):
+    output = tmp_path / "out"
+    stopped_after_units(corpus, output)
+    if victim == "piece":
+        name, size, _ = max(tables(output)[0]["pieces"], key=lambda piece: piece[1])
+        path = output / WORK / name
+    else:
+        path, size = output / WORK / "unit-0000001.segments.json", None
+    damage(path)
+    with interrupted_at_append(1, exception=AssertionError("a unit was appended")):
+        with pytest.raises(GenerationError) as raised:
+            generate(config(corpus, output, resume=True), progress=False)
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith(f"--resume: {path} is "), message
+    if victim == "piece" and damage is damage_flipped:
+        assert message.startswith(f"--resume: {path} is damaged: its {size:,} bytes have CRC-32C "), message
+    elif victim == "piece":
+        assert f"is missing or not the {size:,} bytes the journal vouches for" in message, message
+    else:
+        assert "is missing or damaged (" in message and "the segments of unit 1 cannot be found" in message, message
+    assert message.endswith("run without --resume, with --overwrite, to start again")
+    generate(config(corpus, output, overwrite=True), progress=False)
+    assert file_hashes(output) == reference
+
+
+def command_line(corpus, output, workers):
+    """``config``'s run as a command."""
+    return ["--metadata_files", str(corpus.metadata), "--input_files_prefix", str(corpus.root),
+            "--vocab_file", str(corpus.vocab), "--do_lower_case", "--output_dir", str(output),
+            "--max_seq_length", "64", "--max_predictions_per_seq", "10", "--dupe_factor", "2",
+            "--split_num", "6", "--num_output_files", "4", "--num_workers", str(workers), "--quiet"]
+
+
+def test_killed_after_a_unit_s_journal_resumes_from_its_kept_pieces(corpus, reference, tmp_path):
+    """SIGKILL (nothing cleaned up) once unit 2 is journaled (the runner's pause seam): --resume
+    checks the kept pieces of units 1-2, drops whatever else the run left, and goes on."""
+    output = tmp_path / "out"
+    arguments = command_line(corpus, output, 2)
+    process = subprocess.Popen([sys.executable, "-m", "bert_data.cli.create_tfrecords", *arguments], cwd=REPO,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, PAUSE_AFTER_UNIT: "2"})
+    for line in process.stderr:
+        if line.startswith("bert_data: test: paused after unit 2"):
+            break
+    else:
+        raise AssertionError("the run ended before unit 2")
+    process.send_signal(signal.SIGKILL)
+    process.communicate(timeout=600)
+    assert journal_of(output)["totals"]["units_done"] == 2 and len(tables(output)) == 2
+    resumed = subprocess.run([sys.executable, "-m", "bert_data.cli.create_tfrecords", *arguments, "--resume"],
+                             cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert file_hashes(output) == reference
+
+
+def test_a_shuffle_stopped_keeps_the_pieces_its_shards_still_need_and_resumes(corpus, reference, tmp_path,
+                                                                              monkeypatch):
+    """Ctrl-C in the third shuffle task: the two shards shuffled before are journaled, every piece
+    all of whose shards are among them is removed, the others stay; --resume shuffles the
+    other two shards from them, to the same bytes.  (An encode task a shard, so that some
+    pieces hold only shards shuffled: the grouping changes no byte.)"""
+    from bert_data.run import units
+
+    real_grouping = units.shards_per_encode_task
+    monkeypatch.setattr(units, "shards_per_encode_task", lambda n_records, n_shards: real_grouping(n_records, n_shards, 1))
+    output = tmp_path / "out"
+    real, calls = final_shuffle.run_shuffle_task, []
+
+    def stopped_at_the_third(task):
+        calls.append(task.keys)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(task)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(final_shuffle, "run_shuffle_task", stopped_at_the_third)
+        with pytest.raises(KeyboardInterrupt):
+            generate(config(corpus, output), progress=False)
+    journal = journal_of(output)
+    assert journal["totals"]["shuffled"] == ["train/0", "train/1"]
+    shards_of = {}
+    for table in tables(output):
+        for _, shard, piece, *_ in table["segments"]:
+            shards_of.setdefault(table["pieces"][piece][0], set()).add(shard)
+    left = {path.name for path in (output / WORK).glob("*.piece")}
+    assert left == {name for name, shards in shards_of.items() if not shards <= {0, 1}}
+    # (this corpus has pieces of both kinds: the removal is seen, and what is left is needed)
+    assert left and set(shards_of) - left
+
+    calls.clear()
+    monkeypatch.setattr(final_shuffle, "run_shuffle_task", lambda task: calls.append(task.keys) or real(task))
+    generate(config(corpus, output, resume=True), progress=False)
+    assert calls == [["train/2"], ["train/3"]]
+    assert file_hashes(output) == reference
+
+
+KILL_AT_SHUFFLE_TASK = 3
+
+
+def shuffle_then_killed(task):
+    """(In the child process of the test below: SIGKILL at its third shuffle task.)"""
+    shuffle_then_killed.calls = getattr(shuffle_then_killed, "calls", 0) + 1
+    if shuffle_then_killed.calls == KILL_AT_SHUFFLE_TASK:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return REAL_SHUFFLE(task)
+
+
+REAL_SHUFFLE = final_shuffle.run_shuffle_task
+
+
+def test_killed_during_the_shuffle_resumes_it_to_the_same_bytes(corpus, reference, tmp_path):
+    """SIGKILL in the final shuffle (one worker: the tasks run in the parent): whatever the
+    commits' thread had journaled and removed by then, --resume finishes the shuffle from the
+    kept pieces to the bytes of an uninterrupted run."""
+    output = tmp_path / "out"
+    arguments = command_line(corpus, output, 1)
+    script = (f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
+              "from tests.faults import test_kept_pieces as here\n"
+              "from bert_data.run import final_shuffle\n"
+              "from bert_data.cli.create_tfrecords import main\n"
+              "final_shuffle.run_shuffle_task = here.shuffle_then_killed\n"
+              "sys.exit(main(sys.argv[1:]))\n")
+    killed = subprocess.run([sys.executable, "-c", script, *arguments], cwd=REPO, capture_output=True, text=True,
+                            timeout=600)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    journal = journal_of(output)
+    assert journal["totals"]["units_done"] == len(journal["kept_units"]) and not journal.get("finished")
+    assert len(journal["totals"]["shuffled"]) < 4
+    resumed = subprocess.run([sys.executable, "-m", "bert_data.cli.create_tfrecords", *arguments, "--resume"],
+                             cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert file_hashes(output) == reference
