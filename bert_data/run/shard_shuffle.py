@@ -41,7 +41,8 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 
 from ..pipeline.mixing import CorpusOrder
-from ..format.tfrecord.record_kernels import copy_ranges
+from ..format.tfrecord.record_kernels import copy_ranges, copy_ranges_at
+from ..format.tfrecord.word_access import address
 from ..format.tfrecord.splicing import StreamCompressor, record_offsets  # (TFRecord: the one format of framed records)
 from .run_files import remove_shards_being_shuffled, shard_being_shuffled
 from ..format.checksums import ALGORITHM
@@ -410,6 +411,9 @@ class _Gather:
     def __init__(self, sources: List[_Source], writer: _Writer):
         self.sources, self.writer = sources, writer
         self.copy = copy_ranges()
+        self.copy_at = copy_ranges_at() if self.copy is not None and len(sources) > 1 else None  # (by address)
+        self.addresses = np.array([address(source.array) if source.array is not None and source.array.size else 0
+                                   for source in sources], dtype=np.int64) if self.copy_at is not None else None
 
     def write(self, target: _Target, files: np.ndarray, begins: np.ndarray, ends: np.ndarray) -> None:
         """Records ``begins[i]:ends[i]`` of source ``files[i]``, in that order, to ``target``."""
@@ -431,14 +435,10 @@ class _Gather:
             # One copy a record, by join (no view may outlive the expression: see ``_Source.close``).
             views = [source.view for source in self.sources]
             return b"".join([views[f][a:b] for f, a, b in zip(files.tolist(), begins.tolist(), ends.tolist())])
-        if len(self.sources) == 1:
+        if self.copy_at is None:
             self.copy(self.sources[0].array, begins, ends, buffer, destinations)
-        else:  # a call a source the batch takes records of (grouped by a sort: not a pass a source)
-            by_file = np.argsort(files, kind="stable")
-            cuts = np.searchsorted(files[by_file], np.arange(len(self.sources) + 1))
-            for f in np.flatnonzero(np.diff(cuts)).tolist():
-                chosen = by_file[cuts[f]:cuts[f + 1]]
-                self.copy(self.sources[f].array, begins[chosen], ends[chosen], buffer, destinations[chosen])
+        else:  # (records of many sources in one call, by their addresses)
+            self.copy_at(self.addresses, files, begins, ends, buffer, destinations)
         return buffer[:size]
 
 

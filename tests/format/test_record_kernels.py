@@ -131,3 +131,25 @@ def test_the_walk_asks_ahead_past_short_data_and_to_the_last_frame(kernels_on):
         assert outcome(record_offsets, data) == outcome(record_offsets_reference, data)
         for cut in (1, 13, 17):
             assert outcome(record_offsets, data[:-cut]) == outcome(record_offsets_reference, data[:-cut])
+
+
+@pytest.mark.parametrize("n", [0, 1, 8, 9, 300])
+def test_copy_ranges_at_takes_each_record_from_its_own_source(kernels_on, n):
+    """Records of many sources, by address, in one call (the shuffle of kept pieces): the bytes
+    of a join of each record from its own source, empty records and empty sources included,
+    compiled and as the loop runs uncompiled (``copy_from`` in Python)."""
+    rng = np.random.default_rng(100 + n)
+    sources = [np.frombuffer(rng.bytes(size), dtype=np.uint8) for size in (3000, 0, 1, 4000, 2500)]
+    files = rng.choice([0, 2, 3, 4], n) if n else np.zeros(0, np.int64)
+    begins, ends = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    for i, f in enumerate(files.tolist()):
+        a, b = np.sort(rng.integers(0, len(sources[f]) + 1, 2))
+        begins[i], ends[i] = a, b
+    lengths = ends - begins
+    destinations = np.cumsum(lengths) - lengths + 5
+    addresses = np.array([s.ctypes.data if s.size else 0 for s in sources], dtype=np.int64)
+    expected = b"".join(sources[f][b:e].tobytes() for f, b, e in zip(files.tolist(), begins.tolist(), ends.tolist()))
+    for copy in (record_kernels.copy_ranges_at(), record_kernels._copy_ranges_at.python_function):
+        out = np.zeros(int(lengths.sum()) + 10, dtype=np.uint8)
+        copy(addresses, files.astype(np.int64), begins, ends, out, destinations)
+        assert out[5:-5].tobytes() == expected and not out[:5].any() and not out[-5:].any()

@@ -22,7 +22,8 @@ import numpy as np
 
 from ...compiled import kernel
 
-__all__ = ["frame_starts", "copy_ranges", "copy_bytes", "prefetch", "FRAMING_OK", "HEADER_CUT", "PAST_THE_END"]
+__all__ = ["frame_starts", "copy_ranges", "copy_ranges_at", "copy_bytes", "copy_from", "prefetch", "prefetch_at",
+           "FRAMING_OK", "HEADER_CUT", "PAST_THE_END"]
 
 # What :func:`frame_starts` found: the frames end at the end of the data, a frame's length and
 # its CRC are cut (fewer than 12 bytes left), a frame's length runs past the end.
@@ -177,6 +178,44 @@ def _copy_ranges(source, begins, ends, out, destinations):
             copy_bytes(out, destinations[k], source, begins[k], ends[k] - begins[k])
 
 
+@kernel
+def _copy_ranges_at(addresses, files, begins, ends, out, destinations):
+    n = begins.shape[0]
+    for i in range(n + _COPY_AHEAD):
+        if i < n:  # record i asked for, ``_COPY_AHEAD`` records before it is copied
+            base = addresses[files[i]]
+            for at in range(begins[i], ends[i], _LINE):
+                prefetch_at(base + at)
+        k = i - _COPY_AHEAD
+        if k >= 0:
+            copy_from(out, destinations[k], addresses[files[k]] + begins[k], ends[k] - begins[k])
+
+
+def copy_ranges_at():
+    """The compiled ``copy_ranges_at(addresses, files, begins, ends, out, destinations)``, or
+    None when kernels are off: :func:`copy_ranges` from many sources in one call, record ``i``
+    from the source whose bytes start at ``addresses[files[i]]`` (int64: ``word_access.address``
+    of each, kept alive by the caller).  The final shuffle of kept pieces takes a batch's
+    records from every piece of the run (hundreds): a call a source cost more than the copies."""
+    compiled = _copy_ranges_at()
+    if compiled is not None:
+        _register_address_copy()
+    return compiled
+
+
+def copy_from(out, at, address, count):
+    """``out[at:at + count]`` = the ``count`` bytes at ``address``; in a kernel, one ``memcpy``
+    (see :func:`_register_address_copy`)."""
+    import ctypes
+
+    if count > 0:
+        out[at:at + count] = np.frombuffer(ctypes.string_at(int(address), int(count)), dtype=np.uint8)
+
+
+def prefetch_at(address):
+    """:func:`prefetch` of the cache line at ``address``: nothing in Python."""
+
+
 def copy_ranges():
     """The compiled ``copy_ranges(source, begins, ends, out, destinations)``, or None when kernels
     are off: copies ``source[begins[i]:ends[i]]`` to ``out`` at ``destinations[i]``, for each
@@ -187,3 +226,49 @@ def copy_ranges():
         _register_memcpy()
         _register_prefetch()
     return compiled
+
+
+@functools.lru_cache(maxsize=None)
+def _register_address_copy() -> None:
+    """:func:`copy_from` as LLVM's ``memcpy`` from an address into a contiguous array, and
+    :func:`prefetch_at` as ``llvm.prefetch`` of an address (see :func:`_register_memcpy` and
+    :func:`_register_prefetch`, their twins on arrays)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.core import cgutils
+    from numba.extending import intrinsic, overload
+
+    byte_pointer = ir.IntType(8).as_pointer()
+
+    @intrinsic
+    def memcpy_from(typingctx, out, at, address, count):
+        def codegen(context, builder, signature, args):
+            out_value, at_value, address_value, count_value = args
+            target = context.make_array(signature.args[0])(context, builder, out_value)
+            cgutils.raw_memcpy(builder, builder.gep(target.data, [at_value]),
+                               builder.inttoptr(address_value, byte_pointer), count_value, 1)
+            return context.get_dummy_value()
+
+        return types.void(out, types.intp, types.int64, types.intp), codegen
+
+    @intrinsic
+    def prefetch_address(typingctx, address):
+        def codegen(context, builder, signature, args):
+            pointer = builder.inttoptr(args[0], byte_pointer)
+            i32 = ir.IntType(32)
+            name = "llvm.prefetch.p0" if getattr(pointer.type, "is_opaque", False) else "llvm.prefetch.p0i8"
+            function = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32]), name)
+            builder.call(function, [pointer, i32(0), i32(3), i32(1)])  # read, keep everywhere, data
+            return context.get_dummy_value()
+
+        return types.void(types.int64), codegen
+
+    @overload(copy_from)
+    def copy_from_compiled(out, at, address, count):
+        if out.layout == "C" and out.dtype == types.uint8:
+            return lambda out, at, address, count: memcpy_from(out, at, address, count)
+
+    @overload(prefetch_at)
+    def prefetch_at_compiled(address):
+        return lambda address: prefetch_address(address)
