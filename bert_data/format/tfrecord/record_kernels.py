@@ -1,7 +1,8 @@
 """Compiled loops over framed TFRecord bytes, for the final shuffle (``run.shard_shuffle``):
 where each record's frame begins (:func:`frame_starts`, the compiled walk behind
 ``splicing.record_offsets``), and records copied whole, in a new order, into one buffer
-(:func:`copy_ranges`).  Both read a file as a uint8 array (``np.frombuffer`` on its map).
+(:func:`copy_ranges`; from many files at once, by address: :func:`copy_ranges_at`).  They read
+a file as a uint8 array (``np.frombuffer`` on its map).
 
 The Python walk in ``splicing`` and the ``b"".join`` of record views in ``shard_shuffle``
 are the references: they run when kernels are off (``bert_data.compiled``), and the tests
