@@ -1,34 +1,34 @@
-"""Every file a run writes, and the only operations on them: create, journal, resume,
-finalize, discard.  No other module spells the name of a run's file.
+"""Every file a run writes, and the only operations on them: create, journal, resume, finalize, discard.
+No other module spells the name of a run's file.
 
-The output directory: ``OUTPUT_DIR/NAME-1.tfrecords`` .. ``NAME-N.tfrecords`` and the manifest
-(with a validation split, ``OUTPUT_DIR/train/`` and ``OUTPUT_DIR/val/``, each laid out like
-that; see ``format.dataset_layout``), plus, while a run is under way, shards in progress
-(``*.tfrecords.tmp``; in the final shuffle, ``*.tfrecords.tmp.shuffling`` beside them), the work
-directory and the lock file (``dataset_layout.WORK_DIR`` and ``LOCK``: readers recognise an
-unfinished run by them).
+The output directory: ``OUTPUT_DIR/NAME-1.tfrecords`` .. ``NAME-N.tfrecords`` and the manifest (with a
+validation split, ``OUTPUT_DIR/train/`` and ``OUTPUT_DIR/val/``, each laid out like that; see
+``format.dataset_layout``), plus, while a run is under way, shards in progress (``*.tfrecords.tmp``; in
+the final shuffle, ``*.tfrecords.tmp.shuffling`` beside them), the work directory and the lock file
+(``dataset_layout.WORK_DIR`` and ``LOCK``: readers recognise an unfinished run by them).
 
-The work directory holds, for the tasks to hand each other data (see ``scratch``): tokenized
-slices (``slice-N.tokens.npy``, ``.sentences.npy``, ``.docs.npy`` and the summary ``.json``,
-written last), each unit's token pool (``unit-N.pool.npy``, and packed: its pairs), encode tasks' pieces
-(``unit-N-SPLIT-SHARD.piece``), pieces fetched from a URL work directory, and temporaries
-(``*.PID.UUID.tmp``); beside them the journal (``journal.json``).  Units are numbered from 1
+The work directory holds, for the tasks to hand each other data (see ``scratch``): tokenized slices
+(``slice-N.tokens.npy``, ``.sentences.npy``, ``.docs.npy`` and the summary ``.json``, written last),
+each unit's token pool (``unit-N.pool.npy``, and packed: its pairs), encode tasks' pieces
+(``unit-N-SPLIT-SHARD.piece``; kept for the final shuffle, with each unit's table of segments,
+``unit-N.segments.json``: see ``kept_pieces``), pieces fetched from a URL work directory, and
+temporaries (``*.PID.UUID.tmp``); beside them the journal (``journal.json``).  Units are numbered from 1
 in these names, as messages number them.
 
-With Google's ``--output_file`` the shards are exactly the named files (in one directory), and
-the manifest, work directory and lock are named after the first of them
+With Google's ``--output_file`` the shards are exactly the named files (in one directory), and the
+manifest, work directory and lock are named after the first of them
 (``Manifest.name_for_files("x.tfrecord")``, ``.x.tfrecord`` + ``WORK_DIR``, ``.x.tfrecord`` + ``LOCK``),
-so that many such runs can write their own files into one directory at once, as is common with
-Google's tool (one run per input shard); like Google's tool, such a run replaces the files it
-names.
+so that many such runs can write their own files into one directory at once, as is common with Google's
+tool (one run per input shard); like Google's tool, such a run replaces the files it names.
 
-The journal, rewritten after each unit is appended to the shards (durably, the shards' new
-bytes first), records the shards' sizes and checksums (zlib's Adler-32 for its trailer, and a
-CRC-32C of the bytes, checked by ``--resume``) and the run's totals, under the fingerprint of
-the run, with a checksum of its own (``work_checks``): a resumed run checks the shards, truncates
-them to those sizes and goes on from the next unit.  Beside it, ``inputs.json``: the listed
-files' sizes and times when the run started, which name the file a refused ``--resume`` blames.  Tokenized slices are kept
-for a resumed run; every other work file of a unit the journal does not vouch for is discarded.
+The journal, rewritten after each unit is appended to the shards (durably, the shards' new bytes first;
+or its pieces kept: then it vouches for the unit's table), records the shards' sizes and checksums
+(zlib's Adler-32 for its trailer, and a CRC-32C of the bytes, checked by ``--resume``) and the run's
+totals, under the fingerprint of the run, with a checksum of its own (``work_checks``): a resumed run
+checks the shards, truncates them to those sizes and goes on from the next unit.  Beside it,
+``inputs.json``: the listed files' sizes and times when the run started, which name the file a refused
+``--resume`` blames.  Tokenized slices are kept for a resumed run; every other work file of a unit the
+journal does not vouch for is discarded.
 """
 
 from __future__ import annotations
@@ -327,21 +327,22 @@ def create_output_dir(output: OutputSpec) -> None:
 
 def prepare_output_dir(output: OutputSpec, fingerprint: str, resume: bool, overwrite: bool,
                        record: Optional[dict] = None, stamps: Optional[list] = None) -> Optional[dict]:
-    """Make the (locked) output directory ready: ``resume`` an interrupted run (returns its
-    journal) or start one, removing an earlier run's files if ``overwrite``.  ``record``: this
-    run's ``run_record``, and ``stamps`` its inputs' (``run_record.input_stamps``), to say what
-    changed when the fingerprint differs."""
+    """Make the (locked) output directory ready: ``resume`` an interrupted run (returns its journal) or
+    start one, removing an earlier run's files if ``overwrite``.  ``record``: this run's ``run_record``,
+    and ``stamps`` its inputs' (``run_record.input_stamps``), to say what changed when the fingerprint differs."""
     if not os.access(output.directory, os.W_OK):
         raise ConfigError(f"--output_dir {output.directory} is not writable")
-
     work_dir = work_dir_of(output)
-    journal = None
     found = existing_outputs(output)
+    journal = read_journal(work_dir, output.directory) if resume else None
     if resume:
-        journal = read_journal(work_dir, output.directory)
-        # A run killed after its manifest but before its last clean-up finishes that on resume.
+        # A run killed after its manifest finishes its clean-up on resume (here, if its journal went).
         if Manifest.exists_in(output.split_dirs()[TRAIN], manifest_name(output)) and not (journal or {}).get("finished"):
-            raise ConfigError(f"--resume: {output.directory} holds a finished run; nothing to resume")
+            left = journal is None and os.path.isdir(work_dir)
+            if left:
+                shutil.rmtree(work_dir, ignore_errors=True)
+            raise ConfigError(f"--resume: {output.directory} holds a finished run; nothing to resume"
+                              + (f" (removed {work_dir}, which its interrupted clean-up left)" if left else ""))
         if journal is None:
             _refuse_without_journal(output, work_dir, found)
         if journal.get("fingerprint") != fingerprint:
@@ -350,11 +351,9 @@ def prepare_output_dir(output: OutputSpec, fingerprint: str, resume: bool, overw
     elif found:
         # Named output files (--output_file) are replaced, as Google's tool replaces them.
         if not (overwrite or output.files):
-            raise ConfigError(
-                f"--output_dir {output.directory} already holds output ({os.path.basename(found[0])}"
-                f"{' and more' if len(found) > 1 else ''}); pass --overwrite to replace it or --resume to "
-                "continue an interrupted run"
-            )
+            raise ConfigError(f"--output_dir {output.directory} already holds output ({os.path.basename(found[0])}"
+                              f"{' and more' if len(found) > 1 else ''}); pass --overwrite to replace it or --resume "
+                              "to continue an interrupted run")
         remove_outputs(found)
     if not resume:
         refuse_replacing_others(output)
@@ -492,12 +491,11 @@ def keep_journaled(places, remove_shards: Callable[[], None]) -> Tuple[Optional[
 
 def stopped(error: BaseException, places, remove_shards: Callable[[], None], n_units: int, n_slices: int,
             worker_signal: Optional[int] = None) -> BaseException:
-    """What to raise for a run stopped by ``error`` (its workers already stopped), having kept
-    what ``--resume`` needs (see :func:`keep_journaled`): :class:`Interrupted` for Ctrl-C or
-    SIGTERM; for a killed worker, a full disk or another failure to write, a
-    :class:`GenerationError` of one line naming the cause and what was kept; any other error
-    itself (with what was kept in a note: its traceback is worth having).
-    ``worker_signal``: the signal that killed a worker, when one died."""
+    """What to raise for a run stopped by ``error`` (its workers already stopped), having kept what
+    ``--resume`` needs (see :func:`keep_journaled`): :class:`Interrupted` for Ctrl-C or SIGTERM; for a
+    killed worker, a full disk or another failure to write, a :class:`GenerationError` of one line
+    naming the cause and what was kept; any other error itself (with what was kept in a note: its
+    traceback is worth having).  ``worker_signal``: the signal that killed a worker, when one died."""
     journal, slices = keep_journaled(places, remove_shards)
     kept = Kept(journal["totals"]["units_done"] if journal else 0, n_units,
                 sum(journal["shard_sizes"].values()) if journal else 0, slices, n_slices)
@@ -590,6 +588,8 @@ def remove_run_files(places) -> None:
     """The run's work files, local or at a URL, and its staging directory (``places``: the run's
     ``locations.RunLocations``): at the end of a run, or after a failure (a failure to clean a
     URL up is a warning, never an error)."""
+    with contextlib.suppress(OSError):  # the journal first: a clean-up cut short is never resumed as a run
+        os.remove(os.path.join(places.journal_dir, JOURNAL))
     shutil.rmtree(places.journal_dir, ignore_errors=True)
     if places.scratch != places.journal_dir:
         try:

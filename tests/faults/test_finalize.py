@@ -165,3 +165,31 @@ def test_a_run_stopped_after_its_shards_are_written_from_their_bodies_resumes(sm
     assert main(argv + ["--resume"]) == 0, capsys.readouterr().err
     assert file_hashes(tmp_path / "out") == reference
     assert not list((tmp_path / "out").rglob("*.body"))
+
+
+def test_a_clean_up_cut_short_is_finished_by_resume(small, reference, tmp_path, capsys, monkeypatch):
+    """The clean-up after the manifest removes the journal first (a finished run is never resumed
+    from half its work files); one killed after that leaves work files and no journal, which
+    ``--resume`` removes, saying so (kept pieces are hundreds of MB), the dataset untouched."""
+    from bert_data.run import run_files
+
+    removed = []
+    real_rmtree = run_files.shutil.rmtree
+
+    def rmtree_after_the_journal(path, *args, **kwargs):
+        removed.append((path, os.path.exists(os.path.join(path, run_files.JOURNAL))))
+        return real_rmtree(path, *args, **kwargs)
+
+    output = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        patch.setattr(run_files.shutil, "rmtree", rmtree_after_the_journal)
+        assert run_here(capsys, small, output)[0] == 0
+    assert (str(output / WORK_DIR), False) in removed, removed
+    work = output / WORK_DIR
+    work.mkdir()  # what a kill in the middle of the clean-up leaves
+    (work / "slice-0000001.tokens.npy").write_bytes(b"x" * 100)
+    (work / "unit-0000001-train-00000.piece").write_bytes(b"y" * 100)
+    code, err = run_here(capsys, small, output, "--resume")
+    assert code == 2 and "holds a finished run; nothing to resume (removed" in err and str(work) in err, err
+    assert not work.exists()
+    assert file_hashes(output) == reference["plain"][0]
