@@ -192,8 +192,11 @@ class PieceKeeper(ShardAssembler):
                               f"{proof[1]:08x} were written")
             data = loads_checked(table)
         except (OSError, Damaged) as error:
+            # (an empty work directory: most likely not the one the run was started with)
+            moved = isinstance(error, FileNotFoundError) and not (os.path.isdir(self.work_dir) and os.listdir(self.work_dir))
+            elsewhere = "if the run was started with another --work_dir, resume with that one; else " if moved else ""
             raise GenerationError(f"--resume: {path} is missing or damaged ({getattr(error, 'strerror', None) or error}): "
-                                  f"the segments of unit {unit + 1:,} cannot be found; {_FIX}") from None
+                                  f"the segments of unit {unit + 1:,} cannot be found; {elsewhere}{_FIX}") from None
         pieces, rows = data["pieces"], data["segments"]
         needed = {place for split, shard, place, *_ in rows if f"{split}/{shard}" not in self.rewritten}
         for place, (name, size, crc) in enumerate(pieces):

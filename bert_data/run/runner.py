@@ -211,8 +211,8 @@ def _assembler(staged: OutputSpec, places: RunLocations, journal: Optional[dict]
     kept = (journal or {}).get("kept_units")
     if kept is not None or (keeps_pieces(staged, places.scratch) and not totals.units_done):
         if not keeps_pieces(staged, places.scratch):
-            raise GenerationError(f"--resume: the run kept its pieces in {places.scratch}, where this one would not "
-                                  "read them; resume with the --work_dir it was started with")
+            raise GenerationError(f"--resume: the run kept its pieces in a local work directory, which this one, working "
+                                  f"in {places.scratch}, would not read; resume with the --work_dir it was started with")
         return PieceKeeper(staged, places.scratch, sizes, checksums, dict(totals.shard_counts), kept or [],
                            rewritten=totals.shuffled)
     return ShardAssembler(staged, sizes, checksums, dict(totals.shard_counts), fetch_dir=places.journal_dir,

@@ -241,3 +241,28 @@ def test_killed_during_the_shuffle_resumes_it_to_the_same_bytes(corpus, referenc
                              cwd=REPO, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
     assert file_hashes(output) == reference
+
+
+def test_resuming_with_a_work_dir_that_would_not_read_the_kept_pieces_is_refused(s3, corpus, reference, tmp_path):
+    """Pieces kept in a local work directory are read from there alone: a --resume given a work
+    directory at a URL (where pieces are assembled, not kept), or another local one, is refused
+    in one line that names the fix, and leaves every kept file as it was; resumed as started,
+    the run ends in the bytes of an uninterrupted one."""
+    output = tmp_path / "out"
+    stopped_after_units(corpus, output)
+    kept = {path.name: path.read_bytes() for path in (output / WORK).iterdir()}
+    with pytest.raises(GenerationError) as raised:
+        generate(config(corpus, output, resume=True, work_dir="s3://bert-data-tests/elsewhere-work"), progress=False)
+    message = str(raised.value)
+    assert "\n" not in message and "the run kept its pieces in a local work directory, which this one, working in " \
+        "s3://bert-data-tests/elsewhere-work" in message, message
+    assert message.endswith("resume with the --work_dir it was started with"), message
+    assert {path.name: path.read_bytes() for path in (output / WORK).iterdir()} == kept
+    # Another local work directory would read its own (empty) one: the missing table says why.
+    with pytest.raises(GenerationError) as raised:
+        generate(config(corpus, output, resume=True, work_dir=str(tmp_path / "elsewhere")), progress=False)
+    assert "cannot be found; if the run was started with another --work_dir, resume with that one; else run " \
+        "without --resume" in str(raised.value), raised.value
+    assert {path.name: path.read_bytes() for path in (output / WORK).iterdir()} == kept
+    generate(config(corpus, output, resume=True), progress=False)
+    assert file_hashes(output) == reference
