@@ -51,6 +51,22 @@ def keeps_pieces(output: OutputSpec, scratch: str) -> bool:
     return output.shuffles_shards and output.kind.appendable and not storage.is_url(scratch)
 
 
+def pieces_fit(n_units: int, n_files: int = 0) -> bool:
+    """Whether a shuffle task could map every kept piece it reads: one a unit for a shard (every
+    unit has a segment of every shard), a unit's pieces for ``n_files`` shuffled together
+    (``--output_file``).  Each map holds a file descriptor (Python's mmap keeps a duplicate), so
+    at most half the process's hard limit on open files, and 32,768 maps (the kernel's default
+    limit is 65,530); past that the run assembles its shards, as before pieces were kept."""
+    try:
+        import resource
+
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    except (ImportError, OSError, ValueError):
+        return False
+    allowed = 32768 if hard == resource.RLIM_INFINITY else min(32768, hard // 2)
+    return n_units * max(1, n_files) <= allowed
+
+
 class PieceKeeper(ShardAssembler):
     """The ``ShardAssembler`` of a run whose pieces are kept (see the module): ``append``
     records where each shard's records lie, nothing is copied; ``end_unit`` closes a unit's

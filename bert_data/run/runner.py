@@ -58,7 +58,7 @@ from .scheduler import Scheduler, ShardCounts, UnitResult, slices_still_needed
 from .scratch import finished_slices, forget_mapped
 from .source_plan import document_tokens
 from .final_shuffle import shuffle_shards
-from .kept_pieces import PieceKeeper, keeps_pieces
+from .kept_pieces import PieceKeeper, keeps_pieces, pieces_fit
 from .shard_shuffle import forget_pieces
 from .specs import OutputSpec, RunSpec
 from .tasks import SliceSummary, UnitError
@@ -166,7 +166,7 @@ def _run_locked(spec: RunSpec, staged: OutputSpec, places: RunLocations, remote:
     assembler: Optional[ShardAssembler] = None
     try:
         if not (journal and journal.get("finished")):  # else killed while finalizing: finalize again
-            assembler = _assembler(staged, places, journal, totals)
+            assembler = _assembler(staged, places, journal, totals, len(plan.units))
             _write_units(spec, staged, places, plan, executor, progress, started, parallelism, journal, totals,
                          assembler, say)
         summaries = finished_slices([slice_.index for slice_ in plan.slices], places.scratch, len(plan.slices))
@@ -204,12 +204,15 @@ def _run_locked(spec: RunSpec, staged: OutputSpec, places: RunLocations, remote:
                       time.perf_counter() - started, first_unit)
 
 
-def _assembler(staged: OutputSpec, places: RunLocations, journal: Optional[dict], totals: RunTotals) -> ShardAssembler:
+def _assembler(staged: OutputSpec, places: RunLocations, journal: Optional[dict], totals: RunTotals,
+               n_units: int) -> ShardAssembler:
     """The shards' assembler, or with the pieces kept for the final shuffle their keeper (as the
-    journal of a resumed run says, when it kept some)."""
+    journal of a resumed run says, when it kept some; a new run, when its shuffle tasks could map
+    all the pieces they read: ``pieces_fit``)."""
     sizes, checksums = (journal["shard_sizes"], journal.get("shard_checksums")) if journal else (None, None)
     kept = (journal or {}).get("kept_units")
-    if kept is not None or (keeps_pieces(staged, places.scratch) and not totals.units_done):
+    if kept is not None or (keeps_pieces(staged, places.scratch) and not totals.units_done
+                            and pieces_fit(n_units, len(staged.files))):
         if not keeps_pieces(staged, places.scratch):
             raise GenerationError(f"--resume: the run kept its pieces in a local work directory, which this one, working "
                                   f"in {places.scratch}, would not read; resume with the --work_dir it was started with")

@@ -266,3 +266,24 @@ def test_resuming_with_a_work_dir_that_would_not_read_the_kept_pieces_is_refused
     assert {path.name: path.read_bytes() for path in (output / WORK).iterdir()} == kept
     generate(config(corpus, output, resume=True), progress=False)
     assert file_hashes(output) == reference
+
+
+def test_a_run_whose_shuffle_could_not_map_its_pieces_assembles_its_shards(corpus, reference, tmp_path, monkeypatch):
+    """A shuffle task maps every piece it reads (one a unit for a shard), each holding a file
+    descriptor: past half the hard limit on open files (or 32,768 maps), a run assembles its shards
+    as before pieces were kept, to the same bytes."""
+    import resource
+
+    from bert_data.run import kept_pieces, runner
+
+    for hard, fits, too_many in ((4096, 2048, 2049), (resource.RLIM_INFINITY, 32768, 32769)):
+        with monkeypatch.context() as patch:
+            patch.setattr(resource, "getrlimit", lambda kind, hard=hard: (1024, hard))
+            assert kept_pieces.pieces_fit(fits) and not kept_pieces.pieces_fit(too_many)
+            assert kept_pieces.pieces_fit(fits // 4, 4) and not kept_pieces.pieces_fit(fits // 4 + 1, 4)
+    kept = []
+    monkeypatch.setattr(runner, "pieces_fit", lambda n_units, n_files=0: False)
+    monkeypatch.setattr(kept_pieces.PieceKeeper, "append", lambda self, segments: kept.append(segments))
+    output = tmp_path / "out"
+    generate(config(corpus, output), progress=False)
+    assert not kept and file_hashes(output) == reference
