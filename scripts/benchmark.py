@@ -8,12 +8,17 @@
         --vocab_file my/vocab.txt --num_workers 1 2     # your own corpus
     python scripts/benchmark.py --input_files 'wiki/*.txt' --generator_args='--multiple_docs_in_single_file'
     python scripts/benchmark.py --shape short_docs --dupe_factor 1 --num_workers 2 --vs_corpus_order --rounds 3
+    python scripts/benchmark.py --shape short_docs --per_byte --dupe_factor 1 --num_workers 1 2 --rounds 3
 
 Corpus shapes (``--shape``, from ``--corpus``): ``listed`` (default), its documents as listed
 (source by source); ``short_docs``, many short documents as real corpora have them (Wikipedia's
 millions of articles, C4's hundreds of millions): the corpus's sentences, two a document, in
 order, cycled until there are ``--short_docs`` documents (default 200,000), written as one JSON
 Lines file (``{"text": "sentence\nsentence"}``, read with ``--single_sentence_per_line``).
+``--per_byte`` (with ``short_docs``) runs the listed corpus too, sentence a line with the same
+options, right after each run of the short documents, and reports each shape's input MB/s and
+their ratio (fastest against fastest, median against median): what many documents cost per
+byte, from one invocation.
 ``--vs_corpus_order`` runs every configuration twice, mixed and with ``--keep_corpus_order``,
 one after the other (``--rounds`` times, alternately), and reports the ratio: what mixing costs.
 ``--baseline DIR`` runs every configuration again right after, with the bert_data of another
@@ -221,6 +226,24 @@ def sample_tree_cpu(root, cpu_seen: dict) -> None:
         cpu_seen[member.pid] = times.user + times.system
 
 
+def per_byte(runs: list, listed_runs: list) -> list:
+    """--per_byte: for each configuration (workers, order), the short documents' input MB/s
+    against the listed corpus's, fastest against fastest and median against median (this
+    code's runs only: a baseline's are not compared)."""
+    compared = []
+    for key in dict.fromkeys((row["num_workers"], row["order"]) for row in listed_runs):
+        short = sorted(row["input_mb_per_s"] for row in runs
+                       if (row["num_workers"], row["order"]) == key and row.get("code", "current") == "current")
+        listed = sorted(row["input_mb_per_s"] for row in listed_runs if (row["num_workers"], row["order"]) == key)
+        short_median, listed_median = short[len(short) // 2], listed[len(listed) // 2]
+        compared.append({"num_workers": key[0], "order": key[1], "runs": len(listed),
+                         "short_fastest": short[-1], "listed_fastest": listed[-1],
+                         "fastest_ratio": round(short[-1] / listed[-1], 3),
+                         "short_median": short_median, "listed_median": listed_median,
+                         "median_ratio": round(short_median / listed_median, 3)})
+    return compared
+
+
 def fastest_runs(runs: list, floor, repeat: int) -> list:
     """The fastest run of each configuration (workers, order, code), over the floor and over the
     ``tokenizers`` floor alone when there is one."""
@@ -301,6 +324,9 @@ def main(argv=None) -> int:
                              "--short_docs of them, as one JSON Lines file (sentence a line)")
     parser.add_argument("--short_docs", type=int, default=200_000, metavar="N",
                         help="documents of --shape short_docs (default 200,000)")
+    parser.add_argument("--per_byte", action="store_true",
+                        help="with --shape short_docs: run the listed corpus (sentence a line, the same options) "
+                             "right after each run too, and report the short documents' input MB/s over its")
     parser.add_argument("--vs_corpus_order", action="store_true",
                         help="also run each configuration with --keep_corpus_order, alternately, and report "
                              "mixed time over corpus-order time")
@@ -314,6 +340,8 @@ def main(argv=None) -> int:
         sys.exit("benchmark: --short_docs and --rounds must be at least 1")
     if args.baseline and not (Path(args.baseline) / "bert_data" / "__init__.py").is_file():
         sys.exit(f"benchmark: --baseline {args.baseline} is not a checkout of bert_data (no bert_data/__init__.py)")
+    if args.per_byte and args.shape != "short_docs":
+        sys.exit("benchmark: --per_byte compares --shape short_docs with the listed corpus: add --shape short_docs")
     if args.shape == "short_docs" and (args.metadata_files or args.input_files or args.input != "sents"):
         sys.exit("benchmark: --shape short_docs is made from --corpus's sentences (--input sents)")
     if args.tokenizer_file and (args.spm_model_file or args.vocab_file):
@@ -343,6 +371,7 @@ def main(argv=None) -> int:
     generator_args = shlex.split(args.generator_args)
     workdir = Path(tempfile.mkdtemp(prefix="bert_data_bench_"))
     atexit.register(shutil.rmtree, workdir, True)  # also when a check below stops the benchmark
+    listed_args = list(generator_args)  # (--per_byte's runs of the listed corpus: without the JSON key)
     if args.shape == "short_docs":
         short = workdir / "short_docs.jsonl"
         n_written = write_short_docs(Path(args.corpus), short, args.short_docs)
@@ -380,6 +409,12 @@ def main(argv=None) -> int:
     try:
         run_metadata = workdir / "metadata.txt"  # absolute paths: the documents, --repeat times
         run_metadata.write_text("\n".join(paths * args.repeat) + "\n")
+        listed_metadata, listed_bytes = workdir / "listed.txt", 0
+        if args.per_byte:  # the corpus's sentence files, as --shape listed reads them
+            listed, _ = list_documents([str(Path(args.corpus) / "metadata_sents.txt")], [], args.corpus)
+            listed_paths = [entry.path for entry in listed if not any(part in entry.label for part in args.exclude)]
+            listed_bytes = sum(os.path.getsize(p) for p in listed_paths)
+            listed_metadata.write_text("\n".join(listed_paths * args.repeat) + "\n")
         once = workdir / "once.txt"
         once.write_text("\n".join(paths) + "\n")
 
@@ -396,7 +431,7 @@ def main(argv=None) -> int:
 
         ceiling = {workers: parallel_ceiling(workers) for workers in sorted(set(args.num_workers)) if workers > 1}
 
-        runs = []
+        runs, listed_runs = [], []  # (--per_byte's listed runs apart: no floor, baseline or speed-up of theirs)
         orders = [False, True] if args.vs_corpus_order else [False]
         codes = {"current": env}
         if args.baseline:
@@ -419,17 +454,20 @@ def main(argv=None) -> int:
             if not args.no_floor and number % (len(plan) // args.rounds) == 0:
                 measure_floor()  # (each round's: the machine's speed drifts between rounds)
             output = workdir / f"out-{workers}"
-            command = [
-                sys.executable, "-m", "bert_data.cli.create_tfrecords",
-                "--metadata_files", str(run_metadata),
-                *tokenizer_args, "--output_dir", str(output), "--quiet",
-                "--dupe_factor", str(args.dupe_factor), "--max_seq_length", str(args.max_seq_length),
-                "--max_predictions_per_seq", str(args.max_predictions_per_seq), "--split_num", str(args.split_num),
-                "--num_workers", str(workers),
-            ]
-            command += ["--single_sentence_per_line"] if args.input == "sents" else []
-            command += generator_args + (["--keep_corpus_order"] if kept else [])
-            measured = run_generator(command, codes[code])
+
+            def generator_command(metadata: Path, extra: List[str]) -> List[str]:
+                return [
+                    sys.executable, "-m", "bert_data.cli.create_tfrecords",
+                    "--metadata_files", str(metadata),
+                    *tokenizer_args, "--output_dir", str(output), "--quiet",
+                    "--dupe_factor", str(args.dupe_factor), "--max_seq_length", str(args.max_seq_length),
+                    "--max_predictions_per_seq", str(args.max_predictions_per_seq), "--split_num", str(args.split_num),
+                    "--num_workers", str(workers),
+                    *(["--single_sentence_per_line"] if args.input == "sents" else []),
+                    *extra, *(["--keep_corpus_order"] if kept else []),
+                ]
+
+            measured = run_generator(generator_command(run_metadata, generator_args), codes[code])
             manifest = Manifest.read(str(output))
             output_bytes = sum(f.stat().st_size for f in output.glob("*.tfrecords"))
             seconds = measured["seconds"]
@@ -448,6 +486,14 @@ def main(argv=None) -> int:
             }
             runs.append(row)
             shutil.rmtree(output)
+            if args.per_byte and code == "current":  # the listed corpus right after, by the same code
+                measured = run_generator(generator_command(listed_metadata, listed_args), env)
+                listed_runs.append({"num_workers": workers, "order": "kept" if kept else "mixed",
+                                    "wall_seconds": round(measured["seconds"], 2),
+                                    "cpu_seconds": round(measured["cpu_seconds"], 2),
+                                    "input_mb_per_s": round(args.repeat * listed_bytes / 1e6 / measured["seconds"], 2),
+                                    "peak_rss_mb": round(measured["peak_rss_mb"], 1)})
+                shutil.rmtree(output)
         output_mb = max(row["output_mb"] for row in runs)
         disk_time = disk_seconds(workdir, int(output_mb * 1e6))
         disk = {"output_mb": output_mb, "seconds": round(disk_time, 3)}
@@ -490,6 +536,10 @@ def main(argv=None) -> int:
         "floor": floor, "runs": runs, "parallel_ceiling": ceiling, "disk": disk,
         "fastest": fastest_runs(runs, floor, args.repeat),
     }
+    if args.per_byte:
+        report["listed_runs"] = listed_runs
+        report["listed_input_mb"] = round(args.repeat * listed_bytes / 1e6, 1)
+        report["per_byte"] = per_byte(runs, listed_runs)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -529,6 +579,13 @@ def main(argv=None) -> int:
                   + (f", {best['time_over_floor']:.2f} of the floor" if floor else "")
                   + (f" ({best['over_tokenizers']:.2f} of the tokenizers floor alone)"
                      if floor and floor["spacy_seconds"] else ""))
+    for compared in report.get("per_byte", []):
+        workers = compared["num_workers"]
+        print(f"per byte, {workers} worker{'s' if workers > 1 else ''} {compared['order']}: the short documents "
+              f"({report['input_mb']} MB) {compared['short_fastest']} MB/s against {compared['listed_fastest']} MB/s "
+              f"for the listed corpus ({report['listed_input_mb']} MB, sentence a line), fastest against fastest: "
+              f"{compared['fastest_ratio']}; median against median: {compared['median_ratio']} "
+              f"({compared['short_median']} against {compared['listed_median']} MB/s, {compared['runs']} runs each)")
     for code in ("current", "baseline"):
         chosen = [row for row in runs if "mixed_over_kept" in row and row.get("code", "current") == code]
         if chosen:
