@@ -172,9 +172,9 @@ class _Source(_Mapped):
         return len(self.offsets) - 1
 
 
-# Kept pieces (``kept_pieces``) a process keeps mapped between its shuffle tasks: a piece holds
-# segments of many shards (a unit of short documents: of every shard), so each is mapped once a
-# process, not once a shard (a task maps all those it reads, however many, for its time).
+# Kept pieces (``kept_pieces``) a process keeps mapped between its shuffle tasks, at least all a task
+# read (a unit of short documents has segments of every shard: each shard reads every piece, in the
+# same order): a piece is mapped once a process, not once a shard.
 MAPPED_PIECES = 128
 _mapped_pieces: "OrderedDict[str, _Mapped]" = OrderedDict()
 
@@ -453,7 +453,7 @@ def run_shuffle_task(task: ShuffleTask) -> Dict[str, str]:
     if task.segments is None:
         sources = [_Source(path) for path in task.sources]
     else:  # each source its segments of the kept pieces, each piece mapped once
-        forget_pieces(MAPPED_PIECES, os.path.dirname(task.pieces[0]) if task.pieces else None)
+        forget_pieces(max(MAPPED_PIECES, len(task.pieces)), os.path.dirname(task.pieces[0]) if task.pieces else None)
         _descriptors_for(len(task.pieces))
         maps = [_piece(path) for path in task.pieces]
         sources, base = [], 0

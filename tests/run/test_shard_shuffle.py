@@ -493,3 +493,29 @@ def test_a_segment_whose_records_are_not_those_written_is_named(tmp_path):
     finally:
         forget_pieces()
     assert not (tmp_path / "k.shuffling").exists()
+
+
+def test_a_task_reading_more_pieces_than_the_cache_keeps_leaves_them_mapped_for_the_next(tmp_path, monkeypatch):
+    """Shards of short documents each read every unit's piece, in unit order: a cache of the
+    pieces smaller than that, trimmed before each task, would unmap the first ones each time and
+    map them again.  The pieces a task read stay mapped for the next, however many."""
+    from bert_data.run import shard_shuffle
+
+    monkeypatch.setattr(shard_shuffle, "MAPPED_PIECES", 2)
+    pieces, rows, _ = kept_pieces(tmp_path, n_units=5)
+    mapped, real_map = [], shard_shuffle._Mapped.__init__
+
+    def counted(self, path):
+        mapped.append(path)
+        real_map(self, path)
+
+    monkeypatch.setattr(shard_shuffle._Mapped, "__init__", counted)
+    try:
+        for shard in range(2):
+            run_shuffle_task(ShuffleTask(["train/0"], ["x"], [str(tmp_path / f"k{shard}")], [7, 0, 1, shard], None,
+                                         [rows[shard]], pieces))
+        assert sorted(mapped) == sorted(pieces)  # each once, for both tasks
+        assert list(shard_shuffle._mapped_pieces) == pieces
+    finally:
+        shard_shuffle.forget_pieces()
+    assert not shard_shuffle._mapped_pieces
