@@ -241,8 +241,9 @@ class ShardAssembler:
     def end_unit(self) -> None:
         """A unit appended whole (``kept_pieces.PieceKeeper`` closes its table here)."""
 
-    def kept(self) -> Optional[list]:
-        """What the journal keeps of kept pieces (``kept_pieces``): nothing, for shards assembled."""
+    def kept(self, units: Optional[int] = None) -> Optional[list]:
+        """What the journal keeps of the first ``units`` units' kept pieces (all: None;
+        ``kept_pieces``): nothing, for shards assembled."""
         return None
 
     def make_durable(self, paths: List[str]) -> None:

@@ -33,6 +33,11 @@ PAUSE_AFTER_UNIT = "BERT_DATA_TEST_PAUSE_AFTER_UNIT"
 GO_ON = signal.SIGUSR1
 
 
+def pause_armed() -> bool:
+    """Whether a test chose a unit to pause after (the run then journals one unit at a time)."""
+    return bool(os.environ.get(PAUSE_AFTER_UNIT))
+
+
 def pause_if_chosen(units_done: int) -> None:
     chosen = os.environ.get(PAUSE_AFTER_UNIT)
     if chosen and int(chosen) == units_done:

@@ -156,8 +156,8 @@ class PieceKeeper(ShardAssembler):
         self.units.append({split: np.array(found, dtype=np.int64).reshape(-1, len(SEGMENT_FIELDS))
                            for split, found in by_split.items()})
 
-    def kept(self) -> Optional[list]:
-        return [list(proof) for proof in self.proofs]
+    def kept(self, units: Optional[int] = None) -> Optional[list]:
+        return [list(proof) for proof in self.proofs[:units]]
 
     def take_unsynced(self) -> List[str]:
         files, self.unsynced_files = self.unsynced_files, []

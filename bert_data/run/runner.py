@@ -47,7 +47,7 @@ from ..pipeline.documents.types import BINARY, DEFAULT_TEXT_FIELD, MISSING_KEY
 from .assembly import ShardAssembler
 from .corpus_output import record_totals, write_corpus
 from .executors import dead_worker_signal, default_executor, local_workers, shares_local_files, stop_executor
-from .fault_injection import pause_if_chosen
+from .fault_injection import pause_armed, pause_if_chosen
 from .locations import RemoteOutput, RunLocations, prepare_work_dir, run_locations
 from .planning import Plan, deal_units, kept_tokens, make_plan, some_of, warn
 from .run_files import (GenerationError, Interrupted, create_output_dir, finalize, locked_output, pairs_path,
@@ -285,15 +285,19 @@ def _write_units(spec: RunSpec, staged: OutputSpec, places: RunLocations, plan: 
                     break
                 if not result.begun:
                     result.begun = True
-                    # The unit before, journaled now that its bytes had time to reach the disk:
+                    # The units before, journaled now that their bytes had time to reach the disk:
                     # in a thread, while the workers get their next tasks (with one worker,
                     # while this process does them) and this unit is appended.  One commit at a
-                    # time (and the test seam's pauses in unit order), but for the last unit:
-                    # nothing more is appended, and the workers would wait for the disk with us.
+                    # time: while one runs, the units appended meanwhile wait for the next, all
+                    # together (``_UnitCommits.ready``); but for the last unit, whose commit
+                    # follows the one running: nothing more is appended.
                     if totals.units_done + 1 < len(plan.units):
                         scheduler.fill()  # (the workers' next tasks, before this process waits for the disk)
-                        commits.wait()
-                    commits.commit_in_background()
+                        if commits.ready():
+                            commits.wait()
+                            commits.commit_in_background()
+                    else:
+                        commits.commit_in_background()
                     scheduler.fill()
                 # Each encode task's segments as soon as it is done (a shard has one segment a
                 # unit: the order of the tasks changes no byte): the disk writes a unit's bytes
@@ -394,9 +398,12 @@ class _UnitCommits:
     units end, or when the run stops, not at once: the disk writes unit k's bytes (handed to it
     by ``ShardAssembler.append``) while the next unit is made, and the fsync waits for little;
     it runs in a thread besides (``commit_in_background``) while unit k + 1 is appended, and is
-    joined before the next journal record.  The journal never vouches for bytes not on disk; a
-    power cut loses at most the units not yet journaled, which ``--resume`` truncates and
-    writes again."""
+    joined before the next journal record.  While a commit runs, the units appended meanwhile
+    are not waited for: they are journaled together by the next (``ready``), so a run of many
+    small units (short documents, or a small ``--split_num``) makes as many commits as the disk
+    can take, not one a unit, with the run waiting for each.  The journal never vouches for
+    bytes not on disk; a power cut loses at most the units not yet journaled, which
+    ``--resume`` truncates and writes again."""
 
     def __init__(self, assembler: ShardAssembler, journal_dir: str, plan: Plan):
         self.assembler, self.journal_dir, self.plan = assembler, journal_dir, plan
@@ -409,7 +416,12 @@ class _UnitCommits:
         self.assembler.end_unit()
         self.pending = (totals.units_done, self.assembler.sizes(),
                         {key: list(value) for key, value in self.assembler.checksums.items()}, totals.to_json(),
-                        self.assembler.kept())
+                        totals.units_done)  # (the kept units' proofs: the first this many, taken when journaled)
+
+    def ready(self) -> bool:
+        """Whether to commit the units appended now: no commit is running (or a test chose a
+        unit to pause after: then one unit at a time, as its seam expects)."""
+        return self.background is None or not self.background.is_alive() or pause_armed()
 
     def commit(self) -> None:
         if self.pending is None:
@@ -421,7 +433,7 @@ class _UnitCommits:
         units_done, sizes, checksums, totals, kept = pending
         self.assembler.make_durable(paths)
         write_journal(self.journal_dir, self.plan.fingerprint, sizes, checksums, totals, record=self.plan.record,
-                      kept=kept)
+                      kept=self.assembler.kept(kept))
         return units_done
 
     def commit_in_background(self) -> None:
@@ -487,7 +499,7 @@ class _UnitCommits:
         try:
             self.assembler.make_durable(self.assembler.take_unsynced())
             write_journal(self.journal_dir, self.plan.fingerprint, sizes, checksums, totals, record=self.plan.record,
-                          kept=kept)
+                          kept=self.assembler.kept(kept))
         except BaseException:  # noqa: BLE001 - (a second Ctrl-C, a full disk): the run stops either way
             pass
 

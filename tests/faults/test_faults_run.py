@@ -378,10 +378,13 @@ def test_disk_full_while_a_shuffled_shard_is_made_durable(capsys, corpus, refere
 def test_disk_full_in_the_commit_of_the_unit_before_the_last(capsys, corpus, reference, tmp_path, monkeypatch):
     """The last unit's commit does not wait for the one before it (``runner._UnitCommits``: it
     follows it in a thread while the final shuffle starts): that one fails.  Neither the last
-    unit nor any shuffled shard is journaled after it; --resume writes them again."""
+    unit nor any shuffled shard is journaled after it; --resume writes them again.  (A commit a
+    unit here: none is left for the next one, as when each is done before the next unit.)"""
+    from bert_data.run import runner
     from bert_data.run.kept_pieces import PieceKeeper
 
     real_sync, commits = PieceKeeper.make_durable, []
+    monkeypatch.setattr(runner._UnitCommits, "ready", lambda self: True)
 
     def sync_on_a_full_disk(self, paths):
         commits.append(paths)
@@ -402,6 +405,45 @@ def test_disk_full_in_the_commit_of_the_unit_before_the_last(capsys, corpus, ref
     assert line.startswith(f"create_tfrecords: error: no space left on {output / '.bert_data_work'}: units 1-8 of 10 "
                            "kept ("), line
     assert not list(output.glob("*.shuffling"))
+    code, err = cli(capsys, corpus, output, "--resume")
+    assert code == 0, err
+    assert file_hashes(output) == reference
+
+
+def test_disk_full_in_a_commit_of_units_appended_together_keeps_the_units_before(capsys, corpus, reference, tmp_path,
+                                                                                 monkeypatch):
+    """Units appended while a commit runs are journaled together by the next (made to happen
+    at every other unit): the commit holding unit 5 fails.  The journal keeps the units of the
+    commits before it, none of its own; --resume writes them again, to the same bytes."""
+    import re
+
+    from bert_data.run import runner
+    from bert_data.run.kept_pieces import PieceKeeper
+
+    real_sync, chances, failed = PieceKeeper.make_durable, [], []
+
+    def every_other(self):
+        chances.append(self.background is not None)
+        return not chances[-1] or len(chances) % 2 == 0
+
+    def sync_on_a_full_disk(self, paths):
+        units = sorted(int(match.group(1)) for match in map(re.compile(r"unit-(\d+)\.segments\.json$").search, paths)
+                       if match)
+        if 5 in units:
+            failed.extend(units)
+            raise OSError(errno.ENOSPC, "No space left on device", paths[0])
+        real_sync(self, paths)
+
+    output = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        patch.setattr(runner._UnitCommits, "ready", every_other)
+        patch.setattr(PieceKeeper, "make_durable", sync_on_a_full_disk)
+        code, err = cli(capsys, corpus, output)
+    assert code == 2 and len(failed) > 1  # (a commit of more than one unit)
+    kept = failed[0] - 1
+    assert journal_of(output)["totals"]["units_done"] == kept
+    assert one_line(err).startswith(f"create_tfrecords: error: no space left on {output / '.bert_data_work'}: "
+                                    f"units 1-{kept} of 10 kept ("), err
     code, err = cli(capsys, corpus, output, "--resume")
     assert code == 0, err
     assert file_hashes(output) == reference
