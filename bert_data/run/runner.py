@@ -485,8 +485,8 @@ class _UnitCommits:
         return next((outcome for outcome in self.background_outcome if isinstance(outcome, BaseException)), None)
 
     def commit_on_stop(self) -> None:
-        """The unit appended whole before a stop is kept too, as when it was journaled at once
-        (a failure to journal it now leaves the journal before it, which is as true)."""
+        """The units appended whole before a stop are kept too, as when they were journaled at
+        once (a failure to journal them now leaves the journal before them, which is as true)."""
         if self.background is not None:  # the unit before, being journaled
             self.background.join()
             self.background = None
