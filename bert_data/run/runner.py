@@ -415,8 +415,8 @@ class _UnitCommits:
     def appended(self, totals: RunTotals) -> None:
         self.assembler.end_unit()
         self.pending = (totals.units_done, self.assembler.sizes(),
-                        {key: list(value) for key, value in self.assembler.checksums.items()}, totals.to_json(),
-                        totals.units_done)  # (the kept units' proofs: the first this many, taken when journaled)
+                        {key: list(value) for key, value in self.assembler.checksums.items()}, totals.to_json())
+        # (the kept units' proofs are those of the first ``units_done``, taken when journaled: no copy a unit)
 
     def ready(self) -> bool:
         """Whether to commit the units appended now: no commit is running (or a test chose a
@@ -430,10 +430,10 @@ class _UnitCommits:
         pause_if_chosen(self._journal(pending, self.assembler.take_unsynced()))
 
     def _journal(self, pending: tuple, paths: List[str]) -> int:
-        units_done, sizes, checksums, totals, kept = pending
+        units_done, sizes, checksums, totals = pending
         self.assembler.make_durable(paths)
         write_journal(self.journal_dir, self.plan.fingerprint, sizes, checksums, totals, record=self.plan.record,
-                      kept=self.assembler.kept(kept))
+                      kept=self.assembler.kept(units_done))
         return units_done
 
     def commit_in_background(self) -> None:
@@ -494,12 +494,12 @@ class _UnitCommits:
             self.failed = self.failed or any(isinstance(outcome, BaseException) for outcome in outcomes)
         if self.pending is None or self.failed:  # (a failed commit's bytes may not be on disk: no
             return  # later journal may vouch for them)
-        units_done, sizes, checksums, totals, kept = self.pending
+        units_done, sizes, checksums, totals = self.pending
         self.pending = None
         try:
             self.assembler.make_durable(self.assembler.take_unsynced())
             write_journal(self.journal_dir, self.plan.fingerprint, sizes, checksums, totals, record=self.plan.record,
-                          kept=self.assembler.kept(kept))
+                          kept=self.assembler.kept(units_done))
         except BaseException:  # noqa: BLE001 - (a second Ctrl-C, a full disk): the run stops either way
             pass
 

@@ -14,6 +14,7 @@ from bert_data.cli.create_tfrecords import main
 from bert_data.run import assembly, final_shuffle, kept_pieces, runner, scratch, tasks, work_checks
 
 from tests.helpers.corpus import file_hashes, make_corpus
+from tests.helpers.interruptions import group_commits_every_other_unit
 
 
 def run(corpus, output, *extra):
@@ -39,13 +40,7 @@ def test_units_appended_while_a_commit_runs_are_journaled_together_by_the_next(t
     but journaled together by the next commit.  Made to happen at every other unit (a commit is
     "running" at every other chance), the journal still never vouches for a byte not synced, and
     the bytes are those of a run that journals every unit."""
-    chances = []
-
-    def every_other(self):
-        chances.append(self.background is not None)
-        return not chances[-1] or len(chances) % 2 == 0
-
-    monkeypatch.setattr(runner._UnitCommits, "ready", every_other)
+    group_commits_every_other_unit(monkeypatch)
     journaled = vouched_after_synced(tmp_path, monkeypatch, *extra)
     assert set(range(journaled[-1] + 1)) - set(journaled)  # (some unit count never journaled alone)
 

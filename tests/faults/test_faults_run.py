@@ -417,14 +417,10 @@ def test_disk_full_in_a_commit_of_units_appended_together_keeps_the_units_before
     commits before it, none of its own; --resume writes them again, to the same bytes."""
     import re
 
-    from bert_data.run import runner
     from bert_data.run.kept_pieces import PieceKeeper
+    from tests.helpers.interruptions import group_commits_every_other_unit
 
-    real_sync, chances, failed = PieceKeeper.make_durable, [], []
-
-    def every_other(self):
-        chances.append(self.background is not None)
-        return not chances[-1] or len(chances) % 2 == 0
+    real_sync, failed = PieceKeeper.make_durable, []
 
     def sync_on_a_full_disk(self, paths):
         units = sorted(int(match.group(1)) for match in map(re.compile(r"unit-(\d+)\.segments\.json$").search, paths)
@@ -436,7 +432,7 @@ def test_disk_full_in_a_commit_of_units_appended_together_keeps_the_units_before
 
     output = tmp_path / "out"
     with monkeypatch.context() as patch:
-        patch.setattr(runner._UnitCommits, "ready", every_other)
+        group_commits_every_other_unit(patch)
         patch.setattr(PieceKeeper, "make_durable", sync_on_a_full_disk)
         code, err = cli(capsys, corpus, output)
     assert code == 2 and len(failed) > 1  # (a commit of more than one unit)

@@ -41,3 +41,18 @@ def interrupted_at_append(number: int, *, after: bool = False, exception=Keyboar
         for kind in (ShardAssembler, PieceKeeper):  # (the keeper's own: pieces kept for the final shuffle)
             patch.setattr(kind, "append", appending(kind.append))
         yield calls
+
+
+def group_commits_every_other_unit(monkeypatch) -> None:
+    """Group commit made to happen, by work done: ``runner._UnitCommits.ready`` says a commit
+    is still running at every other chance after the first, so the units appended meanwhile are
+    journaled together by the next (the ``wait`` that follows a "ready" joins the one running)."""
+    from bert_data.run import runner
+
+    chances: List[bool] = []
+
+    def every_other(self):
+        chances.append(self.background is not None)
+        return not chances[-1] or len(chances) % 2 == 0
+
+    monkeypatch.setattr(runner._UnitCommits, "ready", every_other)
