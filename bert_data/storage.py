@@ -14,10 +14,13 @@ visible only once complete), which is what the callers rely on.
 
 from __future__ import annotations
 
+import errno
+import functools
 import os
 import posixpath
 import re
 import stat as stat_module
+import sys
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::[A-Za-z][A-Za-z0-9+.\-]*)*://")
@@ -403,9 +406,10 @@ def remove_many(paths: Iterable[str]) -> None:
 
 
 class BackgroundRemovals:
-    """Files removed by a thread of their own, in the order given (``remove``), while the caller
-    goes on: unlinking a large file can wait for the file system's journal, which other
-    threads' fsyncs keep busy.  ``close`` waits for them all and raises the first error met."""
+    """Files removed, and blocks of files given back (:func:`release_blocks`), by a thread of
+    their own, in the order given (``remove``, ``release``), while the caller goes on: unlinking
+    a large file can wait for the file system's journal, which other threads' fsyncs keep busy.
+    ``close`` waits for them all and raises the first error met."""
 
     def __init__(self):
         import queue
@@ -413,19 +417,32 @@ class BackgroundRemovals:
 
         self._work: "queue.SimpleQueue" = queue.SimpleQueue()
         self.error: Optional[BaseException] = None
+        self.releasing = True  # (False once the file system said it cannot: not asked again)
         self._thread = threading.Thread(target=self._run, name="bert_data-removals", daemon=True)
         self._thread.start()
 
     def remove(self, paths: Iterable[str]) -> None:
-        self._work.put(list(paths))
+        self._work.put(("remove", list(paths)))
+
+    def release(self, ranges: Iterable[Tuple[str, List[Tuple[int, int]]]]) -> None:
+        """Each ``(path, [(offset, length), ...])``: the blocks wholly inside those bytes given
+        back (:func:`release_blocks`), once the removals asked before are done."""
+        if self.releasing:
+            self._work.put(("release", list(ranges)))
 
     def _run(self) -> None:
         while True:
-            paths = self._work.get()
-            if paths is None:
+            item = self._work.get()
+            if item is None:
                 return
+            kind, work = item
             try:
-                remove_many(paths)
+                if kind == "remove":
+                    remove_many(work)
+                    continue
+                for path, ranges in work:
+                    if self.releasing and not release_blocks(path, ranges):
+                        self.releasing = False
             except BaseException as error:  # noqa: BLE001 - raised by ``close``, in the caller's thread
                 self.error = self.error or error
 
@@ -436,6 +453,61 @@ class BackgroundRemovals:
         self._thread.join()
         if self.error is not None and not quietly:
             raise self.error
+
+
+_PUNCH_HOLE = 0x02 | 0x01  # linux/falloc.h: FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+_CANNOT_PUNCH = {getattr(errno, name) for name in ("EOPNOTSUPP", "ENOTSUP", "ENOSYS", "EINVAL") if hasattr(errno, name)}
+
+
+@functools.lru_cache(maxsize=None)
+def _fallocate():
+    """Linux's ``fallocate`` (None elsewhere: ``os.posix_fallocate`` cannot punch a hole)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        function = ctypes.CDLL(None, use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    function.restype = ctypes.c_int
+    return function
+
+
+def release_blocks(path: str, ranges: Iterable[Tuple[int, int]]) -> bool:
+    """The blocks of a local file that lie wholly inside ``(offset, length)`` byte ranges given
+    back to the file system (a hole punched: they read as zeros from then on, and take no disk
+    nor page cache); the file keeps its size, and the bytes outside the ranges, even those
+    sharing a block with one, are neither changed nor rewritten.  False where the platform or
+    the file system cannot (nothing changed; ask no more); a file gone is fine."""
+    function = _fallocate()
+    if function is None:
+        return False
+    try:
+        handle = os.open(path, os.O_WRONLY)
+    except FileNotFoundError:
+        return True
+    try:
+        block = max(os.fstat(handle).st_blksize, _page_size())
+        for offset, length in ranges:
+            begin, end = -(-offset // block) * block, (offset + length) // block * block
+            if end > begin and function(handle, _PUNCH_HOLE, begin, end - begin) != 0:
+                import ctypes
+
+                code = ctypes.get_errno()
+                if code in _CANNOT_PUNCH:
+                    return False
+                raise OSError(code, f"{os.strerror(code)}: giving back the blocks of {path}")
+    finally:
+        os.close(handle)
+    return True
+
+
+def _page_size() -> int:
+    import mmap
+
+    return mmap.PAGESIZE
 
 
 def remove_tree(path: str) -> None:

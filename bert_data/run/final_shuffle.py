@@ -2,8 +2,13 @@
 the executor (or here), made durable, journaled and put in place in the order the tasks end.
 
 The sources are the shards in progress, or with pieces kept (``kept_pieces``) each shard's
-segments of them; a kept piece is removed once the journal says every shard it holds segments
-of is shuffled (by the run's removals thread: ``storage.BackgroundRemovals``).
+segments of them.  Once the journal says a shard is shuffled, its segments are given back to the
+file system (``storage.release_blocks``: holes punched in the pieces), and a kept piece is
+removed once every shard it holds segments of is: both by the run's removals thread
+(``storage.BackgroundRemovals``), while the next shards are shuffled.  So the work directory
+shrinks as the shards grow (the disk holds the output about once, not twice, at the end), and
+the pages of pieces no task reads again are reused by the next shards' writes rather than
+freed all at once when the run ends.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from .. import storage
 from ..format.dataset_layout import SPLIT_CODES
 from .assembly import ShardAssembler
 from .executors import InlineExecutor, wait_first
-from .kept_pieces import PieceKeeper
+from .kept_pieces import SEGMENT_FIELDS, PieceKeeper
 from .planning import Plan
 from .run_files import remove_shards_being_shuffled, shard_in_progress, write_journal
 from .scheduler import Scheduler
@@ -49,6 +54,11 @@ def shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Dic
             segments.update({f"{split}/{shard}": rows for shard, rows in enumerate(keeper.segments_of(split))})
     done = set(totals.shuffled)
     pieces_left = _PiecesLeft(keeper, segments, done, removals)
+    # The shards handed to the commits, in order, and how many of them are given back: a record
+    # counts the tasks before its own, and the commits journal a group of tasks by its last
+    # record only (``ShuffleCommits``), so each journal gives back all those not yet given back.
+    added: List[str] = []
+    given_back = [0]
 
     def finished(shuffle: ShuffleTask, digests: Dict[str, str]) -> None:
         if set(shuffle.keys) <= done:
@@ -61,13 +71,16 @@ def shuffle_shards(staged: OutputSpec, plan: Plan, totals: RunTotals, sizes: Dic
         done.update(shuffle.keys)
         record = (dict(sizes), {key: list(value) for key, value in checksums.items()}, totals.to_json())  # as of now
         kept = assembler.kept()
+        added.extend(shuffle.keys)
+        counted = len(added)
 
         def journal() -> None:  # (in the commits' thread, in the order the tasks finished)
             error = units_journaled()
             if error is not None:
                 raise error
             write_journal(journal_dir, plan.fingerprint, *record, record=plan.record, kept=kept)
-            pieces_left.shuffled(shuffle.keys)
+            pieces_left.shuffled(added[given_back[0]:counted])
+            given_back[0] = counted
 
         commits.add(shuffle, journal)
 
@@ -100,7 +113,7 @@ def _reading_pieces(shuffle: ShuffleTask, segments: Dict[str, np.ndarray], keepe
     shuffle.pieces = [keeper.pieces[piece] for piece in used.tolist()]
     shuffle.segments = []
     for found in rows:
-        found = found.copy()
+        found = found[:, :4].copy()  # (piece, offset, length, records: what the task reads)
         found[:, 0] = np.searchsorted(used, found[:, 0])
         shuffle.segments.append(found)
     return shuffle
@@ -108,8 +121,9 @@ def _reading_pieces(shuffle: ShuffleTask, segments: Dict[str, np.ndarray], keepe
 
 class _PiecesLeft:
     """The kept pieces' segments of shards not yet shuffled, counted: a piece none of whose
-    shards is left is removed (``shuffled``, once the journal says its last one is done; those
-    of shards journaled by an interrupted run at once)."""
+    shards is left is removed, the segments of the shards done are given back in the others
+    (``shuffled``, once the journal says those shards are done; those of shards journaled by
+    an interrupted run at once)."""
 
     def __init__(self, keeper: Optional[PieceKeeper], segments: Dict[str, np.ndarray], done: set,
                  removals: Optional[storage.BackgroundRemovals]):
@@ -120,18 +134,23 @@ class _PiecesLeft:
         waiting = [rows[:, 0] for key, rows in segments.items() if key not in done]
         self.left = np.bincount(np.concatenate(waiting) if waiting else np.zeros(0, dtype=np.int64),
                                 minlength=len(keeper.pieces))
-        self._remove(np.flatnonzero(self.left == 0))
+        self._remove(np.flatnonzero(self.left == 0), [key for key in segments if key in done])
 
     def shuffled(self, keys: List[str]) -> None:
-        if self.keeper is None:
+        if self.keeper is None or not keys:
             return
         used = np.concatenate([self.segments[key][:, 0] for key in keys])
         np.subtract.at(self.left, used, 1)
-        self._remove(np.unique(used[self.left[used] == 0]))
+        self._remove(np.unique(used[self.left[used] == 0]), keys)
 
-    def _remove(self, pieces: np.ndarray) -> None:
+    def _remove(self, pieces: np.ndarray, keys: List[str]) -> None:
         if len(pieces):
             self.removals.remove([self.keeper.pieces[piece] for piece in pieces.tolist()])
+        rows = [self.segments[key] for key in keys]
+        rows = np.concatenate(rows) if rows else np.zeros((0, len(SEGMENT_FIELDS) - 1), dtype=np.int64)
+        rows = rows[self.left[rows[:, 0]] > 0]  # (the pieces removed whole need no holes)
+        if len(rows):
+            self.removals.release(self.keeper.spent(rows))
 
 
 def _shuffle_on(executor: cf.Executor, scheduler: Scheduler, pending: list, finished: Callable, bar) -> None:

@@ -38,9 +38,12 @@ from .specs import OutputSpec
 from .work_checks import (Damaged, crc32c, crc32c_combine, dumps_checked, file_crc32c, loads_checked,
                           sync_directory, sync_file)
 
-# A unit's segments, in the table and in memory: (split, shard, piece, offset, length, records),
-# ``piece`` numbering the run's kept pieces (``PieceKeeper.pieces``).
-SEGMENT_FIELDS = ("shard", "piece", "offset", "length", "records")
+# A unit's segments, in the table and in memory: (split, shard, piece, offset, length, records,
+# crc32c), ``piece`` numbering the run's kept pieces (``PieceKeeper.pieces``), ``crc32c`` the
+# segment's own (-1 in memory for a table written before segments had theirs: such a segment is
+# checked with its whole piece on --resume, so its blocks are never given back).
+SEGMENT_FIELDS = ("shard", "piece", "offset", "length", "records", "crc32c")
+NO_CRC = -1
 
 _FIX = "run without --resume, with --overwrite, to start again"
 
@@ -132,8 +135,8 @@ class PieceKeeper(ShardAssembler):
                 crc, size = crc32c_combine(crc, segment.crc32c, segment.length), size + segment.length
             pieces.append([os.path.basename(path), size, crc])
         local = {path: place for place, path in enumerate(sorted(by_piece))}
-        rows = [[segment.split, segment.shard, local[segment.path], segment.offset, segment.length, segment.n_records]
-                for segment in sorted(segments, key=lambda s: (s.split != TRAIN, s.split, s.shard))]
+        rows = [[segment.split, segment.shard, local[segment.path], segment.offset, segment.length, segment.n_records,
+                 segment.crc32c] for segment in sorted(segments, key=lambda s: (s.split != TRAIN, s.split, s.shard))]
         table = dumps_checked({"pieces": pieces, "segments": rows}).encode("utf-8")
         unit = len(self.proofs)
         path = unit_table_path(self.work_dir, unit)
@@ -151,8 +154,8 @@ class PieceKeeper(ShardAssembler):
                 self.pieces.append(path)
             numbers.append(self._piece_numbers[path])
         by_split: Dict[str, list] = {}
-        for split, shard, piece, offset, length, records in rows:
-            by_split.setdefault(split, []).append((shard, numbers[piece], offset, length, records))
+        for split, shard, piece, offset, length, records, *crc in rows:
+            by_split.setdefault(split, []).append((shard, numbers[piece], offset, length, records, *(crc or [NO_CRC])))
         self.units.append({split: np.array(found, dtype=np.int64).reshape(-1, len(SEGMENT_FIELDS))
                            for split, found in by_split.items()})
 
@@ -186,13 +189,28 @@ class PieceKeeper(ShardAssembler):
 
     def segments_of(self, split: str) -> List[np.ndarray]:
         """Each shard of ``split``: its segments in unit order, rows of (piece, offset, length,
-        records) (``SEGMENT_FIELDS`` after the shard)."""
+        records, crc32c) (``SEGMENT_FIELDS`` after the shard)."""
         found = [unit[split] for unit in self.units if split in unit]
         rows = np.concatenate(found) if found else np.zeros((0, len(SEGMENT_FIELDS)), dtype=np.int64)
         order = np.argsort(rows[:, 0], kind="stable")  # (units stay in order within a shard)
         rows = rows[order]
         cuts = np.searchsorted(rows[:, 0], np.arange(self.shard_counts.get(split, 0) + 1))
         return [rows[a:b, 1:] for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist())]
+
+    def spent(self, rows: np.ndarray) -> List[tuple]:
+        """What of the pieces no later step reads once the shards of these segments (rows of
+        ``segments_of``) are shuffled and journaled: ``(path, [(offset, length), ...])`` a piece,
+        for ``storage.release_blocks`` (the final shuffle's: disk and page cache given back as
+        the shuffle goes, not all at the end).  Only segments with their own CRC-32C: --resume
+        then checks the others' bytes one by one, not their piece whole."""
+        rows = rows[rows[:, 4] != NO_CRC]
+        rows = rows[np.lexsort((rows[:, 1], rows[:, 0]))]
+        spent: List[tuple] = []
+        for piece, offset, length in rows[:, :3].tolist():
+            if not spent or spent[-1][0] != self.pieces[piece]:
+                spent.append((self.pieces[piece], []))
+            spent[-1][1].append((offset, length))
+        return spent
 
     # ------------------------------------------------------------------ --resume
 
@@ -214,23 +232,39 @@ class PieceKeeper(ShardAssembler):
             raise GenerationError(f"--resume: {path} is missing or damaged ({getattr(error, 'strerror', None) or error}): "
                                   f"the segments of unit {unit + 1:,} cannot be found; {elsewhere}{_FIX}") from None
         pieces, rows = data["pieces"], data["segments"]
-        needed = {place for split, shard, place, *_ in rows if f"{split}/{shard}" not in self.rewritten}
+        needed: Dict[int, list] = {}  # a piece's segments of shards not yet shuffled
+        shuffled: Dict[int, int] = {}  # and how many of its segments are of shards shuffled
+        for split, shard, place, offset, length, _, *crc in rows:
+            if f"{split}/{shard}" in self.rewritten:
+                shuffled[place] = shuffled.get(place, 0) + 1
+            else:
+                needed.setdefault(place, []).append((offset, length, crc[0] if crc else None))
         for place, (name, size, crc) in enumerate(pieces):
-            if place in needed:
-                _check_piece(storage.join(self.work_dir, name), size, crc)
+            path = storage.join(self.work_dir, name)
+            if place not in needed:
+                continue  # (its shards shuffled: it may be gone, or holes where they were)
+            segments = needed[place]
+            if not shuffled.get(place) or any(segment_crc is None for *_, segment_crc in segments):
+                _check_piece(path, size, crc)  # (read whole: nothing of it was given back)
+            else:
+                for offset, length, segment_crc in segments:
+                    _check_piece(path, size, segment_crc, offset, length)
         self._add(pieces, rows)
         self.proofs.append(list(proof))
 
 
-def _check_piece(path: str, size: int, crc: int) -> None:
-    """A kept piece's bytes are those it was written with."""
+def _check_piece(path: str, size: int, crc: int, offset: int = 0, length: Optional[int] = None) -> None:
+    """A kept piece's bytes (``length`` of them from ``offset``: a segment; None: all ``size``)
+    are those it was written with."""
+    length = size if length is None else length
     try:
-        found = file_crc32c(path, size) if os.path.getsize(path) == size else None
+        found = file_crc32c(path, length, offset) if os.path.getsize(path) == size else None
     except (OSError, Damaged):
         found = None
     if found is None:
         raise GenerationError(f"--resume: {path} is missing or not the {size:,} bytes the journal vouches for; "
                               f"its records cannot be recovered: {_FIX}")
     if found != crc:
-        raise GenerationError(f"--resume: {path} is damaged: its {size:,} bytes have CRC-32C {found:08x}, they were "
+        what = f"its {size:,} bytes have" if length == size else f"its {length:,} bytes from {offset:,} have"
+        raise GenerationError(f"--resume: {path} is damaged: {what} CRC-32C {found:08x}, they were "
                               f"written as {crc:08x}; its records cannot be recovered: {_FIX}")

@@ -37,16 +37,17 @@ def crc32c(data, value: int = 0) -> int:
     return _crc32c.crc32c(data, value)
 
 
-def file_crc32c(path: str, length: Optional[int] = None) -> int:
-    """The CRC-32C of a file's first ``length`` bytes (all: None), read a block at a time (a URL:
-    at once).  Damaged if the file holds fewer than ``length``."""
+def file_crc32c(path: str, length: Optional[int] = None, offset: int = 0) -> int:
+    """The CRC-32C of a file's ``length`` bytes from ``offset`` (all: None), read a block at a
+    time (a URL: at once).  Damaged if the file holds fewer than ``length`` there."""
     if storage.is_url(path):
-        data = storage.read_bytes(path, 0, length)
+        data = storage.read_bytes(path, offset, None if length is None else offset + length)
         if length is not None and len(data) < length:
             raise Damaged(f"{len(data):,} bytes where {length:,} were written")
         return crc32c(data)
     value, left = 0, length
     with open(path, "rb") as handle:
+        handle.seek(offset)
         while left is None or left > 0:
             block = handle.read(_BLOCK if left is None else min(_BLOCK, left))
             if not block:

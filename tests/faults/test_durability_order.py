@@ -131,7 +131,8 @@ def vouched_after_synced(tmp_path, monkeypatch, *extra):
 
 def test_a_shuffled_shard_is_synced_before_the_journal_counts_it_and_put_in_place_after(tmp_path, monkeypatch):
     """The final shuffle keeps its tasks in a thread (``shard_shuffle.ShuffleCommits``): each
-    shard written, then synced, then journaled as shuffled, then renamed into place."""
+    shard written, then synced, then journaled as shuffled, then renamed into place; its
+    segments of the kept pieces given back (or the pieces removed) only once journaled."""
     from bert_data.run import shard_shuffle
     from bert_data.run.run_files import shard_being_shuffled
 
@@ -139,6 +140,7 @@ def test_a_shuffled_shard_is_synced_before_the_journal_counts_it_and_put_in_plac
     events = []  # ("written" | "sync", path) | ("journal", shuffled keys) | ("publish", {key: path})
     real_close, real_sync = shard_shuffle._Target.close, shard_shuffle.sync_file
     real_publish, real_journal = shard_shuffle.publish_shuffled, runner.write_journal
+    real_give_back = final_shuffle._PiecesLeft._remove
 
     first_written = threading.Event()
     real_unit_journal = runner._UnitCommits._journal
@@ -163,6 +165,10 @@ def test_a_shuffled_shard_is_synced_before_the_journal_counts_it_and_put_in_plac
         events.append(("journal", set(totals.get("shuffled", []))))
         real_journal(work_dir, fingerprint, sizes, checksums, totals, **kwargs)
 
+    def give_back(self, pieces, keys):
+        events.append(("give back", set(keys)))
+        real_give_back(self, pieces, keys)
+
     def publish_shuffled(task):
         events.append(("publish", {key: os.path.realpath(shard_being_shuffled(target))
                                    for key, target in zip(task.keys, task.targets)}))
@@ -176,6 +182,7 @@ def test_a_shuffled_shard_is_synced_before_the_journal_counts_it_and_put_in_plac
         patch.setattr(runner, "write_journal", write_journal)
         patch.setattr(final_shuffle, "write_journal", write_journal)
         patch.setattr(final_shuffle, "publish_shuffled", publish_shuffled)
+        patch.setattr(final_shuffle._PiecesLeft, "_remove", give_back)
         assert run(corpus, tmp_path / "out") == 0
 
     paths = {key: path for kind, what in events if kind == "publish" for key, path in what.items()}
@@ -191,9 +198,12 @@ def test_a_shuffled_shard_is_synced_before_the_journal_counts_it_and_put_in_plac
             unsynced = {key for key in what if paths[key] not in synced}
             assert not unsynced, f"the journal counts {sorted(unsynced)} as shuffled before their bytes are synced"
             journaled |= what
+        elif kind == "give back":
+            assert what <= journaled, f"the pieces of {sorted(what)} given back before the journal counts them"
         else:
             assert set(what) <= journaled, f"{sorted(what)} put in place before the journal counts them"
     assert journaled == set(paths)
+    assert set().union(*(what for kind, what in events if kind == "give back")) == set(paths)
 
 
 def test_shuffled_shards_done_during_a_commit_are_committed_together(tmp_path, monkeypatch):

@@ -135,12 +135,12 @@ def test_a_damaged_kept_piece_or_table_is_named_on_resume_before_anything_is_rea
     assert file_hashes(output) == reference
 
 
-def command_line(corpus, output, workers):
-    """``config``'s run as a command."""
+def command_line(corpus, output, workers, dupe_factor=2, split_num=6):
+    """``config``'s run as a command (``long_config``'s with dupe 6, split 12)."""
     return ["--metadata_files", str(corpus.metadata), "--input_files_prefix", str(corpus.root),
             "--vocab_file", str(corpus.vocab), "--do_lower_case", "--output_dir", str(output),
-            "--max_seq_length", "64", "--max_predictions_per_seq", "10", "--dupe_factor", "2",
-            "--split_num", "6", "--num_output_files", "4", "--num_workers", str(workers), "--quiet"]
+            "--max_seq_length", "64", "--max_predictions_per_seq", "10", "--dupe_factor", str(dupe_factor),
+            "--split_num", str(split_num), "--num_output_files", "4", "--num_workers", str(workers), "--quiet"]
 
 
 def test_killed_after_a_unit_s_journal_resumes_from_its_kept_pieces(corpus, reference, tmp_path):
@@ -219,12 +219,19 @@ def shuffle_then_killed(task):
 REAL_SHUFFLE = final_shuffle.run_shuffle_task
 
 
-def test_killed_during_the_shuffle_resumes_it_to_the_same_bytes(corpus, reference, tmp_path):
+@pytest.mark.parametrize("segments", ["small", "given back"])
+def test_killed_during_the_shuffle_resumes_it_to_the_same_bytes(segments, request, tmp_path):
     """SIGKILL in the final shuffle (one worker: the tasks run in the parent): whatever the
-    commits' thread had journaled and removed by then, --resume finishes the shuffle from the
-    kept pieces to the bytes of an uninterrupted run."""
+    commits' thread had journaled, removed and given back by then, --resume finishes the shuffle
+    from the kept pieces to the bytes of an uninterrupted run.  (Segments small, or long enough
+    that those of the shards journaled have holes punched.)"""
     output = tmp_path / "out"
-    arguments = command_line(corpus, output, 1)
+    if segments == "small":
+        corpus, reference = request.getfixturevalue("corpus"), request.getfixturevalue("reference")
+        arguments = command_line(corpus, output, 1)
+    else:
+        corpus, reference = request.getfixturevalue("long_corpus"), request.getfixturevalue("long_reference")
+        arguments = command_line(corpus, output, 1, dupe_factor=6, split_num=12)
     script = (f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
               "from tests.faults import test_kept_pieces as here\n"
               "from bert_data.run import final_shuffle\n"
@@ -287,3 +294,123 @@ def test_a_run_whose_shuffle_could_not_map_its_pieces_assembles_its_shards(corpu
     output = tmp_path / "out"
     generate(config(corpus, output), progress=False)
     assert not kept and file_hashes(output) == reference
+
+
+# ---------------------------------------------------------------------------- segments given back
+
+
+@pytest.fixture(scope="module")
+def long_corpus(tmp_path_factory):
+    """Segments of some 80 KB (two units, one piece each holding the 4 shards): room for holes."""
+    return make_corpus(tmp_path_factory.mktemp("long") / "corpus", n_docs=24, min_sentences=30, max_sentences=40,
+                       words_per_doc=15)
+
+
+def long_config(corpus, output, **overrides):
+    return corpus_config(corpus, output, **{"split_num": 12, "num_output_files": 4, "dupe_factor": 6, **overrides})
+
+
+@pytest.fixture(scope="module")
+def long_reference(long_corpus, tmp_path_factory):
+    output = tmp_path_factory.mktemp("long_reference") / "out"
+    generate(long_config(long_corpus, output), progress=False)
+    return file_hashes(output)
+
+
+def shuffle_stopped_at(corpus, output, task, monkeypatch, **overrides):
+    """Ctrl-C at shuffle task ``task`` (the tasks before it journaled)."""
+    real, calls = final_shuffle.run_shuffle_task, []
+
+    def stopped(shuffle):
+        calls.append(shuffle.keys)
+        if len(calls) == task:
+            raise KeyboardInterrupt
+        return real(shuffle)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(final_shuffle, "run_shuffle_task", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            generate(long_config(corpus, output, **overrides), progress=False)
+
+
+def allocated(path) -> int:
+    return path.stat().st_blocks * 512
+
+
+def test_the_segments_of_shards_shuffled_are_given_back_and_resume_checks_the_others_one_by_one(
+        long_corpus, long_reference, tmp_path, monkeypatch):
+    """Once the journal says shards 0-1 are shuffled, their segments' blocks are given back (holes
+    in the pieces, which still hold shards 2-3: the work directory shrinks as the shards grow);
+    the other segments are untouched.  --resume checks each segment still needed against its
+    own CRC-32C: damage where a shuffled shard was is no matter, damage in a needed one is named
+    in one line; resumed, the bytes of an uninterrupted run."""
+    from bert_data.run.work_checks import crc32c
+
+    output = tmp_path / "out"
+    shuffle_stopped_at(long_corpus, output, 3, monkeypatch)
+    assert journal_of(output)["totals"]["shuffled"] == ["train/0", "train/1"]
+    given_back = 0
+    for table in tables(output):
+        path = output / WORK / table["pieces"][0][0]
+        data, size = path.read_bytes(), table["pieces"][0][1]
+        assert len(data) == size and len(table["pieces"]) == 1
+        for _, shard, _, offset, length, _, crc in table["segments"]:
+            inner = data[-(-offset // 4096) * 4096:(offset + length) // 4096 * 4096]
+            if shard < 2:
+                assert len(inner) > 8192 and inner == bytes(len(inner))  # (a hole reads as zeros)
+            else:
+                assert crc32c(data[offset:offset + length]) == crc
+        assert size - allocated(path) > 2 * 8192
+        given_back += size - allocated(path)
+    # Where shard 0 was, at a segment's edge (a block it shares with shard 1, not given back):
+    # not read again, so not checked.
+    first = tables(output)[0]
+    piece = output / WORK / first["pieces"][0][0]
+    data = bytearray(piece.read_bytes())
+    data[1] ^= 0x20
+    piece.write_bytes(bytes(data))
+    # In shard 2's segment of the second unit's piece: named.
+    second = tables(output)[1]
+    victim = output / WORK / second["pieces"][0][0]
+    _, _, _, offset, length, _, _ = second["segments"][2]
+    damaged = bytearray(victim.read_bytes())
+    damaged[offset + length // 2] ^= 0x04
+    intact = victim.read_bytes()
+    victim.write_bytes(bytes(damaged))
+    with pytest.raises(GenerationError) as raised:
+        generate(long_config(long_corpus, output, resume=True), progress=False)
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith(
+        f"--resume: {victim} is damaged: its {length:,} bytes from {offset:,} have CRC-32C "), message
+    victim.write_bytes(intact)  # (written whole again: its holes are allocated now, its bytes the same)
+    generate(long_config(long_corpus, output, resume=True), progress=False)
+    assert file_hashes(output) == long_reference
+    assert given_back
+
+
+def test_a_work_directory_whose_tables_have_no_segment_checksums_resumes_without_holes(
+        long_corpus, long_reference, tmp_path, monkeypatch):
+    """Tables written before segments had their own CRC-32C (an earlier build, same version):
+    their pieces are checked whole on --resume, so no block of theirs is given back, even once a
+    shard they hold is shuffled; the run still ends with the reference bytes."""
+    from bert_data.run.work_checks import crc32c, dumps_checked, loads_checked
+
+    output = tmp_path / "out"
+    shuffle_stopped_at(long_corpus, output, 1, monkeypatch)
+    journal_path = output / WORK / "journal.json"
+    journal = loads_checked(journal_path.read_text())
+    assert journal["totals"]["units_done"] == 2 and not journal["totals"]["shuffled"]
+    for unit in range(2):
+        table_path = output / WORK / f"unit-{unit + 1:07d}.segments.json"
+        table = loads_checked(table_path.read_text())
+        table["segments"] = [row[:6] for row in table["segments"]]
+        text = dumps_checked(table).encode("utf-8")
+        table_path.write_bytes(text)
+        journal["kept_units"][unit] = [len(text), crc32c(text)]
+    journal_path.write_text(dumps_checked(journal))
+    shuffle_stopped_at(long_corpus, output, 2, monkeypatch, resume=True)
+    assert journal_of(output)["totals"]["shuffled"] == ["train/0"]
+    for path in (output / WORK).glob("*.piece"):
+        assert allocated(path) >= path.stat().st_size
+    generate(long_config(long_corpus, output, resume=True), progress=False)
+    assert file_hashes(output) == long_reference

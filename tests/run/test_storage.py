@@ -105,6 +105,73 @@ def test_background_removals_remove_what_is_given_and_raise_the_first_error_at_c
     assert (tmp_path / "a directory").is_dir()
 
 
+def allocated(path) -> int:
+    return path.stat().st_blocks * 512
+
+
+def test_released_blocks_are_those_wholly_inside_the_ranges_and_no_other_byte_changes(tmp_path):
+    """Holes punched in the blocks wholly inside each range (they read as zeros, take no disk);
+    the bytes around them, even in the blocks a range shares with its neighbours, stay as they
+    were; the file keeps its size.  (Linux's file systems punch holes: ext4, XFS, btrfs, tmpfs.)"""
+    import os
+
+    path = tmp_path / "piece"
+    data = os.urandom(64 * 1024)
+    with open(path, "wb") as handle:
+        handle.write(data)
+        os.fsync(handle.fileno())  # (allocated on disk, not only reserved)
+    before = allocated(path)
+    block = max(os.stat(path).st_blksize, 4096)
+    ranges = [(1000, 5 * block - 1000 + 17), (9 * block + 5, 3 * block), (12 * block + 100, 50)]
+    assert storage.release_blocks(str(path), ranges)
+    after = path.read_bytes()
+    assert len(after) == len(data)
+    holes = [(block, 5 * block), (10 * block, 12 * block)]  # (the last range holds no whole block)
+    expected = bytearray(data)
+    for begin, end in holes:
+        expected[begin:end] = bytes(end - begin)
+    assert after == bytes(expected)
+    assert before - allocated(path) == sum(end - begin for begin, end in holes)
+    assert storage.release_blocks(str(tmp_path / "gone"), ranges)  # a file removed meanwhile is fine
+
+
+def test_where_holes_cannot_be_punched_nothing_changes_and_removals_stop_asking(tmp_path, monkeypatch):
+    """A file system without holes (EOPNOTSUPP): False, the file as it was; the removals' thread
+    then asks no more, and a removal still happens.  Another error (EIO) is raised at close."""
+    import ctypes
+    import errno
+    import os
+
+    calls = []
+
+    def refusing(code):
+        def fallocate(handle, mode, offset, length):
+            calls.append((offset, length))
+            ctypes.set_errno(code)
+            return -1
+        return lambda: fallocate
+
+    path = tmp_path / "piece"
+    data = os.urandom(32 * 1024)
+    path.write_bytes(data)
+    monkeypatch.setattr(storage, "_fallocate", refusing(errno.EOPNOTSUPP))
+    assert not storage.release_blocks(str(path), [(0, len(data))])
+    removals = storage.BackgroundRemovals()
+    removals.release([(str(path), [(0, len(data))])])
+    removals.release([(str(path), [(0, len(data))])])
+    other = tmp_path / "other"
+    other.write_bytes(b"x")
+    removals.remove([str(other)])
+    removals.close()
+    assert path.read_bytes() == data and len(calls) == 2 and not removals.releasing and not other.exists()
+
+    monkeypatch.setattr(storage, "_fallocate", refusing(errno.EIO))
+    failing = storage.BackgroundRemovals()
+    failing.release([(str(path), [(0, len(data))])])
+    with pytest.raises(OSError, match="giving back the blocks of"):
+        failing.close()
+
+
 def test_real_paths_are_os_realpath(tmp_path, monkeypatch):
     """RealPaths (each directory resolved once, one lstat a file) gives what os.path.realpath
     gives: links to files and directories, dangling and looping links, "." and "..", names that do
