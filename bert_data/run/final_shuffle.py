@@ -22,7 +22,7 @@ from .. import storage
 from ..format.dataset_layout import SPLIT_CODES
 from .assembly import ShardAssembler
 from .executors import InlineExecutor, wait_first
-from .kept_pieces import SEGMENT_FIELDS, PieceKeeper
+from .kept_pieces import PieceKeeper
 from .planning import Plan
 from .run_files import remove_shards_being_shuffled, shard_in_progress, write_journal
 from .scheduler import Scheduler
@@ -144,13 +144,14 @@ class _PiecesLeft:
         self._remove(np.unique(used[self.left[used] == 0]), keys)
 
     def _remove(self, pieces: np.ndarray, keys: List[str]) -> None:
+        # Given back first, even in a piece removed next: a worker that shuffled from it keeps it
+        # mapped (``shard_shuffle.forget_pieces``), and a file's pages outlive its name until
+        # the last map of it goes, at the end of the run; a hole frees them now.
+        rows = [self.segments[key] for key in keys]
+        if rows:
+            self.removals.release(self.keeper.spent(np.concatenate(rows)))
         if len(pieces):
             self.removals.remove([self.keeper.pieces[piece] for piece in pieces.tolist()])
-        rows = [self.segments[key] for key in keys]
-        rows = np.concatenate(rows) if rows else np.zeros((0, len(SEGMENT_FIELDS) - 1), dtype=np.int64)
-        rows = rows[self.left[rows[:, 0]] > 0]  # (the pieces removed whole need no holes)
-        if len(rows):
-            self.removals.release(self.keeper.spent(rows))
 
 
 def _shuffle_on(executor: cf.Executor, scheduler: Scheduler, pending: list, finished: Callable, bar) -> None:

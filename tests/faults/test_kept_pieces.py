@@ -414,3 +414,45 @@ def test_a_work_directory_whose_tables_have_no_segment_checksums_resumes_without
         assert allocated(path) >= path.stat().st_size
     generate(long_config(long_corpus, output, resume=True), progress=False)
     assert file_hashes(output) == long_reference
+
+
+def test_a_piece_removed_is_given_back_first_for_the_map_a_worker_keeps_of_it(long_corpus, long_reference, tmp_path,
+                                                                              monkeypatch):
+    """A piece whose shards are all shuffled is removed, but a process that shuffled from it
+    keeps it mapped (``shard_shuffle.forget_pieces``), which would keep its pages till the run
+    ends: every segment of it is given back before its name goes."""
+    from bert_data import storage
+
+    events = []
+    real_release, real_remove_many = storage.release_blocks, storage.remove_many
+
+    def release_blocks(path, ranges):
+        events.append(("release", os.path.basename(path), sorted(ranges)))
+        return real_release(path, ranges)
+
+    def remove_many(paths):
+        events.extend(("remove", os.path.basename(path), None) for path in paths if path.endswith(".piece"))
+        real_remove_many(paths)
+
+    monkeypatch.setattr(storage, "release_blocks", release_blocks)
+    monkeypatch.setattr(storage, "remove_many", remove_many)
+    output = tmp_path / "out"
+    segments = {}  # every segment of every piece, as the final shuffle is given them
+    real_segments_of = final_shuffle.PieceKeeper.segments_of
+
+    def segments_of(self, split):
+        found = real_segments_of(self, split)
+        for rows in found:
+            for piece, offset, length, *_ in rows.tolist():
+                segments.setdefault(os.path.basename(self.pieces[piece]), set()).add((offset, length))
+        return found
+
+    monkeypatch.setattr(final_shuffle.PieceKeeper, "segments_of", segments_of)
+    generate(long_config(long_corpus, output), progress=False)
+    assert file_hashes(output) == long_reference
+    removed = [name for kind, name, _ in events if kind == "remove"]
+    assert sorted(removed) == sorted(segments) and len(removed) == 2
+    for name in removed:
+        before = events[:events.index(("remove", name, None))]
+        given = {tuple(span) for kind, piece, ranges in before if piece == name for span in ranges}
+        assert given == segments[name]
