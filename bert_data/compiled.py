@@ -29,6 +29,7 @@ import contextlib
 import functools
 import gc
 import os
+import sys
 import threading
 from typing import Callable, Iterator, Optional
 
@@ -69,8 +70,6 @@ def _unused_by_kernels_hidden() -> Iterator[None]:
     may be planning the run meanwhile (:func:`start_in_background`), imports them as usual);
     they import normally afterwards.  Not in a library caller's process, whose own numba code
     may use them, nor for a module already imported."""
-    import sys
-
     hidden = _UNUSED_BY_KERNELS + (() if os.path.isfile(_NUMBA_CONFIG_FILE) else ("yaml",))
     hidden = {name for name in hidden if name not in sys.modules} if _OWN_PROCESS else set()
     if not hidden:
@@ -114,9 +113,21 @@ def claim_process() -> None:
     """Say that this process runs only bert_data (the command line, a local worker process):
     numba may then start without its BLAS bindings, which import ``scipy.linalg`` (0.3-0.9 s
     of every process's start; no kernel uses BLAS).  Not done in a library caller's process,
-    where the user's own numba code may need them."""
+    where the user's own numba code may need them.
+
+    Nothing here multiplies matrices either, so numpy's BLAS is told to start no thread of its
+    own (``OPENBLAS_NUM_THREADS=1``, read once, at numpy's import: only when numpy is not
+    imported yet, and never over the user's own setting).  OpenBLAS starts a thread per core
+    but one at that import, and each spins about 0.1 s of CPU before it sleeps: 0.11 s of a
+    2-core machine's 2.8 s run, and one core-second for every ten cores of a larger one, in
+    every process that imports numpy."""
     global _OWN_PROCESS
     _OWN_PROCESS = True
+    if "numpy" not in sys.modules:
+        os.environ.setdefault(_BLAS_THREADS, "1")
+
+
+_BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 
 
 @contextlib.contextmanager

@@ -200,8 +200,8 @@ class PieceKeeper(ShardAssembler):
     def spent(self, rows: np.ndarray) -> List[tuple]:
         """What of the pieces no later step reads once the shards of these segments (rows of
         ``segments_of``) are shuffled and journaled: ``(path, [(offset, length), ...])`` a piece,
-        for ``storage.release_blocks`` (the final shuffle's: disk and page cache given back as
-        the shuffle goes, not all at the end).  Only segments with their own CRC-32C: --resume
+        adjacent segments as one range, for ``storage.release_blocks`` (the final shuffle's:
+        disk and page cache given back as the shuffle goes, not all at the end).  Only segments with their own CRC-32C: --resume
         then checks the others' bytes one by one, not their piece whole."""
         rows = rows[rows[:, 4] != NO_CRC]
         rows = rows[np.lexsort((rows[:, 1], rows[:, 0]))]
@@ -209,7 +209,11 @@ class PieceKeeper(ShardAssembler):
         for piece, offset, length in rows[:, :3].tolist():
             if not spent or spent[-1][0] != self.pieces[piece]:
                 spent.append((self.pieces[piece], []))
-            spent[-1][1].append((offset, length))
+            ranges = spent[-1][1]
+            if ranges and sum(ranges[-1]) == offset:  # (adjacent: one range)
+                ranges[-1] = (ranges[-1][0], ranges[-1][1] + length)
+            else:
+                ranges.append((offset, length))
         return spent
 
     # ------------------------------------------------------------------ --resume

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bert_data.run import final_shuffle
@@ -224,19 +225,20 @@ def test_killed_during_the_shuffle_resumes_it_to_the_same_bytes(segments, reques
     """SIGKILL in the final shuffle (one worker: the tasks run in the parent): whatever the
     commits' thread had journaled, removed and given back by then, --resume finishes the shuffle
     from the kept pieces to the bytes of an uninterrupted run.  (Segments small, or long enough
-    that those of the shards journaled have holes punched.)"""
+    that those of the shards journaled have holes punched: each given back at once.)"""
     output = tmp_path / "out"
     if segments == "small":
         corpus, reference = request.getfixturevalue("corpus"), request.getfixturevalue("reference")
-        arguments = command_line(corpus, output, 1)
+        arguments, release_bytes = command_line(corpus, output, 1), final_shuffle.RELEASE_BYTES
     else:
         corpus, reference = request.getfixturevalue("long_corpus"), request.getfixturevalue("long_reference")
-        arguments = command_line(corpus, output, 1, dupe_factor=6, split_num=12)
+        arguments, release_bytes = command_line(corpus, output, 1, dupe_factor=6, split_num=12), 0
     script = (f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
               "from tests.faults import test_kept_pieces as here\n"
               "from bert_data.run import final_shuffle\n"
               "from bert_data.cli.create_tfrecords import main\n"
               "final_shuffle.run_shuffle_task = here.shuffle_then_killed\n"
+              f"final_shuffle.RELEASE_BYTES = {release_bytes}\n"
               "sys.exit(main(sys.argv[1:]))\n")
     killed = subprocess.run([sys.executable, "-c", script, *arguments], cwd=REPO, capture_output=True, text=True,
                             timeout=600)
@@ -347,6 +349,7 @@ def test_the_segments_of_shards_shuffled_are_given_back_and_resume_checks_the_ot
     from bert_data.run.work_checks import crc32c
 
     output = tmp_path / "out"
+    monkeypatch.setattr(final_shuffle, "RELEASE_BYTES", 0)  # (each segment given back at once: see the next test)
     shuffle_stopped_at(long_corpus, output, 3, monkeypatch)
     assert journal_of(output)["totals"]["shuffled"] == ["train/0", "train/1"]
     given_back = 0
@@ -454,5 +457,47 @@ def test_a_piece_removed_is_given_back_first_for_the_map_a_worker_keeps_of_it(lo
     assert sorted(removed) == sorted(segments) and len(removed) == 2
     for name in removed:
         before = events[:events.index(("remove", name, None))]
-        given = {tuple(span) for kind, piece, ranges in before if piece == name for span in ranges}
-        assert given == segments[name]
+        given = [span for kind, piece, ranges in before if piece == name for span in ranges]
+        assert spans(given) == spans(segments[name])  # (adjacent segments given back as one range)
+        assert len(given) < len(segments[name])
+
+
+def spans(ranges):
+    """``(offset, length)`` ranges as the byte spans they cover, adjacent ones joined."""
+    joined = []
+    for offset, length in sorted(ranges):
+        if joined and joined[-1][1] == offset:
+            joined[-1][1] += length
+        else:
+            joined.append([offset, offset + length])
+    return joined
+
+
+def test_segments_are_given_back_a_few_megabytes_of_a_piece_at_a_time_adjacent_ones_as_one_range():
+    """A hole costs a system call and a file system transaction: a piece's spent segments wait
+    till ``RELEASE_BYTES`` of it are spent (a unit of short documents has a small segment of
+    every shard), adjacent ones go as one range, and a piece removed has all its spent ones
+    given back first, in the removals' order."""
+    import types
+
+    from bert_data.run.kept_pieces import PieceKeeper
+
+    mb = 1 << 20
+    big, small = [(0, 2 * mb), (2 * mb, 2 * mb), (4 * mb, 2 * mb)], [(0, 100_000), (100_000, 100_000), (200_000, 9)]
+    segments = {f"train/{shard}": np.array([[0, *big[shard], 10, 7], [1, *small[shard], 10, 7]], dtype=np.int64)
+                for shard in range(3)}
+    keeper = types.SimpleNamespace(pieces=["big.piece", "small.piece"])
+    keeper.spent = lambda rows: PieceKeeper.spent(keeper, rows)
+    calls = []
+    removals = types.SimpleNamespace(release=lambda ranges: calls.append(("release", ranges)),
+                                     remove=lambda paths: calls.append(("remove", paths)))
+    left = final_shuffle._PiecesLeft(keeper, segments, set(), removals)
+    assert final_shuffle.RELEASE_BYTES == 4 * mb
+    left.shuffled(["train/0"])
+    assert calls == []
+    left.shuffled(["train/1"])
+    assert calls == [("release", [("big.piece", [(0, 4 * mb)])])]
+    calls.clear()
+    left.shuffled(["train/2"])
+    assert calls == [("release", [("big.piece", [(4 * mb, 2 * mb)]), ("small.piece", [(0, 200_009)])]),
+                     ("remove", ["big.piece", "small.piece"])]

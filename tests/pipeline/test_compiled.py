@@ -1,5 +1,8 @@
 """bert_data.compiled: the one switch between compiled kernels and the reference paths."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -298,3 +301,34 @@ def test_a_run_without_numba_says_so_once_and_writes_the_same_records(tmp_path, 
     monkeypatch.setattr(compiled, "_background_start", None)
     assert main(args + ["--output_dir", str(tmp_path / "quiet"), "--quiet"]) == 0
     assert "note:" not in capsys.readouterr().err  # --quiet: nothing but errors and warnings
+
+
+BLAS_THREADS_PROGRAM = (
+    "import os, sys\n"
+    "from bert_data import compiled\n"
+    "if sys.argv[1] == 'claimed':\n"
+    "    compiled.claim_process()\n"
+    "import numpy\n"
+    "numpy.ones((64, 64)) @ numpy.ones((64, 64))  # (OpenBLAS's threads, if any, started by now)\n"
+    "print(os.environ.get('OPENBLAS_NUM_THREADS'), len(os.listdir('/proc/self/task')))\n")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="threads counted in /proc (Linux)")
+def test_a_claimed_process_starts_no_blas_thread_and_keeps_the_user_s_setting():
+    """numpy imported in a claimed process: OpenBLAS told to start no thread (each spins 0.1 s of
+    CPU at the import; nothing here multiplies matrices), as the same program unclaimed would
+    (on a machine of more than one core); a user's own OPENBLAS_NUM_THREADS is kept."""
+    import os
+
+    def run(mode, **env):
+        environment = {key: value for key, value in os.environ.items() if key != "OPENBLAS_NUM_THREADS"}
+        result = subprocess.run([sys.executable, "-c", BLAS_THREADS_PROGRAM, mode], capture_output=True, text=True,
+                                env={**environment, **env}, timeout=300)
+        assert result.returncode == 0, result.stderr
+        setting, threads = result.stdout.split()
+        return setting, int(threads)
+
+    assert run("claimed") == ("1", 1)
+    setting, threads = run("unclaimed")
+    assert setting == "None" and (threads > 1 or (os.cpu_count() or 1) == 1)
+    assert run("claimed", OPENBLAS_NUM_THREADS="2")[0] == "2"
