@@ -154,13 +154,16 @@ class _PiecesLeft:
     def _remove(self, pieces: np.ndarray, keys: List[str]) -> None:
         # Given back first, even in a piece removed next: a worker that shuffled from it keeps it
         # mapped (``shard_shuffle.forget_pieces``), and a file's pages outlive its name until
-        # the last map of it goes, at the end of the run; a hole frees them now.
+        # the last map of it goes, at the end of the run; a hole frees them now.  Not once every
+        # shard is shuffled: the run's end is now, and the holes would only make it wait.
         spent = np.concatenate([self.spent] + [self.segments[key] for key in keys])
-        enough = np.bincount(spent[:, 0], weights=spent[:, 2], minlength=len(self.left)) >= RELEASE_BYTES
-        ready = enough[spent[:, 0]] | (self.left[spent[:, 0]] == 0)
-        if ready.any():
-            self.removals.release(self.keeper.spent(spent[ready]))
-        self.spent = spent[~ready]
+        if self.left.any():
+            enough = np.bincount(spent[:, 0], weights=spent[:, 2], minlength=len(self.left)) >= RELEASE_BYTES
+            ready = enough[spent[:, 0]] | (self.left[spent[:, 0]] == 0)
+            if ready.any():
+                self.removals.release(self.keeper.spent(spent[ready]))
+            spent = spent[~ready]
+        self.spent = spent if self.left.any() else spent[:0]
         if len(pieces):
             self.removals.remove([self.keeper.pieces[piece] for piece in pieces.tolist()])
 

@@ -423,9 +423,13 @@ def test_a_piece_removed_is_given_back_first_for_the_map_a_worker_keeps_of_it(lo
                                                                               monkeypatch):
     """A piece whose shards are all shuffled is removed, but a process that shuffled from it
     keeps it mapped (``shard_shuffle.forget_pieces``), which would keep its pages till the run
-    ends: every segment of it is given back before its name goes."""
+    ends: every segment of it is given back before its name goes; but not those removed with
+    the last shards, when the run ends.  (An encode task a shard: a piece a shard and unit.)"""
     from bert_data import storage
+    from bert_data.run import units
 
+    real_grouping = units.shards_per_encode_task
+    monkeypatch.setattr(units, "shards_per_encode_task", lambda n_records, n_shards: real_grouping(n_records, n_shards, 1))
     events = []
     real_release, real_remove_many = storage.release_blocks, storage.remove_many
 
@@ -434,7 +438,9 @@ def test_a_piece_removed_is_given_back_first_for_the_map_a_worker_keeps_of_it(lo
         return real_release(path, ranges)
 
     def remove_many(paths):
-        events.extend(("remove", os.path.basename(path), None) for path in paths if path.endswith(".piece"))
+        pieces = [os.path.basename(path) for path in paths if path.endswith(".piece")]
+        if pieces:
+            events.append(("remove", pieces, None))
         real_remove_many(paths)
 
     monkeypatch.setattr(storage, "release_blocks", release_blocks)
@@ -453,13 +459,15 @@ def test_a_piece_removed_is_given_back_first_for_the_map_a_worker_keeps_of_it(lo
     monkeypatch.setattr(final_shuffle.PieceKeeper, "segments_of", segments_of)
     generate(long_config(long_corpus, output), progress=False)
     assert file_hashes(output) == long_reference
-    removed = [name for kind, name, _ in events if kind == "remove"]
-    assert sorted(removed) == sorted(segments) and len(removed) == 2
-    for name in removed:
-        before = events[:events.index(("remove", name, None))]
-        given = [span for kind, piece, ranges in before if piece == name for span in ranges]
-        assert spans(given) == spans(segments[name])  # (adjacent segments given back as one range)
-        assert len(given) < len(segments[name])
+    removals = [(place, names) for place, (kind, names, _) in enumerate(events) if kind == "remove"]
+    assert sorted(name for _, names in removals for name in names) == sorted(segments) and len(removals) > 1
+    for place, names in removals:
+        for name in names:
+            given = [span for kind, piece, ranges in events[:place] if piece == name for span in ranges]
+            if place == removals[-1][0]:
+                assert not given
+            else:
+                assert spans(given) == spans(segments[name])
 
 
 def spans(ranges):
@@ -477,7 +485,8 @@ def test_segments_are_given_back_a_few_megabytes_of_a_piece_at_a_time_adjacent_o
     """A hole costs a system call and a file system transaction: a piece's spent segments wait
     till ``RELEASE_BYTES`` of it are spent (a unit of short documents has a small segment of
     every shard), adjacent ones go as one range, and a piece removed has all its spent ones
-    given back first, in the removals' order."""
+    given back first, in the removals' order; with the last shards, nothing is given back (the
+    run ends: its maps go now anyway), the pieces are removed."""
     import types
 
     from bert_data.run.kept_pieces import PieceKeeper
@@ -486,7 +495,8 @@ def test_segments_are_given_back_a_few_megabytes_of_a_piece_at_a_time_adjacent_o
     big, small = [(0, 2 * mb), (2 * mb, 2 * mb), (4 * mb, 2 * mb)], [(0, 100_000), (100_000, 100_000), (200_000, 9)]
     segments = {f"train/{shard}": np.array([[0, *big[shard], 10, 7], [1, *small[shard], 10, 7]], dtype=np.int64)
                 for shard in range(3)}
-    keeper = types.SimpleNamespace(pieces=["big.piece", "small.piece"])
+    segments["train/3"] = np.array([[2, 0, 5 * mb, 10, 7]], dtype=np.int64)
+    keeper = types.SimpleNamespace(pieces=["big.piece", "small.piece", "last.piece"])
     keeper.spent = lambda rows: PieceKeeper.spent(keeper, rows)
     calls = []
     removals = types.SimpleNamespace(release=lambda ranges: calls.append(("release", ranges)),
@@ -501,3 +511,6 @@ def test_segments_are_given_back_a_few_megabytes_of_a_piece_at_a_time_adjacent_o
     left.shuffled(["train/2"])
     assert calls == [("release", [("big.piece", [(4 * mb, 2 * mb)]), ("small.piece", [(0, 200_009)])]),
                      ("remove", ["big.piece", "small.piece"])]
+    calls.clear()
+    left.shuffled(["train/3"])
+    assert calls == [("remove", ["last.piece"])]
