@@ -3,12 +3,12 @@ the executor (or here), made durable, journaled and put in place in the order th
 
 The sources are the shards in progress, or with pieces kept (``kept_pieces``) each shard's
 segments of them.  Once the journal says a shard is shuffled, its segments are given back to the
-file system (``storage.release_blocks``: holes punched in the pieces), and a kept piece is
-removed once every shard it holds segments of is: both by the run's removals thread
-(``storage.BackgroundRemovals``), while the next shards are shuffled.  So the work directory
-shrinks as the shards grow (the disk holds the output about once, not twice, at the end), and
-the pages of pieces no task reads again are reused by the next shards' writes rather than
-freed all at once when the run ends.
+file system (``storage.release_blocks``: holes punched in the pieces, a few megabytes of a piece
+at a time), and a kept piece is removed once every shard it holds segments of is: both by the
+run's removals thread (``storage.BackgroundRemovals``), while the next shards are shuffled.  So
+the work directory shrinks as the shards grow (at its peak the disk held the output 1.2 times,
+not twice, on the shared corpus), and the page cache of what no task reads again is freed as
+the shuffle goes, not all at the run's end (a worker keeps the pieces it read mapped).
 """
 
 from __future__ import annotations
@@ -157,13 +157,15 @@ class _PiecesLeft:
         # the last map of it goes, at the end of the run; a hole frees them now.  Not once every
         # shard is shuffled: the run's end is now, and the holes would only make it wait.
         spent = np.concatenate([self.spent] + [self.segments[key] for key in keys])
-        if self.left.any():
+        if not self.left.any():
+            spent = spent[:0]
+        else:
             enough = np.bincount(spent[:, 0], weights=spent[:, 2], minlength=len(self.left)) >= RELEASE_BYTES
             ready = enough[spent[:, 0]] | (self.left[spent[:, 0]] == 0)
             if ready.any():
                 self.removals.release(self.keeper.spent(spent[ready]))
             spent = spent[~ready]
-        self.spent = spent if self.left.any() else spent[:0]
+        self.spent = spent
         if len(pieces):
             self.removals.remove([self.keeper.pieces[piece] for piece in pieces.tolist()])
 

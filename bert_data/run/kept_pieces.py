@@ -201,8 +201,9 @@ class PieceKeeper(ShardAssembler):
         """What of the pieces no later step reads once the shards of these segments (rows of
         ``segments_of``) are shuffled and journaled: ``(path, [(offset, length), ...])`` a piece,
         adjacent segments as one range, for ``storage.release_blocks`` (the final shuffle's:
-        disk and page cache given back as the shuffle goes, not all at the end).  Only segments with their own CRC-32C: --resume
-        then checks the others' bytes one by one, not their piece whole."""
+        disk and page cache given back as the shuffle goes, not all at the end).  Only segments
+        with a CRC-32C of their own: --resume checks a piece with holes segment by segment, and
+        one of an earlier table, without them, whole."""
         rows = rows[rows[:, 4] != NO_CRC]
         rows = rows[np.lexsort((rows[:, 1], rows[:, 0]))]
         spent: List[tuple] = []
