@@ -6,7 +6,7 @@ segments of them.  Once the journal says a shard is shuffled, its segments are g
 file system (``storage.release_blocks``: holes punched in the pieces, a few megabytes of a piece
 at a time), and a kept piece is removed once every shard it holds segments of is: both by the
 run's removals thread (``storage.BackgroundRemovals``), while the next shards are shuffled.  So
-the work directory shrinks as the shards grow (at its peak the disk held the output 1.2 times,
+the work directory shrinks as the shards grow (at its peak the disk held the output 1.25-1.3 times,
 not twice, on the shared corpus), and the page cache of what no task reads again is freed as
 the shuffle goes, not all at the run's end (a worker keeps the pieces it read mapped).
 """
