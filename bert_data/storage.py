@@ -460,19 +460,26 @@ _CANNOT_PUNCH = {getattr(errno, name) for name in ("EOPNOTSUPP", "ENOTSUP", "ENO
 
 
 @functools.lru_cache(maxsize=None)
-def _fallocate():
-    """Linux's ``fallocate`` (None elsewhere: ``os.posix_fallocate`` cannot punch a hole)."""
+def linux_call(name: str, *argtypes: str):
+    """The C library's ``name`` on Linux, for a call Python's ``os`` has no binding for, its
+    arguments of ctypes' type names (``"c_int"``...), returning an int, errno kept; None
+    elsewhere, or where the library lacks it."""
     if not sys.platform.startswith("linux"):
         return None
     import ctypes
 
     try:
-        function = ctypes.CDLL(None, use_errno=True).fallocate
+        function = getattr(ctypes.CDLL(None, use_errno=True), name)
     except (OSError, AttributeError):
         return None
-    function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    function.argtypes = [getattr(ctypes, kind) for kind in argtypes]
     function.restype = ctypes.c_int
     return function
+
+
+def _fallocate():
+    """Linux's ``fallocate`` (``os.posix_fallocate`` cannot punch a hole)."""
+    return linux_call("fallocate", "c_int", "c_int", "c_int64", "c_int64")
 
 
 def release_blocks(path: str, ranges: Iterable[Tuple[int, int]]) -> bool:

@@ -14,11 +14,9 @@ several times slower; no such combination exists for it.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import json
 import os
-import sys
 from typing import Optional
 
 import crc32c as _crc32c
@@ -125,18 +123,9 @@ def _crc32c_combine_bitwise(crc1: int, crc2: int, length2: int) -> int:
 _SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h: start writing the range's dirty pages, do not wait
 
 
-@functools.lru_cache(maxsize=None)
 def _sync_file_range():
     """Linux's ``sync_file_range`` (None elsewhere: Python has no binding for it)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        function = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    function.restype = ctypes.c_int
-    return function
+    return storage.linux_call("sync_file_range", "c_int", "c_int64", "c_int64", "c_uint")
 
 
 def start_writeback(fd: int, offset: int, length: int) -> None:
