@@ -35,7 +35,11 @@ documents as create_tfrecords takes them, and the document options in ``--genera
 (``--multiple_docs_in_single_file``, ``--text_field``, ...) apply to the floor too.
 
 Each run is a real ``create_tfrecords`` process; peak memory is the largest sum of resident
-memory over the whole process tree (parent and workers), sampled every 20 ms.  The *floor* is
+memory over the whole process tree (parent and workers), sampled every 20 ms: ``peak_rss_mb``
+all of it, ``peak_own_mb`` the processes' own (less the pages of mapped files, which the kernel
+drops and reads again at will: the kept pieces a shard's shuffle maps are as large as the
+shard, so that part grows with the corpus at a given number of shards; the processes' own must
+not).  The *floor* is
 measured in the same invocation, in a separate single-threaded process: the same tokenizer
 over the same sentences (ids only, batched), plus, for raw input, spaCy's blank("en")
 + sentencizer over the same documents (its pipeline, a Doc per passage: ``time_over_spacy``;
@@ -121,20 +125,25 @@ print(json.dumps({"sentences": len(sentences), "tokens": n_tokens, "tokenizer_se
 """
 
 
-def tree_rss(process) -> int:
+def tree_rss(process) -> tuple:
+    """The process tree's resident memory, and of it the processes' own (``rss`` less ``shared``:
+    not pages of mapped files, which the kernel can drop and read again, such as the kept pieces
+    a shard's shuffle maps, which grow with the shard)."""
     import psutil
 
-    total = 0
+    total = own = 0
     try:
         members = [process] + process.children(recursive=True)
     except psutil.Error:
-        return 0
+        return 0, 0
     for member in members:
         try:
-            total += member.memory_info().rss
+            info = member.memory_info()
         except psutil.Error:
-            pass
-    return total
+            continue
+        total += info.rss
+        own += info.rss - getattr(info, "shared", 0)
+    return total, own
 
 
 def children_cpu_seconds() -> float:
@@ -152,10 +161,11 @@ def run_generator(arguments, env) -> dict:
     started = time.perf_counter()
     process = subprocess.Popen(arguments, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     watched = psutil.Process(process.pid)
-    peak = 0
+    peak = peak_own = 0
     cpu_seen = {}  # pid -> its own CPU seconds when last sampled
     while process.poll() is None:
-        peak = max(peak, tree_rss(watched))
+        resident, own = tree_rss(watched)
+        peak, peak_own = max(peak, resident), max(peak_own, own)
         sample_tree_cpu(watched, cpu_seen)
         time.sleep(0.02)
     seconds = time.perf_counter() - started
@@ -167,7 +177,8 @@ def run_generator(arguments, env) -> dict:
     # not, so the tree's sampled CPU time (short by the last 20 ms of each process) is taken
     # when it is the larger.
     waited = children_cpu_seconds() - cpu_before
-    return {"seconds": seconds, "peak_rss_mb": peak / 1e6, "cpu_seconds": max(waited, sum(cpu_seen.values()))}
+    return {"seconds": seconds, "peak_rss_mb": peak / 1e6, "peak_own_mb": peak_own / 1e6,
+            "cpu_seconds": max(waited, sum(cpu_seen.values()))}
 
 
 # Pure CPU work, nothing shared (no file, no memory beyond the interpreter's): 0.7-1.3 s on one
@@ -482,6 +493,7 @@ def main(argv=None) -> int:
                 "instances_per_s": round(manifest.n_examples / seconds),
                 "output_mb": round(output_bytes / 1e6, 1),
                 "peak_rss_mb": round(measured["peak_rss_mb"], 1),
+                "peak_own_mb": round(measured["peak_own_mb"], 1),
                 "n_examples": manifest.n_examples,
             }
             runs.append(row)
@@ -492,7 +504,8 @@ def main(argv=None) -> int:
                                     "wall_seconds": round(measured["seconds"], 2),
                                     "cpu_seconds": round(measured["cpu_seconds"], 2),
                                     "input_mb_per_s": round(args.repeat * listed_bytes / 1e6 / measured["seconds"], 2),
-                                    "peak_rss_mb": round(measured["peak_rss_mb"], 1)})
+                                    "peak_rss_mb": round(measured["peak_rss_mb"], 1),
+                                    "peak_own_mb": round(measured["peak_own_mb"], 1)})
                 shutil.rmtree(output)
         output_mb = max(row["output_mb"] for row in runs)
         disk_time = disk_seconds(workdir, int(output_mb * 1e6))
@@ -563,7 +576,7 @@ def main(argv=None) -> int:
     print(f"machine: its disk takes {disk['seconds']:.3f} s to write and sync the output's {disk['output_mb']} MB "
           "(the least a run spends on it, however many workers: over_disk)")
     columns = ["num_workers", "order", "code", "wall_seconds", "cpu_seconds", "docs_per_s", "input_mb_per_s", "instances_per_s", "output_mb",
-               "peak_rss_mb", "time_over_floor", "time_over_spacy", "over_tokenizers", "over_native", "over_disk",
+               "peak_rss_mb", "peak_own_mb", "time_over_floor", "time_over_spacy", "over_tokenizers", "over_native", "over_disk",
                "speedup_vs_first",
                "mixed_over_kept", "cpu_mixed_over_kept", "over_baseline", "cpu_over_baseline"]
     columns = [c for c in columns if any(c in r for r in runs)]
