@@ -466,7 +466,7 @@ def main(argv=None) -> int:
                 measure_floor()  # (each round's: the machine's speed drifts between rounds)
             output = workdir / f"out-{workers}"
 
-            def generator_command(metadata: Path, extra: List[str]) -> List[str]:
+            def generator_command(metadata: Path, extra: list) -> list:
                 return [
                     sys.executable, "-m", "bert_data.cli.create_tfrecords",
                     "--metadata_files", str(metadata),
