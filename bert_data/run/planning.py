@@ -27,6 +27,51 @@ from .specs import RunSpec
 from .units import SliceTable, UnitWork
 
 
+class SplitDocuments:
+    """One split's documents: their corpus positions (``split[places]``: those at ``places`` of
+    the split, int64; ascending, but in a list ``--sources`` made: a pass per copy), without an
+    array of them all where the corpus says it in less.  A corpus of short documents has
+    hundreds of millions (C4: 365 M, whose positions would take 2.9 GB of the parent's memory at
+    8 bytes each): a split that holds every document is a count; one that holds most of them
+    (training, beside a validation fraction) is the others' positions, its ``k``-th document
+    found by rank; only a split that holds at most half of the documents (or a list ``--sources``
+    made) is listed."""
+
+    def __init__(self, n: int, listed: Optional[np.ndarray] = None, others: Optional[np.ndarray] = None):
+        self.n, self.listed = int(n), listed
+        # The ``j``-th other's position less ``j``: the members before it.  The ``k``-th member
+        # comes after every other with at most ``k`` members before it, so that many others
+        # lie before it, and it is at ``k`` plus their count.
+        self.members_before_others = None if others is None else others - np.arange(len(others), dtype=np.int64)
+
+    @classmethod
+    def of(cls, codes: np.ndarray, code: int) -> "SplitDocuments":
+        """The documents whose ``codes`` entry (``CorpusPlan.doc_splits``) is ``code``."""
+        n = int(np.count_nonzero(codes == code))
+        if n == len(codes):
+            return cls(n)
+        if 2 * n <= len(codes):
+            return cls(n, listed=np.flatnonzero(codes == code))
+        return cls(n, others=np.flatnonzero(codes != code))
+
+    @classmethod
+    def listing(cls, positions: np.ndarray) -> "SplitDocuments":
+        return cls(len(positions), listed=np.asarray(positions, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, places) -> np.ndarray:
+        places = np.asarray(places, dtype=np.int64)
+        if self.listed is not None:
+            return self.listed[places]
+        if places.size and (int(places.min()) < 0 or int(places.max()) >= self.n):
+            raise IndexError(f"a place outside a split of {self.n:,} documents")
+        if self.members_before_others is None:
+            return places.copy()
+        return places + np.searchsorted(self.members_before_others, places, side="right")
+
+
 @dataclass
 class PlannedUnit:
     """A unit as the scheduler sees it: its split, its place in the split's order, how many
@@ -46,7 +91,7 @@ class Plan:
     corpus: CorpusPlan
     units: List[PlannedUnit]
     orders: Dict[str, CorpusOrder]  # per split: the seeded order its documents are taken in
-    split_docs: Dict[str, np.ndarray]  # per split: the corpus positions of its documents, ascending
+    split_docs: Dict[str, SplitDocuments]  # per split: the corpus positions of its documents
     split_num: int
     n_listed: Dict[str, int]  # per split: documents listed (missing files included)
     missing: list = field(default_factory=list)  # (MetadataEntry, reason, split), with --skip_missing
@@ -126,8 +171,7 @@ def make_plan(spec: RunSpec, skip_missing: bool = False, check_case: bool = True
                          "name files that hold text")
     if check_case and spec.tokenizer.kind == WORDPIECE:  # the check measures WordPiece's [UNK] rate
         check_vocabulary_case(spec.tokenizer.do_lower_case, inputs.reading, vocab, corpus.slices, allow_case_mismatch)
-    split_docs = {split: np.flatnonzero(corpus.doc_splits == code)
-                  for code, split in SPLIT_OF_CODE.items()}
+    split_docs = {split: SplitDocuments.of(corpus.doc_splits, code) for code, split in SPLIT_OF_CODE.items()}
     for index, source_input in enumerate(source_inputs):  # each source's split (without sources: the corpus)
         codes = corpus.doc_splits[starts[index]:starts[index + 1]]
         warn_about_split_sizes(source_input, int(np.sum(codes == TRAIN_CODE)), int(np.sum(codes == VAL_CODE)))
@@ -177,7 +221,7 @@ def deal_units(plan: Plan, spec: RunSpec, doc_tokens: Optional[np.ndarray]) -> N
     mixing = spec.mixing
     if plan.sources is not None:
         plan.sources.realize(plan.corpus.doc_splits, kept_tokens(plan, doc_tokens))
-        plan.split_docs[TRAIN] = plan.sources.training_list(plan.corpus.doc_splits)
+        plan.split_docs[TRAIN] = SplitDocuments.listing(plan.sources.training_list(plan.corpus.doc_splits))
     plan.orders = {split: CorpusOrder(len(docs), mixing.seed, shuffle=not mixing.keep_corpus_order,
                                       region_size=region_size(mixing.split_num))
                    for split, docs in plan.split_docs.items()}
@@ -232,7 +276,7 @@ def some_of(labels: List[str], shown: int = 3) -> str:
 UNIT_BATCH_PLACES = 1 << 20  # (8 MB of int64 a batch)
 
 
-def plan_units(corpus: CorpusPlan, split_docs: Dict[str, np.ndarray], orders: Dict[str, CorpusOrder],
+def plan_units(corpus: CorpusPlan, split_docs: Dict[str, SplitDocuments], orders: Dict[str, CorpusOrder],
                split_num: int) -> List[PlannedUnit]:
     """Train units, then validation units, each ``split_num`` documents taken in its split's
     order, with the slices they need."""
@@ -259,7 +303,7 @@ def plan_units(corpus: CorpusPlan, split_docs: Dict[str, np.ndarray], orders: Di
     return units
 
 
-def plan_units_one_by_one(corpus: CorpusPlan, split_docs: Dict[str, np.ndarray], orders: Dict[str, CorpusOrder],
+def plan_units_one_by_one(corpus: CorpusPlan, split_docs: Dict[str, SplitDocuments], orders: Dict[str, CorpusOrder],
                           split_num: int) -> List[PlannedUnit]:
     """``plan_units`` a unit at a time: the reference."""
     table = SliceTable.of(corpus.slices)
