@@ -34,7 +34,9 @@ Any corpus works: ``--metadata_files``/``--input_files`` (with ``--input_files_p
 documents as create_tfrecords takes them, and the document options in ``--generator_args``
 (``--multiple_docs_in_single_file``, ``--text_field``, ...) apply to the floor too.
 
-Each run is a real ``create_tfrecords`` process; peak memory is the largest sum of resident
+Each run is a real ``create_tfrecords`` process.  Its speed is its input's MB/s, and per core
+(``mb_per_s_per_core``: over its workers, a core each; a one-worker run keeps about 1.1 cores
+busy with its threads, as ``cpu_seconds`` over ``wall_seconds`` shows).  Peak memory is the largest sum of resident
 memory over the whole process tree (parent and workers), sampled every 20 ms: ``peak_rss_mb``
 all of it, ``peak_own_mb`` the processes' own (less the pages of mapped files, which the kernel
 drops and reads again at will: the kept pieces a shard's shuffle maps are as large as the
@@ -70,7 +72,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,6 +80,9 @@ DEFAULT_VOCAB = REPO.parent / "shared" / "vocab" / "bert-base-uncased-vocab.txt"
 sys.path.insert(0, str(REPO))  # this checkout's bert_data, as the runs below use
 
 from bert_data.format.manifest import Manifest  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # (its sibling, also under PYTHONSAFEPATH)
+from benchmark_machine import disk_seconds, parallel_ceiling, run_generator  # noqa: E402
 
 FLOOR_SCRIPT = r"""
 import json, os, sys, time
@@ -125,118 +129,6 @@ print(json.dumps({"sentences": len(sentences), "tokens": n_tokens, "tokenizer_se
 """
 
 
-def tree_rss(process) -> tuple:
-    """The process tree's resident memory, and of it the processes' own (``rss`` less ``shared``:
-    not pages of mapped files, which the kernel can drop and read again, such as the kept pieces
-    a shard's shuffle maps, which grow with the shard)."""
-    import psutil
-
-    total = own = 0
-    try:
-        members = [process] + process.children(recursive=True)
-    except psutil.Error:
-        return 0, 0
-    for member in members:
-        try:
-            info = member.memory_info()
-        except psutil.Error:
-            continue
-        total += info.rss
-        own += info.rss - getattr(info, "shared", 0)
-    return total, own
-
-
-def children_cpu_seconds() -> float:
-    """User + system time of the children waited for so far (and of theirs: the workers)."""
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def run_generator(arguments, env) -> dict:
-    import psutil
-
-    cpu_before = children_cpu_seconds()
-    started = time.perf_counter()
-    process = subprocess.Popen(arguments, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-    watched = psutil.Process(process.pid)
-    peak = peak_own = 0
-    cpu_seen = {}  # pid -> its own CPU seconds when last sampled
-    while process.poll() is None:
-        resident, own = tree_rss(watched)
-        peak, peak_own = max(peak, resident), max(peak_own, own)
-        sample_tree_cpu(watched, cpu_seen)
-        time.sleep(0.02)
-    seconds = time.perf_counter() - started
-    stdout, stderr = process.communicate()
-    if process.returncode:
-        sys.exit(f"benchmark: create_tfrecords failed:\n{stderr}")
-    # CPU time: less sensitive than wall time to other work on a shared machine.  The children
-    # waited for count in getrusage; worker processes a pool stops without waiting for them do
-    # not, so the tree's sampled CPU time (short by the last 20 ms of each process) is taken
-    # when it is the larger.
-    waited = children_cpu_seconds() - cpu_before
-    return {"seconds": seconds, "peak_rss_mb": peak / 1e6, "peak_own_mb": peak_own / 1e6,
-            "cpu_seconds": max(waited, sum(cpu_seen.values()))}
-
-
-# Pure CPU work, nothing shared (no file, no memory beyond the interpreter's): 0.7-1.3 s on one
-# core of the development machine, whose cores ran the same loop at two speeds minutes apart.
-CEILING_WORK = "x = 0\nfor i in range(6_000_000):\n    x += i * i\n"
-
-
-def parallel_ceiling(workers: int, rounds: int = 5) -> float:
-    """What ``workers`` processes get from this machine: ``workers`` x one copy's time of
-    ``CEILING_WORK`` over that of ``workers`` copies at once, each the fastest of ``rounds``
-    taken alternately (a pause of the machine's own lengthens one of them, never shortens it).
-    ``speedup_vs_first`` cannot exceed it (2.0 on two idle cores; less when the cores are
-    hyperthreads of one, or busy)."""
-    def wall(copies: int) -> float:
-        started = time.perf_counter()
-        processes = [subprocess.Popen([sys.executable, "-I", "-S", "-c", CEILING_WORK]) for _ in range(copies)]
-        for process in processes:
-            process.wait()
-        return time.perf_counter() - started
-
-    times = [(wall(1), wall(workers)) for _ in range(rounds)]
-    return round(workers * min(one for one, _ in times) / min(many for _, many in times), 2)
-
-
-def disk_seconds(directory: Path, size: int, rounds: int = 2) -> float:
-    """The least time this machine's disk takes to be given ``size`` bytes and make them durable
-    (written a MB at a time, then fsync; the fastest of ``rounds``): what a run that writes and
-    syncs an output of that size spends at least, however many workers it has (its shards are
-    durable before its manifest)."""
-    block = os.urandom(1 << 20)  # (random bytes: a disk that compresses gets no shortcut)
-    path, best = directory / "disk-floor", float("inf")
-    for _ in range(rounds):
-        started = time.perf_counter()
-        with open(path, "wb", buffering=0) as handle:
-            written = 0
-            while written < size:
-                written += handle.write(block[:min(len(block), size - written)])
-            os.fsync(handle.fileno())
-        best = min(best, time.perf_counter() - started)
-        path.unlink()
-    return best
-
-
-def sample_tree_cpu(root, cpu_seen: dict) -> None:
-    import psutil
-
-    try:
-        members = [root] + root.children(recursive=True)
-    except psutil.Error:
-        return
-    for member in members:
-        try:
-            times = member.cpu_times()
-        except psutil.Error:
-            continue
-        cpu_seen[member.pid] = times.user + times.system
-
-
 def per_byte(runs: list, listed_runs: list) -> list:
     """--per_byte: for each configuration (workers, order), the short documents' input MB/s
     against the listed corpus's, fastest against fastest and median against median (this
@@ -255,14 +147,15 @@ def per_byte(runs: list, listed_runs: list) -> list:
     return compared
 
 
-def fastest_runs(runs: list, floor, repeat: int) -> list:
-    """The fastest run of each configuration (workers, order, code), over the floor and over the
-    ``tokenizers`` floor alone when there is one."""
+def fastest_runs(runs: list, floor, repeat: int, input_mb: float) -> list:
+    """The fastest run of each configuration (workers, order, code): its input MB/s per core (a
+    worker each), over the floor and over the ``tokenizers`` floor alone when there is one."""
     fastest = []
     for key in dict.fromkeys((row["num_workers"], row["order"], row.get("code", "")) for row in runs):
         seconds = min(row["wall_seconds"] for row in runs
                       if (row["num_workers"], row["order"], row.get("code", "")) == key)
-        best = {"num_workers": key[0], "order": key[1], "code": key[2], "wall_seconds": seconds}
+        best = {"num_workers": key[0], "order": key[1], "code": key[2], "wall_seconds": seconds,
+                "mb_per_s_per_core": round(input_mb / seconds / key[0], 2)}
         if floor:
             best["time_over_floor"] = round(seconds / floor["seconds"], 3)
             best["over_tokenizers"] = round(seconds / (repeat * floor["tokenizer_seconds"]), 3)
@@ -490,6 +383,7 @@ def main(argv=None) -> int:
                 "cpu_seconds": round(measured["cpu_seconds"], 2),
                 "docs_per_s": round(manifest.n_docs / seconds, 1),
                 "input_mb_per_s": round(args.repeat * input_bytes / 1e6 / seconds, 2),
+                "mb_per_s_per_core": round(args.repeat * input_bytes / 1e6 / seconds / workers, 2),
                 "instances_per_s": round(manifest.n_examples / seconds),
                 "output_mb": round(output_bytes / 1e6, 1),
                 "peak_rss_mb": round(measured["peak_rss_mb"], 1),
@@ -547,7 +441,7 @@ def main(argv=None) -> int:
         "shape": args.shape,
         "tokenizer": {"kind": source[0], "path": source[1], "vocab_file": source[2], "do_lower_case": lower},
         "floor": floor, "runs": runs, "parallel_ceiling": ceiling, "disk": disk,
-        "fastest": fastest_runs(runs, floor, args.repeat),
+        "fastest": fastest_runs(runs, floor, args.repeat, args.repeat * input_bytes / 1e6),
     }
     if args.per_byte:
         report["listed_runs"] = listed_runs
@@ -575,7 +469,8 @@ def main(argv=None) -> int:
         print(f"machine: {workers} processes of pure CPU work run at {most}x one (the most speedup_vs_first can be here)")
     print(f"machine: its disk takes {disk['seconds']:.3f} s to write and sync the output's {disk['output_mb']} MB "
           "(the least a run spends on it, however many workers: over_disk)")
-    columns = ["num_workers", "order", "code", "wall_seconds", "cpu_seconds", "docs_per_s", "input_mb_per_s", "instances_per_s", "output_mb",
+    columns = ["num_workers", "order", "code", "wall_seconds", "cpu_seconds", "docs_per_s", "input_mb_per_s",
+               "mb_per_s_per_core", "instances_per_s", "output_mb",
                "peak_rss_mb", "peak_own_mb", "time_over_floor", "time_over_spacy", "over_tokenizers", "over_native", "over_disk",
                "speedup_vs_first",
                "mixed_over_kept", "cpu_mixed_over_kept", "over_baseline", "cpu_over_baseline"]
@@ -588,7 +483,8 @@ def main(argv=None) -> int:
         for best in report["fastest"]:
             workers = best["num_workers"]
             print(f"fastest of {args.rounds} rounds, {workers} worker{'s' if workers > 1 else ''} {best['order']}"
-                  + (f" {best['code']}" if best["code"] else "") + f": {best['wall_seconds']:.2f} s"
+                  + (f" {best['code']}" if best["code"] else "") + f": {best['wall_seconds']:.2f} s, "
+                  f"{best['mb_per_s_per_core']:.2f} MB/s per core"
                   + (f", {best['time_over_floor']:.2f} of the floor" if floor else "")
                   + (f" ({best['over_tokenizers']:.2f} of the tokenizers floor alone)"
                      if floor and floor["spacy_seconds"] else ""))
