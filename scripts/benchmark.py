@@ -36,15 +36,14 @@ documents as create_tfrecords takes them, and the document options in ``--genera
 
 Each run is a real ``create_tfrecords`` process.  Its speed is its input's MB/s, and per core
 (``mb_per_s_per_core``: over its workers, a core each; a one-worker run keeps about 1.1 cores
-busy with its threads, as ``cpu_seconds`` over ``wall_seconds`` shows).  Peak memory is the largest sum of resident
-memory over the whole process tree (parent and workers), sampled every 20 ms: ``peak_rss_mb``
-all of it, ``peak_own_mb`` the processes' own (less the pages of mapped files, which the kernel
-drops and reads again at will: the kept pieces a shard's shuffle maps are as large as the
-shard, so that part grows with the corpus at a given number of shards; the processes' own must
-not).  The *floor* is
-measured in the same invocation, in a separate single-threaded process: the same tokenizer
-over the same sentences (ids only, batched), plus, for raw input, spaCy's blank("en")
-+ sentencizer over the same documents (its pipeline, a Doc per passage: ``time_over_spacy``;
+busy with its threads, as ``cpu_seconds`` over ``wall_seconds`` shows).  Peak memory is the
+largest sum of resident memory over the whole process tree (parent and workers), sampled every
+20 ms: ``peak_rss_mb`` all of it, ``peak_own_mb`` the processes' own (less the pages of mapped
+files, which the kernel drops and reads again at will: the kept pieces a shard's shuffle maps
+are as large as the shard, so that part grows with the corpus at a given number of shards; the
+processes' own must not).  The *floor* is measured in the same invocation, in a separate
+single-threaded process: the same tokenizer over the same sentences (ids only, batched), plus,
+for raw input, spaCy's blank("en") + sentencizer over the same documents (its pipeline, a Doc per passage: ``time_over_spacy``;
 the sentence stage, the built-in splitter that gives the same sentences without Docs, is timed
 against it too).  ``time/floor`` stays comparable across machines.  Each tokenizer floor is also
 reported alone: Hugging Face ``tokenizers`` (``over_tokenizers``, the reference path) and the
@@ -81,7 +80,7 @@ sys.path.insert(0, str(REPO))  # this checkout's bert_data, as the runs below us
 
 from bert_data.format.manifest import Manifest  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # (its sibling, also under PYTHONSAFEPATH)
+sys.path.append(str(Path(__file__).resolve().parent))  # (its sibling, also under PYTHONSAFEPATH)
 from benchmark_machine import disk_seconds, parallel_ceiling, run_generator  # noqa: E402
 
 FLOOR_SCRIPT = r"""
