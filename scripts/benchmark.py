@@ -43,16 +43,17 @@ files, which the kernel drops and reads again at will: the kept pieces a shard's
 are as large as the shard, so that part grows with the corpus at a given number of shards; the
 processes' own must not).  The *floor* is measured in the same invocation, in a separate
 single-threaded process: the same tokenizer over the same sentences (ids only, batched), plus,
-for raw input, spaCy's blank("en") + sentencizer over the same documents (its pipeline, a Doc per passage: ``time_over_spacy``;
-the sentence stage, the built-in splitter that gives the same sentences without Docs, is timed
-against it too).  ``time/floor`` stays comparable across machines.  Each tokenizer floor is also
-reported alone: Hugging Face ``tokenizers`` (``over_tokenizers``, the reference path) and the
-native WordPiece, ``nanotoken`` (``over_native``, when it runs the tokenizer).  With more than one
-``--num_workers``, the machine's own *parallel ceiling* is measured too: what N processes of pure
-CPU work, sharing nothing, get over one (``parallel_ceiling``), the most ``speedup_vs_first``
-could be on this machine at this moment (less than N on hyperthreads or busy cores).  And the
-disk's floor: the time it takes to write and sync as many bytes as the output (``disk``,
-``over_disk``), which no number of workers shortens: a run's shards are durable before its manifest.
+for raw input, spaCy's blank("en") + sentencizer over the same documents (its pipeline, a Doc
+per passage: ``time_over_spacy``; the sentence stage, the built-in splitter that gives the same
+sentences without Docs, is timed against it too).  ``time/floor`` stays comparable across
+machines.  Each tokenizer floor is also reported alone: Hugging Face ``tokenizers``
+(``over_tokenizers``, the reference path) and the native WordPiece, ``nanotoken``
+(``over_native``, when it runs the tokenizer).  With more than one ``--num_workers``, the
+machine's own *parallel ceiling* is measured too: what N processes of pure CPU work, sharing
+nothing, get over one (``parallel_ceiling``), the most ``speedup_vs_first`` could be on this
+machine at this moment (less than N on hyperthreads or busy cores).  And the disk's floor: the
+time it takes to write and sync as many bytes as the output (``disk``, ``over_disk``), which no
+number of workers shortens: a run's shards are durable before its manifest.
 
 The tokenizer is BERT's WordPiece (``--vocab_file``, default the shared BERT-uncased vocabulary),
 a Hugging Face ``--tokenizer_file tokenizer.json`` or a ``--spm_model_file`` SentencePiece model
