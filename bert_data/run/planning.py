@@ -47,12 +47,13 @@ class SplitDocuments:
     @classmethod
     def of(cls, codes: np.ndarray, code: int) -> "SplitDocuments":
         """The documents whose ``codes`` entry (``CorpusPlan.doc_splits``) is ``code``."""
-        n = int(np.count_nonzero(codes == code))
+        members = codes == code
+        n = int(np.count_nonzero(members))
         if n == len(codes):
             return cls(n)
         if 2 * n <= len(codes):
-            return cls(n, listed=np.flatnonzero(codes == code))
-        return cls(n, others=np.flatnonzero(codes != code))
+            return cls(n, listed=np.flatnonzero(members))
+        return cls(n, others=np.flatnonzero(~members))
 
     @classmethod
     def listing(cls, positions: np.ndarray) -> "SplitDocuments":
